@@ -1,0 +1,123 @@
+// xfc: the xf compiler driver. The pipeline is a flat list of stages; with
+// --emit=STAGE the IR (or AST) after that stage is printed and xfc stops.
+// The IR verifier runs after every stage that produces IR.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../frontend/frontend.h"
+#include "../passes/passes.h"
+
+#ifndef XF_STDLIB_DIR
+#define XF_STDLIB_DIR "stdlib"
+#endif
+#define XF_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+  fputs("usage: xfc [options] model.xf\n"
+        "\n"
+        "Compiles an xf model description. Without an action it parses, elaborates\n"
+        "and shape-checks the model and prints nothing on success.\n"
+        "\n"
+        "options:\n"
+        "  -D name=value   override a config value of the model (repeatable)\n"
+        "  -I dir          also look for imports in dir (repeatable)\n"
+        "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
+        "  --emit=ast      print the syntax tree of the model file and stop\n"
+        "  --emit=ir       print the graph IR after elaboration and stop\n"
+        "  --stats         print parameters and forward operation counts per block instance\n"
+        "  -h, --help      print this help\n"
+        "  --version       print the version\n",
+        f);
+}
+
+static int die_usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "xfc: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(run 'xfc --help' for usage)\n");
+  return 1;
+}
+
+static void check_ir(const Graph *g, const char *stage) {
+  char msg[512];
+  if (!ir_verify(g, msg, sizeof msg)) {
+    fprintf(stderr, "xfc: internal error: IR verifier failed after %s: %s\n", stage, msg);
+    exit(3);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *input = NULL, *emit = NULL;
+  bool stats = false;
+  Define *defs = calloc((size_t)argc, sizeof *defs);
+  const char **incs = calloc((size_t)argc, sizeof *incs);
+  if (!defs || !incs) return fprintf(stderr, "xfc: out of memory\n"), 1;
+  int ndefs = 0, ninc = 0;
+  const char *stdlib_dir = getenv("XF_STDLIB");
+  if (!stdlib_dir || !*stdlib_dir) stdlib_dir = XF_STDLIB_DIR;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+    if (!strcmp(a, "--version")) return printf("xfc %s\n", XF_VERSION), 0;
+    if (!strncmp(a, "-D", 2) || !strncmp(a, "-I", 2)) {
+      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return die_usage("%s needs a value", a);
+      if (a[1] == 'I') {
+        incs[ninc++] = v;
+        continue;
+      }
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v) return die_usage("-D %s: expected name=value", v);
+      char *name = strndup(v, (size_t)(eq - v));
+      if (!name) return fprintf(stderr, "xfc: out of memory\n"), 1;
+      defs[ndefs++] = (Define){name, eq + 1};
+    } else if (!strncmp(a, "--emit=", 7)) {
+      emit = a + 7;
+      if (strcmp(emit, "ast") && strcmp(emit, "ir"))
+        return die_usage("--emit=%s: expected ast or ir", emit);
+    } else if (!strncmp(a, "--stdlib=", 9)) {
+      stdlib_dir = a + 9;
+    } else if (!strcmp(a, "--stats")) {
+      stats = true;
+    } else if (a[0] == '-' && a[1]) {
+      return die_usage("unknown option %s", a);
+    } else if (input) {
+      return die_usage("more than one input file (%s)", a);
+    } else {
+      input = a;
+    }
+  }
+  if (!input) return die_usage("%s", "no input file");
+
+  Arena arena = {0};
+  jmp_buf on_error;
+  Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
+  int status = 0;
+  if (setjmp(on_error)) {
+    status = 1;
+    goto done;
+  }
+  SearchPath sp = {incs, ninc, stdlib_dir};
+  Program *prog = load_program(&diag, input, &sp);
+  if (emit && !strcmp(emit, "ast")) {
+    ast_dump(stdout, prog->modules[0]);
+    goto done;
+  }
+  Graph *g = elaborate(&diag, prog, defs, ndefs);
+  check_ir(g, "elaboration");
+  if (emit && !strcmp(emit, "ir")) {
+    ir_print(stdout, g);
+    goto done;
+  }
+  if (stats) stats_print(stdout, g);
+done:
+  arena_free(&arena);
+  for (int i = 0; i < ndefs; i++) free((char *)defs[i].name);
+  free(defs);
+  free(incs);
+  if (fflush(stdout) != 0) {
+    perror("xfc: error writing output");
+    status = 1;
+  }
+  return status;
+}

@@ -1,0 +1,121 @@
+// ast.c: AST constructors and the AST dump (xfc --emit=ast), printed as
+// indented S-expressions with the line:col of every node.
+#include "frontend.h"
+
+void vec_push(Arena *a, Vec *v, void *item) {
+  if (v->n == v->cap) {
+    int nc = v->cap ? 2 * v->cap : 4;
+    v->items = arena_realloc(a, v->items, sizeof *v->items * (size_t)v->cap,
+                             sizeof *v->items * (size_t)nc);
+    v->cap = nc;
+  }
+  v->items[v->n++] = item;
+}
+
+Expr *ast_expr(Arena *a, ExprKind kind, Loc loc) {
+  Expr *e = arena_alloc(a, sizeof *e);
+  e->kind = kind;
+  e->loc = loc;
+  return e;
+}
+
+static void indent(FILE *f, int depth) {
+  for (int i = 0; i < depth; i++) fputs("  ", f);
+}
+
+static void dump_expr(FILE *f, const Expr *e) {
+  switch (e->kind) {
+  case EX_INT: fprintf(f, "%.0f", e->num); break;
+  case EX_FLOAT: fprintf(f, "%.17g", e->num); break;
+  case EX_NAME: fprintf(f, "%s", e->name); break;
+  case EX_BINARY:
+    fprintf(f, "(%c ", e->op);
+    dump_expr(f, e->lhs);
+    fputc(' ', f);
+    dump_expr(f, e->rhs);
+    fputc(')', f);
+    break;
+  case EX_NEG:
+    fputs("(neg ", f);
+    dump_expr(f, e->lhs);
+    fputc(')', f);
+    break;
+  case EX_CALL:
+    fputs("(call ", f);
+    dump_expr(f, e->lhs);
+    for (int i = 0; i < e->args.n; i++) fputc(' ', f), dump_expr(f, e->args.items[i]);
+    fputc(')', f);
+    break;
+  case EX_LIST:
+    fputc('[', f);
+    for (int i = 0; i < e->args.n; i++) {
+      if (i) fputc(' ', f);
+      dump_expr(f, e->args.items[i]);
+    }
+    fputc(']', f);
+    break;
+  case EX_REPEAT:
+    fputs("(repeat ", f);
+    dump_expr(f, e->lhs);
+    fputc(' ', f);
+    dump_expr(f, e->rhs);
+    fputc(')', f);
+    break;
+  }
+}
+
+static void dump_args(FILE *f, const Vec *args) {
+  fputc('(', f);
+  for (int i = 0; i < args->n; i++) {
+    const Arg *a = args->items[i];
+    fprintf(f, "%s%s", i ? " " : "", a->name);
+    if (a->shape) fputc(':', f), dump_expr(f, a->shape);
+  }
+  fputc(')', f);
+}
+
+static void dump_body(FILE *f, const Vec *body, int depth) {
+  static const char *kinds[] = {"assign", "return", "output"};
+  for (int i = 0; i < body->n; i++) {
+    const Stmt *s = body->items[i];
+    indent(f, depth);
+    fprintf(f, "(%s", kinds[s->kind]);
+    if (s->name) fprintf(f, " %s", s->name);
+    if (s->value) fputc(' ', f), dump_expr(f, s->value);
+    fprintf(f, ")  ; %d:%d\n", s->loc.line, s->loc.col);
+  }
+}
+
+void ast_dump(FILE *f, const Module *m) {
+  static const char *defkinds[] = {"block", "fn", "model"};
+  static const char *memkinds[] = {"config", "param", "let", "forward"};
+  fprintf(f, "(module %s\n", m->src->name);
+  for (int i = 0; i < m->imports.n; i++) {
+    const Import *im = m->imports.items[i];
+    fprintf(f, "  (import \"%s\")  ; %d:%d\n", im->path, im->loc.line, im->loc.col);
+  }
+  for (int i = 0; i < m->defs.n; i++) {
+    const Def *d = m->defs.items[i];
+    fprintf(f, "  (%s %s ", defkinds[d->kind], d->name);
+    dump_args(f, &d->params);
+    fprintf(f, "  ; %d:%d\n", d->loc.line, d->loc.col);
+    for (int j = 0; j < d->members.n; j++) {
+      const Member *mb = d->members.items[j];
+      fprintf(f, "    (%s %s", memkinds[mb->kind], mb->name);
+      if (mb->shape) fputc(' ', f), dump_expr(f, mb->shape);
+      if (mb->value) fputc(' ', f), dump_expr(f, mb->value);
+      if (mb->kind == MEM_FORWARD) {
+        fputc(' ', f);
+        dump_args(f, &mb->args);
+        fprintf(f, "  ; %d:%d\n", mb->loc.line, mb->loc.col);
+        dump_body(f, &mb->body, 3);
+        fputs("    )\n", f);
+      } else {
+        fprintf(f, ")  ; %d:%d\n", mb->loc.line, mb->loc.col);
+      }
+    }
+    dump_body(f, &d->body, 2);
+    fputs("  )\n", f);
+  }
+  fputs(")\n", f);
+}

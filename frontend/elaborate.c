@@ -1,0 +1,990 @@
+// elaborate.c: AST -> graph IR.
+//
+// Requires: a parsed Program whose main module defines one model.
+// Guarantees: a Graph that passes ir_verify, in which every node has the
+// location of the expression that made it and the scope of the block
+// instance it belongs to; every parameter is named by its instance path.
+//
+// Elaboration has two phases, as the language has two times:
+//   construction: the model's config values, `let` and `param` members are
+//     evaluated; calling a block creates an instance (its own parameters),
+//     `repeat n { e }` evaluates e n times. Values: integers, numbers,
+//     shapes, instances.
+//   forward: starting from the model's forward, calls of instances run
+//     their forward bodies, building graph nodes; shapes are checked as each
+//     node is made (ir_add), so a mismatch points at the operator.
+// Instances are named after construction: an instance belongs to the first
+// instance that binds it (a `let`, a block argument, a repeat position),
+// and its path is the chain of those names: lm.layers.3.mixer.W_ext.
+// Calling one instance twice reuses its parameters (shared weights).
+#include "frontend.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+  MAX_FRAMES = 200,
+  MAX_INSTANCES = 100000,
+  MAX_NODES = 2000000,
+  MAX_REPEAT = 10000,
+};
+#define MAX_ELEMENTS (1LL << 46)
+
+typedef enum {
+  V_NONE,
+  V_INT,      // i
+  V_FLOAT,    // f
+  V_DIM,      // dim: the symbolic sizes B and T
+  V_SHAPE,    // shape
+  V_TENSOR,   // node
+  V_PARAM,    // a parameter seen at construction time: inst, i
+  V_INST,     // inst
+  V_DEF,      // a block or fn definition: def
+  V_BUILTIN,  // i: index into builtins
+} VKind;
+
+typedef struct Inst Inst;
+
+typedef struct {
+  VKind kind;
+  int64_t i;
+  double f;
+  Dim dim;
+  Shape shape;
+  int node;
+  Inst *inst;
+  const Def *def;
+} Value;
+
+typedef struct Binding Binding;
+struct Binding {
+  const char *name;
+  Value v;
+  Loc loc;
+  Binding *next;
+};
+
+typedef struct Env Env;
+struct Env {
+  Binding *head;
+  Env *parent;
+};
+
+typedef struct {
+  const char *name;
+  Shape shape;
+  Init init;
+  Loc loc;
+  int node;
+} PendingParam;
+
+struct Inst {
+  const Def *def;      // NULL for a repeat sequence
+  Env *env;            // block arguments, params, lets
+  Inst *owner;         // the instance that first bound this one
+  const char *local;   // its name there
+  Vec children;        // Inst* owned by this one, in binding order
+  PendingParam *params;
+  int nparams, cap_params;
+  Inst **items;        // repeat sequence
+  int nitems;
+  const Member *forward;
+  int scope;
+  Loc loc;
+};
+
+typedef struct {
+  Loc loc;
+  const char *what;
+} Frame;
+
+typedef enum { CTX_BUILD, CTX_RUN } Ctx;
+
+typedef struct {
+  Diag *d;
+  Arena *a;
+  Graph *g;
+  Def **defs;
+  int ndefs;
+  const Def *stack[MAX_FRAMES];  // definitions being instantiated or called
+  int nstack;
+  Frame frames[MAX_FRAMES];
+  int nframes;
+  int scope;
+  Vec insts;
+  uint32_t ndropout;
+  Inst *root;
+} Elab;
+
+// ---- errors ------------------------------------------------------------------
+
+static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_print(E->d, "error", loc, "%s", msg);
+  int shown = 0;
+  for (int i = E->nframes - 1; i >= 0 && shown < 8; i--, shown++)
+    diag_print(E->d, "note", E->frames[i].loc, "%s", E->frames[i].what);
+  diag_fail(E->d);
+}
+
+static void push_frame(Elab *E, Loc loc, const char *what) {
+  if (E->nframes == MAX_FRAMES) err(E, loc, "calls are nested more than %d deep", MAX_FRAMES);
+  E->frames[E->nframes++] = (Frame){loc, what};
+}
+
+static void enter_def(Elab *E, const Def *def, Loc loc) {
+  for (int i = 0; i < E->nstack; i++)
+    if (E->stack[i] == def) {
+      char chain[512] = "";
+      size_t k = 0;
+      for (int j = i; j < E->nstack && k < sizeof chain; j++)
+        k += (size_t)snprintf(chain + k, sizeof chain - k, "%s -> ", E->stack[j]->name);
+      if (k < sizeof chain) snprintf(chain + k, sizeof chain - k, "%s", def->name);
+      err(E, loc, "%s '%s' is recursive (%s); blocks and functions cannot call themselves",
+          def->kind == DEF_FN ? "function" : "block", def->name, chain);
+    }
+  if (E->nstack == MAX_FRAMES) err(E, loc, "definitions are nested more than %d deep", MAX_FRAMES);
+  E->stack[E->nstack++] = def;
+}
+
+static const char *kind_name(VKind k) {
+  switch (k) {
+  case V_NONE: return "nothing";
+  case V_INT: return "an integer";
+  case V_FLOAT: return "a number";
+  case V_DIM: return "a symbolic size";
+  case V_SHAPE: return "a shape";
+  case V_TENSOR: return "a tensor";
+  case V_PARAM: return "a parameter";
+  case V_INST: return "a block instance";
+  case V_DEF: return "a definition";
+  case V_BUILTIN: return "a built-in function";
+  }
+  return "?";
+}
+
+// ---- environments ----------------------------------------------------------
+
+static Env *env_new(Elab *E, Env *parent) {
+  Env *e = arena_alloc(E->a, sizeof *e);
+  e->parent = parent;
+  return e;
+}
+
+static Binding *env_find_local(Env *env, const char *name) {
+  for (Binding *b = env->head; b; b = b->next)
+    if (!strcmp(b->name, name)) return b;
+  return NULL;
+}
+
+static void env_define(Elab *E, Env *env, const char *name, Value v, Loc loc) {
+  Binding *old = env_find_local(env, name);
+  if (old) err(E, loc, "'%s' is already defined in this block (at line %d)", name, old->loc.line);
+  Binding *b = arena_alloc(E->a, sizeof *b);
+  *b = (Binding){name, v, loc, env->head};
+  env->head = b;
+}
+
+// Assignment inside a body: rebinding a local is allowed.
+static void env_set(Elab *E, Env *env, const char *name, Value v, Loc loc) {
+  Binding *old = env_find_local(env, name);
+  if (old) {
+    old->v = v;
+    return;
+  }
+  env_define(E, env, name, v, loc);
+}
+
+// ---- builtins ------------------------------------------------------------------
+
+typedef enum {
+  BI_UNARY,   // op: elementwise math, folds on numbers
+  BI_REDUCE,  // op(x, axis)
+  BI_SOFTMAX,
+  BI_LAYERNORM,
+  BI_CAUSAL_MASK,
+  BI_CAUSAL_CONV,
+  BI_EMBED,
+  BI_DROPOUT,
+  BI_TRANSPOSE,
+  BI_RESHAPE,
+  BI_SLICE,
+  BI_CONCAT,
+  BI_IOTA,
+  BI_CROSS_ENTROPY,
+  BI_DIM,
+  BI_INIT,    // normal, uniform, zeros, ones: only in param declarations
+  BI_SIZE,    // B and T
+} BuiltinKind;
+
+typedef struct {
+  const char *name;
+  BuiltinKind kind;
+  OpKind op;
+  int nargs;
+  const char *usage;
+} Builtin;
+
+static const Builtin builtins[] = {
+    {"exp", BI_UNARY, OP_EXP, 1, "exp(x)"},
+    {"log", BI_UNARY, OP_LOG, 1, "log(x)"},
+    {"sqrt", BI_UNARY, OP_SQRT, 1, "sqrt(x)"},
+    {"tanh", BI_UNARY, OP_TANH, 1, "tanh(x)"},
+    {"relu", BI_UNARY, OP_RELU, 1, "relu(x)"},
+    {"gelu", BI_UNARY, OP_GELU, 1, "gelu(x)"},
+    {"sigmoid", BI_UNARY, OP_SIGMOID, 1, "sigmoid(x)"},
+    {"sin", BI_UNARY, OP_SIN, 1, "sin(x)"},
+    {"cos", BI_UNARY, OP_COS, 1, "cos(x)"},
+    {"sum", BI_REDUCE, OP_SUM, 2, "sum(x, axis)"},
+    {"mean", BI_REDUCE, OP_MEAN, 2, "mean(x, axis)"},
+    {"max", BI_REDUCE, OP_MAX, 2, "max(x, axis)"},
+    {"softmax", BI_SOFTMAX, OP_SOFTMAX, 2, "softmax(x, axis)"},
+    {"layernorm", BI_LAYERNORM, OP_LAYERNORM, 4, "layernorm(x, gain, bias, eps)"},
+    {"causal_mask", BI_CAUSAL_MASK, OP_CAUSAL_MASK, 1, "causal_mask(scores)"},
+    {"causal_conv", BI_CAUSAL_CONV, OP_CAUSAL_CONV, 2, "causal_conv(x, kernel)"},
+    {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
+    {"dropout", BI_DROPOUT, OP_DROPOUT, 2, "dropout(x, p)"},
+    {"transpose", BI_TRANSPOSE, OP_TRANSPOSE, 3, "transpose(x, axis1, axis2)"},
+    {"reshape", BI_RESHAPE, OP_RESHAPE, 2, "reshape(x, [sizes])"},
+    {"slice", BI_SLICE, OP_SLICE, 4, "slice(x, axis, start, length)"},
+    {"concat", BI_CONCAT, OP_CONCAT, 3, "concat(x, y, axis)"},
+    {"iota", BI_IOTA, OP_IOTA, 1, "iota(n)"},
+    {"cross_entropy", BI_CROSS_ENTROPY, OP_CROSS_ENTROPY, 2, "cross_entropy(logits, targets)"},
+    {"dim", BI_DIM, OP_COUNT, 2, "dim(x, axis)"},
+    {"normal", BI_INIT, OP_COUNT, 2, "normal(mean, std)"},
+    {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
+    {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
+    {"ones", BI_INIT, OP_COUNT, 0, "ones"},
+    {"B", BI_SIZE, OP_COUNT, 0, "B"},
+    {"T", BI_SIZE, OP_COUNT, 0, "T"},
+};
+enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
+
+static int find_builtin(const char *name) {
+  for (int i = 0; i < NBUILTINS; i++)
+    if (!strcmp(builtins[i].name, name)) return i;
+  return -1;
+}
+
+static const Def *find_def(Elab *E, const char *name) {
+  for (int i = 0; i < E->ndefs; i++)
+    if (!strcmp(E->defs[i]->name, name)) return E->defs[i];
+  return NULL;
+}
+
+// ---- values ----------------------------------------------------------------------
+
+static Value vint(int64_t i) { return (Value){.kind = V_INT, .i = i}; }
+static Value vfloat(double f) { return (Value){.kind = V_FLOAT, .f = f}; }
+static Value vtensor(int node) { return (Value){.kind = V_TENSOR, .node = node}; }
+static bool is_number(Value v) { return v.kind == V_INT || v.kind == V_FLOAT; }
+static double num(Value v) { return v.kind == V_INT ? (double)v.i : v.f; }
+
+static int add_node(Elab *E, Node n, Loc loc) {
+  if (E->g->nnodes >= MAX_NODES) err(E, loc, "the model is too large: more than %d graph nodes", MAX_NODES);
+  n.loc = loc;
+  n.scope = E->scope;
+  char msg[512];
+  int id = ir_add(E->g, n, msg, sizeof msg);
+  if (id < 0) err(E, loc, "%s", msg);
+  return id;
+}
+
+static int const_node(Elab *E, double v, Loc loc) {
+  return add_node(E, (Node){.op = OP_CONST, .fval = v}, loc);
+}
+
+static int want_tensor(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind == V_TENSOR) return v.node;
+  if (is_number(v)) return const_node(E, num(v), loc);
+  err(E, loc, "%s must be a tensor, not %s", what, kind_name(v.kind));
+}
+
+static int want_tensor_strict(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind != V_TENSOR) err(E, loc, "%s must be a tensor, not %s", what, kind_name(v.kind));
+  return v.node;
+}
+
+static int64_t want_int(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind != V_INT) err(E, loc, "%s must be an integer, not %s", what, kind_name(v.kind));
+  return v.i;
+}
+
+static double want_number(Elab *E, Value v, Loc loc, const char *what) {
+  if (!is_number(v)) err(E, loc, "%s must be a number, not %s", what, kind_name(v.kind));
+  return num(v);
+}
+
+static Dim want_size(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind == V_DIM) return v.dim;
+  if (v.kind == V_INT && v.i >= 1) return (Dim){DIM_CONST, v.i};
+  if (v.kind == V_INT)
+    err(E, loc, "%s must be at least 1, got %lld", what, (long long)v.i);
+  err(E, loc, "%s must be a positive integer, B or T, not %s", what, kind_name(v.kind));
+}
+
+static void check_elements(Elab *E, const Shape *s, Loc loc) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t d = s->d[i].kind == DIM_CONST ? s->d[i].n : 1;
+    if (d > MAX_ELEMENTS || n > MAX_ELEMENTS / d)
+      err(E, loc, "tensor shape is too large (more than 2^46 elements)");
+    n *= d;
+  }
+}
+
+// ---- construction ------------------------------------------------------------
+
+static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx);
+static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc);
+static Value call_fn(Elab *E, const Def *def, Value *args, const Expr **argx, int nargs, Loc loc, Ctx ctx);
+
+static void adopt(Elab *E, Inst *owner, Inst *child, const char *name) {
+  if (child->owner || child == owner || child == E->root) return;
+  child->owner = owner;
+  child->local = name;
+  vec_push(E->a, &owner->children, child);
+}
+
+static Inst *new_inst(Elab *E, const Def *def, Loc loc) {
+  if (E->insts.n >= MAX_INSTANCES)
+    err(E, loc, "the model is too large: more than %d block instances", MAX_INSTANCES);
+  Inst *in = arena_alloc(E->a, sizeof *in);
+  in->def = def;
+  in->env = env_new(E, NULL);
+  in->loc = loc;
+  in->scope = -1;
+  vec_push(E->a, &E->insts, in);
+  return in;
+}
+
+static Init eval_init(Elab *E, Env *env, const Expr *e) {
+  const Expr *callee = e->kind == EX_CALL ? e->lhs : e;
+  int b = callee->kind == EX_NAME ? find_builtin(callee->name) : -1;
+  if (b < 0 || builtins[b].kind != BI_INIT || (callee->kind == EX_NAME && env_find_local(env, callee->name)))
+    err(E, e->loc, "expected an initialiser: normal(mean, std), uniform(low, high), zeros or ones");
+  const Builtin *bi = &builtins[b];
+  int nargs = e->kind == EX_CALL ? e->args.n : 0;
+  if (bi->nargs == 0 && e->kind == EX_CALL)
+    err(E, e->loc, "'%s' takes no arguments; write it without parentheses", bi->name);
+  if (nargs != bi->nargs)
+    err(E, e->loc, "'%s' takes %d arguments: %s", bi->name, bi->nargs, bi->usage);
+  Init in = {0};
+  if (!strcmp(bi->name, "zeros")) in.kind = INIT_ZEROS;
+  else if (!strcmp(bi->name, "ones")) in.kind = INIT_ONES;
+  else {
+    const Expr *ax = e->args.items[0], *bx = e->args.items[1];
+    in.a = want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
+    in.b = want_number(E, eval(E, env, bx, CTX_BUILD), bx->loc, "initialiser argument");
+    if (!strcmp(bi->name, "normal")) {
+      in.kind = INIT_NORMAL;
+      if (!(in.b >= 0)) err(E, bx->loc, "normal(mean, std) needs std >= 0, got %g", in.b);
+    } else {
+      in.kind = INIT_UNIFORM;
+      if (!(in.a < in.b)) err(E, e->loc, "uniform(low, high) needs low < high, got %g and %g", in.a, in.b);
+    }
+  }
+  return in;
+}
+
+static Shape eval_shape(Elab *E, Env *env, const Expr *e, Ctx ctx, bool fixed) {
+  if (e->kind != EX_LIST) err(E, e->loc, "expected a shape such as [d, c]");
+  if (e->args.n > IR_MAX_RANK) err(E, e->loc, "a shape has at most %d sizes", IR_MAX_RANK);
+  Shape s = {.rank = e->args.n};
+  for (int i = 0; i < e->args.n; i++) {
+    const Expr *x = e->args.items[i];
+    Value v = eval(E, env, x, ctx);
+    s.d[i] = want_size(E, v, x->loc, "a size");
+    if (fixed && s.d[i].kind != DIM_CONST)
+      err(E, x->loc, "parameter shapes must be fixed sizes; %s is symbolic", s.d[i].kind == DIM_B ? "B" : "T");
+  }
+  check_elements(E, &s, e->loc);
+  return s;
+}
+
+static void construct_members(Elab *E, Inst *in, const Def *def) {
+  for (int i = 0; i < def->members.n; i++) {
+    const Member *m = def->members.items[i];
+    switch (m->kind) {
+    case MEM_CONFIG:
+      if (def->kind != DEF_MODEL) err(E, m->loc, "config values belong to a model, not to block '%s'", def->name);
+      break;  // evaluated by elaborate() before construction
+    case MEM_PARAM: {
+      Shape s = eval_shape(E, in->env, m->shape, CTX_BUILD, true);
+      Init init = eval_init(E, in->env, m->value);
+      if (in->nparams == in->cap_params) {
+        int nc = in->cap_params ? 2 * in->cap_params : 4;
+        in->params = arena_realloc(E->a, in->params, sizeof *in->params * (size_t)in->cap_params,
+                                   sizeof *in->params * (size_t)nc);
+        in->cap_params = nc;
+      }
+      in->params[in->nparams] = (PendingParam){m->name, s, init, m->loc, -1};
+      env_define(E, in->env, m->name, (Value){.kind = V_PARAM, .inst = in, .i = in->nparams}, m->loc);
+      in->nparams++;
+      break;
+    }
+    case MEM_LET: {
+      Value v = eval(E, in->env, m->value, CTX_BUILD);
+      if (v.kind == V_INST) adopt(E, in, v.inst, m->name);
+      env_define(E, in->env, m->name, v, m->loc);
+      break;
+    }
+    case MEM_FORWARD:
+      if (in->forward) err(E, m->loc, "'%s' has a second forward (the first is at line %d)", def->name, in->forward->loc.line);
+      in->forward = m;
+      break;
+    }
+  }
+}
+
+static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx, int nargs, Loc loc) {
+  enter_def(E, def, loc);
+  push_frame(E, loc, arena_printf(E->a, "in block '%s' instantiated here", def->name));
+  if (nargs != def->params.n) {
+    char names[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < def->params.n && k < sizeof names; i++)
+      k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "",
+                            ((Arg *)def->params.items[i])->name);
+    E->nframes--;
+    err(E, loc, "block '%s' takes %d argument%s (%s), got %d", def->name, def->params.n,
+        def->params.n == 1 ? "" : "s", names, nargs);
+  }
+  Inst *in = new_inst(E, def, loc);
+  for (int i = 0; i < nargs; i++) {
+    const Arg *a = def->params.items[i];
+    if (a->shape) err(E, a->shape->loc, "block arguments take no shape; shapes belong to forward arguments");
+    if (args[i].kind == V_TENSOR) err(E, argx[i]->loc, "a block argument cannot be a tensor");
+    if (args[i].kind == V_INST) adopt(E, in, args[i].inst, a->name);
+    env_define(E, in->env, a->name, args[i], a->loc);
+  }
+  construct_members(E, in, def);
+  E->nframes--;
+  E->nstack--;
+  return in;
+}
+
+static Value repeat(Elab *E, Env *env, const Expr *e) {
+  int64_t n = want_int(E, eval(E, env, e->lhs, CTX_BUILD), e->lhs->loc, "the repeat count");
+  if (n < 1 || n > MAX_REPEAT)
+    err(E, e->lhs->loc, "the repeat count must be between 1 and %d, got %lld", MAX_REPEAT, (long long)n);
+  Inst *seq = new_inst(E, NULL, e->loc);
+  seq->items = arena_alloc(E->a, sizeof *seq->items * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    Value v = eval(E, env, e->rhs, CTX_BUILD);
+    if (v.kind != V_INST) err(E, e->rhs->loc, "repeat needs a block instance in braces, not %s", kind_name(v.kind));
+    if (v.inst->owner || v.inst == seq)
+      err(E, e->rhs->loc, "repeat must create a new instance each time; this one already belongs to '%s'",
+          v.inst->local ? v.inst->local : "?");
+    adopt(E, seq, v.inst, arena_printf(E->a, "%lld", (long long)i));
+    seq->items[seq->nitems++] = v.inst;
+  }
+  return (Value){.kind = V_INST, .inst = seq};
+}
+
+// ---- expressions -----------------------------------------------------------
+
+static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  for (Env *s = env; s; s = s->parent) {
+    Binding *b = env_find_local(s, e->name);
+    if (!b) continue;
+    if (b->v.kind == V_PARAM && ctx == CTX_RUN) return vtensor(b->v.inst->params[b->v.i].node);
+    return b->v;
+  }
+  const Def *def = find_def(E, e->name);
+  if (def) {
+    if (def->kind == DEF_MODEL) err(E, e->loc, "'%s' is a model; models cannot be used inside other definitions", e->name);
+    return (Value){.kind = V_DEF, .def = def};
+  }
+  int b = find_builtin(e->name);
+  if (b >= 0) {
+    if (builtins[b].kind == BI_SIZE) return (Value){.kind = V_DIM, .dim = {e->name[0] == 'B' ? DIM_B : DIM_T, 0}};
+    if (builtins[b].kind == BI_INIT)
+      err(E, e->loc, "'%s' is an initialiser; initialisers appear only after `param name [shape] =`", e->name);
+    return (Value){.kind = V_BUILTIN, .i = b};
+  }
+  err(E, e->loc, "unknown name '%s'", e->name);
+}
+
+static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
+  if (a.kind == V_INT && b.kind == V_INT) {
+    int64_t r;
+    bool ovf = false;
+    switch (op) {
+    case '+': ovf = __builtin_add_overflow(a.i, b.i, &r); break;
+    case '-': ovf = __builtin_sub_overflow(a.i, b.i, &r); break;
+    case '*': ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
+    case '/':
+      if (b.i == 0) err(E, loc, "division by zero");
+      if (a.i % b.i == 0 && !(a.i == INT64_MIN && b.i == -1)) return vint(a.i / b.i);
+      return vfloat((double)a.i / (double)b.i);
+    default: err(E, loc, "'%c' needs tensors, not integers", op);
+    }
+    if (ovf) err(E, loc, "integer overflow in '%c'", op);
+    return vint(r);
+  }
+  double x = num(a), y = num(b);
+  switch (op) {
+  case '+': return vfloat(x + y);
+  case '-': return vfloat(x - y);
+  case '*': return vfloat(x * y);
+  case '/':
+    if (y == 0) err(E, loc, "division by zero");
+    return vfloat(x / y);
+  default: err(E, loc, "'%c' needs tensors, not numbers", op);
+  }
+}
+
+static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  Value a = eval(E, env, e->lhs, ctx), b = eval(E, env, e->rhs, ctx);
+  if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
+  if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
+    if (e->op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR))
+      err(E, e->loc, "'@' multiplies two tensors; use '*' to scale by a number");
+    // Multiplying or dividing by exactly 1 is the identity: no node (a full
+    // residual step h = 1 then costs nothing).
+    if ((e->op == '*' || e->op == '/') && is_number(b) && num(b) == 1) return a;
+    if (e->op == '*' && is_number(a) && num(a) == 1) return b;
+    static const struct { char c; OpKind op; } ops[] = {
+        {'+', OP_ADD}, {'-', OP_SUB}, {'*', OP_MUL}, {'/', OP_DIV}, {'@', OP_MATMUL}};
+    OpKind op = OP_ADD;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+      if (ops[i].c == e->op) op = ops[i].op;
+    int x = want_tensor(E, a, e->lhs->loc, "operand");
+    int y = want_tensor(E, b, e->rhs->loc, "operand");
+    return vtensor(add_node(E, (Node){.op = op, .nin = 2, .in = {x, y}}, e->loc));
+  }
+  const Value *bad = is_number(a) || a.kind == V_TENSOR ? &b : &a;
+  if (bad->kind == V_PARAM)
+    err(E, e->loc, "parameters can only be used inside forward");
+  err(E, e->loc, "'%c' cannot be applied to %s and %s", e->op, kind_name(a.kind), kind_name(b.kind));
+}
+
+static double fold_unary(OpKind op, double x) {
+  switch (op) {
+  case OP_EXP: return exp(x);
+  case OP_LOG: return log(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_TANH: return tanh(x);
+  case OP_RELU: return x > 0 ? x : 0;
+  case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case OP_SIGMOID: return 1 / (1 + exp(-x));
+  case OP_SIN: return sin(x);
+  case OP_COS: return cos(x);
+  default: return x;
+  }
+}
+
+static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax, int n, Loc loc, Ctx ctx) {
+  if (n != bi->nargs)
+    err(E, loc, "'%s' takes %d argument%s: %s", bi->name, bi->nargs, bi->nargs == 1 ? "" : "s", bi->usage);
+  if (bi->kind == BI_UNARY && is_number(a[0])) {
+    double r = fold_unary(bi->op, num(a[0]));
+    if (!isfinite(r)) err(E, loc, "%s(%g) is not a finite number", bi->name, num(a[0]));
+    return vfloat(r);
+  }
+  if (ctx == CTX_BUILD)
+    err(E, loc, "'%s' makes a tensor, which only a forward body can do", bi->name);
+  Node nd = {.op = bi->op, .nin = 1};
+  switch (bi->kind) {
+  case BI_UNARY:
+  case BI_CAUSAL_MASK:
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    break;
+  case BI_REDUCE:
+  case BI_SOFTMAX:
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "the axis");
+    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
+    break;
+  case BI_LAYERNORM:
+    nd.nin = 3;
+    for (int i = 0; i < 3; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "each of x, gain and bias");
+    nd.fval = want_number(E, a[3], ax[3]->loc, "epsilon");
+    if (!(nd.fval > 0)) err(E, ax[3]->loc, "epsilon must be positive, got %g", nd.fval);
+    break;
+  case BI_CAUSAL_CONV:
+  case BI_EMBED:
+  case BI_CROSS_ENTROPY:
+    nd.nin = 2;
+    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "the argument");
+    break;
+  case BI_DROPOUT: {
+    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    double p = want_number(E, a[1], ax[1]->loc, "the dropout probability");
+    if (!(p >= 0 && p < 1)) err(E, ax[1]->loc, "the dropout probability must be in [0, 1), got %g", p);
+    if (p == 0) return vtensor(x);
+    nd.in[0] = x, nd.fval = p, nd.seed = ++E->ndropout;
+    break;
+  }
+  case BI_TRANSPOSE:
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "an axis");
+    nd.axis2 = (int)want_int(E, a[2], ax[2]->loc, "an axis");
+    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
+    if (nd.axis2 < -IR_MAX_RANK || nd.axis2 >= IR_MAX_RANK) err(E, ax[2]->loc, "axis %d is out of range", nd.axis2);
+    break;
+  case BI_RESHAPE:
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    if (a[1].kind != V_SHAPE) err(E, ax[1]->loc, "reshape needs a shape such as [B, T, 4, 32], not %s", kind_name(a[1].kind));
+    nd.shape = a[1].shape;
+    break;
+  case BI_SLICE: {
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "the axis");
+    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
+    nd.start = want_int(E, a[2], ax[2]->loc, "the start");
+    nd.len = want_size(E, a[3], ax[3]->loc, "the length");
+    break;
+  }
+  case BI_CONCAT:
+    nd.nin = 2;
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the argument");
+    nd.axis = (int)want_int(E, a[2], ax[2]->loc, "the axis");
+    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[2]->loc, "axis %d is out of range", nd.axis);
+    break;
+  case BI_IOTA:
+    nd.nin = 0;
+    nd.len = want_size(E, a[0], ax[0]->loc, "the length");
+    if (nd.len.kind == DIM_CONST && nd.len.n > MAX_ELEMENTS) err(E, ax[0]->loc, "iota length is too large");
+    break;
+  case BI_DIM: {
+    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    const Shape *s = &E->g->nodes[x].shape;
+    int axis = ir_norm_axis((int)want_int(E, a[1], ax[1]->loc, "the axis"), s->rank);
+    if (axis < 0) err(E, ax[1]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[1].i, s->rank);
+    Dim d = s->d[axis];
+    return d.kind == DIM_CONST ? vint(d.n) : (Value){.kind = V_DIM, .dim = d};
+  }
+  case BI_INIT:
+  case BI_SIZE:
+    err(E, loc, "'%s' cannot be called", bi->name);
+  }
+  return vtensor(add_node(E, nd, loc));
+}
+
+enum { MAX_ARGS = 32 };
+
+static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  Value f = eval(E, env, e->lhs, ctx);
+  int n = e->args.n;
+  if (n > MAX_ARGS) err(E, e->loc, "too many arguments (%d; at most %d)", n, MAX_ARGS);
+  Value args[MAX_ARGS];
+  const Expr *argx[MAX_ARGS];
+  for (int i = 0; i < n; i++) {
+    argx[i] = e->args.items[i];
+    args[i] = eval(E, env, argx[i], ctx);
+  }
+  switch (f.kind) {
+  case V_BUILTIN: return call_builtin(E, &builtins[f.i], args, argx, n, e->loc, ctx);
+  case V_DEF:
+    if (f.def->kind == DEF_FN) return call_fn(E, f.def, args, argx, n, e->loc, ctx);
+    if (ctx == CTX_RUN)
+      err(E, e->loc, "block '%s' cannot be instantiated inside forward; create it with `let` in the block and call the instance",
+          f.def->name);
+    return (Value){.kind = V_INST, .inst = instantiate(E, f.def, args, argx, n, e->loc)};
+  case V_INST:
+    if (ctx == CTX_BUILD)
+      err(E, e->loc, "an instance can only be called inside forward");
+    return call_inst(E, f.inst, args, argx, n, e->loc);
+  default:
+    err(E, e->loc, "%s is not callable", kind_name(f.kind));
+  }
+}
+
+static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  switch (e->kind) {
+  case EX_INT: return vint((int64_t)e->num);
+  case EX_FLOAT: return vfloat(e->num);
+  case EX_NAME: return lookup(E, env, e, ctx);
+  case EX_BINARY: return binary(E, env, e, ctx);
+  case EX_NEG: {
+    Value v = eval(E, env, e->lhs, ctx);
+    if (v.kind == V_INT) {
+      if (v.i == INT64_MIN) err(E, e->loc, "integer overflow in '-'");
+      return vint(-v.i);
+    }
+    if (v.kind == V_FLOAT) return vfloat(-v.f);
+    if (v.kind == V_TENSOR) return vtensor(add_node(E, (Node){.op = OP_NEG, .nin = 1, .in = {v.node}}, e->loc));
+    err(E, e->loc, "'-' cannot be applied to %s", kind_name(v.kind));
+  }
+  case EX_CALL: return call(E, env, e, ctx);
+  case EX_LIST: {
+    Value v = {.kind = V_SHAPE};
+    v.shape = eval_shape(E, env, e, ctx, false);
+    return v;
+  }
+  case EX_REPEAT:
+    if (ctx == CTX_RUN) err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
+    return repeat(E, env, e);
+  }
+  err(E, e->loc, "bad expression");
+}
+
+// ---- bodies ----------------------------------------------------------------------
+
+typedef enum { BODY_FN, BODY_FORWARD, BODY_MODEL } BodyKind;
+
+static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kind, const char *who, Loc loc) {
+  for (int i = 0; i < body->n; i++) {
+    const Stmt *s = body->items[i];
+    switch (s->kind) {
+    case ST_ASSIGN: {
+      Value v = eval(E, env, s->value, ctx);
+      if (v.kind == V_INST || v.kind == V_DEF || v.kind == V_BUILTIN)
+        err(E, s->value->loc, "a local variable holds a tensor or a number, not %s", kind_name(v.kind));
+      env_set(E, env, s->name, v, s->loc);
+      break;
+    }
+    case ST_RETURN: {
+      if (kind == BODY_MODEL)
+        err(E, s->loc, "a model's forward has outputs, not a return value: write `output loss = ...`");
+      if (i + 1 < body->n)
+        err(E, ((Stmt *)body->items[i + 1])->loc, "statement after return is never run");
+      Value v = eval(E, env, s->value, ctx);
+      if (v.kind != V_TENSOR && !is_number(v) && v.kind != V_DIM && v.kind != V_SHAPE)
+        err(E, s->value->loc, "%s must return a tensor or a number, not %s", who, kind_name(v.kind));
+      return v;
+    }
+    case ST_OUTPUT: {
+      if (kind != BODY_MODEL) err(E, s->loc, "`output` is only allowed in a model's forward");
+      Value v;
+      if (s->value) v = eval(E, env, s->value, ctx);
+      else {
+        Expr name = {.kind = EX_NAME, .loc = s->loc, .name = s->name};
+        v = eval(E, env, &name, ctx);
+      }
+      int node = want_tensor_strict(E, v, s->value ? s->value->loc : s->loc, "an output");
+      for (int o = 0; o < E->g->noutputs; o++)
+        if (!strcmp(E->g->outputs[o].name, s->name)) err(E, s->loc, "output '%s' is defined twice", s->name);
+      ir_output_add(E->g, s->name, node);
+      if (s->value) env_set(E, env, s->name, v, s->loc);
+      break;
+    }
+    }
+  }
+  if (kind != BODY_MODEL) err(E, loc, "%s ends without `return`", who);
+  return (Value){0};
+}
+
+static void bind_args(Elab *E, Env *env, const Vec *params, Value *args, const Expr **argx, int nargs,
+                      Loc loc, const char *who, Env *shape_env) {
+  if (nargs != params->n)
+    err(E, loc, "%s takes %d argument%s, got %d", who, params->n, params->n == 1 ? "" : "s", nargs);
+  for (int i = 0; i < nargs; i++) {
+    const Arg *a = params->items[i];
+    if (a->shape) {
+      if (args[i].kind != V_TENSOR)
+        err(E, argx[i]->loc, "argument '%s' of %s is declared as a tensor; got %s", a->name, who, kind_name(args[i].kind));
+      Shape want = eval_shape(E, shape_env, a->shape, CTX_BUILD, false);
+      const Shape *got = &E->g->nodes[args[i].node].shape;
+      if (!shape_eq(&want, got)) {
+        char w[128], g[128];
+        shape_fmt(w, sizeof w, &want);
+        shape_fmt(g, sizeof g, got);
+        err(E, argx[i]->loc, "argument '%s' of %s has shape %s, but %s declares %s (line %d)", a->name, who, g,
+            who, w, a->loc.line);
+      }
+    }
+    env_define(E, env, a->name, args[i], a->loc);
+  }
+}
+
+static Value call_fn(Elab *E, const Def *def, Value *args, const Expr **argx, int nargs, Loc loc, Ctx ctx) {
+  enter_def(E, def, loc);
+  const char *who = arena_printf(E->a, "function '%s'", def->name);
+  Env *env = env_new(E, NULL);
+  bind_args(E, env, &def->params, args, argx, nargs, loc, who, env);
+  push_frame(E, loc, arena_printf(E->a, "in %s called here", who));
+  Value v = exec_body(E, env, &def->body, ctx, BODY_FN, who, def->loc);
+  E->nframes--;
+  E->nstack--;
+  return v;
+}
+
+static const char *inst_path(Elab *E, const Inst *in) {
+  return *E->g->scopes[in->scope].path ? E->g->scopes[in->scope].path : "<model>";
+}
+
+static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc) {
+  if (!in->def) {  // repeat sequence: x -> items[n-1](... items[0](x))
+    if (nargs != 1) err(E, loc, "a repeat sequence takes 1 argument, got %d", nargs);
+    Value v = args[0];
+    for (int i = 0; i < in->nitems; i++) {
+      const Expr *ax[1] = {argx[0]};
+      v = call_inst(E, in->items[i], &v, ax, 1, loc);
+    }
+    return v;
+  }
+  if (!in->forward) err(E, loc, "block '%s' has no forward, so it cannot be called", in->def->name);
+  const char *who = arena_printf(E->a, "'%s' (block %s)", inst_path(E, in), in->def->name);
+  Env *env = env_new(E, in->env);
+  bind_args(E, env, &in->forward->args, args, argx, nargs, loc, who, in->env);
+  push_frame(E, loc, arena_printf(E->a, "in forward of %s called here", who));
+  int saved = E->scope;
+  E->scope = in->scope;
+  Value v = exec_body(E, env, &in->forward->body, CTX_RUN, BODY_FORWARD, who, in->forward->loc);
+  E->scope = saved;
+  E->nframes--;
+  return v;
+}
+
+// ---- naming: scopes and parameter nodes, top-down ------------------------------
+
+static void assign_scopes(Elab *E, Inst *in, const char *path, int parent) {
+  const char *block = in->def ? in->def->name : "repeat";
+  in->scope = ir_scope_add(E->g, path, block, parent, in->loc);
+  int saved = E->scope;
+  E->scope = in->scope;
+  for (int i = 0; i < in->nparams; i++) {
+    PendingParam *p = &in->params[i];
+    Node n = {.op = OP_PARAM, .shape = p->shape, .init = p->init};
+    n.name = *path ? arena_printf(E->a, "%s.%s", path, p->name) : p->name;
+    p->node = add_node(E, n, p->loc);
+  }
+  E->scope = saved;
+  for (int i = 0; i < in->children.n; i++) {
+    Inst *c = in->children.items[i];
+    assign_scopes(E, c, *path ? arena_printf(E->a, "%s.%s", path, c->local) : c->local, in->scope);
+  }
+}
+
+// ---- the model -------------------------------------------------------------------
+
+static void collect_defs(Elab *E, Program *p) {
+  int total = 0;
+  for (int m = 0; m < p->nmodules; m++) total += p->modules[m]->defs.n;
+  E->defs = arena_alloc(E->a, sizeof *E->defs * (size_t)(total + 1));
+  for (int m = 0; m < p->nmodules; m++) {
+    const Module *mod = p->modules[m];
+    for (int i = 0; i < mod->defs.n; i++) {
+      Def *d = mod->defs.items[i];
+      if (d->kind == DEF_MODEL && m > 0)
+        err(E, d->loc, "model '%s' is in an imported file; only the compiled file may define a model", d->name);
+      if (find_builtin(d->name) >= 0) err(E, d->loc, "'%s' is a built-in name and cannot be redefined", d->name);
+      const Def *old = find_def(E, d->name);
+      if (old) {
+        diag_print(E->d, "error", d->loc, "'%s' is defined twice", d->name);
+        diag_print(E->d, "note", old->loc, "first defined here");
+        diag_fail(E->d);
+      }
+      E->defs[E->ndefs++] = d;
+    }
+  }
+}
+
+static Value parse_define(Elab *E, const Define *df, bool want_float) {
+  Loc cl = {"<command line>", 0, 0};
+  const char *s = df->value;
+  char *end;
+  if (!*s) err(E, cl, "-D %s= has no value", df->name);
+  long long iv = strtoll(s, &end, 10);
+  if (!*end) {
+    if (want_float) return vfloat((double)iv);
+    return vint(iv);
+  }
+  double fv = strtod(s, &end);
+  if (*end || !isfinite(fv)) err(E, cl, "-D %s=%s: '%s' is not a number", df->name, s, s);
+  if (!want_float) err(E, cl, "-D %s=%s: '%s' is an integer setting", df->name, s, df->name);
+  return vfloat(fv);
+}
+
+static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) {
+  Env *env = E->root->env;
+  for (int k = 0; k < ndefs; k++) {
+    bool found = false;
+    for (int i = 0; i < model->members.n && !found; i++) {
+      const Member *m = model->members.items[i];
+      found = m->kind == MEM_CONFIG && !strcmp(m->name, defs[k].name);
+    }
+    if (!found) {
+      char names[512] = "";
+      size_t len = 0;
+      for (int i = 0; i < model->members.n && len < sizeof names; i++) {
+        const Member *m = model->members.items[i];
+        if (m->kind == MEM_CONFIG)
+          len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", m->name);
+      }
+      err(E, (Loc){"<command line>", 0, 0}, "-D %s: model '%s' has no config value '%s' (it has: %s)",
+          defs[k].name, model->name, defs[k].name, *names ? names : "none");
+    }
+  }
+  for (int i = 0; i < model->members.n; i++) {
+    const Member *m = model->members.items[i];
+    if (m->kind != MEM_CONFIG) continue;
+    Value v = eval(E, env, m->value, CTX_BUILD);
+    if (!is_number(v)) err(E, m->value->loc, "config value '%s' must be a number, not %s", m->name, kind_name(v.kind));
+    for (int k = ndefs - 1; k >= 0; k--)
+      if (!strcmp(defs[k].name, m->name)) {
+        v = parse_define(E, &defs[k], v.kind == V_FLOAT);
+        break;
+      }
+    env_define(E, env, m->name, v, m->loc);
+    ir_config_add(E->g, m->name, v.kind == V_FLOAT, num(v));
+  }
+  Binding *ctx = env_find_local(env, "context");
+  if (!ctx || ctx->v.kind != V_INT)
+    err(E, model->loc, "model '%s' needs an integer `config context = ...` (the longest sequence, which bounds T)",
+        model->name);
+  if (ctx->v.i < 1 || ctx->v.i > (1 << 24))
+    err(E, ctx->loc, "context must be between 1 and %d, got %lld", 1 << 24, (long long)ctx->v.i);
+  E->g->t_max = ctx->v.i;
+}
+
+Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
+  Elab E = {.d = d, .a = d->arena};
+  collect_defs(&E, p);
+  const Module *main = p->modules[0];
+  const Def *model = NULL;
+  for (int i = 0; i < main->defs.n; i++) {
+    const Def *df = main->defs.items[i];
+    if (df->kind != DEF_MODEL) continue;
+    if (model) {
+      diag_print(d, "error", df->loc, "a file defines one model; '%s' is a second one", df->name);
+      diag_print(d, "note", model->loc, "the first is '%s'", model->name);
+      diag_fail(d);
+    }
+    model = df;
+  }
+  if (!model)
+    err(&E, (Loc){main->src->name, 1, 1},
+        "no model in %s: a compiled file defines one `model name { ... }`", main->src->name);
+  E.g = ir_graph_new(E.a, model->name);
+  E.root = new_inst(&E, model, model->loc);
+  configure(&E, model, defs, ndefs);
+  construct_members(&E, E.root, model);
+  for (int i = 0; i < E.insts.n; i++) {  // instances nobody bound belong to the model
+    Inst *in = E.insts.items[i];
+    if (in != E.root && !in->owner) adopt(&E, E.root, in, arena_printf(E.a, "_anon%d", i));
+  }
+  assign_scopes(&E, E.root, "", -1);
+  const Member *fwd = E.root->forward;
+  if (!fwd) err(&E, model->loc, "model '%s' has no forward", model->name);
+  Env *env = env_new(&E, E.root->env);
+  for (int i = 0; i < fwd->args.n; i++) {
+    const Arg *a = fwd->args.items[i];
+    if (!a->shape) err(&E, a->loc, "model input '%s' needs a shape, such as %s [B, T]", a->name, a->name);
+    Shape s = eval_shape(&E, E.root->env, a->shape, CTX_BUILD, false);
+    Node n = {.op = OP_INPUT, .dtype = DT_I32, .shape = s, .name = a->name};
+    env_define(&E, env, a->name, vtensor(add_node(&E, n, a->loc)), a->loc);
+  }
+  exec_body(&E, env, &fwd->body, CTX_RUN, BODY_MODEL, "the model", fwd->loc);
+  int loss = -1;
+  for (int o = 0; o < E.g->noutputs; o++)
+    if (!strcmp(E.g->outputs[o].name, "loss")) loss = E.g->outputs[o].node;
+  if (loss < 0) err(&E, fwd->loc, "model '%s' has no `output loss = ...`", model->name);
+  if (E.g->nodes[loss].shape.rank != 0) {
+    char s[128];
+    shape_fmt(s, sizeof s, &E.g->nodes[loss].shape);
+    err(&E, E.g->nodes[loss].loc, "output loss must be a scalar, but has shape %s", s);
+  }
+  return E.g;
+}

@@ -1,0 +1,376 @@
+// ir.c: graph construction and the shape rule of every op.
+//
+// ir_infer is the single definition of what each op accepts and produces;
+// ir_add uses it to build nodes and ir_verify uses it to re-check them.
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const OpInfo ir_op_info[OP_COUNT] = {
+#define X(name, text, nin, cat) [OP_##name] = {text, nin, cat},
+    IR_OPS(X)
+#undef X
+};
+
+Graph *ir_graph_new(Arena *a, const char *name) {
+  Graph *g = arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->name = arena_strdup(a, name);
+  g->t_max = 1;
+  return g;
+}
+
+#define GROW(g, arr, n, cap)                                                   \
+  do {                                                                         \
+    if ((n) == (cap)) {                                                        \
+      int nc = (cap) ? 2 * (cap) : 64;                                         \
+      (arr) = arena_realloc((g)->arena, (arr), sizeof *(arr) * (size_t)(cap),  \
+                            sizeof *(arr) * (size_t)nc);                       \
+      (cap) = nc;                                                              \
+    }                                                                          \
+  } while (0)
+
+int ir_scope_add(Graph *g, const char *path, const char *block, int parent, Loc loc) {
+  GROW(g, g->scopes, g->nscopes, g->cap_scopes);
+  g->scopes[g->nscopes] = (Scope){path, block, parent, loc};
+  return g->nscopes++;
+}
+
+void ir_output_add(Graph *g, const char *name, int node) {
+  GROW(g, g->outputs, g->noutputs, g->cap_outputs);
+  g->outputs[g->noutputs++] = (Output){name, node};
+}
+
+void ir_config_add(Graph *g, const char *name, bool is_float, double v) {
+  GROW(g, g->config, g->nconfig, g->cap_config);
+  g->config[g->nconfig++] = (ConfigEntry){name, is_float, v};
+}
+
+bool dim_eq(Dim a, Dim b) { return a.kind == b.kind && a.n == b.n; }
+
+bool shape_eq(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!dim_eq(a->d[i], b->d[i])) return false;
+  return true;
+}
+
+int64_t shape_numel_const(const Shape *s, int64_t b, int64_t t) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++)
+    n *= s->d[i].kind == DIM_B ? b : s->d[i].kind == DIM_T ? t : s->d[i].n;
+  return n;
+}
+
+static void dim_fmt(char *buf, size_t n, Dim d) {
+  if (d.kind == DIM_B) snprintf(buf, n, "B");
+  else if (d.kind == DIM_T) snprintf(buf, n, "T");
+  else snprintf(buf, n, "%lld", (long long)d.n);
+}
+
+void shape_fmt(char *buf, size_t n, const Shape *s) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int i = 0; i < s->rank && k < n; i++) {
+    char d[32];
+    dim_fmt(d, sizeof d, s->d[i]);
+    k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", d);
+  }
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+const char *shape_str(Arena *a, const Shape *s) {
+  char buf[256];
+  shape_fmt(buf, sizeof buf, s);
+  return arena_strdup(a, buf);
+}
+
+int ir_norm_axis(int axis, int rank) {
+  if (axis < 0) axis += rank;
+  return axis >= 0 && axis < rank ? axis : -1;
+}
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#include <stdarg.h>
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static Dim dconst(int64_t n) { return (Dim){DIM_CONST, n}; }
+
+// numpy broadcasting of a and b into out.
+static bool broadcast(const Shape *a, const Shape *b, Shape *out, char *err, size_t errlen) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  out->rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = a->rank - r + i, ib = b->rank - r + i;
+    Dim da = ia >= 0 ? a->d[ia] : dconst(1);
+    Dim db = ib >= 0 ? b->d[ib] : dconst(1);
+    if (dim_eq(da, db) || (db.kind == DIM_CONST && db.n == 1)) out->d[i] = da;
+    else if (da.kind == DIM_CONST && da.n == 1) out->d[i] = db;
+    else {
+      char sa[128], sb[128];
+      shape_fmt(sa, sizeof sa, a);
+      shape_fmt(sb, sizeof sb, b);
+      return fail(err, errlen, "shapes %s and %s do not broadcast (axis %d)", sa, sb, i - r);
+    }
+  }
+  return true;
+}
+
+// Reshape is legal when symbolic dims appear in the same order in both
+// shapes and the constant dims between consecutive symbolic dims have the
+// same product (row-major data is then unchanged).
+static bool reshape_ok(const Shape *from, const Shape *to) {
+  int i = 0, j = 0;
+  for (;;) {
+    int64_t pa = 1, pb = 1;
+    while (i < from->rank && from->d[i].kind == DIM_CONST) pa *= from->d[i++].n;
+    while (j < to->rank && to->d[j].kind == DIM_CONST) pb *= to->d[j++].n;
+    if (pa != pb) return false;
+    if (i == from->rank || j == to->rank) return i == from->rank && j == to->rank;
+    if (from->d[i].kind != to->d[j].kind) return false;
+    i++, j++;
+  }
+}
+
+static bool want_f32(const Graph *g, const Node *n, int k, char *err, size_t errlen) {
+  if (g->nodes[n->in[k]].dtype != DT_F32)
+    return fail(err, errlen, "'%s' needs a float tensor as input %d, not token ids",
+                ir_op_info[n->op].name, k + 1);
+  return true;
+}
+
+bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, size_t errlen) {
+  const OpInfo *info = &ir_op_info[n->op];
+  if (n->nin != info->nin)
+    return fail(err, errlen, "'%s' takes %d inputs, got %d", info->name, info->nin, n->nin);
+  const Shape *x = n->nin > 0 ? &g->nodes[n->in[0]].shape : NULL;
+  const Shape *y = n->nin > 1 ? &g->nodes[n->in[1]].shape : NULL;
+  char sx[128] = "", sy[128] = "";
+  if (x) shape_fmt(sx, sizeof sx, x);
+  if (y) shape_fmt(sy, sizeof sy, y);
+  *dt = DT_F32;
+  switch (info->cat) {
+  case OPC_LEAF:
+    *out = n->shape;
+    *dt = n->dtype;
+    if (n->op == OP_CONST) out->rank = 0, *dt = DT_F32;
+    if (n->op == OP_IOTA) out->rank = 1, out->d[0] = n->len, *dt = DT_F32;
+    if (n->op == OP_PARAM && n->dtype != DT_F32) return fail(err, errlen, "parameters are float");
+    for (int i = 0; i < out->rank; i++)
+      if (out->d[i].kind == DIM_CONST && out->d[i].n < 1)
+        return fail(err, errlen, "dimension %d of %s is %lld; sizes must be at least 1", i,
+                    info->name, (long long)out->d[i].n);
+    return true;
+  case OPC_UNARY:
+    *out = *x;
+    return want_f32(g, n, 0, err, errlen);
+  case OPC_BINARY:
+    return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen) &&
+           broadcast(x, y, out, err, errlen);
+  case OPC_REDUCE: {
+    int ax = ir_norm_axis(n->axis, x->rank);
+    if (ax < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sx);
+    *out = *x;
+    out->d[ax] = dconst(1);
+    return want_f32(g, n, 0, err, errlen);
+  }
+  case OPC_MATMUL: {
+    if (!want_f32(g, n, 0, err, errlen) || !want_f32(g, n, 1, err, errlen)) return false;
+    if (x->rank < 2 || y->rank < 2)
+      return fail(err, errlen, "matmul needs two operands of rank >= 2, got %s @ %s", sx, sy);
+    if (!dim_eq(x->d[x->rank - 1], y->d[y->rank - 2]))
+      return fail(err, errlen, "matmul inner dimensions differ: %s @ %s", sx, sy);
+    Shape bx = *x, by = *y, bo;
+    bx.rank -= 2, by.rank -= 2;
+    if (!broadcast(&bx, &by, &bo, err, errlen))
+      return fail(err, errlen, "matmul batch dimensions do not broadcast: %s @ %s", sx, sy);
+    *out = bo;
+    out->d[out->rank++] = x->d[x->rank - 2];
+    out->d[out->rank++] = y->d[y->rank - 1];
+    return true;
+  }
+  case OPC_MOVE:
+    switch (n->op) {
+    case OP_TRANSPOSE: {
+      int a = ir_norm_axis(n->axis, x->rank), b = ir_norm_axis(n->axis2, x->rank);
+      if (a < 0 || b < 0 || a == b)
+        return fail(err, errlen, "transpose axes %d and %d are not two distinct axes of %s",
+                    n->axis, n->axis2, sx);
+      *out = *x;
+      out->d[a] = x->d[b], out->d[b] = x->d[a];
+      *dt = g->nodes[n->in[0]].dtype;
+      return true;
+    }
+    case OP_RESHAPE: {
+      char so[128];
+      shape_fmt(so, sizeof so, &n->shape);
+      for (int i = 0; i < n->shape.rank; i++)
+        if (n->shape.d[i].kind == DIM_CONST && n->shape.d[i].n < 1)
+          return fail(err, errlen, "reshape target %s has a size below 1", so);
+      if (!reshape_ok(x, &n->shape))
+        return fail(err, errlen, "cannot reshape %s to %s", sx, so);
+      *out = n->shape;
+      *dt = g->nodes[n->in[0]].dtype;
+      return true;
+    }
+    case OP_SLICE: {
+      int ax = ir_norm_axis(n->axis, x->rank);
+      if (ax < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sx);
+      Dim d = x->d[ax];
+      if (n->start < 0) return fail(err, errlen, "slice start %lld is negative", (long long)n->start);
+      if (n->len.kind == DIM_CONST && n->len.n < 1)
+        return fail(err, errlen, "slice length %lld is below 1", (long long)n->len.n);
+      if (d.kind == DIM_CONST) {
+        int64_t need = n->start + (n->len.kind == DIM_CONST ? n->len.n
+                                   : n->len.kind == DIM_T   ? g->t_max : -1);
+        if (n->len.kind == DIM_B)
+          return fail(err, errlen, "cannot slice a fixed axis to the batch size B");
+        if (need > d.n)
+          return fail(err, errlen,
+                      "slice [%lld, %lld) of axis %d of %s is out of range (T <= %lld)",
+                      (long long)n->start, (long long)need, ax, sx, (long long)g->t_max);
+      } else if (!(n->start == 0 && dim_eq(n->len, d))) {
+        return fail(err, errlen, "a symbolic axis can only be sliced whole");
+      }
+      *out = *x;
+      out->d[ax] = n->len;
+      *dt = g->nodes[n->in[0]].dtype;
+      return true;
+    }
+    case OP_CONCAT: {
+      int ax = ir_norm_axis(n->axis, x->rank);
+      if (ax < 0 || x->rank != y->rank)
+        return fail(err, errlen, "cannot concatenate %s and %s along axis %d", sx, sy, n->axis);
+      for (int i = 0; i < x->rank; i++)
+        if (i != ax && !dim_eq(x->d[i], y->d[i]))
+          return fail(err, errlen, "cannot concatenate %s and %s along axis %d", sx, sy, n->axis);
+      if (x->d[ax].kind != DIM_CONST || y->d[ax].kind != DIM_CONST)
+        return fail(err, errlen, "concatenation axis must have a fixed size: %s, %s", sx, sy);
+      *out = *x;
+      out->d[ax] = dconst(x->d[ax].n + y->d[ax].n);
+      return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen);
+    }
+    case OP_EMBED: {
+      if (x->rank != 2 || !want_f32(g, n, 0, err, errlen))
+        return fail(err, errlen, "embed needs a float table [V, d], got %s", sx);
+      if (g->nodes[n->in[1]].dtype != DT_I32)
+        return fail(err, errlen, "embed needs token ids as its second input");
+      if (y->rank + 1 > IR_MAX_RANK) return fail(err, errlen, "rank too large");
+      *out = *y;
+      out->d[out->rank++] = x->d[1];
+      return true;
+    }
+    default: break;
+    }
+    break;
+  case OPC_NN:
+    switch (n->op) {
+    case OP_SOFTMAX: {
+      int ax = ir_norm_axis(n->axis, x->rank);
+      if (ax < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sx);
+      *out = *x;
+      return want_f32(g, n, 0, err, errlen);
+    }
+    case OP_LAYERNORM: {
+      const Shape *gs = &g->nodes[n->in[1]].shape, *bs = &g->nodes[n->in[2]].shape;
+      char sg[128], sb[128];
+      shape_fmt(sg, sizeof sg, gs);
+      shape_fmt(sb, sizeof sb, bs);
+      if (x->rank < 1 || gs->rank != 1 || bs->rank != 1 ||
+          !dim_eq(gs->d[0], x->d[x->rank - 1]) || !dim_eq(bs->d[0], x->d[x->rank - 1]))
+        return fail(err, errlen,
+                    "layernorm of %s needs gain and bias matching its last axis, got %s and %s",
+                    sx, sg, sb);
+      if (!(n->fval > 0)) return fail(err, errlen, "layernorm epsilon must be positive");
+      *out = *x;
+      return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen) &&
+             want_f32(g, n, 2, err, errlen);
+    }
+    case OP_CAUSAL_MASK:
+      if (x->rank < 2 || !dim_eq(x->d[x->rank - 1], x->d[x->rank - 2]) ||
+          x->d[x->rank - 1].kind == DIM_B)
+        return fail(err, errlen, "causal_mask needs a square [..., T, T] tensor, got %s", sx);
+      *out = *x;
+      return want_f32(g, n, 0, err, errlen);
+    case OP_CAUSAL_CONV: {
+      if (!want_f32(g, n, 0, err, errlen) || !want_f32(g, n, 1, err, errlen)) return false;
+      if (x->rank < 2)
+        return fail(err, errlen, "causal_conv needs input [..., T, d], got %s", sx);
+      Dim t = x->d[x->rank - 2], d = x->d[x->rank - 1];
+      if (y->rank < 1 || y->rank > 3 || y->d[0].kind != DIM_CONST)
+        return fail(err, errlen,
+                    "causal_conv kernel must be [L], [L, d] or [L, d, e] with fixed L, got %s", sy);
+      int64_t tmax = t.kind == DIM_T ? g->t_max : t.kind == DIM_CONST ? t.n : -1;
+      if (tmax < 0)
+        return fail(err, errlen, "causal_conv time axis of %s is the batch size", sx);
+      if (y->d[0].n < tmax)
+        return fail(err, errlen, "causal_conv kernel %s has %lld lags but the sequence may have %lld steps",
+                    sy, (long long)y->d[0].n, (long long)tmax);
+      ConvKind want = y->rank == 1 ? CONV_SCALAR : y->rank == 2 ? CONV_VECTOR : CONV_MATRIX;
+      if (n->conv != want) return fail(err, errlen, "causal_conv kind does not match kernel %s", sy);
+      if (y->rank >= 2 && !dim_eq(y->d[1], d))
+        return fail(err, errlen, "causal_conv kernel %s does not match input width of %s", sy, sx);
+      *out = *x;
+      if (y->rank == 3) out->d[out->rank - 1] = y->d[2];
+      return true;
+    }
+    case OP_DROPOUT:
+      if (!(n->fval >= 0 && n->fval < 1))
+        return fail(err, errlen, "dropout probability %g is not in [0, 1)", n->fval);
+      *out = *x;
+      return want_f32(g, n, 0, err, errlen);
+    case OP_CROSS_ENTROPY: {
+      if (!want_f32(g, n, 0, err, errlen)) return false;
+      if (g->nodes[n->in[1]].dtype != DT_I32)
+        return fail(err, errlen, "cross_entropy needs token ids as targets");
+      bool ok = x->rank == y->rank + 1;
+      for (int i = 0; ok && i < y->rank; i++) ok = dim_eq(x->d[i], y->d[i]);
+      if (!ok)
+        return fail(err, errlen, "cross_entropy needs logits [..., V] and targets [...], got %s and %s",
+                    sx, sy);
+      out->rank = 0;
+      return true;
+    }
+    default: break;
+    }
+    break;
+  }
+  return fail(err, errlen, "no shape rule for op '%s'", info->name);
+}
+
+int ir_add(Graph *g, Node n, char *err, size_t errlen) {
+  for (int i = 0; i < n.nin; i++)
+    if (n.in[i] < 0 || n.in[i] >= g->nnodes) {
+      snprintf(err, errlen, "input %d of '%s' is not a node", i, ir_op_info[n.op].name);
+      return -1;
+    }
+  if (n.op == OP_CAUSAL_CONV && n.nin == 2) {
+    int r = g->nodes[n.in[1]].shape.rank;
+    n.conv = r == 1 ? CONV_SCALAR : r == 2 ? CONV_VECTOR : CONV_MATRIX;
+  }
+  Shape shape;
+  DType dtype;
+  if (!ir_infer(g, &n, &shape, &dtype, err, errlen)) return -1;
+  n.shape = shape;
+  n.dtype = dtype;
+  if (ir_op_info[n.op].cat == OPC_REDUCE || n.op == OP_SOFTMAX || n.op == OP_SLICE ||
+      n.op == OP_CONCAT)
+    n.axis = ir_norm_axis(n.axis, g->nodes[n.in[0]].shape.rank);
+  if (n.op == OP_TRANSPOSE) {
+    int r = g->nodes[n.in[0]].shape.rank;
+    n.axis = ir_norm_axis(n.axis, r), n.axis2 = ir_norm_axis(n.axis2, r);
+  }
+  GROW(g, g->nodes, g->nnodes, g->cap_nodes);
+  n.id = g->nnodes;
+  g->nodes[g->nnodes] = n;
+  return g->nnodes++;
+}

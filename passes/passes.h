@@ -1,0 +1,31 @@
+// passes.h: analyses and transformations over the graph IR. Each pass is
+// one file with one entry point; the driver's pipeline calls them in order.
+#ifndef XF_PASSES_H
+#define XF_PASSES_H
+
+#include <stdio.h>
+
+#include "../ir/ir.h"
+
+// ---- stats.c: parameter and arithmetic-operation counts -------------------
+
+// Operation counts follow the conventions of seed 001 section 7 (Tables
+// 3-4): a product of an m x k and a k x n matrix is m*k*n multiplications
+// and m*(k-1)*n additions; work on entries that a causal mask discards is
+// not counted; softmax over n entries is n exponentiations, n-1 additions
+// and n divisions.
+typedef struct {
+  int64_t params;
+  int64_t mul, add, div, exp, other;  // `other`: comparisons, sqrt, tanh, log, ...
+} Cost;
+
+int64_t cost_total_ops(const Cost *c);
+
+// Fills incl[s] for every scope s with the cost of s and everything below
+// it, for one forward pass of batch 1 and sequence length T.
+void stats_compute(const Graph *g, int64_t T, Cost *incl);
+
+// The table printed by `xfc --stats`.
+void stats_print(FILE *f, const Graph *g);
+
+#endif

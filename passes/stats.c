@@ -1,0 +1,234 @@
+// stats.c: parameter counts per block instance and forward operation counts.
+//
+// Requires: a verified graph. Guarantees: nothing is changed.
+//
+// Counts are exact integers for batch 1 and T = t_max (the context length),
+// so they can be compared with the closed forms of seed 001 Tables 3, 4 and
+// 7 and seed 003 Table 6.1. Causal structure is tracked so that masked work
+// is not counted, as the paper does:
+//   tri_out[n]:  the upper triangle of n's last two axes is structurally
+//                -inf or 0 (causal_mask, softmax of such, scaling of such);
+//   tri_need[n]: every user of n reads only its lower triangle (n feeds a
+//                causal_mask, possibly through elementwise ops).
+#include "passes.h"
+
+#include <stdlib.h>
+
+int64_t cost_total_ops(const Cost *c) { return c->mul + c->add + c->div + c->exp + c->other; }
+
+static int64_t dimv(Dim d, int64_t T) { return d.kind == DIM_CONST ? d.n : d.kind == DIM_T ? T : 1; }
+
+static int64_t numel(const Shape *s, int64_t T) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= dimv(s->d[i], T);
+  return n;
+}
+
+static bool square(const Shape *s) {
+  return s->rank >= 2 && dim_eq(s->d[s->rank - 1], s->d[s->rank - 2]);
+}
+
+// Elements of s, counting only the lower triangle of the last two axes when tri.
+static int64_t elements(const Shape *s, int64_t T, bool tri) {
+  int64_t n = numel(s, T);
+  if (!tri || !square(s)) return n;
+  int64_t m = dimv(s->d[s->rank - 1], T);
+  return n / (m * m) * (m * (m + 1) / 2);
+}
+
+static bool is_scalar_like(const Shape *s) {
+  for (int i = 0; i < s->rank; i++)
+    if (!(s->d[i].kind == DIM_CONST && s->d[i].n == 1)) return false;
+  return true;
+}
+
+static void structure(const Graph *g, bool *tri_out, bool *tri_need) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    const bool *in0 = n->nin ? &tri_out[n->in[0]] : NULL;
+    switch (n->op) {
+    case OP_CAUSAL_MASK: tri_out[i] = true; break;
+    case OP_SOFTMAX: tri_out[i] = *in0 && n->axis == n->shape.rank - 1; break;
+    case OP_DROPOUT: tri_out[i] = *in0; break;
+    case OP_MUL:
+    case OP_DIV: {
+      const Shape *a = &g->nodes[n->in[0]].shape, *b = &g->nodes[n->in[1]].shape;
+      tri_out[i] = (*in0 && is_scalar_like(b) && shape_eq(a, &n->shape)) ||
+                   (n->op == OP_MUL && tri_out[n->in[1]] && is_scalar_like(a) && shape_eq(b, &n->shape));
+      break;
+    }
+    default: break;
+    }
+  }
+  int *users = calloc((size_t)g->nnodes, sizeof *users);
+  int *need = calloc((size_t)g->nnodes, sizeof *need);  // users that read only the lower triangle
+  if (!users || !need) {
+    fprintf(stderr, "xfc: out of memory in stats\n");
+    exit(1);
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node]++;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    const Node *n = &g->nodes[i];
+    tri_need[i] = users[i] > 0 && need[i] == users[i] && square(&n->shape);
+    OpCategory c = ir_op_info[n->op].cat;
+    for (int k = 0; k < n->nin; k++) {
+      const Node *x = &g->nodes[n->in[k]];
+      bool reads_tri = n->op == OP_CAUSAL_MASK ||
+                       ((c == OPC_UNARY || c == OPC_BINARY) && tri_need[i] && shape_eq(&x->shape, &n->shape));
+      if (reads_tri) need[n->in[k]]++;
+    }
+  }
+  free(users);
+  free(need);
+}
+
+static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
+  const Shape *s = &n->shape;
+  const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
+  bool tri = tri_out[n->id] || tri_need[n->id];
+  switch (ir_op_info[n->op].cat) {
+  case OPC_LEAF:
+    if (n->op == OP_PARAM) c->params += numel(s, T);
+    return;
+  case OPC_UNARY: {
+    int64_t e = elements(s, T, tri);
+    if (n->op == OP_NEG) c->add += e;
+    else if (n->op == OP_EXP) c->exp += e;
+    else c->other += e;
+    return;
+  }
+  case OPC_BINARY: {
+    int64_t e = elements(s, T, tri);
+    if (n->op == OP_MUL) c->mul += e;
+    else if (n->op == OP_DIV) c->div += e;
+    else c->add += e;
+    return;
+  }
+  case OPC_REDUCE: {
+    int64_t k = dimv(x->d[n->axis], T), out = numel(s, T);
+    if (n->op == OP_MAX) c->other += out * (k - 1);
+    else c->add += out * (k - 1);
+    if (n->op == OP_MEAN) c->div += out;
+    return;
+  }
+  case OPC_MATMUL: {
+    int64_t m = dimv(s->d[s->rank - 2], T), nn = dimv(s->d[s->rank - 1], T);
+    int64_t k = dimv(x->d[x->rank - 1], T);
+    int64_t batch = numel(s, T) / (m * nn);
+    if (tri_need[n->id] && m == nn) {  // only row i's first i outputs are needed
+      int64_t tri_n = m * (m + 1) / 2;
+      c->mul += batch * tri_n * k;
+      c->add += batch * tri_n * (k - 1);
+    } else if (tri_out[n->in[0]] && m == k) {  // row i of the left operand has i non-zeros
+      int64_t tri_n = m * (m + 1) / 2;
+      c->mul += batch * nn * tri_n;
+      c->add += batch * nn * (tri_n - m);
+    } else {
+      c->mul += batch * m * k * nn;
+      c->add += batch * m * (k - 1) * nn;
+    }
+    return;
+  }
+  case OPC_MOVE: return;
+  case OPC_NN: break;
+  }
+  switch (n->op) {
+  case OP_SOFTMAX: {
+    int64_t k = dimv(x->d[n->axis], T), rows = numel(x, T) / k;
+    int64_t e = tri_out[n->in[0]] && n->axis == x->rank - 1 && square(x) ? elements(x, T, true) : numel(x, T);
+    c->exp += e;
+    c->add += e - rows;
+    c->div += e;
+    return;
+  }
+  case OP_LAYERNORM: {
+    int64_t d = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / d;
+    // mean: d-1 adds, 1 div; centre: d adds; variance: d muls, d-1 adds, 1 div;
+    // + eps: 1 add; sqrt: 1; normalise: d divs; gain: d muls; bias: d adds.
+    c->add += rows * (4 * d - 1);
+    c->mul += rows * 2 * d;
+    c->div += rows * (d + 2);
+    c->other += rows;
+    return;
+  }
+  case OP_CAUSAL_CONV: {
+    const Shape *w = &g->nodes[n->in[1]].shape;
+    int64_t t = dimv(x->d[x->rank - 2], T), d = dimv(x->d[x->rank - 1], T);
+    int64_t lead = numel(x, T) / (t * d), S = t * (t + 1) / 2;  // S: terms over all rows
+    if (n->conv == CONV_MATRIX) {  // seed 001 eq. 23: row i sums i products x_j W
+      int64_t e = dimv(w->d[2], T);
+      c->mul += lead * d * e * S;
+      c->add += lead * ((d - 1) * e * S + e * (S - t));
+    } else {  // eqs. 26, 28, 29: row i sums i elementwise products
+      c->mul += lead * d * S;
+      c->add += lead * d * (S - t);
+    }
+    return;
+  }
+  case OP_DROPOUT: c->mul += numel(s, T); return;
+  case OP_CROSS_ENTROPY: {
+    int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
+    c->exp += rows * v;
+    c->add += rows * (v - 1) + rows * 2 - 1;  // sum of exps, minus target, mean
+    c->other += rows;                         // log
+    c->div += 1;
+    return;
+  }
+  default: return;
+  }
+}
+
+void stats_compute(const Graph *g, int64_t T, Cost *incl) {
+  bool *tri_out = calloc((size_t)g->nnodes + 1, sizeof *tri_out);
+  bool *tri_need = calloc((size_t)g->nnodes + 1, sizeof *tri_need);
+  if (!tri_out || !tri_need) {
+    fprintf(stderr, "xfc: out of memory in stats\n");
+    exit(1);
+  }
+  structure(g, tri_out, tri_need);
+  for (int s = 0; s < g->nscopes; s++) incl[s] = (Cost){0};
+  for (int i = 0; i < g->nnodes; i++) count(g, &g->nodes[i], T, tri_out, tri_need, &incl[g->nodes[i].scope]);
+  for (int s = g->nscopes - 1; s > 0; s--) {
+    Cost *p = &incl[g->scopes[s].parent], *c = &incl[s];
+    p->params += c->params, p->mul += c->mul, p->add += c->add;
+    p->div += c->div, p->exp += c->exp, p->other += c->other;
+  }
+  free(tri_out);
+  free(tri_need);
+}
+
+static int depth(const Graph *g, int s) {
+  int d = 0;
+  while (g->scopes[s].parent >= 0) s = g->scopes[s].parent, d++;
+  return d;
+}
+
+void stats_print(FILE *f, const Graph *g) {
+  int64_t T = g->t_max;
+  Cost *incl = calloc((size_t)g->nscopes + 1, sizeof *incl);
+  if (!incl) {
+    fprintf(stderr, "xfc: out of memory in stats\n");
+    exit(1);
+  }
+  stats_compute(g, T, incl);
+  fprintf(f, "model %s: forward pass of one sequence, B = 1, T = context = %lld\n", g->name, (long long)T);
+  fprintf(f, "%-44s %-16s %12s %14s %14s %12s %12s %12s %16s\n", "instance", "block", "params", "mul", "add",
+          "div", "exp", "other", "ops");
+  for (int s = 0; s < g->nscopes; s++) {
+    const Scope *sc = &g->scopes[s];
+    const char *path = *sc->path ? sc->path : "<model>";
+    char name[256];
+    snprintf(name, sizeof name, "%*s%s", 2 * depth(g, s), "", path);
+    const Cost *c = &incl[s];
+    fprintf(f, "%-44s %-16s %12lld %14lld %14lld %12lld %12lld %12lld %16lld\n", name, sc->block,
+            (long long)c->params, (long long)c->mul, (long long)c->add, (long long)c->div, (long long)c->exp,
+            (long long)c->other, (long long)cost_total_ops(c));
+  }
+  const Cost *t = &incl[0];
+  fprintf(f, "total parameters: %lld\n", (long long)t->params);
+  fprintf(f, "forward ops per sequence: %lld\n", (long long)cost_total_ops(t));
+  fprintf(f, "forward ops per token: %.1f\n", (double)cost_total_ops(t) / (double)T);
+  free(incl);
+}
