@@ -46,6 +46,30 @@ static void check_ir(const Graph *g, const char *stage) {
   }
 }
 
+// The pipeline. Returns the exit status: 0, or 1 after a user error.
+static int compile(const char *input, const char *emit, bool stats, const Define *defs, int ndefs,
+                   const char **incs, int ninc, const char *stdlib_dir) {
+  Arena arena = {0};
+  jmp_buf on_error;
+  Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
+  if (setjmp(on_error)) {
+    arena_free(&arena);
+    return 1;
+  }
+  SearchPath sp = {incs, ninc, stdlib_dir};
+  Program *prog = load_program(&diag, input, &sp);
+  if (emit && !strcmp(emit, "ast")) {
+    ast_dump(stdout, prog->modules[0]);
+  } else {
+    Graph *g = elaborate(&diag, prog, defs, ndefs);
+    check_ir(g, "elaboration");
+    if (emit && !strcmp(emit, "ir")) ir_print(stdout, g);
+    else if (stats) stats_print(stdout, g);
+  }
+  arena_free(&arena);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *input = NULL, *emit = NULL;
   bool stats = false;
@@ -89,29 +113,7 @@ int main(int argc, char **argv) {
   }
   if (!input) return die_usage("%s", "no input file");
 
-  Arena arena = {0};
-  jmp_buf on_error;
-  Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
-  int status = 0;
-  if (setjmp(on_error)) {
-    status = 1;
-    goto done;
-  }
-  SearchPath sp = {incs, ninc, stdlib_dir};
-  Program *prog = load_program(&diag, input, &sp);
-  if (emit && !strcmp(emit, "ast")) {
-    ast_dump(stdout, prog->modules[0]);
-    goto done;
-  }
-  Graph *g = elaborate(&diag, prog, defs, ndefs);
-  check_ir(g, "elaboration");
-  if (emit && !strcmp(emit, "ir")) {
-    ir_print(stdout, g);
-    goto done;
-  }
-  if (stats) stats_print(stdout, g);
-done:
-  arena_free(&arena);
+  int status = compile(input, emit, stats, defs, ndefs, incs, ninc, stdlib_dir);
   for (int i = 0; i < ndefs; i++) free((char *)defs[i].name);
   free(defs);
   free(incs);

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""--stats against the closed forms of the papers.
+
+seed 001 Table 7 (d = l = 128, exact figures), Tables 3 and 4 (closed forms
+in d, l, n at other sizes), seed 003 Table 6.1 (parameters of FFN, layer
+norm, attention), and whole-model parameter totals.
+Usage (from the repo root): tests/stats/test_stats.py path/to/xfc
+"""
+import subprocess, sys
+from fractions import Fraction as F
+
+XFC = sys.argv[1]
+passed = failed = 0
+
+def stats(example, **defs):
+    args = [XFC, "--stats", f"examples/{example}.xf"]
+    for k, v in defs.items():
+        args += ["-D", f"{k}={v}"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    rows, total = {}, None
+    for line in out.splitlines():
+        parts = line.split()
+        if line.startswith("total parameters:"):
+            total = int(parts[-1])
+        elif len(parts) == 9 and parts[2].isdigit():
+            rows[parts[0]] = dict(zip(["block", "params", "mul", "add", "div", "exp", "other", "ops"],
+                                      [parts[1]] + [int(p) for p in parts[2:]]))
+    return rows, total
+
+def expect(name, got, want):
+    global passed, failed
+    if got == want:
+        passed += 1
+        print(f"ok   {name}: {got}")
+    else:
+        failed += 1
+        print(f"FAIL {name}: got {got}, want {want}")
+
+def check_row(label, row, **want):
+    for k, v in want.items():
+        expect(f"{label} {k}", row[k], int(v))
+
+# ---- seed 001 Table 7: d = l = 128 ------------------------------------------
+table7 = {
+    # mixer: (example, defs, params, mul, add, div, exp, total)
+    "1-head attention": ("transformer", {"heads": 1}, 65536, 10502144, 10420096, 16512, 8256, 20947008),
+    "32-head attention": ("transformer", {"heads": 32}, 65536, 10502144, 10416128, 528384, 264192, 21710848),
+    "SHE": ("she", {}, 2129920, 139476992, 139411456, 0, 0, 278888448),
+    "HE": ("he", {}, 65536, 7364608, 7282688, 0, 0, 14647296),
+    "WE": ("we", {}, 49152, 5267456, 5201920, 0, 0, 10469376),
+    "ME": ("me", {}, 128, 1056768, 1040384, 0, 0, 2097152),
+}
+for label, (ex, defs, p, mul, add, div, exp, total) in table7.items():
+    rows, _ = stats(ex, layers=1, **defs)
+    check_row(f"Table 7 {label}", rows["lm.layers.0.mixer"], params=p, mul=mul, add=add, div=div, exp=exp, ops=total)
+
+# ---- seed 001 Tables 3 and 4: closed forms at other sizes --------------------
+def closed_forms(d, l, n):
+    h = F(1, 2)
+    return {
+        "transformer": dict(mul=l*l*d + 4*l*d*d + l*d, add=l*l*d + 4*l*d*d - 4*l*d - l*n,
+                            div=n*l*l + n*l, exp=h*n*l*l + h*n*l, params=4*d*d),
+        "she": dict(mul=h*l*l*d*d + F(5, 2)*l*d*d + l*d, add=h*l*l*d*d + F(5, 2)*l*d*d - 3*l*d,
+                    div=0, exp=0, params=l*d*d + 2*d*d),
+        "he": dict(mul=h*l*l*d + F(3, 2)*l*d + 3*l*d*d, add=3*l*d*d + h*l*l*d - F(7, 2)*l*d,
+                   div=0, exp=0, params=l*d + 3*d*d),
+        "we": dict(mul=h*l*l*d + F(3, 2)*l*d + 2*l*d*d, add=2*l*d*d + h*l*l*d - F(5, 2)*l*d,
+                   div=0, exp=0, params=l*d + 2*d*d),
+        "me": dict(mul=h*l*l*d + h*l*d, add=h*l*l*d - h*l*d, div=0, exp=0, params=l),
+    }
+for d, l, n in [(64, 32, 4), (24, 40, 3), (16, 7, 1)]:
+    forms = closed_forms(d, l, n)
+    for ex, want in forms.items():
+        defs = dict(d=d, context=l, layers=1)
+        if ex == "transformer":
+            defs["heads"] = n
+        rows, _ = stats(ex, **defs)
+        check_row(f"Tables 3-4 {ex} d={d} l={l} n={n}", rows["lm.layers.0.mixer"], **want)
+
+# ---- seed 003 Table 6.1 and whole-model totals ---------------------------------
+for d, c, v, l, m, n in [(128, 512, 5000, 128, 18, 32), (32, 96, 300, 16, 3, 4)]:
+    rows, total = stats("transformer", d=d, ffn=c, vocab=v, context=l, layers=m, heads=n)
+    check_row(f"Table 6.1 FFN d={d} c={c}", rows["lm.layers.0.ffn"], params=2*d*c + d + c)
+    check_row(f"Table 6.1 layer norm d={d}", rows["lm.layers.0.sub1.ln"], params=2*d)
+    check_row(f"Table 6.1 self-attention d={d}", rows["lm.layers.0.mixer"], params=4*d*d)
+    layer = 4*d*d + (2*d*c + d + c) + 2 * 2*d
+    want = v*d + l*d + m*layer + 2*d + d*v + v  # embeddings, layers, final LN, output layer (eq. 21)
+    expect(f"transformer total params d={d} m={m}", total, want)
+    _, mac = stats("macaron", d=d, ffn=c, vocab=v, context=l, layers=m, heads=n)
+    # two FFNs of width c/2 (seed 004 section 4.1) and a third layer norm: + 3d per layer
+    expect(f"macaron total params d={d} m={m}", mac, want + m * 3 * d)
+    _, rk = stats("rk4", d=d, ffn=c, vocab=v, context=l, layers=m, heads=n)
+    expect(f"rk4 total params (f shared by the 4 stages) d={d}", rk, want)
+
+# RK4 evaluates its function four times: 4x the mixer's operations.
+rows, _ = stats("rk4", layers=1)
+base, _ = stats("transformer", layers=1)
+expect("rk4 calls the mixer 4 times", rows["lm.layers.0.mixer"]["mul"], 4 * base["lm.layers.0.mixer"]["mul"])
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
