@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Every ```xf block of docs/language.md that defines a model must compile, so
+# the documentation cannot drift from the language. The worked example's
+# claims (parameter count, the error for a missing transpose) are checked too.
+# Usage (from the repo root): tests/docs_test.sh path/to/xfc
+set -u
+xfc=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+awk -v dir="$tmp" '
+  /^```xf$/ { n++; f = dir "/block" n ".xf"; on = 1; next }
+  /^```$/ && on { on = 0; next }
+  on { print > f }
+' docs/language.md
+count=0
+for f in "$tmp"/block*.xf; do
+  grep -q '^model' "$f" || continue
+  count=$((count + 1))
+  if out=$("$xfc" "$f" 2>&1); then ok "docs model $(basename "$f")"; else bad "docs model $(basename "$f"): $out"; fi
+done
+[ $count -ge 2 ] && ok "docs has $count model examples" || bad "docs has only $count model examples"
+ex=$(grep -l 'block LinearAttention' "$tmp"/block*.xf | head -1)
+p=$("$xfc" --stats -D layers=1 "$ex" | awk '$1 == "lm.layers.0.mixer" { print $2, $3 }')
+[ "$p" = "LinearAttention 65536" ] && ok "worked example has 4d^2 parameters" || bad "worked example stats: $p"
+sed 's/s = q @ transpose(k, 2, 3)/s = q @ k/' "$ex" > "$tmp/broken.xf"
+msg=$("$xfc" "$tmp/broken.xf" 2>&1 | head -1)
+case "$msg" in
+  *"matmul inner dimensions differ: [B, 8, T, 16] @ [B, 8, T, 16]"*) ok "worked example error names both shapes" ;;
+  *) bad "worked example error: $msg" ;;
+esac
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
