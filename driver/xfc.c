@@ -25,7 +25,9 @@ static void usage(FILE *f) {
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
         "  --emit=ast      print the syntax tree of the model file and stop\n"
         "  --emit=ir       print the graph IR after elaboration and stop\n"
-        "  --stats         print parameters and forward operation counts per block instance\n"
+        "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
+        "  --stats         print parameters and forward operation counts per block instance,\n"
+        "                  and backward and training operations per token\n"
         "  -h, --help      print this help\n"
         "  --version       print the version\n",
         f);
@@ -63,8 +65,18 @@ static int compile(const char *input, const char *emit, bool stats, const Define
   } else {
     Graph *g = elaborate(&diag, prog, defs, ndefs);
     check_ir(g, "elaboration");
-    if (emit && !strcmp(emit, "ir")) ir_print(stdout, g);
-    else if (stats) stats_print(stdout, g);
+    if (emit && !strcmp(emit, "ir")) {
+      ir_print(stdout, g);
+    } else if ((emit && !strcmp(emit, "grad")) || stats) {
+      char msg[512];
+      if (!autodiff(g, msg, sizeof msg)) {
+        fprintf(stderr, "xfc: %s\n", msg);
+        exit(3);
+      }
+      check_ir(g, "autodiff");
+      if (stats) stats_print(stdout, g);
+      else ir_print(stdout, g);
+    }
   }
   arena_free(&arena);
   return 0;
@@ -97,8 +109,8 @@ int main(int argc, char **argv) {
       defs[ndefs++] = (Define){name, eq + 1};
     } else if (!strncmp(a, "--emit=", 7)) {
       emit = a + 7;
-      if (strcmp(emit, "ast") && strcmp(emit, "ir"))
-        return die_usage("--emit=%s: expected ast or ir", emit);
+      if (strcmp(emit, "ast") && strcmp(emit, "ir") && strcmp(emit, "grad"))
+        return die_usage("--emit=%s: expected ast, ir or grad", emit);
     } else if (!strncmp(a, "--stdlib=", 9)) {
       stdlib_dir = a + 9;
     } else if (!strcmp(a, "--stats")) {

@@ -597,6 +597,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
   case BI_UNARY:
   case BI_CAUSAL_MASK:
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.fval = bi->kind == BI_CAUSAL_MASK ? -INFINITY : 0;
     break;
   case BI_REDUCE:
   case BI_SOFTMAX:

@@ -8,7 +8,7 @@
 #include <string.h>
 
 const OpInfo ir_op_info[OP_COUNT] = {
-#define X(name, text, nin, cat) [OP_##name] = {text, nin, cat},
+#define X(name, text, nin, cat, diff) [OP_##name] = {text, nin, cat, diff},
     IR_OPS(X)
 #undef X
 };
@@ -164,6 +164,7 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
     *dt = n->dtype;
     if (n->op == OP_CONST) out->rank = 0, *dt = DT_F32;
     if (n->op == OP_IOTA) out->rank = 1, out->d[0] = n->len, *dt = DT_F32;
+    if (n->op == OP_SIZE) out->rank = 0, *dt = DT_F32;
     if (n->op == OP_PARAM && n->dtype != DT_F32) return fail(err, errlen, "parameters are float");
     for (int i = 0; i < out->rank; i++)
       if (out->d[i].kind == DIM_CONST && out->d[i].n < 1)
@@ -246,6 +247,22 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       *dt = g->nodes[n->in[0]].dtype;
       return true;
     }
+    case OP_PAD: {  // x is the slice [start, start + len) of axis of node.shape
+      int ax = ir_norm_axis(n->axis, n->shape.rank);
+      bool ok = ax >= 0 && x->rank == n->shape.rank && n->start >= 0;
+      for (int i = 0; ok && i < x->rank; i++) ok = i == ax || dim_eq(x->d[i], n->shape.d[i]);
+      if (ok) {
+        Dim full = n->shape.d[ax], part = x->d[ax];
+        int64_t hi = n->start + (part.kind == DIM_CONST ? part.n : part.kind == DIM_T ? g->t_max : -1);
+        ok = dim_eq(full, part) ? n->start == 0 : full.kind == DIM_CONST && part.kind != DIM_B && hi <= full.n;
+      }
+      char so[128];
+      shape_fmt(so, sizeof so, &n->shape);
+      if (!ok) return fail(err, errlen, "cannot pad %s into %s at axis %d, start %lld", sx, so, n->axis,
+                           (long long)n->start);
+      *out = n->shape;
+      return want_f32(g, n, 0, err, errlen);
+    }
     case OP_CONCAT: {
       int ax = ir_norm_axis(n->axis, x->rank);
       if (ax < 0 || x->rank != y->rank)
@@ -258,6 +275,33 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       *out = *x;
       out->d[ax] = dconst(x->d[ax].n + y->d[ax].n);
       return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen);
+    }
+    case OP_EXPAND: {
+      Shape b;
+      char so[128];
+      shape_fmt(so, sizeof so, &n->shape);
+      if (!broadcast(x, &n->shape, &b, err, errlen) || !shape_eq(&b, &n->shape))
+        return fail(err, errlen, "cannot expand %s to %s", sx, so);
+      *out = n->shape;
+      return want_f32(g, n, 0, err, errlen);
+    }
+    case OP_ONEHOT:
+      if (g->nodes[n->in[0]].dtype != DT_I32) return fail(err, errlen, "onehot needs token ids");
+      if (n->len.kind != DIM_CONST || n->len.n < 1 || x->rank + 1 > IR_MAX_RANK)
+        return fail(err, errlen, "onehot needs a fixed number of classes");
+      *out = *x;
+      out->d[out->rank++] = n->len;
+      return true;
+    case OP_SCATTER_ADD: {
+      if (!want_f32(g, n, 0, err, errlen)) return false;
+      if (g->nodes[n->in[1]].dtype != DT_I32) return fail(err, errlen, "scatter_add needs token ids");
+      bool ok = x->rank == y->rank + 1 && n->len.kind == DIM_CONST && n->len.n >= 1;
+      for (int i = 0; ok && i < y->rank; i++) ok = dim_eq(x->d[i], y->d[i]);
+      if (!ok) return fail(err, errlen, "scatter_add needs rows [..., d] and ids [...], got %s and %s", sx, sy);
+      out->rank = 2;
+      out->d[0] = n->len;
+      out->d[1] = x->d[x->rank - 1];
+      return true;
     }
     case OP_EMBED: {
       if (x->rank != 2 || !want_f32(g, n, 0, err, errlen))
@@ -323,6 +367,30 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       if (y->rank == 3) out->d[out->rank - 1] = y->d[2];
       return true;
     }
+    case OP_CONV_DX: {  // dy [..., T, e], w -> dx [..., T, d]
+      if (!want_f32(g, n, 0, err, errlen) || !want_f32(g, n, 1, err, errlen)) return false;
+      ConvKind want = y->rank == 1 ? CONV_SCALAR : y->rank == 2 ? CONV_VECTOR : CONV_MATRIX;
+      if (x->rank < 2 || y->rank < 1 || y->rank > 3 || n->conv != want)
+        return fail(err, errlen, "causal_conv_dx of %s with kernel %s", sx, sy);
+      Dim e = x->d[x->rank - 1];
+      if (y->rank >= 2 && !dim_eq(y->d[y->rank - 1], e))
+        return fail(err, errlen, "causal_conv_dx: kernel %s does not match gradient %s", sy, sx);
+      *out = *x;
+      if (y->rank == 3) out->d[out->rank - 1] = y->d[1];
+      return true;
+    }
+    case OP_CONV_DW: {  // x [..., T, d], dy [..., T, e] -> dw [L], [L, d] or [L, d, e]
+      if (!want_f32(g, n, 0, err, errlen) || !want_f32(g, n, 1, err, errlen)) return false;
+      bool ok = x->rank >= 2 && x->rank == y->rank && n->len.kind == DIM_CONST && n->len.n >= 1;
+      for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], y->d[i]);
+      if (ok && n->conv != CONV_MATRIX) ok = dim_eq(x->d[x->rank - 1], y->d[y->rank - 1]);
+      if (!ok) return fail(err, errlen, "causal_conv_dw of %s and %s", sx, sy);
+      out->rank = n->conv == CONV_SCALAR ? 1 : n->conv == CONV_VECTOR ? 2 : 3;
+      out->d[0] = n->len;
+      if (out->rank >= 2) out->d[1] = x->d[x->rank - 1];
+      if (out->rank == 3) out->d[2] = y->d[y->rank - 1];
+      return true;
+    }
     case OP_DROPOUT:
       if (!(n->fval >= 0 && n->fval < 1))
         return fail(err, errlen, "dropout probability %g is not in [0, 1)", n->fval);
@@ -353,7 +421,7 @@ int ir_add(Graph *g, Node n, char *err, size_t errlen) {
       snprintf(err, errlen, "input %d of '%s' is not a node", i, ir_op_info[n.op].name);
       return -1;
     }
-  if (n.op == OP_CAUSAL_CONV && n.nin == 2) {
+  if ((n.op == OP_CAUSAL_CONV || n.op == OP_CONV_DX) && n.nin == 2) {
     int r = g->nodes[n.in[1]].shape.rank;
     n.conv = r == 1 ? CONV_SCALAR : r == 2 ? CONV_VECTOR : CONV_MATRIX;
   }
@@ -363,7 +431,7 @@ int ir_add(Graph *g, Node n, char *err, size_t errlen) {
   n.shape = shape;
   n.dtype = dtype;
   if (ir_op_info[n.op].cat == OPC_REDUCE || n.op == OP_SOFTMAX || n.op == OP_SLICE ||
-      n.op == OP_CONCAT)
+      n.op == OP_CONCAT || n.op == OP_PAD)
     n.axis = ir_norm_axis(n.axis, g->nodes[n.in[0]].shape.rank);
   if (n.op == OP_TRANSPOSE) {
     int r = g->nodes[n.in[0]].shape.rank;

@@ -67,7 +67,10 @@ typedef enum {
 } DType;
 
 // ---- ops -------------------------------------------------------------------
-// X(NAME, "text", inputs, category). inputs = -1: variable (see notes).
+// X(NAME, "text", inputs, category, differentiable). The last column says
+// whether the autodiff pass must have a gradient rule for the op (1), or the
+// op is a non-differentiable leaf or appears only in backward graphs (0).
+// tests/unit checks that every differentiable op has its rule.
 
 typedef enum {
   OPC_LEAF,     // no inputs: params, inputs, constants
@@ -81,48 +84,58 @@ typedef enum {
 
 #define IR_OPS(X)                                                              \
   /* leaves */                                                                 \
-  X(PARAM, "param", 0, OPC_LEAF)       /* trainable; name, init */             \
-  X(INPUT, "input", 0, OPC_LEAF)       /* graph input (tokens); name */        \
-  X(CONST, "const", 0, OPC_LEAF)       /* scalar [] with value fval */         \
-  X(IOTA, "iota", 0, OPC_LEAF)         /* [n]: 0, 1, ..., n-1 */               \
+  X(PARAM, "param", 0, OPC_LEAF, 1)       /* trainable; name, init */          \
+  X(INPUT, "input", 0, OPC_LEAF, 0)       /* graph input (tokens); name */     \
+  X(CONST, "const", 0, OPC_LEAF, 0)       /* scalar [] with value fval */      \
+  X(IOTA, "iota", 0, OPC_LEAF, 0)         /* [n]: 0, 1, ..., n-1 */            \
+  X(SIZE, "size", 0, OPC_LEAF, 0)         /* scalar []: the value of len */    \
   /* elementwise unary */                                                      \
-  X(NEG, "neg", 1, OPC_UNARY)                                                  \
-  X(EXP, "exp", 1, OPC_UNARY)                                                  \
-  X(LOG, "log", 1, OPC_UNARY)                                                  \
-  X(SQRT, "sqrt", 1, OPC_UNARY)                                                \
-  X(TANH, "tanh", 1, OPC_UNARY)                                                \
-  X(RELU, "relu", 1, OPC_UNARY)                                                \
-  X(GELU, "gelu", 1, OPC_UNARY)        /* x * Phi(x), erf form */              \
-  X(SIGMOID, "sigmoid", 1, OPC_UNARY)                                          \
-  X(SIN, "sin", 1, OPC_UNARY)                                                  \
-  X(COS, "cos", 1, OPC_UNARY)                                                  \
+  X(NEG, "neg", 1, OPC_UNARY, 1)                                               \
+  X(EXP, "exp", 1, OPC_UNARY, 1)                                               \
+  X(LOG, "log", 1, OPC_UNARY, 1)                                               \
+  X(SQRT, "sqrt", 1, OPC_UNARY, 1)                                             \
+  X(TANH, "tanh", 1, OPC_UNARY, 1)                                             \
+  X(RELU, "relu", 1, OPC_UNARY, 1)                                             \
+  X(GELU, "gelu", 1, OPC_UNARY, 1)        /* x * Phi(x), erf form */           \
+  X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1)                                       \
+  X(SIN, "sin", 1, OPC_UNARY, 1)                                               \
+  X(COS, "cos", 1, OPC_UNARY, 1)                                               \
+  X(STEP, "step", 1, OPC_UNARY, 0)        /* x > 0 ? 1 : 0 (relu') */          \
+  X(DGELU, "dgelu", 1, OPC_UNARY, 0)      /* gelu'(x) = Phi(x) + x phi(x) */   \
   /* elementwise binary, broadcasting */                                       \
-  X(ADD, "add", 2, OPC_BINARY)                                                 \
-  X(SUB, "sub", 2, OPC_BINARY)                                                 \
-  X(MUL, "mul", 2, OPC_BINARY)                                                 \
-  X(DIV, "div", 2, OPC_BINARY)                                                 \
+  X(ADD, "add", 2, OPC_BINARY, 1)                                              \
+  X(SUB, "sub", 2, OPC_BINARY, 1)                                              \
+  X(MUL, "mul", 2, OPC_BINARY, 1)                                              \
+  X(DIV, "div", 2, OPC_BINARY, 1)                                              \
+  X(EQ, "eq", 2, OPC_BINARY, 0)           /* x == y ? 1 : 0 */                 \
   /* reductions over attr axis, keepdim */                                     \
-  X(SUM, "sum", 1, OPC_REDUCE)                                                 \
-  X(MEAN, "mean", 1, OPC_REDUCE)                                               \
-  X(MAX, "max", 1, OPC_REDUCE)                                                 \
+  X(SUM, "sum", 1, OPC_REDUCE, 1)                                              \
+  X(MEAN, "mean", 1, OPC_REDUCE, 1)                                            \
+  X(MAX, "max", 1, OPC_REDUCE, 1)                                              \
   /* x [..., m, k] @ y [..., k, n] -> [..., m, n], batch dims broadcast */     \
-  X(MATMUL, "matmul", 2, OPC_MATMUL)                                           \
+  X(MATMUL, "matmul", 2, OPC_MATMUL, 1)                                        \
   /* data movement */                                                          \
-  X(TRANSPOSE, "transpose", 1, OPC_MOVE) /* swap axes axis, axis2 */           \
-  X(RESHAPE, "reshape", 1, OPC_MOVE)     /* row-major, to node.shape */        \
-  X(SLICE, "slice", 1, OPC_MOVE)         /* axis, [start, start+len) */        \
-  X(CONCAT, "concat", 2, OPC_MOVE)       /* along axis */                      \
-  X(EMBED, "embed", 2, OPC_MOVE)         /* W [V, d], ids [...] -> [..., d] */ \
+  X(TRANSPOSE, "transpose", 1, OPC_MOVE, 1) /* swap axes axis, axis2 */        \
+  X(RESHAPE, "reshape", 1, OPC_MOVE, 1)     /* row-major, to node.shape */     \
+  X(SLICE, "slice", 1, OPC_MOVE, 1)         /* axis, [start, start+len) */     \
+  X(CONCAT, "concat", 2, OPC_MOVE, 1)       /* along axis */                   \
+  X(PAD, "pad", 1, OPC_MOVE, 0)             /* inverse of slice: zeros around */ \
+  X(EXPAND, "expand", 1, OPC_MOVE, 1)       /* broadcast to node.shape */      \
+  X(EMBED, "embed", 2, OPC_MOVE, 1)         /* W [V, d], ids [...] -> [..., d] */ \
+  X(ONEHOT, "onehot", 1, OPC_MOVE, 0)       /* ids [...] -> [..., len] */      \
+  X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0) /* dy [..., d], ids -> [len, d] */ \
   /* neural-network primitives */                                              \
-  X(SOFTMAX, "softmax", 1, OPC_NN)       /* over axis */                       \
-  X(LAYERNORM, "layernorm", 3, OPC_NN)   /* x, g, b over last axis; eps */     \
-  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN) /* [..., T, T]: -inf above diag */  \
-  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN) /* x [..., T, d], w [L, ...] */     \
-  X(DROPOUT, "dropout", 1, OPC_NN)       /* p = fval, mask stream = seed */    \
-  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN) /* logits, ids -> [] mean */
+  X(SOFTMAX, "softmax", 1, OPC_NN, 1)       /* over axis */                    \
+  X(LAYERNORM, "layernorm", 3, OPC_NN, 1)   /* x, g, b over last axis; eps */  \
+  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1) /* [..., T, T]: fval above diag */ \
+  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1) /* x [..., T, d], w [L, ...] */  \
+  X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
+  X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0)  /* x, dy -> dw [len, ...] */     \
+  X(DROPOUT, "dropout", 1, OPC_NN, 1)       /* p = fval, mask stream = seed */ \
+  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */
 
 typedef enum {
-#define X(name, text, nin, cat) OP_##name,
+#define X(name, text, nin, cat, diff) OP_##name,
   IR_OPS(X)
 #undef X
   OP_COUNT
@@ -132,6 +145,7 @@ typedef struct {
   const char *name;
   int nin;
   OpCategory cat;
+  bool differentiable;
 } OpInfo;
 
 extern const OpInfo ir_op_info[OP_COUNT];
@@ -141,6 +155,10 @@ extern const OpInfo ir_op_info[OP_COUNT];
 //   vector per lag  w [L, d]       out_i = sum_{j<=i} x_j o w_{i-j}    (eqs. 26, 28)
 //   matrix per lag  w [L, d, e]    out_i = sum_{j<=i} x_j W_{i-j}      (eq. 23)
 // with 0-based lags (the paper's w_{i-j+1}); L >= T is required.
+// Its gradients (autodiff only):
+//   CONV_DX  dx_j = sum_{i>=j} dy_i (.) w_{i-j}     (W^T for the matrix kind)
+//   CONV_DW  dw_k = sum_i x_{i-k} (.) dy_i          (outer product x^T dy for
+//            the matrix kind; summed over the last axis for the scalar kind)
 typedef enum { CONV_SCALAR, CONV_VECTOR, CONV_MATRIX } ConvKind;
 
 typedef enum { INIT_NONE, INIT_NORMAL, INIT_UNIFORM, INIT_ZEROS, INIT_ONES } InitKind;
@@ -160,11 +178,15 @@ typedef struct {
   int in[IR_MAX_IN];
   // attributes (meaning depends on op; unused ones are zero)
   int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both
-  double fval;           // CONST: value; DROPOUT: p; LAYERNORM: eps
-  int64_t start;         // SLICE: first index
-  Dim len;               // SLICE: length; IOTA: n
+  double fval;           // CONST: value; DROPOUT: p; LAYERNORM: eps;
+                         // CAUSAL_MASK: the fill above the diagonal (-inf
+                         // in forward graphs, 0 in its gradient)
+  int64_t start;         // SLICE, PAD: first index of the slice
+  Dim len;               // SLICE: length; IOTA: n; SIZE: the size;
+                         // ONEHOT, SCATTER_ADD: classes; CONV_DW: lags L
   ConvKind conv;         // CAUSAL_CONV
-  uint32_t seed;         // DROPOUT: mask stream, unique per dropout node
+  uint32_t seed;         // DROPOUT: mask stream; nodes sharing one draw the
+                         // same mask (a forward dropout and its gradient)
   Init init;             // PARAM
   const char *name;      // PARAM: dotted instance path; INPUT: argument name
   int scope;             // index into Graph.scopes
@@ -200,6 +222,8 @@ typedef struct {
   int nscopes, cap_scopes;
   Output *outputs;
   int noutputs, cap_outputs;
+  int nforward;          // nodes [0, nforward) are the forward pass; the rest
+                         // (autodiff) the backward pass. 0: no backward yet
   ConfigEntry *config;
   int nconfig, cap_config;
 } Graph;

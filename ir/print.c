@@ -39,11 +39,17 @@ void ir_print(FILE *f, const Graph *g) {
     case OP_PARAM: fprintf(f, " %s", n->name); print_init(f, n->init); break;
     case OP_INPUT: fprintf(f, " %s", n->name); break;
     case OP_CONST: fprintf(f, " %.9g", n->fval); break;
+    case OP_SIZE:
+      if (n->len.kind == DIM_CONST) fprintf(f, " %lld", (long long)n->len.n);
+      else fprintf(f, " %s", n->len.kind == DIM_B ? "B" : "T");
+      break;
+    case OP_CONV_DX: case OP_CONV_DW: fprintf(f, " kernel=%s", conv_names[n->conv]); break;
     case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: case OP_CONCAT:
       fprintf(f, " axis=%d", n->axis);
       break;
     case OP_TRANSPOSE: fprintf(f, " axes=%d,%d", n->axis, n->axis2); break;
-    case OP_SLICE: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;
+    case OP_SLICE: case OP_PAD: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;
+    case OP_CAUSAL_MASK: fprintf(f, " fill=%g", n->fval); break;
     case OP_LAYERNORM: fprintf(f, " eps=%g", n->fval); break;
     case OP_CAUSAL_CONV: fprintf(f, " kernel=%s", conv_names[n->conv]); break;
     case OP_DROPOUT: fprintf(f, " p=%g stream=%u", n->fval, n->seed); break;
@@ -54,6 +60,7 @@ void ir_print(FILE *f, const Graph *g) {
     if (n->loc.file) fprintf(f, " @ %s:%d:%d", n->loc.file, n->loc.line, n->loc.col);
     fprintf(f, "\n");
   }
+  if (g->nforward) fprintf(f, "backward from %%%d\n", g->nforward);
   for (int o = 0; o < g->noutputs; o++)
     fprintf(f, "output %s = %%%d\n", g->outputs[o].name, g->outputs[o].node);
 }

@@ -3,7 +3,8 @@
 // Checks: ids are positions; inputs come strictly before their user (SSA,
 // topological order); arity matches the op table; every shape and dtype is
 // what ir_infer derives from the inputs; params and inputs are named, params
-// uniquely and with an initialiser; dropout mask streams are unique; scopes
+// uniquely and with an initialiser; dropout nodes that share a mask stream
+// (a forward dropout and its gradient) have the same p and shape; scopes
 // form a tree; outputs name existing nodes, uniquely, and "loss" is a scalar.
 #include "ir.h"
 
@@ -56,8 +57,10 @@ bool ir_verify(const Graph *g, char *err, size_t errlen) {
       const Node *m = &g->nodes[j];
       if (n->op == OP_PARAM && m->op == OP_PARAM && !strcmp(m->name, n->name))
         return bad(err, errlen, "param name %s is used by %%%d and %%%d", n->name, j, i);
-      if (n->op == OP_DROPOUT && m->op == OP_DROPOUT && m->seed == n->seed)
-        return bad(err, errlen, "dropout %%%d and %%%d share mask stream %u", j, i, n->seed);
+      if (n->op == OP_DROPOUT && m->op == OP_DROPOUT && m->seed == n->seed &&
+          (m->fval != n->fval || !shape_eq(&m->shape, &n->shape)))
+        return bad(err, errlen, "dropout %%%d and %%%d share mask stream %u but differ in p or shape", j, i,
+                   n->seed);
     }
   }
   for (int o = 0; o < g->noutputs; o++) {

@@ -22,10 +22,20 @@ typedef struct {
 int64_t cost_total_ops(const Cost *c);
 
 // Fills incl[s] for every scope s with the cost of s and everything below
-// it, for one forward pass of batch 1 and sequence length T.
-void stats_compute(const Graph *g, int64_t T, Cost *incl);
+// it, for one forward pass (or, with backward, the backward part of the
+// graph) of batch 1 and sequence length T. Parameters are counted in the
+// forward pass.
+void stats_compute(const Graph *g, int64_t T, bool backward, Cost *incl);
 
-// The table printed by `xfc --stats`.
+// The table printed by `xfc --stats`; with a backward pass in g, also the
+// backward and training costs per token.
 void stats_print(FILE *f, const Graph *g);
+
+// ---- autodiff.c: reverse-mode gradients --------------------------------------
+
+// Appends the backward pass of output "loss" and outputs "grad.<param>".
+bool autodiff(Graph *g, char *err, size_t errlen);
+// Whether the table has a gradient rule for op (every differentiable op must).
+bool autodiff_has_rule(OpKind op);
 
 #endif

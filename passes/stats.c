@@ -103,6 +103,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     int64_t e = elements(s, T, tri);
     if (n->op == OP_MUL) c->mul += e;
     else if (n->op == OP_DIV) c->div += e;
+    else if (n->op == OP_EQ) c->other += e;
     else c->add += e;
     return;
   }
@@ -131,7 +132,9 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     }
     return;
   }
-  case OPC_MOVE: return;
+  case OPC_MOVE:
+    if (n->op == OP_SCATTER_ADD) c->add += numel(x, T);
+    return;
   case OPC_NN: break;
   }
   switch (n->op) {
@@ -167,6 +170,17 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     }
     return;
   }
+  case OP_CONV_DX:
+  case OP_CONV_DW: {  // the same triangular sums as the forward convolution
+    const Shape *dy = n->op == OP_CONV_DX ? x : &g->nodes[n->in[1]].shape;
+    const Shape *xs = n->op == OP_CONV_DX ? s : x;
+    int64_t t = dimv(xs->d[xs->rank - 2], T), d = dimv(xs->d[xs->rank - 1], T), e = dimv(dy->d[dy->rank - 1], T);
+    int64_t lead = numel(xs, T) / (t * d), S = t * (t + 1) / 2;
+    int64_t prod = n->conv == CONV_MATRIX ? d * e : d;
+    c->mul += lead * prod * S;
+    c->add += lead * prod * S - (n->op == OP_CONV_DW ? dimv(n->len, T) * (n->conv == CONV_MATRIX ? d * e : n->conv == CONV_VECTOR ? d : 1) : lead * d * t);
+    return;
+  }
   case OP_DROPOUT: c->mul += numel(s, T); return;
   case OP_CROSS_ENTROPY: {
     int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
@@ -180,7 +194,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
   }
 }
 
-void stats_compute(const Graph *g, int64_t T, Cost *incl) {
+void stats_compute(const Graph *g, int64_t T, bool backward, Cost *incl) {
   bool *tri_out = calloc((size_t)g->nnodes + 1, sizeof *tri_out);
   bool *tri_need = calloc((size_t)g->nnodes + 1, sizeof *tri_need);
   if (!tri_out || !tri_need) {
@@ -189,7 +203,9 @@ void stats_compute(const Graph *g, int64_t T, Cost *incl) {
   }
   structure(g, tri_out, tri_need);
   for (int s = 0; s < g->nscopes; s++) incl[s] = (Cost){0};
-  for (int i = 0; i < g->nnodes; i++) count(g, &g->nodes[i], T, tri_out, tri_need, &incl[g->nodes[i].scope]);
+  int nfwd = g->nforward ? g->nforward : g->nnodes;
+  int from = backward ? nfwd : 0, to = backward ? g->nnodes : nfwd;
+  for (int i = from; i < to; i++) count(g, &g->nodes[i], T, tri_out, tri_need, &incl[g->nodes[i].scope]);
   for (int s = g->nscopes - 1; s > 0; s--) {
     Cost *p = &incl[g->scopes[s].parent], *c = &incl[s];
     p->params += c->params, p->mul += c->mul, p->add += c->add;
@@ -212,7 +228,7 @@ void stats_print(FILE *f, const Graph *g) {
     fprintf(stderr, "xfc: out of memory in stats\n");
     exit(1);
   }
-  stats_compute(g, T, incl);
+  stats_compute(g, T, false, incl);
   fprintf(f, "model %s: forward pass of one sequence, B = 1, T = context = %lld\n", g->name, (long long)T);
   fprintf(f, "%-44s %-16s %12s %14s %14s %12s %12s %12s %16s\n", "instance", "block", "params", "mul", "add",
           "div", "exp", "other", "ops");
@@ -230,5 +246,13 @@ void stats_print(FILE *f, const Graph *g) {
   fprintf(f, "total parameters: %lld\n", (long long)t->params);
   fprintf(f, "forward ops per sequence: %lld\n", (long long)cost_total_ops(t));
   fprintf(f, "forward ops per token: %.1f\n", (double)cost_total_ops(t) / (double)T);
+  if (g->nforward) {
+    int64_t fwd = cost_total_ops(t);
+    stats_compute(g, T, true, incl);
+    int64_t bwd = cost_total_ops(&incl[0]);
+    fprintf(f, "backward ops per sequence: %lld\n", (long long)bwd);
+    fprintf(f, "backward ops per token: %.1f\n", (double)bwd / (double)T);
+    fprintf(f, "training (forward + backward) ops per token: %.1f\n", (double)(fwd + bwd) / (double)T);
+  }
   free(incl);
 }

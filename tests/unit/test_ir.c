@@ -119,6 +119,8 @@ static void test_verifier(void) {
   g->nodes[x].init.kind = INIT_ONES;
   int d1 = ir_add(g, (Node){.op = OP_DROPOUT, .nin = 1, .in = {y}, .fval = 0.1, .seed = 7}, err, sizeof err);
   ir_add(g, (Node){.op = OP_DROPOUT, .nin = 1, .in = {d1}, .fval = 0.1, .seed = 7}, err, sizeof err);
+  CHECK(ir_verify(g, err, sizeof err));  // same stream, same p and shape: the same mask, allowed
+  ir_add(g, (Node){.op = OP_DROPOUT, .nin = 1, .in = {d1}, .fval = 0.2, .seed = 7}, err, sizeof err);
   CHECK(!ir_verify(g, err, sizeof err) && strstr(err, "mask stream"));
   arena_free(&a);
 }
@@ -195,7 +197,7 @@ static void test_elaboration(void) {
     CHECK(W && W->init.kind == INIT_NORMAL && W->init.b == 0.01);
     Cost c[64];
     CHECK(g->nscopes < 64);
-    stats_compute(g, g->t_max, c);
+    stats_compute(g, g->t_max, false, c);
     CHECK(c[0].params == 5 * 3 + 3 * (9 + 3));
   }
   arena_free(&a);

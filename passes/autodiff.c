@@ -1,0 +1,279 @@
+// autodiff.c: reverse-mode differentiation of the graph IR.
+//
+// Requires: a verified graph with a scalar output "loss" and no backward
+// part yet (nforward == 0).
+// Guarantees: the forward nodes are unchanged (same ids); backward nodes are
+// appended after them and g->nforward marks the split; for every parameter
+// P there is an output "grad.P" of P's shape holding dloss/dP (zeros when P
+// does not reach the loss). The graph verifies.
+//
+// Each differentiable op has one rule in the table `rules` below; a rule
+// receives the adjoint dy of a node and adds the adjoint of each input that
+// needs one. Adjoints reaching one node from several users (a shared block
+// instance, a residual branch) are summed. Broadcast inputs get their
+// adjoint summed over the broadcast axes (unbroadcast). A dropout's gradient
+// is a dropout node on the same mask stream: the same mask by construction.
+#include "passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  Graph *g;
+  int *adj;     // adj[i]: node holding dloss/d(node i), or -1
+  bool *needs;  // needs[i]: node i depends on a parameter
+  int cur;      // the forward node whose rule runs: scope and loc of new nodes
+  char *err;
+  size_t errlen;
+  bool failed;
+} AD;
+
+static int emit(AD *a, Node n) {
+  const Node *src = &a->g->nodes[a->cur];
+  n.scope = src->scope;
+  n.loc = src->loc;
+  char msg[512];
+  int id = ir_add(a->g, n, msg, sizeof msg);
+  if (id < 0 && !a->failed) {
+    a->failed = true;
+    snprintf(a->err, a->errlen, "internal error: gradient of %%%d (%s): %s", a->cur, ir_op_info[src->op].name, msg);
+  }
+  return id < 0 ? 0 : id;
+}
+
+// Shapes are copied: emitting a node may move the node array.
+static Shape shape(AD *a, int id) { return a->g->nodes[id].shape; }
+static int un(AD *a, OpKind op, int x) { return emit(a, (Node){.op = op, .nin = 1, .in = {x}}); }
+static int bin(AD *a, OpKind op, int x, int y) { return emit(a, (Node){.op = op, .nin = 2, .in = {x, y}}); }
+static int cst(AD *a, double v) { return emit(a, (Node){.op = OP_CONST, .fval = v}); }
+static int reduce(AD *a, OpKind op, int x, int axis) { return emit(a, (Node){.op = op, .nin = 1, .in = {x}, .axis = axis}); }
+static int reshape(AD *a, int x, Shape s) { return emit(a, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = s}); }
+static int expand(AD *a, int x, Shape s) {
+  Shape xs = shape(a, x);
+  return shape_eq(&xs, &s) ? x : emit(a, (Node){.op = OP_EXPAND, .nin = 1, .in = {x}, .shape = s});
+}
+static int transpose_last(AD *a, int x) {
+  int r = shape(a, x).rank;
+  return emit(a, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = r - 1, .axis2 = r - 2});
+}
+// The value of a size as a scalar tensor (a constant unless it is B or T).
+static int size_of(AD *a, Dim d) {
+  return d.kind == DIM_CONST ? cst(a, (double)d.n) : emit(a, (Node){.op = OP_SIZE, .len = d});
+}
+
+static bool is_one(Dim d) { return d.kind == DIM_CONST && d.n == 1; }
+
+// Sums grad over the axes along which a tensor of shape `to` was broadcast.
+static int unbroadcast(AD *a, int grad, const Shape *to) {
+  Shape gs = shape(a, grad);
+  if (shape_eq(&gs, to)) return grad;
+  int lead = gs.rank - to->rank;
+  for (int i = 0; i < gs.rank; i++) {
+    bool broadcast = i < lead || (is_one(to->d[i - lead]) && !is_one(gs.d[i]));
+    if (broadcast) grad = reduce(a, OP_SUM, grad, i);
+  }
+  gs = shape(a, grad);
+  return shape_eq(&gs, to) ? grad : reshape(a, grad, *to);
+}
+
+// Adds contribution c (of node x's shape after unbroadcasting) to adj[x].
+static void accumulate(AD *a, int x, int c) {
+  if (!a->needs[x]) return;
+  Shape xs = shape(a, x);
+  c = unbroadcast(a, c, &xs);
+  a->adj[x] = a->adj[x] < 0 ? c : bin(a, OP_ADD, a->adj[x], c);
+}
+
+// ---- rules: n is the forward node, dy its adjoint ---------------------------
+
+typedef void (*GradRule)(AD *a, const Node *n, int dy);
+#define IN(k) (n->in[k])
+#define OUT (n->id)
+
+static void g_neg(AD *a, const Node *n, int dy) { accumulate(a, IN(0), un(a, OP_NEG, dy)); }
+static void g_exp(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, OUT)); }
+static void g_log(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_DIV, dy, IN(0))); }
+static void g_sqrt(AD *a, const Node *n, int dy) {  // d sqrt(x) = 1 / (2 sqrt(x))
+  accumulate(a, IN(0), bin(a, OP_DIV, dy, bin(a, OP_MUL, OUT, cst(a, 2))));
+}
+static void g_tanh(AD *a, const Node *n, int dy) {  // 1 - tanh^2
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, bin(a, OP_SUB, cst(a, 1), bin(a, OP_MUL, OUT, OUT))));
+}
+static void g_relu(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_STEP, IN(0)))); }
+static void g_gelu(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_DGELU, IN(0)))); }
+static void g_sigmoid(AD *a, const Node *n, int dy) {  // s (1 - s)
+  int ds = bin(a, OP_MUL, OUT, bin(a, OP_SUB, cst(a, 1), OUT));
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, ds));
+}
+static void g_sin(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_COS, IN(0)))); }
+static void g_cos(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), un(a, OP_NEG, bin(a, OP_MUL, dy, un(a, OP_SIN, IN(0)))));
+}
+static void g_add(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), dy);
+  accumulate(a, IN(1), dy);
+}
+static void g_sub(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), dy);
+  if (a->needs[IN(1)]) accumulate(a, IN(1), un(a, OP_NEG, dy));
+}
+static void g_mul(AD *a, const Node *n, int dy) {
+  if (a->needs[IN(0)]) accumulate(a, IN(0), bin(a, OP_MUL, dy, IN(1)));
+  if (a->needs[IN(1)]) accumulate(a, IN(1), bin(a, OP_MUL, dy, IN(0)));
+}
+static void g_div(AD *a, const Node *n, int dy) {  // d(x/y) = dx/y - (x/y) dy/y
+  if (a->needs[IN(0)]) accumulate(a, IN(0), bin(a, OP_DIV, dy, IN(1)));
+  if (a->needs[IN(1)]) accumulate(a, IN(1), un(a, OP_NEG, bin(a, OP_MUL, dy, bin(a, OP_DIV, OUT, IN(1)))));
+}
+static void g_sum(AD *a, const Node *n, int dy) { accumulate(a, IN(0), expand(a, dy, shape(a, IN(0)))); }
+static void g_mean(AD *a, const Node *n, int dy) {
+  Shape x = shape(a, IN(0));
+  int e = expand(a, dy, x);
+  accumulate(a, IN(0), bin(a, OP_DIV, e, size_of(a, x.d[n->axis])));
+}
+static void g_max(AD *a, const Node *n, int dy) {  // to every maximal entry (ties each get dy)
+  int e = expand(a, dy, shape(a, IN(0)));
+  accumulate(a, IN(0), bin(a, OP_MUL, e, bin(a, OP_EQ, IN(0), OUT)));
+}
+static void g_matmul(AD *a, const Node *n, int dy) {  // dX = dY Y^T, dY = X^T dY
+  if (a->needs[IN(0)]) accumulate(a, IN(0), bin(a, OP_MATMUL, dy, transpose_last(a, IN(1))));
+  if (a->needs[IN(1)]) accumulate(a, IN(1), bin(a, OP_MATMUL, transpose_last(a, IN(0)), dy));
+}
+static void g_transpose(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {dy}, .axis = n->axis, .axis2 = n->axis2}));
+}
+static void g_reshape(AD *a, const Node *n, int dy) { accumulate(a, IN(0), reshape(a, dy, shape(a, IN(0)))); }
+static void g_slice(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_PAD, .nin = 1, .in = {dy}, .axis = n->axis, .start = n->start,
+                                       .shape = shape(a, IN(0))}));
+}
+static void g_concat(AD *a, const Node *n, int dy) {
+  Dim first = shape(a, IN(0)).d[n->axis], second = shape(a, IN(1)).d[n->axis];
+  if (a->needs[IN(0)])
+    accumulate(a, IN(0), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {dy}, .axis = n->axis, .len = first}));
+  if (a->needs[IN(1)])
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {dy}, .axis = n->axis, .start = first.n,
+                                         .len = second}));
+}
+static void g_expand(AD *a, const Node *n, int dy) { accumulate(a, IN(0), dy); }
+static void g_embed(AD *a, const Node *n, int dy) {  // rows of dW gather dy by token id
+  Dim v = shape(a, IN(0)).d[0];
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_SCATTER_ADD, .nin = 2, .in = {dy, IN(1)}, .len = v}));
+}
+static void g_softmax(AD *a, const Node *n, int dy) {  // y o (dy - sum(dy o y))
+  int s = reduce(a, OP_SUM, bin(a, OP_MUL, dy, OUT), n->axis);
+  accumulate(a, IN(0), bin(a, OP_MUL, OUT, bin(a, OP_SUB, dy, s)));
+}
+static void g_layernorm(AD *a, const Node *n, int dy) {
+  // xhat = (x - mu) / sigma, sigma = sqrt(var + eps) (biased variance);
+  // db = sum dy, dg = sum dy o xhat, dxhat = dy o g,
+  // dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma
+  int x = IN(0), r = shape(a, x).rank - 1;
+  int xc = bin(a, OP_SUB, x, reduce(a, OP_MEAN, x, r));
+  int var = reduce(a, OP_MEAN, bin(a, OP_MUL, xc, xc), r);
+  int sigma = un(a, OP_SQRT, bin(a, OP_ADD, var, cst(a, n->fval)));
+  int xhat = bin(a, OP_DIV, xc, sigma);
+  if (a->needs[IN(2)]) accumulate(a, IN(2), dy);
+  if (a->needs[IN(1)]) accumulate(a, IN(1), bin(a, OP_MUL, dy, xhat));
+  if (!a->needs[x]) return;
+  int dxhat = bin(a, OP_MUL, dy, IN(1));
+  int t = bin(a, OP_SUB, dxhat, reduce(a, OP_MEAN, dxhat, r));
+  t = bin(a, OP_SUB, t, bin(a, OP_MUL, xhat, reduce(a, OP_MEAN, bin(a, OP_MUL, dxhat, xhat), r)));
+  accumulate(a, x, bin(a, OP_DIV, t, sigma));
+}
+static void g_causal_mask(AD *a, const Node *n, int dy) {  // masked entries are constants
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_CAUSAL_MASK, .nin = 1, .in = {dy}, .fval = 0}));
+}
+static void g_causal_conv(AD *a, const Node *n, int dy) {
+  if (a->needs[IN(0)]) accumulate(a, IN(0), bin(a, OP_CONV_DX, dy, IN(1)));
+  if (a->needs[IN(1)])
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_CONV_DW, .nin = 2, .in = {IN(0), dy}, .conv = n->conv,
+                                         .len = shape(a, IN(1)).d[0]}));
+}
+static void g_dropout(AD *a, const Node *n, int dy) {  // the same mask, the same scale 1/(1-p)
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_DROPOUT, .nin = 1, .in = {dy}, .fval = n->fval, .seed = n->seed}));
+}
+static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - onehot) dy / N
+  Shape x = shape(a, IN(0)), ids = shape(a, IN(1));
+  int count = -1;
+  for (int i = 0; i < ids.rank; i++) {
+    int s = size_of(a, ids.d[i]);
+    count = count < 0 ? s : bin(a, OP_MUL, count, s);
+  }
+  int scale = count < 0 ? dy : bin(a, OP_DIV, dy, count);
+  int p = emit(a, (Node){.op = OP_SOFTMAX, .nin = 1, .in = {IN(0)}, .axis = x.rank - 1});
+  int onehot = emit(a, (Node){.op = OP_ONEHOT, .nin = 1, .in = {IN(1)}, .len = x.d[x.rank - 1]});
+  accumulate(a, IN(0), bin(a, OP_MUL, bin(a, OP_SUB, p, onehot), scale));
+}
+static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; }
+
+static const GradRule rules[OP_COUNT] = {
+    [OP_PARAM] = g_param,
+    [OP_NEG] = g_neg, [OP_EXP] = g_exp, [OP_LOG] = g_log, [OP_SQRT] = g_sqrt, [OP_TANH] = g_tanh,
+    [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SIN] = g_sin, [OP_COS] = g_cos,
+    [OP_ADD] = g_add, [OP_SUB] = g_sub, [OP_MUL] = g_mul, [OP_DIV] = g_div,
+    [OP_SUM] = g_sum, [OP_MEAN] = g_mean, [OP_MAX] = g_max,
+    [OP_MATMUL] = g_matmul,
+    [OP_TRANSPOSE] = g_transpose, [OP_RESHAPE] = g_reshape, [OP_SLICE] = g_slice, [OP_CONCAT] = g_concat,
+    [OP_EXPAND] = g_expand, [OP_EMBED] = g_embed,
+    [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_CAUSAL_MASK] = g_causal_mask,
+    [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
+};
+
+bool autodiff_has_rule(OpKind op) { return op < OP_COUNT && rules[op] != NULL; }
+
+bool autodiff(Graph *g, char *err, size_t errlen) {
+  int loss = -1;
+  for (int o = 0; o < g->noutputs; o++)
+    if (!strcmp(g->outputs[o].name, "loss")) loss = g->outputs[o].node;
+  if (loss < 0 || g->nodes[loss].shape.rank != 0) {
+    snprintf(err, errlen, "autodiff needs a scalar output 'loss'");
+    return false;
+  }
+  if (g->nforward) {
+    snprintf(err, errlen, "the graph already has a backward pass");
+    return false;
+  }
+  int nfwd = g->nnodes;
+  AD a = {g, calloc((size_t)nfwd, sizeof(int)), calloc((size_t)nfwd, sizeof(bool)), loss, err, errlen, false};
+  if (!a.adj || !a.needs) {
+    free(a.adj), free(a.needs);
+    snprintf(err, errlen, "out of memory");
+    return false;
+  }
+  for (int i = 0; i < nfwd; i++) {
+    const Node *n = &g->nodes[i];
+    a.adj[i] = -1;
+    a.needs[i] = n->op == OP_PARAM;
+    for (int k = 0; k < n->nin; k++) a.needs[i] |= a.needs[n->in[k]];
+  }
+  a.adj[loss] = cst(&a, 1);
+  for (int i = loss; i >= 0 && !a.failed; i--) {
+    if (a.adj[i] < 0 || !a.needs[i]) continue;
+    Node n = g->nodes[i];  // a copy: emitting may move the node array
+    if (!ir_op_info[n.op].differentiable || !rules[n.op]) {
+      a.failed = true;
+      snprintf(err, errlen, "internal error: no gradient rule for op '%s'", ir_op_info[n.op].name);
+      break;
+    }
+    a.cur = i;
+    rules[n.op](&a, &n, a.adj[i]);
+  }
+  for (int i = 0; i < nfwd && !a.failed; i++) {
+    const Node *p = &g->nodes[i];
+    if (p->op != OP_PARAM) continue;
+    const char *name = arena_printf(g->arena, "grad.%s", p->name);
+    int grad = a.adj[i];
+    if (grad < 0) {  // the parameter does not reach the loss
+      a.cur = i;
+      Shape ps = g->nodes[i].shape;
+      grad = expand(&a, cst(&a, 0), ps);
+    }
+    ir_output_add(g, name, grad);
+  }
+  free(a.adj);
+  free(a.needs);
+  g->nforward = nfwd;
+  return !a.failed;
+}
