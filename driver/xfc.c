@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../frontend/frontend.h"
+#include "../interp/interp.h"
 #include "../passes/passes.h"
 
 #ifndef XF_STDLIB_DIR
@@ -28,6 +29,13 @@ static void usage(FILE *f) {
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
         "                  and backward and training operations per token\n"
+        "  --check-grad    compare every gradient with finite differences (float64, reference\n"
+        "                  interpreter, dropout off) and print the relative error per parameter;\n"
+        "                  exit status 1 if any is 1e-6 or more. Use small sizes (-D ...)\n"
+        "  --check-batch=N batch size of the check (default 2)\n"
+        "  --check-seq=N   sequence length of the check (default: the context)\n"
+        "  --check-dropout keep dropout on during the check, with fixed masks\n"
+        "  --seed=N        seed of the check's parameters and tokens (default 1)\n"
         "  -h, --help      print this help\n"
         "  --version       print the version\n",
         f);
@@ -49,8 +57,29 @@ static void check_ir(const Graph *g, const char *stage) {
 }
 
 // The pipeline. Returns the exit status: 0, or 1 after a user error.
-static int compile(const char *input, const char *emit, bool stats, const Define *defs, int ndefs,
-                   const char **incs, int ninc, const char *stdlib_dir) {
+typedef struct {
+  bool enabled, dropout;
+  int64_t batch, seq;
+  uint64_t seed;
+} CheckOptions;
+
+static bool parse_count(const char *s, int64_t *v) {
+  char *end;
+  long long n = strtoll(s, &end, 10);
+  if (*s == 0 || *end || n < 0) return false;
+  *v = n;
+  return true;
+}
+
+static int check_grad(Graph *g, const CheckOptions *co) {
+  GradCheckConfig c = {.B = co->batch, .T = co->seq > 0 ? co->seq : g->t_max, .seed = co->seed,
+                       .dropout = co->dropout, .max_elems = 0, .tol = 1e-6};
+  double worst;
+  return gradcheck(g, &c, stdout, &worst) ? 0 : 1;
+}
+
+static int compile(const char *input, const char *emit, bool stats, const CheckOptions *check, const Define *defs,
+                   int ndefs, const char **incs, int ninc, const char *stdlib_dir) {
   Arena arena = {0};
   jmp_buf on_error;
   Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
@@ -67,7 +96,7 @@ static int compile(const char *input, const char *emit, bool stats, const Define
     check_ir(g, "elaboration");
     if (emit && !strcmp(emit, "ir")) {
       ir_print(stdout, g);
-    } else if ((emit && !strcmp(emit, "grad")) || stats) {
+    } else if ((emit && !strcmp(emit, "grad")) || stats || check->enabled) {
       char msg[512];
       if (!autodiff(g, msg, sizeof msg)) {
         fprintf(stderr, "xfc: %s\n", msg);
@@ -75,7 +104,12 @@ static int compile(const char *input, const char *emit, bool stats, const Define
       }
       check_ir(g, "autodiff");
       if (stats) stats_print(stdout, g);
-      else ir_print(stdout, g);
+      if (emit) ir_print(stdout, g);
+      if (check->enabled) {
+        int status = check_grad(g, check);
+        arena_free(&arena);
+        return status;
+      }
     }
   }
   arena_free(&arena);
@@ -85,6 +119,7 @@ static int compile(const char *input, const char *emit, bool stats, const Define
 int main(int argc, char **argv) {
   const char *input = NULL, *emit = NULL;
   bool stats = false;
+  CheckOptions check = {.batch = 2, .seed = 1};
   Define *defs = calloc((size_t)argc, sizeof *defs);
   const char **incs = calloc((size_t)argc, sizeof *incs);
   if (!defs || !incs) return fprintf(stderr, "xfc: out of memory\n"), 1;
@@ -115,6 +150,18 @@ int main(int argc, char **argv) {
       stdlib_dir = a + 9;
     } else if (!strcmp(a, "--stats")) {
       stats = true;
+    } else if (!strcmp(a, "--check-grad")) {
+      check.enabled = true;
+    } else if (!strcmp(a, "--check-dropout")) {
+      check.dropout = true;
+    } else if (!strncmp(a, "--check-batch=", 14)) {
+      if (!parse_count(a + 14, &check.batch) || check.batch < 1) return die_usage("%s: expected a count >= 1", a);
+    } else if (!strncmp(a, "--check-seq=", 12)) {
+      if (!parse_count(a + 12, &check.seq) || check.seq < 1) return die_usage("%s: expected a count >= 1", a);
+    } else if (!strncmp(a, "--seed=", 7)) {
+      int64_t v;
+      if (!parse_count(a + 7, &v)) return die_usage("%s: expected a non-negative integer", a);
+      check.seed = (uint64_t)v;
     } else if (a[0] == '-' && a[1]) {
       return die_usage("unknown option %s", a);
     } else if (input) {
@@ -125,7 +172,7 @@ int main(int argc, char **argv) {
   }
   if (!input) return die_usage("%s", "no input file");
 
-  int status = compile(input, emit, stats, defs, ndefs, incs, ninc, stdlib_dir);
+  int status = compile(input, emit, stats, &check, defs, ndefs, incs, ninc, stdlib_dir);
   for (int i = 0; i < ndefs; i++) free((char *)defs[i].name);
   free(defs);
   free(incs);

@@ -120,7 +120,7 @@ typedef enum {
   X(SLICE, "slice", 1, OPC_MOVE, 1)         /* axis, [start, start+len) */     \
   X(CONCAT, "concat", 2, OPC_MOVE, 1)       /* along axis */                   \
   X(PAD, "pad", 1, OPC_MOVE, 0)             /* inverse of slice: zeros around */ \
-  X(EXPAND, "expand", 1, OPC_MOVE, 1)       /* broadcast to node.shape */      \
+  X(EXPAND, "expand", 1, OPC_MOVE, 0)       /* broadcast to node.shape */      \
   X(EMBED, "embed", 2, OPC_MOVE, 1)         /* W [V, d], ids [...] -> [..., d] */ \
   X(ONEHOT, "onehot", 1, OPC_MOVE, 0)       /* ids [...] -> [..., len] */      \
   X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0) /* dy [..., d], ids -> [len, d] */ \

@@ -156,7 +156,6 @@ static void g_concat(AD *a, const Node *n, int dy) {
     accumulate(a, IN(1), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {dy}, .axis = n->axis, .start = first.n,
                                          .len = second}));
 }
-static void g_expand(AD *a, const Node *n, int dy) { accumulate(a, IN(0), dy); }
 static void g_embed(AD *a, const Node *n, int dy) {  // rows of dW gather dy by token id
   Dim v = shape(a, IN(0)).d[0];
   accumulate(a, IN(0), emit(a, (Node){.op = OP_SCATTER_ADD, .nin = 2, .in = {dy, IN(1)}, .len = v}));
@@ -216,7 +215,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_SUM] = g_sum, [OP_MEAN] = g_mean, [OP_MAX] = g_max,
     [OP_MATMUL] = g_matmul,
     [OP_TRANSPOSE] = g_transpose, [OP_RESHAPE] = g_reshape, [OP_SLICE] = g_slice, [OP_CONCAT] = g_concat,
-    [OP_EXPAND] = g_expand, [OP_EMBED] = g_embed,
+    [OP_EMBED] = g_embed,
     [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_CAUSAL_MASK] = g_causal_mask,
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
 };

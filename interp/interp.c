@@ -1,0 +1,445 @@
+// interp.c: the reference interpreter (see interp.h). One function per op
+// family, plain loops over row-major arrays, double accumulation.
+#include "interp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/rng.h"
+
+struct Interp {
+  const Graph *g;
+  InterpConfig cfg;
+  double **val;    // val[i]: the value of node i (params: their storage)
+  int64_t *numel;  // numel[i]
+};
+
+enum { MAX_ELEMS_TOTAL = 1 << 28 };  // 2 GiB of doubles across all nodes
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static int64_t dimv(const Interp *in, Dim d) {
+  return d.kind == DIM_B ? in->cfg.B : d.kind == DIM_T ? in->cfg.T : d.n;
+}
+
+// Resolved sizes of a shape; returns the element count.
+static int64_t dims(const Interp *in, const Shape *s, int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= d[i] = dimv(in, s->d[i]);
+  return n;
+}
+
+static int64_t prod(const int64_t *d, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; i++) n *= d[i];
+  return n;
+}
+
+Interp *interp_new(const Graph *g, InterpConfig cfg, char *err, size_t errlen) {
+  if (cfg.B < 1 || cfg.T < 1 || cfg.T > g->t_max) {
+    fail(err, errlen, "bad sizes B = %lld, T = %lld (need B >= 1, 1 <= T <= %lld)", (long long)cfg.B,
+         (long long)cfg.T, (long long)g->t_max);
+    return NULL;
+  }
+  Interp *in = calloc(1, sizeof *in);
+  if (!in) return fail(err, errlen, "out of memory"), NULL;
+  in->g = g;
+  in->cfg = cfg;
+  in->val = calloc((size_t)g->nnodes, sizeof *in->val);
+  in->numel = calloc((size_t)g->nnodes, sizeof *in->numel);
+  int64_t total = 0;
+  bool ok = in->val && in->numel;
+  for (int i = 0; ok && i < g->nnodes; i++) {
+    int64_t d[IR_MAX_RANK];
+    in->numel[i] = dims(in, &g->nodes[i].shape, d);
+    total += in->numel[i];
+    ok = total <= MAX_ELEMS_TOTAL;
+    if (ok) ok = (in->val[i] = calloc((size_t)in->numel[i] + 1, sizeof(double))) != NULL;
+  }
+  if (!ok) {
+    interp_free(in);
+    fail(err, errlen, "the graph needs more memory than the interpreter allows at B = %lld, T = %lld",
+         (long long)cfg.B, (long long)cfg.T);
+    return NULL;
+  }
+  return in;
+}
+
+void interp_free(Interp *in) {
+  if (!in) return;
+  for (int i = 0; in->val && i < in->g->nnodes; i++) free(in->val[i]);
+  free(in->val);
+  free(in->numel);
+  free(in);
+}
+
+double *interp_param(Interp *in, int node) { return in->val[node]; }
+const double *interp_value(const Interp *in, int node) { return in->val[node]; }
+int64_t interp_numel(const Interp *in, int node) { return in->numel[node]; }
+void interp_set_step(Interp *in, uint32_t step) { in->cfg.step = step; }
+void interp_set_training(Interp *in, bool training) { in->cfg.training = training; }
+
+void interp_init_params(Interp *in, uint64_t seed) {
+  for (int i = 0; i < in->g->nnodes; i++) {
+    const Node *n = &in->g->nodes[i];
+    if (n->op != OP_PARAM) continue;
+    uint32_t stream = xf_stream_of(n->name);
+    double *p = in->val[i];
+    for (int64_t k = 0; k < in->numel[i]; k++) {
+      double v = 0;
+      switch (n->init.kind) {
+      case INIT_NORMAL: v = n->init.a + n->init.b * xf_rand_normal(seed, stream, (uint64_t)k, 0); break;
+      case INIT_UNIFORM:
+        v = n->init.a + (n->init.b - n->init.a) * xf_rand_uniform(seed, stream, (uint64_t)k, 0);
+        break;
+      case INIT_ONES: v = 1; break;
+      case INIT_ZEROS: case INIT_NONE: v = 0; break;
+      }
+      p[k] = in->cfg.f32 ? (double)(float)v : v;
+    }
+  }
+}
+
+int interp_output_node(const Graph *g, const char *name) {
+  for (int o = 0; o < g->noutputs; o++)
+    if (!strcmp(g->outputs[o].name, name)) return g->outputs[o].node;
+  return -1;
+}
+
+double interp_output_scalar(const Interp *in, const char *name) {
+  int node = interp_output_node(in->g, name);
+  return node < 0 ? NAN : in->val[node][0];
+}
+
+int64_t interp_input_limit(const Graph *g, int input) {
+  int64_t lim = INT32_MAX;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    int64_t v = -1;
+    if ((n->op == OP_EMBED || n->op == OP_SCATTER_ADD || n->op == OP_CROSS_ENTROPY) && n->in[1] == input)
+      v = n->op == OP_EMBED ? g->nodes[n->in[0]].shape.d[0].n
+          : n->op == OP_SCATTER_ADD ? n->len.n
+          : g->nodes[n->in[0]].shape.d[g->nodes[n->in[0]].shape.rank - 1].n;
+    if (n->op == OP_ONEHOT && n->in[0] == input) v = n->len.n;
+    if (v > 0 && v < lim) lim = v;
+  }
+  return lim;
+}
+
+bool interp_set_input(Interp *in, const char *name, const int32_t *ids, char *err, size_t errlen) {
+  for (int i = 0; i < in->g->nnodes; i++) {
+    const Node *n = &in->g->nodes[i];
+    if (n->op != OP_INPUT || strcmp(n->name, name)) continue;
+    for (int64_t k = 0; k < in->numel[i]; k++) in->val[i][k] = ids[k];
+    return true;
+  }
+  return fail(err, errlen, "the graph has no input named '%s'", name);
+}
+
+// ---- ops ---------------------------------------------------------------------
+
+// Per output axis: the stride of a broadcast input (0 where it broadcasts).
+static void bstrides(const int64_t *xd, int xr, const int64_t *od, int orank, int64_t *st) {
+  int64_t stride = 1;
+  for (int k = orank - 1; k >= 0; k--) {
+    int i = k - (orank - xr);
+    st[k] = i >= 0 && xd[i] != 1 ? stride : 0;
+    if (i >= 0) stride *= xd[i];
+  }
+  (void)od;
+}
+
+static int64_t offset(int64_t o, const int64_t *od, int rank, const int64_t *st) {
+  int64_t off = 0;
+  for (int k = rank - 1; k >= 0; k--) {
+    off += (o % od[k]) * st[k];
+    o /= od[k];
+  }
+  return off;
+}
+
+static double unary(OpKind op, double x) {
+  switch (op) {
+  case OP_NEG: return -x;
+  case OP_EXP: return exp(x);
+  case OP_LOG: return log(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_TANH: return tanh(x);
+  case OP_RELU: return x > 0 ? x : 0;
+  case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case OP_SIGMOID: return 1 / (1 + exp(-x));
+  case OP_SIN: return sin(x);
+  case OP_COS: return cos(x);
+  case OP_STEP: return x > 0 ? 1 : 0;
+  case OP_DGELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+  default: return NAN;
+  }
+}
+
+static double binary(OpKind op, double x, double y) {
+  switch (op) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_DIV: return x / y;
+  case OP_EQ: return x == y ? 1 : 0;
+  default: return NAN;
+  }
+}
+
+static bool run_node(Interp *in, int id, char *err, size_t errlen) {
+  const Graph *g = in->g;
+  const Node *n = &g->nodes[id];
+  double *out = in->val[id];
+  int64_t od[IR_MAX_RANK], xd[IR_MAX_RANK], yd[IR_MAX_RANK];
+  int64_t N = dims(in, &n->shape, od);
+  const Shape *xs = n->nin > 0 ? &g->nodes[n->in[0]].shape : NULL;
+  const Shape *ys = n->nin > 1 ? &g->nodes[n->in[1]].shape : NULL;
+  const double *x = n->nin > 0 ? in->val[n->in[0]] : NULL;
+  const double *y = n->nin > 1 ? in->val[n->in[1]] : NULL;
+  if (xs) dims(in, xs, xd);
+  if (ys) dims(in, ys, yd);
+  int r = n->shape.rank;
+  switch (n->op) {
+  case OP_PARAM:
+  case OP_INPUT: return true;
+  case OP_CONST: out[0] = n->fval; return true;
+  case OP_SIZE: out[0] = (double)dimv(in, n->len); return true;
+  case OP_IOTA:
+    for (int64_t i = 0; i < N; i++) out[i] = (double)i;
+    return true;
+  case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_TANH: case OP_RELU: case OP_GELU:
+  case OP_SIGMOID: case OP_SIN: case OP_COS: case OP_STEP: case OP_DGELU:
+    for (int64_t i = 0; i < N; i++) out[i] = unary(n->op, x[i]);
+    return true;
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ: {
+    int64_t sx[IR_MAX_RANK], sy[IR_MAX_RANK];
+    bstrides(xd, xs->rank, od, r, sx);
+    bstrides(yd, ys->rank, od, r, sy);
+    for (int64_t i = 0; i < N; i++) out[i] = binary(n->op, x[offset(i, od, r, sx)], y[offset(i, od, r, sy)]);
+    return true;
+  }
+  case OP_SUM: case OP_MEAN: case OP_MAX: {
+    int64_t outer = prod(xd, 0, n->axis), k = xd[n->axis], inner = prod(xd, n->axis + 1, xs->rank);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < inner; j++) {
+        double acc = n->op == OP_MAX ? -INFINITY : 0;
+        for (int64_t t = 0; t < k; t++) {
+          double v = x[(o * k + t) * inner + j];
+          acc = n->op == OP_MAX ? (v > acc ? v : acc) : acc + v;
+        }
+        out[o * inner + j] = n->op == OP_MEAN ? acc / (double)k : acc;
+      }
+    return true;
+  }
+  case OP_MATMUL: {
+    int64_t m = xd[xs->rank - 2], k = xd[xs->rank - 1], nn = yd[ys->rank - 1];
+    int br = r - 2;
+    int64_t sx[IR_MAX_RANK], sy[IR_MAX_RANK];
+    bstrides(xd, xs->rank - 2, od, br, sx);
+    bstrides(yd, ys->rank - 2, od, br, sy);
+    int64_t batches = prod(od, 0, br);
+    for (int64_t b = 0; b < batches; b++) {
+      const double *xb = x + offset(b, od, br, sx) * m * k;
+      const double *yb = y + offset(b, od, br, sy) * k * nn;
+      double *ob = out + b * m * nn;
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < nn; j++) {
+          double acc = 0;
+          for (int64_t t = 0; t < k; t++) acc += xb[i * k + t] * yb[t * nn + j];
+          ob[i * nn + j] = acc;
+        }
+    }
+    return true;
+  }
+  case OP_TRANSPOSE: {
+    int64_t st[IR_MAX_RANK], s = 1;
+    for (int k = xs->rank - 1; k >= 0; k--) st[k] = s, s *= xd[k];
+    int64_t t = st[n->axis];
+    st[n->axis] = st[n->axis2];
+    st[n->axis2] = t;
+    for (int64_t i = 0; i < N; i++) out[i] = x[offset(i, od, r, st)];
+    return true;
+  }
+  case OP_RESHAPE:
+    memcpy(out, x, sizeof(double) * (size_t)N);
+    return true;
+  case OP_SLICE:
+  case OP_PAD: {  // SLICE: out = x[start:start+len]; PAD: out[start:start+len] = x, zeros elsewhere
+    const int64_t *full = n->op == OP_SLICE ? xd : od, *part = n->op == OP_SLICE ? od : xd;
+    int64_t outer = prod(full, 0, n->axis), inner = prod(full, n->axis + 1, r);
+    int64_t fk = full[n->axis], pk = part[n->axis];
+    if (n->op == OP_PAD) memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < pk; j++) {
+        int64_t fo = (o * fk + n->start + j) * inner, po = (o * pk + j) * inner;
+        if (n->op == OP_SLICE) memcpy(out + po, x + fo, sizeof(double) * (size_t)inner);
+        else memcpy(out + fo, x + po, sizeof(double) * (size_t)inner);
+      }
+    return true;
+  }
+  case OP_CONCAT: {
+    int64_t outer = prod(od, 0, n->axis), inner = prod(od, n->axis + 1, r);
+    int64_t a = xd[n->axis], b = yd[n->axis];
+    for (int64_t o = 0; o < outer; o++) {
+      memcpy(out + o * (a + b) * inner, x + o * a * inner, sizeof(double) * (size_t)(a * inner));
+      memcpy(out + (o * (a + b) + a) * inner, y + o * b * inner, sizeof(double) * (size_t)(b * inner));
+    }
+    return true;
+  }
+  case OP_EXPAND: {
+    int64_t sx[IR_MAX_RANK];
+    bstrides(xd, xs->rank, od, r, sx);
+    for (int64_t i = 0; i < N; i++) out[i] = x[offset(i, od, r, sx)];
+    return true;
+  }
+  case OP_EMBED:
+  case OP_SCATTER_ADD:
+  case OP_ONEHOT:
+  case OP_CROSS_ENTROPY: {
+    // the token ids and the size of what they index
+    const double *ids = n->op == OP_ONEHOT ? x : y;
+    int64_t nids = n->op == OP_ONEHOT ? in->numel[n->in[0]] : in->numel[n->in[1]];
+    int64_t V = n->op == OP_EMBED ? xd[0] : n->op == OP_CROSS_ENTROPY ? xd[xs->rank - 1] : n->len.n;
+    for (int64_t i = 0; i < nids; i++)
+      if (!(ids[i] >= 0 && ids[i] < (double)V))
+        return fail(err, errlen, "token id %.0f at position %lld is outside the vocabulary of %lld", ids[i],
+                    (long long)i, (long long)V);
+    if (n->op == OP_EMBED) {
+      int64_t d = xd[1];
+      for (int64_t i = 0; i < nids; i++) memcpy(out + i * d, x + (int64_t)ids[i] * d, sizeof(double) * (size_t)d);
+    } else if (n->op == OP_SCATTER_ADD) {
+      int64_t d = od[1];
+      memset(out, 0, sizeof(double) * (size_t)N);
+      for (int64_t i = 0; i < nids; i++)
+        for (int64_t c = 0; c < d; c++) out[(int64_t)ids[i] * d + c] += x[i * d + c];
+    } else if (n->op == OP_ONEHOT) {
+      memset(out, 0, sizeof(double) * (size_t)N);
+      for (int64_t i = 0; i < nids; i++) out[i * V + (int64_t)ids[i]] = 1;
+    } else {  // mean over rows of logsumexp(row) - row[id]
+      double total = 0;
+      for (int64_t i = 0; i < nids; i++) {
+        const double *row = x + i * V;
+        double mx = -INFINITY, s = 0;
+        for (int64_t c = 0; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+        for (int64_t c = 0; c < V; c++) s += exp(row[c] - mx);
+        total += mx + log(s) - row[(int64_t)ids[i]];
+      }
+      out[0] = total / (double)nids;
+    }
+    return true;
+  }
+  case OP_SOFTMAX: {
+    int64_t outer = prod(xd, 0, n->axis), k = xd[n->axis], inner = prod(xd, n->axis + 1, r);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < inner; j++) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t t = 0; t < k; t++) {
+          double v = x[(o * k + t) * inner + j];
+          mx = v > mx ? v : mx;
+        }
+        for (int64_t t = 0; t < k; t++) s += exp(x[(o * k + t) * inner + j] - mx);
+        for (int64_t t = 0; t < k; t++) out[(o * k + t) * inner + j] = exp(x[(o * k + t) * inner + j] - mx) / s;
+      }
+    return true;
+  }
+  case OP_LAYERNORM: {  // seed 001 eq. (8) with sigma = sqrt(var + eps), biased variance
+    const double *gain = y, *bias = in->val[n->in[2]];
+    int64_t d = xd[xs->rank - 1], rows = N / d;
+    for (int64_t i = 0; i < rows; i++) {
+      const double *row = x + i * d;
+      double mu = 0, var = 0;
+      for (int64_t c = 0; c < d; c++) mu += row[c];
+      mu /= (double)d;
+      for (int64_t c = 0; c < d; c++) var += (row[c] - mu) * (row[c] - mu);
+      var /= (double)d;
+      double sigma = sqrt(var + n->fval);
+      for (int64_t c = 0; c < d; c++) out[i * d + c] = gain[c] * (row[c] - mu) / sigma + bias[c];
+    }
+    return true;
+  }
+  case OP_CAUSAL_MASK: {
+    int64_t R = od[r - 2], C = od[r - 1], mats = N / (R * C);
+    for (int64_t m = 0; m < mats; m++)
+      for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++) out[(m * R + i) * C + j] = j > i ? n->fval : x[(m * R + i) * C + j];
+    return true;
+  }
+  case OP_CAUSAL_CONV:
+  case OP_CONV_DX: {
+    // CAUSAL_CONV: out_i = sum_{j<=i} x_j (.) w_{i-j};  CONV_DX: out_j = sum_{i>=j} x_i (.)^T w_{i-j}
+    bool fwd = n->op == OP_CAUSAL_CONV;
+    int64_t T = xd[xs->rank - 2], din = xd[xs->rank - 1], dout = od[r - 1], lead = N / (T * dout);
+    const double *w = y;
+    memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t b = 0; b < lead; b++)
+      for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) {
+          int64_t lag = fwd ? i - j : j - i;  // fwd: output i reads input j <= i; dx: output i reads j >= i
+          if (lag < 0) continue;
+          const double *xj = x + (b * T + j) * din;
+          double *oi = out + (b * T + i) * dout;
+          if (n->conv == CONV_SCALAR)
+            for (int64_t c = 0; c < dout; c++) oi[c] += xj[c] * w[lag];
+          else if (n->conv == CONV_VECTOR)
+            for (int64_t c = 0; c < dout; c++) oi[c] += xj[c] * w[lag * dout + c];
+          else if (fwd)  // W_lag [din, dout]
+            for (int64_t c = 0; c < din; c++)
+              for (int64_t f = 0; f < dout; f++) oi[f] += xj[c] * w[(lag * din + c) * dout + f];
+          else  // dx_c = sum_f dy_f W[lag, c, f]: here din = e (dy's width), dout = d
+            for (int64_t c = 0; c < dout; c++)
+              for (int64_t f = 0; f < din; f++) oi[c] += xj[f] * w[(lag * dout + c) * din + f];
+        }
+    return true;
+  }
+  case OP_CONV_DW: {  // dw_k = sum_b sum_{i>=k} x_{i-k} (.) dy_i
+    int64_t T = xd[xs->rank - 2], d = xd[xs->rank - 1], e = yd[ys->rank - 1], lead = in->numel[n->in[0]] / (T * d);
+    memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t b = 0; b < lead; b++)
+      for (int64_t i = 0; i < T; i++)
+        for (int64_t k = 0; k <= i; k++) {
+          const double *xj = x + (b * T + i - k) * d, *dyi = y + (b * T + i) * e;
+          if (n->conv == CONV_SCALAR)
+            for (int64_t c = 0; c < d; c++) out[k] += xj[c] * dyi[c];
+          else if (n->conv == CONV_VECTOR)
+            for (int64_t c = 0; c < d; c++) out[k * d + c] += xj[c] * dyi[c];
+          else
+            for (int64_t c = 0; c < d; c++)
+              for (int64_t f = 0; f < e; f++) out[(k * d + c) * e + f] += xj[c] * dyi[f];
+        }
+    return true;
+  }
+  case OP_DROPOUT: {  // seed 001 eq. (6): keep with probability 1 - p, scaled by 1/(1-p)
+    if (!in->cfg.training || n->fval == 0) {
+      memcpy(out, x, sizeof(double) * (size_t)N);
+      return true;
+    }
+    double scale = 1 / (1 - n->fval);
+    for (int64_t i = 0; i < N; i++)
+      out[i] = xf_rand_uniform(in->cfg.seed, n->seed, (uint64_t)i, in->cfg.step) >= n->fval ? x[i] * scale : 0;
+    return true;
+  }
+  case OP_COUNT: break;
+  }
+  return fail(err, errlen, "the interpreter has no rule for op %d", (int)n->op);
+}
+
+bool interp_run(Interp *in, int upto, char *err, size_t errlen) {
+  int end = upto > 0 && upto < in->g->nnodes ? upto : in->g->nnodes;
+  for (int i = 0; i < end; i++) {
+    if (!run_node(in, i, err, errlen)) return false;
+    if (in->cfg.f32 && in->g->nodes[i].op != OP_PARAM && in->g->nodes[i].op != OP_INPUT)
+      for (int64_t k = 0; k < in->numel[i]; k++) in->val[i][k] = (double)(float)in->val[i][k];
+  }
+  return true;
+}
