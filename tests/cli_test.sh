@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Command-line checks of the xfc driver: options, input files, exit statuses
+# and messages. Every check asserts the exit status and a message fragment
+# (on stdout for --help and --version, on stderr for errors), that failing
+# runs print nothing on stdout, and that no sanitizer or crash report appears.
+# Usage (from the repo root): tests/cli_test.sh path/to/xfc
+set -u
+xfc=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+model=examples/transformer.xf
+
+# check NAME STATUS STREAM FRAGMENT ARGS...: run xfc ARGS. STREAM is out or
+# err, where FRAGMENT must appear, or none: the run must print nothing.
+check() {
+  local name=$1 want=$2 stream=$3 frag=$4
+  shift 4
+  "$xfc" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  report "$name" $? "$want" "$stream" "$frag"
+}
+
+report() {
+  local name=$1 rc=$2 want=$3 stream=$4 frag=$5 why=""
+  if [ "$rc" -ne "$want" ]; then
+    why="exit status $rc, want $want"
+  elif [ "$stream" = none ] && { [ -s "$tmp/out" ] || [ -s "$tmp/err" ]; }; then
+    why="it printed something"
+  elif [ "$stream" != none ] && ! grep -qF -- "$frag" "$tmp/$stream"; then
+    why="std$stream lacks '$frag'"
+  elif grep -qE 'Sanitizer|runtime error|Segmentation|Aborted|internal error' "$tmp/out" "$tmp/err"; then
+    why="crash or sanitizer report"
+  elif [ "$want" -ne 0 ] && [ -s "$tmp/out" ]; then
+    why="a failing run printed on stdout"
+  fi
+  if [ -z "$why" ]; then
+    echo "ok   $name"
+    pass=$((pass + 1))
+  else
+    echo "FAIL $name: $why"
+    sed 's/^/    | /' "$tmp/err" | head -n 12
+    fail=$((fail + 1))
+  fi
+}
+
+check "--help exits 0 and prints usage" 0 out "usage: xfc [options] model.xf" --help
+check "-h is --help" 0 out "usage: xfc" -h
+check "--version prints the version" 0 out "xfc 0.1.0" --version
+check "no input file" 1 err "xfc: error: no input file"
+check "unknown option" 1 err "xfc: error: unknown option --bogus" --bogus "$model"
+check "two input files" 1 err "more than one input file (examples/me.xf)" "$model" examples/me.xf
+check "missing input file" 1 err "$tmp/nosuch.xf: error: cannot read $tmp/nosuch.xf: No such file or directory" "$tmp/nosuch.xf"
+check "directory as input" 1 err "examples: error: cannot read examples: it is a directory" examples
+check "-D without =" 1 err "xfc: error: -D layers: expected name=value" -D layers "$model"
+check "-D without a name" 1 err "xfc: error: -D =3: expected name=value" -D =3 "$model"
+check "-D at the end of argv" 1 err "xfc: error: -D needs a value" "$model" -D
+check "-I at the end of argv" 1 err "xfc: error: -I needs a value" "$model" -I
+check "--emit=bogus" 1 err "xfc: error: --emit=bogus: expected" --emit=bogus "$model"
+check "-D of an unknown config value" 1 err "<command line>: error: -D nosuch: model 'transformer' has no config value 'nosuch'" -D nosuch=1 "$model"
+
+: >"$tmp/empty.xf"
+check "empty file" 1 err "$tmp/empty.xf:1:1: error: no model in $tmp/empty.xf" "$tmp/empty.xf"
+
+check "a valid model compiles silently" 0 none "" "$model"
+check "-Dname=value in one argument" 0 none "" -Dlayers=1 "$model"
+check "--emit=ast prints the syntax tree" 0 out "transformer" --emit=ast "$model"
+check "--emit=ir prints the graph" 0 out "graph transformer" --emit=ir -D layers=1 "$model"
+
+if [ -w /dev/full ]; then
+  "$xfc" --emit=ir "$model" >/dev/full 2>"$tmp/err"
+  rc=$?
+  : >"$tmp/out"
+  report "an output write error fails" $rc 1 err "xfc: error writing output"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
