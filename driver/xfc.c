@@ -116,66 +116,77 @@ static int compile(const char *input, const char *emit, bool stats, const CheckO
   return 0;
 }
 
-int main(int argc, char **argv) {
-  const char *input = NULL, *emit = NULL;
-  bool stats = false;
-  CheckOptions check = {.batch = 2, .seed = 1};
-  Define *defs = calloc((size_t)argc, sizeof *defs);
-  const char **incs = calloc((size_t)argc, sizeof *incs);
-  if (!defs || !incs) return fprintf(stderr, "xfc: out of memory\n"), 1;
-  int ndefs = 0, ninc = 0;
-  const char *stdlib_dir = getenv("XF_STDLIB");
-  if (!stdlib_dir || !*stdlib_dir) stdlib_dir = XF_STDLIB_DIR;
+typedef struct {
+  const char *input, *emit, *stdlib_dir;
+  bool stats;
+  CheckOptions check;
+  Define *defs;
+  int ndefs;
+  const char **incs;
+  int ninc;
+} Options;
+
+// Fills o from argv; returns -1 to go on compiling, else the exit status.
+static int parse_args(int argc, char **argv, Arena *a, Options *o) {
+  o->defs = arena_alloc(a, sizeof *o->defs * (size_t)argc);
+  o->incs = arena_alloc(a, sizeof *o->incs * (size_t)argc);
+  o->check = (CheckOptions){.batch = 2, .seed = 1};
+  o->stdlib_dir = getenv("XF_STDLIB");
+  if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-    if (!strcmp(a, "--version")) return printf("xfc %s\n", XF_VERSION), 0;
-    if (!strncmp(a, "-D", 2) || !strncmp(a, "-I", 2)) {
-      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v) return die_usage("%s needs a value", a);
-      if (a[1] == 'I') {
-        incs[ninc++] = v;
+    const char *arg = argv[i];
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return usage(stdout), 0;
+    if (!strcmp(arg, "--version")) return printf("xfc %s\n", XF_VERSION), 0;
+    if (!strncmp(arg, "-D", 2) || !strncmp(arg, "-I", 2)) {
+      const char *v = arg[2] ? arg + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return die_usage("%s needs a value", arg);
+      if (arg[1] == 'I') {
+        o->incs[o->ninc++] = v;
         continue;
       }
       const char *eq = strchr(v, '=');
       if (!eq || eq == v) return die_usage("-D %s: expected name=value", v);
-      char *name = strndup(v, (size_t)(eq - v));
-      if (!name) return fprintf(stderr, "xfc: out of memory\n"), 1;
-      defs[ndefs++] = (Define){name, eq + 1};
-    } else if (!strncmp(a, "--emit=", 7)) {
-      emit = a + 7;
-      if (strcmp(emit, "ast") && strcmp(emit, "ir") && strcmp(emit, "grad"))
-        return die_usage("--emit=%s: expected ast, ir or grad", emit);
-    } else if (!strncmp(a, "--stdlib=", 9)) {
-      stdlib_dir = a + 9;
-    } else if (!strcmp(a, "--stats")) {
-      stats = true;
-    } else if (!strcmp(a, "--check-grad")) {
-      check.enabled = true;
-    } else if (!strcmp(a, "--check-dropout")) {
-      check.dropout = true;
-    } else if (!strncmp(a, "--check-batch=", 14)) {
-      if (!parse_count(a + 14, &check.batch) || check.batch < 1) return die_usage("%s: expected a count >= 1", a);
-    } else if (!strncmp(a, "--check-seq=", 12)) {
-      if (!parse_count(a + 12, &check.seq) || check.seq < 1) return die_usage("%s: expected a count >= 1", a);
-    } else if (!strncmp(a, "--seed=", 7)) {
+      o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
+    } else if (!strncmp(arg, "--emit=", 7)) {
+      o->emit = arg + 7;
+      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad"))
+        return die_usage("--emit=%s: expected ast, ir or grad", o->emit);
+    } else if (!strncmp(arg, "--stdlib=", 9)) {
+      o->stdlib_dir = arg + 9;
+    } else if (!strcmp(arg, "--stats")) {
+      o->stats = true;
+    } else if (!strcmp(arg, "--check-grad")) {
+      o->check.enabled = true;
+    } else if (!strcmp(arg, "--check-dropout")) {
+      o->check.dropout = true;
+    } else if (!strncmp(arg, "--check-batch=", 14)) {
+      if (!parse_count(arg + 14, &o->check.batch) || o->check.batch < 1)
+        return die_usage("%s: expected a count >= 1", arg);
+    } else if (!strncmp(arg, "--check-seq=", 12)) {
+      if (!parse_count(arg + 12, &o->check.seq) || o->check.seq < 1) return die_usage("%s: expected a count >= 1", arg);
+    } else if (!strncmp(arg, "--seed=", 7)) {
       int64_t v;
-      if (!parse_count(a + 7, &v)) return die_usage("%s: expected a non-negative integer", a);
-      check.seed = (uint64_t)v;
-    } else if (a[0] == '-' && a[1]) {
-      return die_usage("unknown option %s", a);
-    } else if (input) {
-      return die_usage("more than one input file (%s)", a);
+      if (!parse_count(arg + 7, &v)) return die_usage("%s: expected a non-negative integer", arg);
+      o->check.seed = (uint64_t)v;
+    } else if (arg[0] == '-' && arg[1]) {
+      return die_usage("unknown option %s", arg);
+    } else if (o->input) {
+      return die_usage("more than one input file (%s)", arg);
     } else {
-      input = a;
+      o->input = arg;
     }
   }
-  if (!input) return die_usage("%s", "no input file");
+  if (!o->input) return die_usage("%s", "no input file");
+  return -1;
+}
 
-  int status = compile(input, emit, stats, &check, defs, ndefs, incs, ninc, stdlib_dir);
-  for (int i = 0; i < ndefs; i++) free((char *)defs[i].name);
-  free(defs);
-  free(incs);
+int main(int argc, char **argv) {
+  Arena args = {0};
+  Options o = {0};
+  int status = parse_args(argc, argv, &args, &o);
+  if (status < 0)
+    status = compile(o.input, o.emit, o.stats, &o.check, o.defs, o.ndefs, o.incs, o.ninc, o.stdlib_dir);
+  arena_free(&args);
   if (fflush(stdout) != 0) {
     perror("xfc: error writing output");
     status = 1;

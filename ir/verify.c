@@ -9,10 +9,12 @@
 #include "ir.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool bad(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
 static bool bad(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -21,7 +23,58 @@ static bool bad(char *err, size_t errlen, const char *fmt, ...) {
   return false;
 }
 
+// Open-addressing table of node ids keyed by param name or dropout stream,
+// so the uniqueness checks stay linear in the graph size.
+typedef struct {
+  int *slot;  // node id or -1
+  size_t cap;
+} Seen;
+
+static uint64_t hash_node(const Node *n) {
+  if (n->op == OP_DROPOUT) return (uint64_t)n->seed * 0x9E3779B97F4A7C15ull;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = n->name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+  return h;
+}
+
+static bool same_key(const Node *a, const Node *b) {
+  return a->op == OP_DROPOUT ? a->seed == b->seed : !strcmp(a->name, b->name);
+}
+
+// Returns the earlier node with the same key as g->nodes[i], or -1 after
+// recording i.
+static int seen_insert(Seen *s, const Graph *g, int i) {
+  const Node *n = &g->nodes[i];
+  for (size_t k = hash_node(n) & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
+    if (s->slot[k] < 0) {
+      s->slot[k] = i;
+      return -1;
+    }
+    if (same_key(&g->nodes[s->slot[k]], n)) return s->slot[k];
+  }
+}
+
+static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err, size_t errlen);
+
 bool ir_verify(const Graph *g, char *err, size_t errlen) {
+  Seen params = {0}, streams = {0};
+  size_t cap = 16;
+  while (cap < 2 * (size_t)g->nnodes + 2) cap *= 2;
+  params.cap = streams.cap = cap;
+  params.slot = malloc(sizeof(int) * cap);
+  streams.slot = malloc(sizeof(int) * cap);
+  if (!params.slot || !streams.slot) {
+    free(params.slot), free(streams.slot);
+    return bad(err, errlen, "out of memory in the verifier");
+  }
+  memset(params.slot, 0xff, sizeof(int) * cap);
+  memset(streams.slot, 0xff, sizeof(int) * cap);
+  bool ok = verify_nodes(g, &params, &streams, err, errlen);
+  free(params.slot), free(streams.slot);
+  return ok;
+}
+
+static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err, size_t errlen) {
   for (int s = 0; s < g->nscopes; s++)
     if (g->scopes[s].parent >= s || (s > 0 && g->scopes[s].parent < 0))
       return bad(err, errlen, "scope %d has parent %d", s, g->scopes[s].parent);
@@ -53,15 +106,11 @@ bool ir_verify(const Graph *g, char *err, size_t errlen) {
       return bad(err, errlen, "%%%d (%s) has no name", i, op);
     if (n->op == OP_PARAM && n->init.kind == INIT_NONE)
       return bad(err, errlen, "param %s has no initialiser", n->name);
-    for (int j = 0; j < i; j++) {
-      const Node *m = &g->nodes[j];
-      if (n->op == OP_PARAM && m->op == OP_PARAM && !strcmp(m->name, n->name))
-        return bad(err, errlen, "param name %s is used by %%%d and %%%d", n->name, j, i);
-      if (n->op == OP_DROPOUT && m->op == OP_DROPOUT && m->seed == n->seed &&
-          (m->fval != n->fval || !shape_eq(&m->shape, &n->shape)))
-        return bad(err, errlen, "dropout %%%d and %%%d share mask stream %u but differ in p or shape", j, i,
-                   n->seed);
-    }
+    int j = n->op == OP_PARAM ? seen_insert(params, g, i) : n->op == OP_DROPOUT ? seen_insert(streams, g, i) : -1;
+    if (j >= 0 && n->op == OP_PARAM)
+      return bad(err, errlen, "param name %s is used by %%%d and %%%d", n->name, j, i);
+    if (j >= 0 && (g->nodes[j].fval != n->fval || !shape_eq(&g->nodes[j].shape, &n->shape)))
+      return bad(err, errlen, "dropout %%%d and %%%d share mask stream %u but differ in p or shape", j, i, n->seed);
   }
   for (int o = 0; o < g->noutputs; o++) {
     const Output *out = &g->outputs[o];
