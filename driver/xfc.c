@@ -1,11 +1,14 @@
 // xfc: the xf compiler driver. The pipeline is a flat list of stages; with
 // --emit=STAGE the IR (or AST) after that stage is printed and xfc stops.
 // The IR verifier runs after every stage that produces IR.
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../frontend/frontend.h"
+#include "../codegen/llvm.h"
 #include "../interp/interp.h"
 #include "../passes/passes.h"
 
@@ -21,12 +24,16 @@ static void usage(FILE *f) {
         "and shape-checks the model and prints nothing on success.\n"
         "\n"
         "options:\n"
+        "  -o model.so     compile to a shared object for xfrun (CPU code through LLVM)\n"
+        "  -O0, -O2        optimisation level of the generated code (default -O2)\n"
+        "  --target=cpu    the code generator (cpu is the only one so far)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
         "  --emit=ast      print the syntax tree of the model file and stop\n"
         "  --emit=ir       print the graph IR after elaboration and stop\n"
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
+        "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
         "                  and backward and training operations per token\n"
         "  --check-grad    compare every gradient with finite differences (float64, reference\n"
@@ -78,8 +85,52 @@ static int check_grad(Graph *g, const CheckOptions *co) {
   return gradcheck(g, &c, stdout, &worst) ? 0 : 1;
 }
 
-static int compile(const char *input, const char *emit, bool stats, const CheckOptions *check, const Define *defs,
-                   int ndefs, const char **incs, int ninc, const char *stdlib_dir) {
+typedef struct Options Options;
+struct Options {
+  const char *input, *emit, *stdlib_dir, *output;
+  int opt_level;
+  bool stats;
+  CheckOptions check;
+  Define *defs;
+  int ndefs;
+  const char **incs;
+  int ninc;
+};
+
+// Schedule, LLVM code generation, object, shared object.
+static int codegen(Graph *g, const Options *o) {
+  Arena a = {0};
+  Schedule *s = schedule_build(&a, g);
+  char err[1024], obj[4096] = "";
+  bool ok = true;
+  if (o->output) {
+    snprintf(obj, sizeof obj, "%s.o.XXXXXX", o->output);
+    int fd = mkstemp(obj);
+    if (fd < 0) {
+      fprintf(stderr, "xfc: error: cannot create a temporary object next to %s: %s\n", o->output, strerror(errno));
+      arena_free(&a);
+      return 1;
+    }
+    close(fd);
+  }
+  LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL};
+  ok = llvm_compile(s, &lo, err, sizeof err);
+  if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
+  if (*obj) unlink(obj);
+  arena_free(&a);
+  if (!ok) fprintf(stderr, "xfc: error: %s\n", err);
+  return ok ? 0 : 1;
+}
+
+
+static int compile(const Options *o) {
+  const char *input = o->input, *emit = o->emit, *stdlib_dir = o->stdlib_dir;
+  bool stats = o->stats;
+  const CheckOptions *check = &o->check;
+  const Define *defs = o->defs;
+  int ndefs = o->ndefs;
+  const char **incs = o->incs;
+  int ninc = o->ninc;
   Arena arena = {0};
   jmp_buf on_error;
   Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
@@ -96,7 +147,7 @@ static int compile(const char *input, const char *emit, bool stats, const CheckO
     check_ir(g, "elaboration");
     if (emit && !strcmp(emit, "ir")) {
       ir_print(stdout, g);
-    } else if ((emit && !strcmp(emit, "grad")) || stats || check->enabled) {
+    } else if (emit || stats || check->enabled || o->output) {
       char msg[512];
       if (!autodiff(g, msg, sizeof msg)) {
         fprintf(stderr, "xfc: %s\n", msg);
@@ -104,33 +155,24 @@ static int compile(const char *input, const char *emit, bool stats, const CheckO
       }
       check_ir(g, "autodiff");
       if (stats) stats_print(stdout, g);
-      if (emit) ir_print(stdout, g);
-      if (check->enabled) {
-        int status = check_grad(g, check);
-        arena_free(&arena);
-        return status;
-      }
+      if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
+      int status = 0;
+      if (check->enabled) status = check_grad(g, check);
+      if (!status && ((emit && !strcmp(emit, "llvm")) || o->output)) status = codegen(g, o);
+      arena_free(&arena);
+      return status;
     }
   }
   arena_free(&arena);
   return 0;
 }
 
-typedef struct {
-  const char *input, *emit, *stdlib_dir;
-  bool stats;
-  CheckOptions check;
-  Define *defs;
-  int ndefs;
-  const char **incs;
-  int ninc;
-} Options;
-
 // Fills o from argv; returns -1 to go on compiling, else the exit status.
 static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->defs = arena_alloc(a, sizeof *o->defs * (size_t)argc);
   o->incs = arena_alloc(a, sizeof *o->incs * (size_t)argc);
   o->check = (CheckOptions){.batch = 2, .seed = 1};
+  o->opt_level = 2;
   o->stdlib_dir = getenv("XF_STDLIB");
   if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
   for (int i = 1; i < argc; i++) {
@@ -149,8 +191,15 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
-      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad"))
-        return die_usage("--emit=%s: expected ast, ir or grad", o->emit);
+      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "llvm"))
+        return die_usage("--emit=%s: expected ast, ir, grad or llvm", o->emit);
+    } else if (!strcmp(arg, "-o")) {
+      if (i + 1 >= argc) return die_usage("%s needs a file name", arg);
+      o->output = argv[++i];
+    } else if (!strcmp(arg, "-O0") || !strcmp(arg, "-O2")) {
+      o->opt_level = arg[2] - '0';
+    } else if (!strncmp(arg, "--target=", 9)) {
+      if (strcmp(arg + 9, "cpu")) return die_usage("%s: the only target is cpu", arg);
     } else if (!strncmp(arg, "--stdlib=", 9)) {
       o->stdlib_dir = arg + 9;
     } else if (!strcmp(arg, "--stats")) {
@@ -185,7 +234,7 @@ int main(int argc, char **argv) {
   Options o = {0};
   int status = parse_args(argc, argv, &args, &o);
   if (status < 0)
-    status = compile(o.input, o.emit, o.stats, &o.check, o.defs, o.ndefs, o.incs, o.ninc, o.stdlib_dir);
+    status = compile(&o);
   arena_free(&args);
   if (fflush(stdout) != 0) {
     perror("xfc: error writing output");

@@ -1,0 +1,795 @@
+// llvm.c: the CPU backend. Schedule -> LLVM IR (through the LLVM C API) ->
+// optimised native object -> model.so.
+//
+// Requires: a Schedule (kernel.h) of a verified graph with its backward pass.
+// Guarantees: a module with one function per kernel,
+//   void xf_kN(i8** bufs, i64 B, i64 T, i64 seed, i32 step, i64 lo, i64 hi, i8* api)
+// computing the kernel's outer indices [lo, hi); three program functions
+//   void xf_prog_{train,eval,sample}(i8* api, i8** bufs, i64 B, i64 T, i64 seed, i32 step)
+// that hand each kernel of the program to api->parallel_for in order; and the
+// constant `xf_model` (runtime/xf_abi.h) describing the model. The generated
+// code calls only libm and the XfApi functions (sgemm, parallel_for).
+//
+// Each op is emitted as the loop nest of the reference interpreter
+// (interp/interp.c) in float32; the tests compare the two.
+#include "llvm.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runtime/xf_abi.h"
+
+typedef LLVMValueRef V;
+typedef LLVMTypeRef Ty;
+
+typedef struct {
+  LLVMContextRef C;
+  LLVMModuleRef M;
+  LLVMBuilderRef b;
+  const Schedule *s;
+  const Graph *g;
+  Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
+  Ty kernel_t, program_t, pfor_t, sgemm_t;
+  V fn;                // function being emitted
+  V bufs, B, T, seed, step, lo, hi, api;
+  LLVMBasicBlockRef entry;
+  char err[512];
+} Emit;
+
+static V ci64(Emit *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+static V ci32(Emit *e, int64_t v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
+static V cf32(Emit *e, double v) { return LLVMConstReal(e->f32, v); }
+
+static V dim(Emit *e, Dim d) { return d.kind == DIM_B ? e->B : d.kind == DIM_T ? e->T : ci64(e, d.n); }
+
+// prod of dims [from, to) of shape s
+static V dprod(Emit *e, const Shape *s, int from, int to) {
+  V r = ci64(e, 1);
+  for (int i = from; i < to; i++) r = LLVMBuildMul(e->b, r, dim(e, s->d[i]), "");
+  return r;
+}
+
+// Pointer to buffer k's elements (float or int32).
+static V buf(Emit *e, int k, bool is_int) {
+  int id = k;
+  while (e->s->bufs[id].alias_of >= 0) id = e->s->bufs[id].alias_of;
+  V idx = ci64(e, id);
+  V slot = LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, "");
+  V p = LLVMBuildLoad2(e->b, e->i8p, slot, "");
+  return LLVMBuildBitCast(e->b, p, is_int ? e->i32p : e->f32p, "");
+}
+
+static V load(Emit *e, V base, V idx) {
+  return LLVMBuildLoad2(e->b, e->f32, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, ""), "");
+}
+static V load_i(Emit *e, V base, V idx) {
+  return LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, base, &idx, 1, ""), "");
+}
+static void store(Emit *e, V base, V idx, V v) { LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
+
+// A float variable: an alloca in the entry block (mem2reg makes it a register).
+static V var(Emit *e, Ty t) {
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+  LLVMValueRef first = LLVMGetFirstInstruction(e->entry);
+  if (first) LLVMPositionBuilderBefore(b, first);
+  else LLVMPositionBuilderAtEnd(b, e->entry);
+  V v = LLVMBuildAlloca(b, t, "");
+  LLVMDisposeBuilder(b);
+  return v;
+}
+
+// ---- loops -------------------------------------------------------------------
+
+typedef struct {
+  LLVMBasicBlockRef head, exit;
+  V phi, next_src;
+} Loop;
+
+// for (i = lo; i < hi; i++): returns i; the body follows until loop_end.
+static V loop_begin(Emit *e, Loop *L, V lo, V hi) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+  L->head = LLVMAppendBasicBlockInContext(e->C, e->fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->C, e->fn, "body");
+  L->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "done");
+  LLVMBuildBr(e->b, L->head);
+  LLVMPositionBuilderAtEnd(e->b, L->head);
+  L->phi = LLVMBuildPhi(e->b, e->i64, "i");
+  LLVMAddIncoming(L->phi, &lo, &pre, 1);
+  LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, L->phi, hi, ""), body, L->exit);
+  LLVMPositionBuilderAtEnd(e->b, body);
+  return L->phi;
+}
+
+static void loop_end(Emit *e, Loop *L) {
+  V next = LLVMBuildAdd(e->b, L->phi, ci64(e, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
+  LLVMAddIncoming(L->phi, &next, &latch, 1);
+  LLVMBuildBr(e->b, L->head);
+  LLVMPositionBuilderAtEnd(e->b, L->exit);
+}
+
+// ---- math --------------------------------------------------------------------
+
+static V call_f32(Emit *e, const char *name, V x) {
+  Ty ft = LLVMFunctionType(e->f32, &e->f32, 1, 0);
+  V f = LLVMGetNamedFunction(e->M, name);
+  if (!f) f = LLVMAddFunction(e->M, name, ft);
+  return LLVMBuildCall2(e->b, ft, f, &x, 1, "");
+}
+
+static V select_f(Emit *e, V cond, V a, V b) { return LLVMBuildSelect(e->b, cond, a, b, ""); }
+
+static V unary(Emit *e, OpKind op, V x) {
+  LLVMBuilderRef b = e->b;
+  switch (op) {
+  case OP_NEG: return LLVMBuildFNeg(b, x, "");
+  case OP_EXP: return call_f32(e, "llvm.exp.f32", x);
+  case OP_LOG: return call_f32(e, "llvm.log.f32", x);
+  case OP_SQRT: return call_f32(e, "llvm.sqrt.f32", x);
+  case OP_SIN: return call_f32(e, "llvm.sin.f32", x);
+  case OP_COS: return call_f32(e, "llvm.cos.f32", x);
+  case OP_TANH: return call_f32(e, "tanhf", x);
+  case OP_RELU: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), x, cf32(e, 0));
+  case OP_STEP: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), cf32(e, 1), cf32(e, 0));
+  case OP_SIGMOID:
+    return LLVMBuildFDiv(b, cf32(e, 1), LLVMBuildFAdd(b, cf32(e, 1), call_f32(e, "llvm.exp.f32", LLVMBuildFNeg(b, x, "")), ""), "");
+  case OP_GELU: {  // 0.5 x (1 + erf(x / sqrt 2))
+    V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, cf32(e, 0.5), x, ""), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
+  }
+  case OP_DGELU: {  // Phi(x) + x phi(x)
+    V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
+    V Phi = LLVMBuildFMul(b, cf32(e, 0.5), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
+    V phi = LLVMBuildFMul(b, cf32(e, 1 / sqrt(2 * M_PI)),
+                          call_f32(e, "llvm.exp.f32", LLVMBuildFMul(b, cf32(e, -0.5), LLVMBuildFMul(b, x, x, ""), "")), "");
+    return LLVMBuildFAdd(b, Phi, LLVMBuildFMul(b, x, phi, ""), "");
+  }
+  default: return x;
+  }
+}
+
+static V binary(Emit *e, OpKind op, V x, V y) {
+  switch (op) {
+  case OP_ADD: return LLVMBuildFAdd(e->b, x, y, "");
+  case OP_SUB: return LLVMBuildFSub(e->b, x, y, "");
+  case OP_MUL: return LLVMBuildFMul(e->b, x, y, "");
+  case OP_DIV: return LLVMBuildFDiv(e->b, x, y, "");
+  case OP_EQ: return select_f(e, LLVMBuildFCmp(e->b, LLVMRealOEQ, x, y, ""), cf32(e, 1), cf32(e, 0));
+  default: return x;
+  }
+}
+
+// ---- Philox4x32-10 in IR (runtime/rng.h): uniform in [0, 1) ----------------------
+
+static V philox_uniform(Emit *e, V seed, V stream, V index, V step) {
+  LLVMBuilderRef b = e->b;
+  V x0 = LLVMBuildTrunc(b, index, e->i32, ""), x1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, index, ci64(e, 32), ""), e->i32, "");
+  V x2 = stream, x3 = step;
+  V k0 = LLVMBuildTrunc(b, seed, e->i32, ""), k1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, seed, ci64(e, 32), ""), e->i32, "");
+  V m0 = LLVMConstInt(e->i64, 0xD2511F53u, 0), m1 = LLVMConstInt(e->i64, 0xCD9E8D57u, 0);
+  for (int r = 0; r < 10; r++) {
+    V p0 = LLVMBuildMul(b, m0, LLVMBuildZExt(b, x0, e->i64, ""), "");
+    V p1 = LLVMBuildMul(b, m1, LLVMBuildZExt(b, x2, e->i64, ""), "");
+    V hi0 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p0, ci64(e, 32), ""), e->i32, ""), lo0 = LLVMBuildTrunc(b, p0, e->i32, "");
+    V hi1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p1, ci64(e, 32), ""), e->i32, ""), lo1 = LLVMBuildTrunc(b, p1, e->i32, "");
+    x0 = LLVMBuildXor(b, LLVMBuildXor(b, hi1, x1, ""), k0, "");
+    x1 = lo1;
+    x2 = LLVMBuildXor(b, LLVMBuildXor(b, hi0, x3, ""), k1, "");
+    x3 = lo0;
+    k0 = LLVMBuildAdd(b, k0, LLVMConstInt(e->i32, 0x9E3779B9u, 0), "");
+    k1 = LLVMBuildAdd(b, k1, LLVMConstInt(e->i32, 0xBB67AE85u, 0), "");
+  }
+  V bits = LLVMBuildLShr(b, x0, LLVMConstInt(e->i32, 8, 0), "");
+  return LLVMBuildFMul(b, LLVMBuildUIToFP(b, bits, e->f64, ""), LLVMConstReal(e->f64, 1.0 / 16777216.0), "");
+}
+
+// ---- views: reading an input at output coordinates ------------------------------
+
+// Offset of input x (shape xs) at output coordinates c[0..r) of output shape
+// os, numpy-broadcast (x's axes aligned to the right).
+static V bcast_offset(Emit *e, const Shape *xs, const Shape *os, V *c) {
+  V off = ci64(e, 0), stride = ci64(e, 1);
+  for (int k = os->rank - 1; k >= 0; k--) {
+    int i = k - (os->rank - xs->rank);
+    if (i < 0) break;
+    bool one = xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
+    if (!one) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[k], stride, ""), "");
+    stride = LLVMBuildMul(e->b, stride, dim(e, xs->d[i]), "");
+  }
+  return off;
+}
+
+// Row-major strides of shape s.
+static void strides(Emit *e, const Shape *s, V *st) {
+  V acc = ci64(e, 1);
+  for (int k = s->rank - 1; k >= 0; k--) {
+    st[k] = acc;
+    acc = LLVMBuildMul(e->b, acc, dim(e, s->d[k]), "");
+  }
+}
+
+// Elementwise kernels: for each row r in [lo, hi) and column j < last dim,
+// out[r * last + j] = value(coordinates). Coordinates c[0..rank) are the
+// decomposition of r over axes 0..rank-2, and j.
+static void emit_map(Emit *e, const Node *n, const Kernel *k) {
+  const Graph *g = e->g;
+  const Shape *os = &n->shape;
+  int r = os->rank;
+  V out = buf(e, k->out, false);
+  V last = r ? dim(e, os->d[r - 1]) : ci64(e, 1);
+  Loop rows, cols;
+  V row = loop_begin(e, &rows, e->lo, e->hi);
+  V c[IR_MAX_RANK];
+  V rem = row;
+  for (int a = r - 2; a >= 0; a--) {
+    V d = dim(e, os->d[a]);
+    c[a] = LLVMBuildSRem(e->b, rem, d, "");
+    rem = LLVMBuildSDiv(e->b, rem, d, "");
+  }
+  V ins[IR_MAX_IN];
+  for (int i = 0; i < n->nin; i++) ins[i] = buf(e, k->in[i], g->nodes[n->in[i]].dtype == DT_I32);
+  V j = loop_begin(e, &cols, ci64(e, 0), last);
+  if (r) c[r - 1] = j;
+  V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, last, ""), j, "");
+  V v = NULL;
+  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
+  switch (n->op) {
+  case OP_CONST: v = cf32(e, n->fval); break;
+  case OP_SIZE: v = LLVMBuildSIToFP(e->b, dim(e, n->len), e->f32, ""); break;
+  case OP_IOTA: v = LLVMBuildSIToFP(e->b, j, e->f32, ""); break;
+  case OP_EXPAND:
+    v = load(e, ins[0], bcast_offset(e, xs, os, c));
+    break;
+  case OP_TRANSPOSE: {
+    V st[IR_MAX_RANK];
+    strides(e, xs, st);
+    V t = st[n->axis];
+    st[n->axis] = st[n->axis2];
+    st[n->axis2] = t;
+    V off = ci64(e, 0);
+    for (int a = 0; a < r; a++) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[a], st[a], ""), "");
+    v = load(e, ins[0], off);
+    break;
+  }
+  case OP_SLICE: {
+    V st[IR_MAX_RANK];
+    strides(e, xs, st);
+    V off = LLVMBuildMul(e->b, ci64(e, n->start), st[n->axis], "");
+    for (int a = 0; a < r; a++) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[a], st[a], ""), "");
+    v = load(e, ins[0], off);
+    break;
+  }
+  case OP_PAD: {  // inside [start, start + len) of axis: x, else 0
+    V st[IR_MAX_RANK];
+    strides(e, xs, st);
+    V ca = c[n->axis], start = ci64(e, n->start), len = dim(e, xs->d[n->axis]);
+    V rel = LLVMBuildSub(e->b, ca, start, "");
+    V inside = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, rel, ci64(e, 0), ""),
+                            LLVMBuildICmp(e->b, LLVMIntSLT, rel, len, ""), "");
+    V safe = select_f(e, inside, rel, ci64(e, 0));
+    V off = ci64(e, 0);
+    for (int a = 0; a < r; a++)
+      off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, a == n->axis ? safe : c[a], st[a], ""), "");
+    v = select_f(e, inside, load(e, ins[0], off), cf32(e, 0));
+    break;
+  }
+  case OP_CONCAT: {
+    const Shape *ys = &g->nodes[n->in[1]].shape;
+    V sx[IR_MAX_RANK], sy[IR_MAX_RANK];
+    strides(e, xs, sx);
+    strides(e, ys, sy);
+    V split = dim(e, xs->d[n->axis]);
+    V first = LLVMBuildICmp(e->b, LLVMIntSLT, c[n->axis], split, "");
+    V cy = LLVMBuildSub(e->b, c[n->axis], split, "");
+    V ox = ci64(e, 0), oy = ci64(e, 0);
+    for (int a = 0; a < r; a++) {
+      ox = LLVMBuildAdd(e->b, ox, LLVMBuildMul(e->b, c[a], sx[a], ""), "");
+      oy = LLVMBuildAdd(e->b, oy, LLVMBuildMul(e->b, a == n->axis ? select_f(e, first, ci64(e, 0), cy) : c[a], sy[a], ""), "");
+    }
+    ox = select_f(e, first, ox, ci64(e, 0));
+    v = select_f(e, first, load(e, ins[0], ox), load(e, ins[1], oy));
+    break;
+  }
+  case OP_CAUSAL_MASK:
+    v = select_f(e, LLVMBuildICmp(e->b, LLVMIntSGT, c[r - 1], c[r - 2], ""), cf32(e, n->fval), load(e, ins[0], o));
+    break;
+  case OP_ONEHOT: {
+    V id = LLVMBuildSExt(e->b, load_i(e, ins[0], row), e->i64, "");
+    v = select_f(e, LLVMBuildICmp(e->b, LLVMIntEQ, id, j, ""), cf32(e, 1), cf32(e, 0));
+    break;
+  }
+  case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p)
+    V u = philox_uniform(e, e->seed, ci32(e, (int64_t)n->seed), o, e->step);
+    V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
+    V x = load(e, ins[0], o);
+    v = select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
+    break;
+  }
+  default:
+    if (n->nin == 1) v = unary(e, n->op, load(e, ins[0], bcast_offset(e, xs, os, c)));
+    else {
+      const Shape *ys = &g->nodes[n->in[1]].shape;
+      v = binary(e, n->op, load(e, ins[0], bcast_offset(e, xs, os, c)), load(e, ins[1], bcast_offset(e, ys, os, c)));
+    }
+  }
+  store(e, out, o, v);
+  loop_end(e, &cols);
+  loop_end(e, &rows);
+}
+
+// Dropout outside training is the identity: the eval and sample programs
+// get a copy kernel in its place.
+static void emit_copy(Emit *e, const Kernel *k, const Node *n) {
+  V x = buf(e, k->in[0], false), out = buf(e, k->out, false);
+  V last = dim(e, n->shape.d[n->shape.rank - 1]);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, e->lo, e->hi);
+  V c = loop_begin(e, &lc, ci64(e, 0), last);
+  V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, last, ""), c, "");
+  store(e, out, o, load(e, x, o));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// reduce / softmax over axis: outer index o in [lo, hi), inner j.
+static void emit_axis(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, k->in[0], false), out = buf(e, k->out, false);
+  V K = dim(e, xs->d[n->axis]), inner = dprod(e, xs, n->axis + 1, xs->rank);
+  V acc = var(e, e->f32), mx = var(e, e->f32);
+  Loop lo, li, lt;
+  V o = loop_begin(e, &lo, e->lo, e->hi);
+  V j = loop_begin(e, &li, ci64(e, 0), inner);
+  V base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildMul(e->b, o, K, ""), inner, ""), j, "");
+#define AT(t) LLVMBuildAdd(e->b, base, LLVMBuildMul(e->b, (t), inner, ""), "")
+  if (n->op == OP_SOFTMAX) {
+    LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
+    V t = loop_begin(e, &lt, ci64(e, 0), K);
+    V xv = load(e, x, AT(t)), m = LLVMBuildLoad2(e->b, e->f32, mx, "");
+    LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, m, ""), xv, m), mx);
+    loop_end(e, &lt);
+    LLVMBuildStore(e->b, cf32(e, 0), acc);
+    t = loop_begin(e, &lt, ci64(e, 0), K);
+    V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, AT(t)), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
+    store(e, out, AT(t), ex);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), ex, ""), acc);
+    loop_end(e, &lt);
+    V inv = LLVMBuildFDiv(e->b, cf32(e, 1), LLVMBuildLoad2(e->b, e->f32, acc, ""), "");
+    t = loop_begin(e, &lt, ci64(e, 0), K);
+    store(e, out, AT(t), LLVMBuildFMul(e->b, load(e, out, AT(t)), inv, ""));
+    loop_end(e, &lt);
+  } else {
+    LLVMBuildStore(e->b, cf32(e, n->op == OP_MAX ? -INFINITY : 0), acc);
+    V t = loop_begin(e, &lt, ci64(e, 0), K);
+    V xv = load(e, x, AT(t)), a = LLVMBuildLoad2(e->b, e->f32, acc, "");
+    V nv = n->op == OP_MAX ? select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, a, ""), xv, a) : LLVMBuildFAdd(e->b, a, xv, "");
+    LLVMBuildStore(e->b, nv, acc);
+    loop_end(e, &lt);
+    V res = LLVMBuildLoad2(e->b, e->f32, acc, "");
+    if (n->op == OP_MEAN) res = LLVMBuildFDiv(e->b, res, LLVMBuildSIToFP(e->b, K, e->f32, ""), "");
+    store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, o, inner, ""), j, ""), res);
+  }
+#undef AT
+  loop_end(e, &li);
+  loop_end(e, &lo);
+}
+
+// Layer norm over the last axis, one row per outer index (seed 001 eq. 8).
+static void emit_layernorm(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, k->in[0], false), gn = buf(e, k->in[1], false), bn = buf(e, k->in[2], false), out = buf(e, k->out, false);
+  V d = dim(e, xs->d[xs->rank - 1]), df = LLVMBuildSIToFP(e->b, d, e->f32, "");
+  V sum = var(e, e->f32), sq = var(e, e->f32);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, e->lo, e->hi);
+  V base = LLVMBuildMul(e->b, r, d, "");
+  LLVMBuildStore(e->b, cf32(e, 0), sum);
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), load(e, x, LLVMBuildAdd(e->b, base, c, "")), ""), sum);
+  loop_end(e, &lc);
+  V mu = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), df, "");
+  LLVMBuildStore(e->b, cf32(e, 0), sq);
+  c = loop_begin(e, &lc, ci64(e, 0), d);
+  V dv = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), mu, "");
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), LLVMBuildFMul(e->b, dv, dv, ""), ""), sq);
+  loop_end(e, &lc);
+  V var_ = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), df, "");
+  V sigma = call_f32(e, "llvm.sqrt.f32", LLVMBuildFAdd(e->b, var_, cf32(e, n->fval), ""));
+  c = loop_begin(e, &lc, ci64(e, 0), d);
+  V xc = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), mu, "");
+  V y = LLVMBuildFAdd(e->b, LLVMBuildFDiv(e->b, LLVMBuildFMul(e->b, load(e, gn, c), xc, ""), sigma, ""), load(e, bn, c), "");
+  store(e, out, LLVMBuildAdd(e->b, base, c, ""), y);
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Batched matmul: one sgemm per batch entry o in [lo, hi).
+static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
+  int r = os->rank;
+  V x = buf(e, k->in[0], false), y = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
+  Shape bo = *os, bx = *xs, by = *ys;
+  bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
+  Loop lb;
+  V o = loop_begin(e, &lb, e->lo, e->hi);
+  V c[IR_MAX_RANK], rem = o;
+  for (int a = bo.rank - 1; a >= 0; a--) {
+    V d = dim(e, bo.d[a]);
+    c[a] = LLVMBuildSRem(e->b, rem, d, "");
+    rem = LLVMBuildSDiv(e->b, rem, d, "");
+  }
+  V ox = LLVMBuildMul(e->b, bcast_offset(e, &bx, &bo, c), LLVMBuildMul(e->b, m, kk, ""), "");
+  V oy = LLVMBuildMul(e->b, bcast_offset(e, &by, &bo, c), LLVMBuildMul(e->b, kk, nn, ""), "");
+  V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, m, nn, ""), "");
+  V pa = LLVMBuildGEP2(e->b, e->f32, x, &ox, 1, ""), pb = LLVMBuildGEP2(e->b, e->f32, y, &oy, 1, "");
+  V pc = LLVMBuildGEP2(e->b, e->f32, out, &oo, 1, "");
+  // api->sgemm(api, 0, 0, m, n, k, 1, a, k, b, n, 0, c, n)
+  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+  V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
+  V slot = LLVMBuildStructGEP2(e->b, api_t, apip, 2, "");
+  V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), slot, "");
+  V args[] = {e->api, ci32(e, 0), ci32(e, 0), m, nn, kk, cf32(e, 1), pa, kk, pb, nn, cf32(e, 0), pc, nn};
+  LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+  loop_end(e, &lb);
+}
+
+// Causal convolution and its input gradient, one output row (b, i) per outer index.
+static void emit_conv(Emit *e, const Node *n, const Kernel *k) {
+  bool fwd = n->op == OP_CAUSAL_CONV;
+  const Shape *xs = &e->g->nodes[n->in[0]].shape, *os = &n->shape;
+  V x = buf(e, k->in[0], false), w = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V T = dim(e, xs->d[xs->rank - 2]), din = dim(e, xs->d[xs->rank - 1]), dout = dim(e, os->d[os->rank - 1]);
+  V acc = var(e, e->f32);
+  Loop lr, lc, lj, lf;
+  V row = loop_begin(e, &lr, e->lo, e->hi);  // row = b * T + i
+  V i = LLVMBuildSRem(e->b, row, T, ""), b0 = LLVMBuildSub(e->b, row, i, "");
+  V c = loop_begin(e, &lc, ci64(e, 0), dout);
+  LLVMBuildStore(e->b, cf32(e, 0), acc);
+  // fwd: inputs j in [0, i], lag i - j; dx: inputs j in [i, T), lag j - i
+  V j = loop_begin(e, &lj, fwd ? ci64(e, 0) : i, fwd ? LLVMBuildAdd(e->b, i, ci64(e, 1), "") : T);
+  V lag = fwd ? LLVMBuildSub(e->b, i, j, "") : LLVMBuildSub(e->b, j, i, "");
+  V xrow = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, b0, j, ""), din, "");
+  if (n->conv == CONV_MATRIX) {
+    V f = loop_begin(e, &lf, ci64(e, 0), din);
+    V xv = load(e, x, LLVMBuildAdd(e->b, xrow, f, ""));
+    // fwd: W[lag, f, c] (din x dout);  dx: W[lag, c, f] (dout x din here)
+    V widx = fwd ? LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, din, ""), f, ""), dout, ""), c, "")
+                 : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, dout, ""), c, ""), din, ""), f, "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), LLVMBuildFMul(e->b, xv, load(e, w, widx), ""), ""), acc);
+    loop_end(e, &lf);
+  } else {
+    V xv = load(e, x, LLVMBuildAdd(e->b, xrow, c, ""));
+    V widx = n->conv == CONV_SCALAR ? lag : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, dout, ""), c, "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), LLVMBuildFMul(e->b, xv, load(e, w, widx), ""), ""), acc);
+  }
+  loop_end(e, &lj);
+  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, dout, ""), c, ""), LLVMBuildLoad2(e->b, e->f32, acc, ""));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Kernel gradient dw_k = sum_b sum_{i>=k} x_{b,i-k} (.) dy_{b,i}: one lag k per outer index.
+static void emit_conv_dw(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape;
+  V x = buf(e, k->in[0], false), dy = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V T = dim(e, xs->d[xs->rank - 2]), d = dim(e, xs->d[xs->rank - 1]), ew = dim(e, ys->d[ys->rank - 1]);
+  V lead = dprod(e, xs, 0, xs->rank - 2);
+  V per = n->conv == CONV_SCALAR ? ci64(e, 1) : n->conv == CONV_VECTOR ? d : LLVMBuildMul(e->b, d, ew, "");
+  V acc = var(e, e->f32);
+  Loop lk, le, lb, li, lc;
+  V lag = loop_begin(e, &lk, e->lo, e->hi);
+  V q = loop_begin(e, &le, ci64(e, 0), per);  // element of w_lag
+  LLVMBuildStore(e->b, cf32(e, 0), acc);
+  V b = loop_begin(e, &lb, ci64(e, 0), lead);
+  V i = loop_begin(e, &li, lag, T);
+  V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, b, T, ""), LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
+  V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, b, T, ""), i, ""), ew, "");
+  if (n->conv == CONV_SCALAR) {
+    V c = loop_begin(e, &lc, ci64(e, 0), d);
+    V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, c, "")), load(e, dy, LLVMBuildAdd(e->b, yr, c, "")), "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), p, ""), acc);
+    loop_end(e, &lc);
+  } else {
+    V cx = n->conv == CONV_VECTOR ? q : LLVMBuildSDiv(e->b, q, ew, "");
+    V cy = n->conv == CONV_VECTOR ? q : LLVMBuildSRem(e->b, q, ew, "");
+    V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, cx, "")), load(e, dy, LLVMBuildAdd(e->b, yr, cy, "")), "");
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), p, ""), acc);
+  }
+  loop_end(e, &li);
+  loop_end(e, &lb);
+  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, per, ""), q, ""), LLVMBuildLoad2(e->b, e->f32, acc, ""));
+  loop_end(e, &le);
+  loop_end(e, &lk);
+  // lags beyond T (no terms) were summed over an empty range: zero, as required
+}
+
+// Embedding rows: out[r, :] = W[ids[r], :].
+static void emit_embed(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *ws = &e->g->nodes[n->in[0]].shape;
+  V w = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+  V d = dim(e, ws->d[1]);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, e->lo, e->hi);
+  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
+  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, d, ""), c, ""), load(e, w, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, id, d, ""), c, "")));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Serial: out = 0; out[ids[r], :] += dy[r, :].
+static void emit_scatter_add(Emit *e, const Node *n, const Kernel *k) {
+  V dy = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+  V V_ = dim(e, n->shape.d[0]), d = dim(e, n->shape.d[1]);
+  V rows = dprod(e, &e->g->nodes[n->in[1]].shape, 0, e->g->nodes[n->in[1]].shape.rank);
+  Loop lz, lr, lc;
+  V z = loop_begin(e, &lz, ci64(e, 0), LLVMBuildMul(e->b, V_, d, ""));
+  store(e, out, z, cf32(e, 0));
+  loop_end(e, &lz);
+  V r = loop_begin(e, &lr, ci64(e, 0), rows);
+  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
+  V oi = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, id, d, ""), c, "");
+  store(e, out, oi, LLVMBuildFAdd(e->b, load(e, out, oi), load(e, dy, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, d, ""), c, "")), ""));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Serial: mean over rows of logsumexp(row) - row[id], accumulated in double.
+static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+  V Vn = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1);
+  V total = var(e, e->f64), mx = var(e, e->f32), s = var(e, e->f32);
+  LLVMBuildStore(e->b, LLVMConstReal(e->f64, 0), total);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, ci64(e, 0), rows);
+  V base = LLVMBuildMul(e->b, r, Vn, "");
+  LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
+  V c = loop_begin(e, &lc, ci64(e, 0), Vn);
+  V xv = load(e, x, LLVMBuildAdd(e->b, base, c, "")), m = LLVMBuildLoad2(e->b, e->f32, mx, "");
+  LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, m, ""), xv, m), mx);
+  loop_end(e, &lc);
+  LLVMBuildStore(e->b, cf32(e, 0), s);
+  c = loop_begin(e, &lc, ci64(e, 0), Vn);
+  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, s, ""), ex, ""), s);
+  loop_end(e, &lc);
+  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
+  V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
+  V term = LLVMBuildFPExt(e->b, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""), e->f64, "");
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), term, ""), total);
+  loop_end(e, &lr);
+  V mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildSIToFP(e->b, rows, e->f64, ""), "");
+  store(e, out, ci64(e, 0), LLVMBuildFPTrunc(e->b, mean, e->f32, ""));
+}
+
+// ---- functions -------------------------------------------------------------------
+
+static V kernel_fn(Emit *e, int ki, bool train) {
+  char name[32];
+  snprintf(name, sizeof name, train ? "xf_k%d" : "xf_k%d_infer", ki);
+  V fn = LLVMAddFunction(e->M, name, e->kernel_t);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  e->fn = fn;
+  e->entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(e->C, fn, "start");
+  LLVMPositionBuilderAtEnd(e->b, start);
+  e->bufs = LLVMGetParam(fn, 0), e->B = LLVMGetParam(fn, 1), e->T = LLVMGetParam(fn, 2);
+  e->seed = LLVMGetParam(fn, 3), e->step = LLVMGetParam(fn, 4), e->lo = LLVMGetParam(fn, 5);
+  e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
+  const Kernel *k = &e->s->kernels[ki];
+  const Node *n = &e->g->nodes[k->node];
+  switch (train || n->op != OP_DROPOUT ? n->op : OP_RESHAPE) {
+  case OP_RESHAPE: emit_copy(e, k, n); break;  // dropout at inference
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n, k); break;
+  case OP_LAYERNORM: emit_layernorm(e, n, k); break;
+  case OP_MATMUL: emit_matmul(e, n, k); break;
+  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n, k); break;
+  case OP_CONV_DW: emit_conv_dw(e, n, k); break;
+  case OP_EMBED: emit_embed(e, n, k); break;
+  case OP_SCATTER_ADD: emit_scatter_add(e, n, k); break;
+  case OP_CROSS_ENTROPY: emit_cross_entropy(e, n, k); break;
+  default: emit_map(e, n, k); break;
+  }
+  LLVMBuildRetVoid(e->b);
+  LLVMPositionBuilderAtEnd(e->b, e->entry);
+  LLVMBuildBr(e->b, start);
+  return fn;
+}
+
+// A program: api->parallel_for(api, kernel, bufs, B, T, seed, step, outer) per kernel.
+static V program_fn(Emit *e, const char *name, int p, V *kfns) {
+  V fn = LLVMAddFunction(e->M, name, e->program_t);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
+  V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
+  V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
+  e->B = B, e->T = T;
+  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+  V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
+  V pfor = LLVMBuildLoad2(e->b, LLVMPointerType(e->pfor_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 1, ""), "");
+  for (int i = 0; i < e->s->nprog[p]; i++) {
+    int ki = e->s->prog[p][i];
+    const Kernel *k = &e->s->kernels[ki];
+    SymSize o = k->outer;
+    V n = ci64(e, o.coef);
+    for (int j = 0; j < o.pb; j++) n = LLVMBuildMul(e->b, n, B, "");
+    for (int j = 0; j < o.pt; j++) n = LLVMBuildMul(e->b, n, T, "");
+    V args[] = {api, kfns[ki], bufs, B, T, seed, step, n};
+    LLVMBuildCall2(e->b, e->pfor_t, pfor, args, 8, "");
+  }
+  LLVMBuildRetVoid(e->b);
+  return fn;
+}
+
+static V cstr(Emit *e, const char *s) {
+  if (!s) s = "";
+  V init = LLVMConstStringInContext(e->C, s, (unsigned)strlen(s), 0);
+  V gv = LLVMAddGlobal(e->M, LLVMTypeOf(init), ".str");
+  LLVMSetInitializer(gv, init);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+  return LLVMConstBitCast(gv, e->i8p);
+}
+
+static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
+  V arr = LLVMConstArray(elem, items, (unsigned)n);
+  V gv = LLVMAddGlobal(e->M, LLVMTypeOf(arr), name);
+  LLVMSetInitializer(gv, arr);
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  return LLVMConstBitCast(gv, LLVMPointerType(elem, 0));
+}
+
+// The exported descriptor `xf_model` (runtime/xf_abi.h, field by field).
+static void emit_model(Emit *e, V *progs) {
+  const Graph *g = e->g;
+  Ty cfg_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->f64}, 3, 0);
+  V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
+  for (int i = 0; i < g->nconfig; i++)
+    cfgs[i] = LLVMConstNamedStruct(cfg_t, (V[]){cstr(e, g->config[i].name), ci32(e, g->config[i].is_float),
+                                               LLVMConstReal(e->f64, g->config[i].value)}, 3);
+  Ty dims_t = LLVMArrayType(e->i64, 6);
+  Ty buf_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i32, e->i32, e->i32, e->i32,
+                                                  dims_t, e->i32, e->f64, e->f64}, 12, 0);
+  V *bufs = calloc((size_t)e->s->nbufs + 1, sizeof(V));
+  for (int i = 0; i < e->s->nbufs; i++) {
+    const Buffer *b = &e->s->bufs[i];
+    const Node *n = &g->nodes[b->node];
+    static const int roles[] = {[BUF_PARAM] = XF_BUF_PARAM, [BUF_GRAD] = XF_BUF_GRAD, [BUF_INPUT] = XF_BUF_INPUT,
+                                [BUF_ACT] = XF_BUF_ACT, [BUF_OUTPUT] = XF_BUF_OUTPUT};
+    V d[6];
+    for (int k = 0; k < 6; k++)
+      d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
+    int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NORMAL ? XF_INIT_NORMAL : n->init.kind == INIT_UNIFORM ? XF_INIT_UNIFORM
+               : n->init.kind == INIT_ONES ? XF_INIT_ONES : XF_INIT_ZEROS;
+    V fields[] = {cstr(e, b->name), ci32(e, roles[b->role]), ci32(e, b->dtype == DT_I32), ci64(e, b->size.coef),
+                  ci32(e, b->size.pb), ci32(e, b->size.pt), ci32(e, b->alias_of), ci32(e, n->shape.rank),
+                  LLVMConstArray(e->i64, d, 6), ci32(e, init), LLVMConstReal(e->f64, n->init.a), LLVMConstReal(e->f64, n->init.b)};
+    bufs[i] = LLVMConstNamedStruct(buf_t, fields, 12);
+  }
+  Ty prog_p = LLVMPointerType(e->program_t, 0);
+  Ty model_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i32, e->i8p, e->i64, e->i32, LLVMPointerType(cfg_t, 0), e->i32,
+                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3)}, 8, 0);
+  V fields[] = {ci32(e, XF_ABI_VERSION), cstr(e, g->name), ci64(e, g->t_max), ci32(e, g->nconfig),
+                const_array(e, cfg_t, cfgs, g->nconfig, "xf_config"), ci32(e, e->s->nbufs),
+                const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3)};
+  V gv = LLVMAddGlobal(e->M, model_t, "xf_model");
+  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 8));
+  LLVMSetGlobalConstant(gv, 1);
+  free(cfgs);
+  free(bufs);
+}
+
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s) {
+  Emit e = {.C = C, .s = s, .g = s->g};
+  e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
+  e.b = LLVMCreateBuilderInContext(C);
+  e.void_t = LLVMVoidTypeInContext(C), e.i1 = LLVMInt1TypeInContext(C), e.i8 = LLVMInt8TypeInContext(C);
+  e.i32 = LLVMInt32TypeInContext(C), e.i64 = LLVMInt64TypeInContext(C);
+  e.f32 = LLVMFloatTypeInContext(C), e.f64 = LLVMDoubleTypeInContext(C);
+  e.i8p = LLVMPointerType(e.i8, 0), e.i8pp = LLVMPointerType(e.i8p, 0);
+  e.f32p = LLVMPointerType(e.f32, 0), e.i32p = LLVMPointerType(e.i32, 0);
+  e.kernel_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64, e.i64, e.i8p}, 8, 0);
+  e.program_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i8pp, e.i64, e.i64, e.i64, e.i32}, 6, 0);
+  e.pfor_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, LLVMPointerType(e.kernel_t, 0), e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64}, 8, 0);
+  e.sgemm_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i32, e.i32, e.i64, e.i64, e.i64, e.f32, e.f32p, e.i64, e.f32p,
+                                                e.i64, e.f32, e.f32p, e.i64}, 14, 0);
+  V *kfns = calloc((size_t)s->nkernels + 1, sizeof(V)), *kinf = calloc((size_t)s->nkernels + 1, sizeof(V));
+  for (int k = 0; k < s->nkernels; k++) {
+    kfns[k] = kernel_fn(&e, k, true);
+    kinf[k] = s->g->nodes[s->kernels[k].node].op == OP_DROPOUT ? kernel_fn(&e, k, false) : kfns[k];
+  }
+  V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf),
+                program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf)};
+  emit_model(&e, progs);
+  free(kfns);
+  free(kinf);
+  LLVMDisposeBuilder(e.b);
+  return e.M;
+}
+
+// ---- object and shared object ------------------------------------------------------
+
+static bool fail(char *err, size_t errlen, const char *what, char *llvm_msg) {
+  snprintf(err, errlen, "%s: %s", what, llvm_msg ? llvm_msg : "unknown LLVM error");
+  if (llvm_msg) LLVMDisposeMessage(llvm_msg);
+  return false;
+}
+
+bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMModuleRef M = llvm_emit_module(C, s);
+  char *msg = NULL, *triple = LLVMGetDefaultTargetTriple(), *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+  LLVMTargetRef target;
+  bool ok = true;
+  if (LLVMGetTargetFromTriple(triple, &target, &msg)) ok = fail(err, errlen, "LLVMGetTargetFromTriple", msg);
+  LLVMTargetMachineRef tm = NULL;
+  if (ok) {
+    tm = LLVMCreateTargetMachine(target, triple, cpu, features, o->opt_level ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelNone,
+                                 LLVMRelocPIC, LLVMCodeModelDefault);
+    if (!tm) ok = fail(err, errlen, "LLVMCreateTargetMachine", NULL);
+  }
+  if (ok) {
+    LLVMSetTarget(M, triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(M, dl);
+    LLVMDisposeTargetData(dl);
+    if (LLVMVerifyModule(M, LLVMReturnStatusAction, &msg)) ok = fail(err, errlen, "internal error: generated LLVM IR is invalid", msg);
+    else if (msg) LLVMDisposeMessage(msg), msg = NULL;
+  }
+  if (ok && o->opt_level) {
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+    LLVMErrorRef perr = LLVMRunPasses(M, "default<O2>", tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (perr) ok = fail(err, errlen, "LLVMRunPasses", LLVMGetErrorMessage(perr));
+  }
+  if (ok && o->llvm_ir) {
+    char *ir = LLVMPrintModuleToString(M);
+    fputs(ir, o->llvm_ir);
+    LLVMDisposeMessage(ir);
+  }
+  if (ok && o->object_path) {
+    if (LLVMTargetMachineEmitToFile(tm, M, (char *)o->object_path, LLVMObjectFile, &msg))
+      ok = fail(err, errlen, "LLVMTargetMachineEmitToFile", msg);
+  }
+  if (tm) LLVMDisposeTargetMachine(tm);
+  LLVMDisposeMessage(triple), LLVMDisposeMessage(cpu), LLVMDisposeMessage(features);
+  LLVMDisposeModule(M);
+  LLVMContextDispose(C);
+  return ok;
+}
+
+bool link_shared(const char *object, const char *so, char *err, size_t errlen) {
+  const char *cc = getenv("XF_CC");
+  if (!cc || !*cc) cc = "cc";
+  pid_t pid = fork();
+  if (pid < 0) return snprintf(err, errlen, "cannot start the linker: fork failed"), false;
+  if (pid == 0) {
+    execlp(cc, cc, "-shared", "-o", so, object, "-lm", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(err, errlen, "linking %s with '%s -shared' failed (status %d); set XF_CC to a C compiler driver", so, cc,
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,25 @@
+// llvm.h: the CPU backend (LLVM C API). See llvm.c.
+#ifndef XF_LLVM_H
+#define XF_LLVM_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <llvm-c/Core.h>
+
+#include "kernel.h"
+
+typedef struct {
+  int opt_level;            // 0: no optimisation; else default<O2> with vectorisation
+  FILE *llvm_ir;            // if set, the optimised module's text (--emit=llvm)
+  const char *object_path;  // if set, the native object written here
+} LlvmOptions;
+
+// Emits the module for s (kernels, programs, the xf_model descriptor).
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s);
+// Emits, verifies, optimises and writes the object (and/or the IR text).
+bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t errlen);
+// Links an object into a shared library with the system C driver ($XF_CC or cc).
+bool link_shared(const char *object, const char *so, char *err, size_t errlen);
+
+#endif

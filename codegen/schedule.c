@@ -1,0 +1,108 @@
+// schedule.c: graph IR -> unfused kernel schedule (see kernel.h).
+//
+// Requires: a verified graph with a backward pass (autodiff) and outputs
+// "loss", "logits" (optional) and "grad.<param>".
+// Guarantees: every IR node has a buffer (aliases for reshapes); every node
+// that computes has exactly one kernel; each program lists the kernels it
+// needs, in topological order: PROG_TRAIN everything reaching the loss and
+// the gradients, PROG_EVAL the loss's forward cone, PROG_SAMPLE the logits'.
+#include "kernel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static SymSize sym_of(Dim d) {
+  if (d.kind == DIM_B) return (SymSize){1, 1, 0};
+  if (d.kind == DIM_T) return (SymSize){1, 0, 1};
+  return (SymSize){d.n, 0, 0};
+}
+
+static SymSize sym_mul(SymSize a, SymSize b) { return (SymSize){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
+
+static SymSize sym_prod(const Shape *s, int from, int to) {
+  SymSize r = {1, 0, 0};
+  for (int i = from; i < to; i++) r = sym_mul(r, sym_of(s->d[i]));
+  return r;
+}
+
+int64_t symsize_eval(SymSize s, int64_t B, int64_t T) {
+  int64_t v = s.coef;
+  for (int i = 0; i < s.pb; i++) v *= B;
+  for (int i = 0; i < s.pt; i++) v *= T;
+  return v;
+}
+
+// The parallel outer extent of the kernel computing n.
+static SymSize outer_of(const Graph *g, const Node *n) {
+  const Shape *s = &n->shape;
+  const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
+  switch (n->op) {
+  case OP_MATMUL: return sym_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
+  case OP_SUM: case OP_MEAN: case OP_MAX: return sym_prod(x, 0, n->axis);
+  case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
+  case OP_CROSS_ENTROPY: case OP_SCATTER_ADD: return (SymSize){1, 0, 0};  // serial reductions
+  case OP_CONV_DW: return sym_of(n->shape.d[0]);                      // one lag each
+  default: return s->rank ? sym_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0};  // rows
+  }
+}
+
+static bool computes(OpKind op) {
+  return op != OP_PARAM && op != OP_INPUT && op != OP_RESHAPE;
+}
+
+Schedule *schedule_build(Arena *a, const Graph *g) {
+  Schedule *s = arena_alloc(a, sizeof *s);
+  s->g = g;
+  s->buf_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  s->bufs = arena_alloc(a, sizeof(Buffer) * (size_t)g->nnodes);
+  s->kernels = arena_alloc(a, sizeof(Kernel) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op == OP_RESHAPE) {  // alias
+      s->buf_of[i] = s->buf_of[n->in[0]];
+      continue;
+    }
+    Buffer *b = &s->bufs[s->nbufs];
+    *b = (Buffer){.role = n->op == OP_PARAM ? BUF_PARAM : n->op == OP_INPUT ? BUF_INPUT : BUF_ACT,
+                  .dtype = n->dtype, .size = sym_prod(&n->shape, 0, n->shape.rank), .node = i, .name = n->name,
+                  .alias_of = -1};
+    s->buf_of[i] = s->nbufs++;
+  }
+  for (int o = 0; o < g->noutputs; o++) {  // outputs: gradients and read-back values
+    Buffer *b = &s->bufs[s->buf_of[g->outputs[o].node]];
+    if (b->role != BUF_ACT) continue;  // an output that is a param or input (never in practice)
+    b->role = strncmp(g->outputs[o].name, "grad.", 5) ? BUF_OUTPUT : BUF_GRAD;
+    b->name = g->outputs[o].name;
+  }
+  int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    kernel_of[i] = -1;
+    if (!computes(n->op)) continue;
+    Kernel *k = &s->kernels[s->nkernels];
+    k->node = i;
+    k->out = s->buf_of[i];
+    k->nin = n->nin;
+    for (int j = 0; j < n->nin; j++) k->in[j] = s->buf_of[n->in[j]];
+    k->outer = outer_of(g, n);
+    kernel_of[i] = s->nkernels++;
+  }
+  // programs: the cone of nodes each one needs
+  bool *need = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
+  for (int p = 0; p < PROG_COUNT; p++) {
+    memset(need, 0, sizeof(bool) * (size_t)g->nnodes);
+    for (int o = 0; o < g->noutputs; o++) {
+      const char *name = g->outputs[o].name;
+      bool want = p == PROG_TRAIN ? (!strcmp(name, "loss") || !strncmp(name, "grad.", 5))
+                  : p == PROG_EVAL ? !strcmp(name, "loss") : !strcmp(name, "logits");
+      if (want) need[g->outputs[o].node] = true;
+    }
+    for (int i = g->nnodes - 1; i >= 0; i--)
+      if (need[i])
+        for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+    s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
+    for (int i = 0; i < g->nnodes; i++)
+      if (need[i] && kernel_of[i] >= 0) s->prog[p][s->nprog[p]++] = kernel_of[i];
+  }
+  return s;
+}

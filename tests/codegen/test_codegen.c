@@ -1,0 +1,176 @@
+// test_codegen.c: generated CPU code against the reference interpreter.
+//
+// For every example at small sizes (and the op models of tests/grad), the
+// model is compiled to a shared object through LLVM, loaded with dlopen and
+// run with the interpreter's float32 parameters and the same tokens, seed and
+// step (dropout on, so the Philox masks of the generated code are checked
+// too). The loss and every gradient must equal the interpreter's (float32
+// mode) within 1e-4 relative (max-norm per tensor).
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frontend.h"
+#include "interp.h"
+#include "kernel.h"
+#include "llvm.h"
+#include "passes.h"
+#include "xf_abi.h"
+
+static int passed, failed;
+
+static void serial_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed,
+                       uint32_t step, int64_t n) {
+  fn(bufs, B, T, seed, step, 0, n, api);
+}
+
+static void naive_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  (void)api, (void)ta, (void)tb;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t t = 0; t < k; t++) acc += (double)a[i * lda + t] * b[t * ldb + j];
+      c[i * ldc + j] = (float)(alpha * acc + beta * c[i * ldc + j]);
+    }
+}
+
+static double rel_err(const float *got, const double *want, int64_t n) {
+  double maxw = 0, maxe = 0;
+  for (int64_t i = 0; i < n; i++) {
+    maxw = fmax(maxw, fabs(want[i]));
+    maxe = fmax(maxe, fabs(got[i] - want[i]));
+  }
+  return maxw > 0 ? maxe / maxw : maxe;
+}
+
+static void check_model(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T) {
+  char err[1024];
+  Arena a = {0};
+  jmp_buf on_error;
+  Diag d = {.arena = &a, .out = stderr, .on_error = &on_error};
+  SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
+  if (setjmp(on_error)) {
+    printf("FAIL %s: does not compile\n", path), failed++;
+    arena_free(&a);
+    return;
+  }
+  Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
+  if (!autodiff(g, err, sizeof err)) {
+    printf("FAIL %s: %s\n", path, err), failed++;
+    arena_free(&a);
+    return;
+  }
+  // the oracle
+  InterpConfig ic = {.B = B, .T = T, .f32 = true, .training = true, .seed = 99, .step = 7};
+  Interp *in = interp_new(g, ic, err, sizeof err);
+  interp_init_params(in, 5);
+  for (int i = 0; i < g->nforward; i++)  // larger weights than normal(0, 0.01), so every path matters
+    if (g->nodes[i].op == OP_PARAM && g->nodes[i].init.kind == INIT_NORMAL)
+      for (int64_t k = 0; k < interp_numel(in, i); k++) interp_param(in, i)[k] = (double)(float)(interp_param(in, i)[k] * 30);
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(B * T));
+  for (int i = 0; i < g->nforward; i++) {
+    if (g->nodes[i].op != OP_INPUT) continue;
+    int64_t lim = interp_input_limit(g, i);
+    for (int64_t k = 0; k < B * T; k++) ids[k] = (int32_t)((k * 7 + i * 3 + 1) % lim);
+    interp_set_input(in, g->nodes[i].name, ids, err, sizeof err);
+  }
+  if (!interp_run(in, 0, err, sizeof err)) {
+    printf("FAIL %s: interpreter: %s\n", path, err), failed++;
+    goto out;
+  }
+  // the generated code
+  Schedule *s = schedule_build(&a, g);
+  char obj[] = "/tmp/xf-test-XXXXXX.o", so[64];
+  int fd = mkstemps(obj, 2);
+  close(fd);
+  snprintf(so, sizeof so, "%s.so", obj);
+  LlvmOptions lo = {.opt_level = 2, .object_path = obj};
+  if (!llvm_compile(s, &lo, err, sizeof err) || !link_shared(obj, so, err, sizeof err)) {
+    printf("FAIL %s: %s\n", path, err), failed++;
+    unlink(obj);
+    goto out;
+  }
+  unlink(obj);
+  void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  unlink(so);
+  const XfModel *m = lib ? dlsym(lib, "xf_model") : NULL;
+  if (!m || m->abi_version != XF_ABI_VERSION || m->nbuffers != s->nbufs) {
+    printf("FAIL %s: cannot load the generated model (%s)\n", path, lib ? "descriptor" : dlerror()), failed++;
+    if (lib) dlclose(lib);
+    goto out;
+  }
+  void **bufs = calloc((size_t)m->nbuffers, sizeof *bufs);
+  for (int i = 0; i < m->nbuffers; i++) {
+    const XfBuffer *b = &m->buffers[i];
+    int64_t n = b->coef;
+    for (int k = 0; k < b->pow_b; k++) n *= B;
+    for (int k = 0; k < b->pow_t; k++) n *= T;
+    bufs[i] = calloc((size_t)n + 1, 4);
+    const Node *nd = &g->nodes[s->bufs[i].node];
+    if (b->role == XF_BUF_PARAM)
+      for (int64_t k = 0; k < n; k++) ((float *)bufs[i])[k] = (float)interp_value(in, s->bufs[i].node)[k];
+    if (b->role == XF_BUF_INPUT)
+      for (int64_t k = 0; k < n; k++) ((int32_t *)bufs[i])[k] = (int32_t)interp_value(in, s->bufs[i].node)[k];
+    (void)nd;
+  }
+  XfApi api = {.ctx = NULL, .parallel_for = serial_for, .sgemm = naive_sgemm};
+  m->programs[XF_PROG_TRAIN](&api, bufs, B, T, 99, 7);
+  double worst = 0;
+  const char *worst_name = "";
+  for (int o = 0; o < g->noutputs; o++) {
+    if (!strcmp(g->outputs[o].name, "logits")) continue;  // not computed by the train program
+    int node = g->outputs[o].node;
+    double e = rel_err(bufs[s->buf_of[node]], interp_value(in, node), interp_numel(in, node));
+    if (!(e <= worst)) worst = e, worst_name = g->outputs[o].name;
+  }
+  // eval: the loss without dropout, against the interpreter in inference mode
+  interp_set_training(in, false);
+  interp_run(in, g->nforward, err, sizeof err);
+  int loss = interp_output_node(g, "loss");
+  m->programs[XF_PROG_EVAL](&api, bufs, B, T, 99, 7);
+  double e_eval = rel_err(bufs[s->buf_of[loss]], interp_value(in, loss), 1);
+  bool ok = worst < 1e-4 && e_eval < 1e-4;
+  printf("%s %s: train loss %.6f vs %.6f, worst relative error %.2e (%s), eval %.2e\n", ok ? "ok  " : "FAIL", path,
+         ((float *)bufs[s->buf_of[loss]])[0], interp_value(in, loss)[0], worst, worst_name, e_eval);
+  ok ? passed++ : failed++;
+  for (int i = 0; i < m->nbuffers; i++) free(bufs[i]);
+  free(bufs);
+  dlclose(lib);
+out:
+  free(ids);
+  interp_free(in);
+  arena_free(&a);
+}
+
+int main(void) {
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4"};
+  Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
+                    {"dropout", "0.1"}};
+  for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
+    bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
+                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she");
+    Define defs[7];
+    int n = 0;
+    for (int k = 0; k < 7; k++)
+      if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    check_model(path, defs, n, 3, 5);
+  }
+  check_model("tests/golden/sinusoidal.xf", NULL, 0, 2, 8);
+  static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_concat", "op_slice", "op_max", "op_causal_mask",
+                              "op_causal_conv_matrix", "op_causal_conv_vector", "op_causal_conv_scalar", "op_dropout",
+                              "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos"};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "tests/grad/%s.xf", ops[i]);
+    check_model(path, NULL, 0, 2, 4);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
