@@ -2,6 +2,8 @@
 // indented S-expressions with the line:col of every node.
 #include "frontend.h"
 
+#include <stdlib.h>
+
 void vec_push(Arena *a, Vec *v, void *item) {
   if (v->n == v->cap) {
     int nc = v->cap ? 2 * v->cap : 4;
@@ -28,13 +30,23 @@ static void dump_expr(FILE *f, const Expr *e) {
   case EX_INT: fprintf(f, "%.0f", e->num); break;
   case EX_FLOAT: fprintf(f, "%.17g", e->num); break;
   case EX_NAME: fprintf(f, "%s", e->name); break;
-  case EX_BINARY:
-    fprintf(f, "(%c ", e->op);
-    dump_expr(f, e->lhs);
-    fputc(' ', f);
-    dump_expr(f, e->rhs);
-    fputc(')', f);
+  case EX_BINARY: {
+    // A flat chain a + b + c + ... is a left spine as long as the chain:
+    // walked with a loop, as the elaborator does, so it costs no stack.
+    int n = 0;
+    for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) n++;
+    const Expr **spine = malloc(sizeof *spine * (size_t)n);
+    if (!spine) {
+      fprintf(stderr, "xfc: out of memory\n");
+      exit(1);
+    }
+    n = 0;
+    for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) spine[n++] = x, fprintf(f, "(%c ", x->op);
+    dump_expr(f, spine[n - 1]->lhs);
+    for (int i = n - 1; i >= 0; i--) fputc(' ', f), dump_expr(f, spine[i]->rhs), fputc(')', f);
+    free(spine);
     break;
+  }
   case EX_NEG:
     fputs("(neg ", f);
     dump_expr(f, e->lhs);

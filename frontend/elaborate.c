@@ -24,10 +24,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+// Limits keep every input to seconds of work and a bounded C stack:
+//   MAX_DEPTH  nesting of eval (expressions, and calls through them);
+//   MAX_NODES  forward nodes: autodiff and --stats multiply the work;
+//   MAX_CALLS  function and block calls, which nodes do not bound (functions
+//              of numbers can call each other exponentially often).
 enum {
   MAX_FRAMES = 200,
+  MAX_DEPTH = 1000,
   MAX_INSTANCES = 100000,
-  MAX_NODES = 2000000,
+  MAX_NODES = 100000,
+  MAX_CALLS = 1000000,
   MAX_REPEAT = 10000,
 };
 #define MAX_ELEMENTS (1LL << 46)
@@ -112,6 +119,8 @@ typedef struct {
   int nstack;
   Frame frames[MAX_FRAMES];
   int nframes;
+  int depth;  // evals in progress
+  int ncalls;  // calls made so far (push_frame)
   int scope;
   Vec insts;
   uint32_t ndropout;
@@ -136,6 +145,8 @@ static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) {
 
 static void push_frame(Elab *E, Loc loc, const char *what) {
   if (E->nframes == MAX_FRAMES) err(E, loc, "calls are nested more than %d deep", MAX_FRAMES);
+  if (++E->ncalls > MAX_CALLS)
+    err(E, loc, "the model is too large: more than %d calls of functions and blocks", MAX_CALLS);
   E->frames[E->nframes++] = (Frame){loc, what};
 }
 
@@ -287,6 +298,8 @@ static Value vtensor(int node) { return (Value){.kind = V_TENSOR, .node = node};
 static bool is_number(Value v) { return v.kind == V_INT || v.kind == V_FLOAT; }
 static double num(Value v) { return v.kind == V_INT ? (double)v.i : v.f; }
 
+static void check_elements(Elab *E, const Shape *s, Loc loc);
+
 static int add_node(Elab *E, Node n, Loc loc) {
   if (E->g->nnodes >= MAX_NODES) err(E, loc, "the model is too large: more than %d graph nodes", MAX_NODES);
   n.loc = loc;
@@ -294,6 +307,9 @@ static int add_node(Elab *E, Node n, Loc loc) {
   char msg[512];
   int id = ir_add(E->g, n, msg, sizeof msg);
   if (id < 0) err(E, loc, "%s", msg);
+  // Broadcasting and concatenation make shapes bigger than any written one;
+  // every node obeys the same bound, so shape arithmetic cannot overflow.
+  check_elements(E, &E->g->nodes[id].shape, loc);
   return id;
 }
 
@@ -523,7 +539,7 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
     case '*': ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
     case '/':
       if (b.i == 0) err(E, loc, "division by zero");
-      if (a.i % b.i == 0 && !(a.i == INT64_MIN && b.i == -1)) return vint(a.i / b.i);
+      if (!(a.i == INT64_MIN && b.i == -1) && a.i % b.i == 0) return vint(a.i / b.i);
       return vfloat((double)a.i / (double)b.i);
     default: err(E, loc, "'%c' needs tensors, not integers", op);
     }
@@ -542,8 +558,8 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
   }
 }
 
-static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
-  Value a = eval(E, env, e->lhs, ctx), b = eval(E, env, e->rhs, ctx);
+// a op b, where e is the operator and a, b are its operands' values.
+static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
   if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
   if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
     if (e->op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR))
@@ -565,6 +581,22 @@ static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   if (bad->kind == V_PARAM)
     err(E, e->loc, "parameters can only be used inside forward");
   err(E, e->loc, "'%c' cannot be applied to %s and %s", e->op, kind_name(a.kind), kind_name(b.kind));
+}
+
+// a + b + c parses as (a + b) + c, so a long flat chain is a deep left spine.
+// It is walked with a loop, not recursion: a chain costs no stack, only real
+// nesting does (and that is bounded by MAX_DEPTH). Operands are evaluated
+// left to right, as by the recursion.
+static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  int n = 0;
+  for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) n++;
+  const Expr *few[8];
+  const Expr **spine = n <= 8 ? few : arena_alloc(E->a, sizeof *spine * (size_t)n);
+  int k = n;
+  for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) spine[--k] = x;  // [0] is innermost
+  Value v = eval(E, env, spine[0]->lhs, ctx);
+  for (int i = 0; i < n; i++) v = apply_binary(E, spine[i], v, eval(E, env, spine[i]->rhs, ctx));
+  return v;
 }
 
 static double fold_unary(OpKind op, double x) {
@@ -678,8 +710,12 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   Value f = eval(E, env, e->lhs, ctx);
   int n = e->args.n;
   if (n > MAX_ARGS) err(E, e->loc, "too many arguments (%d; at most %d)", n, MAX_ARGS);
-  Value args[MAX_ARGS];
-  const Expr *argx[MAX_ARGS];
+  // call() is on every level of a nesting, so its frame stays small: the
+  // arguments are on the stack when there are a few, else in the arena.
+  Value few[4];
+  const Expr *fewx[4];
+  Value *args = n <= 4 ? few : arena_alloc(E->a, sizeof *args * (size_t)n);
+  const Expr **argx = n <= 4 ? fewx : arena_alloc(E->a, sizeof *argx * (size_t)n);
   for (int i = 0; i < n; i++) {
     argx[i] = e->args.items[i];
     args[i] = eval(E, env, argx[i], ctx);
@@ -701,7 +737,7 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   }
 }
 
-static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   switch (e->kind) {
   case EX_INT: return vint((int64_t)e->num);
   case EX_FLOAT: return vfloat(e->num);
@@ -728,6 +764,17 @@ static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx) {
     return repeat(E, env, e);
   }
   err(E, e->loc, "bad expression");
+}
+
+// Every recursion of elaboration (nested expressions, calls, instantiation,
+// shapes) passes through eval, so E->depth <= MAX_DEPTH bounds the C stack.
+static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx) {
+  if (E->depth == MAX_DEPTH)
+    err(E, e->loc, "expressions and calls are nested more than %d deep", MAX_DEPTH);
+  E->depth++;
+  Value v = eval_expr(E, env, e, ctx);
+  E->depth--;
+  return v;
 }
 
 // ---- bodies ----------------------------------------------------------------------
@@ -940,6 +987,15 @@ static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) 
   E->g->t_max = ctx->v.i;
 }
 
+// The name of unbound instance number i among the model's children: "_anonI",
+// unless the model binds that name itself (instance paths, and so parameter
+// names, must be unique).
+static const char *anon_name(Elab *E, int i) {
+  const char *name = arena_printf(E->a, "_anon%d", i);
+  for (int k = 1; env_find_local(E->root->env, name); k++) name = arena_printf(E->a, "_anon%d_%d", i, k);
+  return name;
+}
+
 Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
   Elab E = {.d = d, .a = d->arena};
   collect_defs(&E, p);
@@ -964,7 +1020,7 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
   construct_members(&E, E.root, model);
   for (int i = 0; i < E.insts.n; i++) {  // instances nobody bound belong to the model
     Inst *in = E.insts.items[i];
-    if (in != E.root && !in->owner) adopt(&E, E.root, in, arena_printf(E.a, "_anon%d", i));
+    if (in != E.root && !in->owner) adopt(&E, E.root, in, anon_name(&E, i));
   }
   assign_scopes(&E, E.root, "", -1);
   const Member *fwd = E.root->forward;

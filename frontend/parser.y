@@ -197,5 +197,9 @@ static void yyerror(YYLTYPE *lloc, yyscan_t scanner, Parser *P, const char *msg)
   P->err_loc = L(P, *lloc);
   const char *prefix = "syntax error, ";
   if (!strncmp(msg, prefix, strlen(prefix))) msg += strlen(prefix);
-  snprintf(P->err, sizeof P->err, "%s", msg);
+  // Lists are left-recursive, so only nesting grows the parser's stack.
+  if (!strcmp(msg, "memory exhausted"))
+    snprintf(P->err, sizeof P->err, "expression is nested too deeply (more than %d parser levels)", YYMAXDEPTH);
+  else
+    snprintf(P->err, sizeof P->err, "%s", msg);
 }

@@ -231,14 +231,15 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       if (n->len.kind == DIM_CONST && n->len.n < 1)
         return fail(err, errlen, "slice length %lld is below 1", (long long)n->len.n);
       if (d.kind == DIM_CONST) {
-        int64_t need = n->start + (n->len.kind == DIM_CONST ? n->len.n
-                                   : n->len.kind == DIM_T   ? g->t_max : -1);
         if (n->len.kind == DIM_B)
           return fail(err, errlen, "cannot slice a fixed axis to the batch size B");
-        if (need > d.n)
+        int64_t len = n->len.kind == DIM_CONST ? n->len.n : g->t_max;
+        // start >= 0 and len >= 1 may be near INT64_MAX: start + len can overflow, d.n - len cannot.
+        if (n->start > d.n - len)
           return fail(err, errlen,
-                      "slice [%lld, %lld) of axis %d of %s is out of range (T <= %lld)",
-                      (long long)n->start, (long long)need, ax, sx, (long long)g->t_max);
+                      "slice [%lld, %llu) of axis %d of %s is out of range (T <= %lld)",
+                      (long long)n->start, (unsigned long long)n->start + (unsigned long long)len,
+                      ax, sx, (long long)g->t_max);
       } else if (!(n->start == 0 && dim_eq(n->len, d))) {
         return fail(err, errlen, "a symbolic axis can only be sliced whole");
       }

@@ -56,6 +56,24 @@ static int seen_insert(Seen *s, const Graph *g, int i) {
 
 static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err, size_t errlen);
 
+static int by_output_name(const void *a, const void *b) {
+  return strcmp((*(const Output *const *)a)->name, (*(const Output *const *)b)->name);
+}
+
+// Output names are unique. Sorted, not compared in pairs: after autodiff
+// there is one output per parameter.
+static bool unique_outputs(const Graph *g, char *err, size_t errlen) {
+  const Output **byname = malloc(sizeof *byname * ((size_t)g->noutputs + 1));
+  if (!byname) return bad(err, errlen, "out of memory in the verifier");
+  for (int o = 0; o < g->noutputs; o++) byname[o] = &g->outputs[o];
+  qsort(byname, (size_t)g->noutputs, sizeof *byname, by_output_name);
+  const char *dup = NULL;
+  for (int o = 1; o < g->noutputs && !dup; o++)
+    if (!strcmp(byname[o - 1]->name, byname[o]->name)) dup = byname[o]->name;
+  free(byname);
+  return dup ? bad(err, errlen, "output %s is defined twice", dup) : true;
+}
+
 bool ir_verify(const Graph *g, char *err, size_t errlen) {
   Seen params = {0}, streams = {0};
   size_t cap = 16;
@@ -116,11 +134,8 @@ static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err,
     const Output *out = &g->outputs[o];
     if (out->node < 0 || out->node >= g->nnodes)
       return bad(err, errlen, "output %s names node %d", out->name, out->node);
-    for (int p = 0; p < o; p++)
-      if (!strcmp(g->outputs[p].name, out->name))
-        return bad(err, errlen, "output %s is defined twice", out->name);
     if (!strcmp(out->name, "loss") && g->nodes[out->node].shape.rank != 0)
       return bad(err, errlen, "output loss is not a scalar");
   }
-  return true;
+  return unique_outputs(g, err, errlen);
 }

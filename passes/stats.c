@@ -14,13 +14,26 @@
 
 #include <stdlib.h>
 
-int64_t cost_total_ops(const Cost *c) { return c->mul + c->add + c->div + c->exp + c->other; }
+// Counts are >= 0 and saturate at INT64_MAX instead of overflowing: a graph
+// the elaborator accepts (each tensor below 2^46 elements, T up to 2^24) can
+// still describe more than 2^63 operations.
+static int64_t sadd(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static int64_t smul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static int64_t smul3(int64_t a, int64_t b, int64_t c) { return smul(smul(a, b), c); }
+
+int64_t cost_total_ops(const Cost *c) { return sadd(sadd(sadd(c->mul, c->add), sadd(c->div, c->exp)), c->other); }
 
 static int64_t dimv(Dim d, int64_t T) { return d.kind == DIM_CONST ? d.n : d.kind == DIM_T ? T : 1; }
 
 static int64_t numel(const Shape *s, int64_t T) {
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= dimv(s->d[i], T);
+  for (int i = 0; i < s->rank; i++) n = smul(n, dimv(s->d[i], T));
   return n;
 }
 
@@ -33,7 +46,7 @@ static int64_t elements(const Shape *s, int64_t T, bool tri) {
   int64_t n = numel(s, T);
   if (!tri || !square(s)) return n;
   int64_t m = dimv(s->d[s->rank - 1], T);
-  return n / (m * m) * (m * (m + 1) / 2);
+  return smul(n / smul(m, m), smul(m, m + 1) / 2);
 }
 
 static bool is_scalar_like(const Shape *s) {
@@ -90,50 +103,50 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
   bool tri = tri_out[n->id] || tri_need[n->id];
   switch (ir_op_info[n->op].cat) {
   case OPC_LEAF:
-    if (n->op == OP_PARAM) c->params += numel(s, T);
+    if (n->op == OP_PARAM) c->params = sadd(c->params, numel(s, T));
     return;
   case OPC_UNARY: {
     int64_t e = elements(s, T, tri);
-    if (n->op == OP_NEG) c->add += e;
-    else if (n->op == OP_EXP) c->exp += e;
-    else c->other += e;
+    if (n->op == OP_NEG) c->add = sadd(c->add, e);
+    else if (n->op == OP_EXP) c->exp = sadd(c->exp, e);
+    else c->other = sadd(c->other, e);
     return;
   }
   case OPC_BINARY: {
     int64_t e = elements(s, T, tri);
-    if (n->op == OP_MUL) c->mul += e;
-    else if (n->op == OP_DIV) c->div += e;
-    else if (n->op == OP_EQ) c->other += e;
-    else c->add += e;
+    if (n->op == OP_MUL) c->mul = sadd(c->mul, e);
+    else if (n->op == OP_DIV) c->div = sadd(c->div, e);
+    else if (n->op == OP_EQ) c->other = sadd(c->other, e);
+    else c->add = sadd(c->add, e);
     return;
   }
   case OPC_REDUCE: {
     int64_t k = dimv(x->d[n->axis], T), out = numel(s, T);
-    if (n->op == OP_MAX) c->other += out * (k - 1);
-    else c->add += out * (k - 1);
-    if (n->op == OP_MEAN) c->div += out;
+    if (n->op == OP_MAX) c->other = sadd(c->other, smul(out, k - 1));
+    else c->add = sadd(c->add, smul(out, k - 1));
+    if (n->op == OP_MEAN) c->div = sadd(c->div, out);
     return;
   }
   case OPC_MATMUL: {
     int64_t m = dimv(s->d[s->rank - 2], T), nn = dimv(s->d[s->rank - 1], T);
     int64_t k = dimv(x->d[x->rank - 1], T);
-    int64_t batch = numel(s, T) / (m * nn);
+    int64_t batch = numel(s, T) / smul(m, nn);
     if (tri_need[n->id] && m == nn) {  // only row i's first i outputs are needed
-      int64_t tri_n = m * (m + 1) / 2;
-      c->mul += batch * tri_n * k;
-      c->add += batch * tri_n * (k - 1);
+      int64_t tri_n = smul(m, m + 1) / 2;
+      c->mul = sadd(c->mul, smul3(batch, tri_n, k));
+      c->add = sadd(c->add, smul3(batch, tri_n, k - 1));
     } else if (tri_out[n->in[0]] && m == k) {  // row i of the left operand has i non-zeros
-      int64_t tri_n = m * (m + 1) / 2;
-      c->mul += batch * nn * tri_n;
-      c->add += batch * nn * (tri_n - m);
+      int64_t tri_n = smul(m, m + 1) / 2;
+      c->mul = sadd(c->mul, smul3(batch, nn, tri_n));
+      c->add = sadd(c->add, smul3(batch, nn, tri_n - m));
     } else {
-      c->mul += batch * m * k * nn;
-      c->add += batch * m * (k - 1) * nn;
+      c->mul = sadd(c->mul, smul(smul3(batch, m, k), nn));
+      c->add = sadd(c->add, smul(smul3(batch, m, k - 1), nn));
     }
     return;
   }
   case OPC_MOVE:
-    if (n->op == OP_SCATTER_ADD) c->add += numel(x, T);
+    if (n->op == OP_SCATTER_ADD) c->add = sadd(c->add, numel(x, T));
     return;
   case OPC_NN: break;
   }
@@ -141,32 +154,32 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
   case OP_SOFTMAX: {
     int64_t k = dimv(x->d[n->axis], T), rows = numel(x, T) / k;
     int64_t e = tri_out[n->in[0]] && n->axis == x->rank - 1 && square(x) ? elements(x, T, true) : numel(x, T);
-    c->exp += e;
-    c->add += e - rows;
-    c->div += e;
+    c->exp = sadd(c->exp, e);
+    c->add = sadd(c->add, e - rows);
+    c->div = sadd(c->div, e);
     return;
   }
   case OP_LAYERNORM: {
     int64_t d = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / d;
     // mean: d-1 adds, 1 div; centre: d adds; variance: d muls, d-1 adds, 1 div;
     // + eps: 1 add; sqrt: 1; normalise: d divs; gain: d muls; bias: d adds.
-    c->add += rows * (4 * d - 1);
-    c->mul += rows * 2 * d;
-    c->div += rows * (d + 2);
-    c->other += rows;
+    c->add = sadd(c->add, smul(rows, smul(4, d) - 1));
+    c->mul = sadd(c->mul, smul3(rows, 2, d));
+    c->div = sadd(c->div, smul(rows, sadd(d, 2)));
+    c->other = sadd(c->other, rows);
     return;
   }
   case OP_CAUSAL_CONV: {
     const Shape *w = &g->nodes[n->in[1]].shape;
     int64_t t = dimv(x->d[x->rank - 2], T), d = dimv(x->d[x->rank - 1], T);
-    int64_t lead = numel(x, T) / (t * d), S = t * (t + 1) / 2;  // S: terms over all rows
+    int64_t lead = numel(x, T) / smul(t, d), S = smul(t, t + 1) / 2;  // S: terms over all rows
     if (n->conv == CONV_MATRIX) {  // seed 001 eq. 23: row i sums i products x_j W
       int64_t e = dimv(w->d[2], T);
-      c->mul += lead * d * e * S;
-      c->add += lead * ((d - 1) * e * S + e * (S - t));
+      c->mul = sadd(c->mul, smul(smul3(lead, d, e), S));
+      c->add = sadd(c->add, smul(lead, sadd(smul3(d - 1, e, S), smul(e, S - t))));
     } else {  // eqs. 26, 28, 29: row i sums i elementwise products
-      c->mul += lead * d * S;
-      c->add += lead * d * (S - t);
+      c->mul = sadd(c->mul, smul3(lead, d, S));
+      c->add = sadd(c->add, smul3(lead, d, S - t));
     }
     return;
   }
@@ -175,19 +188,19 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     const Shape *dy = n->op == OP_CONV_DX ? x : &g->nodes[n->in[1]].shape;
     const Shape *xs = n->op == OP_CONV_DX ? s : x;
     int64_t t = dimv(xs->d[xs->rank - 2], T), d = dimv(xs->d[xs->rank - 1], T), e = dimv(dy->d[dy->rank - 1], T);
-    int64_t lead = numel(xs, T) / (t * d), S = t * (t + 1) / 2;
-    int64_t prod = n->conv == CONV_MATRIX ? d * e : d;
-    c->mul += lead * prod * S;
-    c->add += lead * prod * S - (n->op == OP_CONV_DW ? dimv(n->len, T) * (n->conv == CONV_MATRIX ? d * e : n->conv == CONV_VECTOR ? d : 1) : lead * d * t);
+    int64_t lead = numel(xs, T) / smul(t, d), S = smul(t, t + 1) / 2;
+    int64_t prod = n->conv == CONV_MATRIX ? smul(d, e) : d;
+    c->mul = sadd(c->mul, smul3(lead, prod, S));
+    c->add = sadd(c->add, smul3(lead, prod, S) - (n->op == OP_CONV_DW ? smul(dimv(n->len, T), n->conv == CONV_MATRIX ? smul(d, e) : n->conv == CONV_VECTOR ? d : 1) : smul3(lead, d, t)));
     return;
   }
-  case OP_DROPOUT: c->mul += numel(s, T); return;
+  case OP_DROPOUT: c->mul = sadd(c->mul, numel(s, T)); return;
   case OP_CROSS_ENTROPY: {
     int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
-    c->exp += rows * v;
-    c->add += rows * (v - 1) + rows * 2 - 1;  // sum of exps, minus target, mean
-    c->other += rows;                         // log
-    c->div += 1;
+    c->exp = sadd(c->exp, smul(rows, v));
+    c->add = sadd(c->add, sadd(smul(rows, v - 1), smul(rows, 2) - 1));  // sum of exps, minus target, mean
+    c->other = sadd(c->other, rows);                                     // log
+    c->div = sadd(c->div, 1);
     return;
   }
   default: return;
@@ -208,8 +221,8 @@ void stats_compute(const Graph *g, int64_t T, bool backward, Cost *incl) {
   for (int i = from; i < to; i++) count(g, &g->nodes[i], T, tri_out, tri_need, &incl[g->nodes[i].scope]);
   for (int s = g->nscopes - 1; s > 0; s--) {
     Cost *p = &incl[g->scopes[s].parent], *c = &incl[s];
-    p->params += c->params, p->mul += c->mul, p->add += c->add;
-    p->div += c->div, p->exp += c->exp, p->other += c->other;
+    p->params = sadd(p->params, c->params), p->mul = sadd(p->mul, c->mul), p->add = sadd(p->add, c->add);
+    p->div = sadd(p->div, c->div), p->exp = sadd(p->exp, c->exp), p->other = sadd(p->other, c->other);
   }
   free(tri_out);
   free(tri_need);
@@ -252,7 +265,7 @@ void stats_print(FILE *f, const Graph *g) {
     int64_t bwd = cost_total_ops(&incl[0]);
     fprintf(f, "backward ops per sequence: %lld\n", (long long)bwd);
     fprintf(f, "backward ops per token: %.1f\n", (double)bwd / (double)T);
-    fprintf(f, "training (forward + backward) ops per token: %.1f\n", (double)(fwd + bwd) / (double)T);
+    fprintf(f, "training (forward + backward) ops per token: %.1f\n", (double)sadd(fwd, bwd) / (double)T);
   }
   free(incl);
 }

@@ -3,8 +3,8 @@
 # (default 60). Builds the target with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in build-fuzz/, seeds the corpus in
 # fuzz-corpus/corpus/ (ignored by git, kept between runs) from examples/,
-# stdlib/ and tests/errors/, and runs one fuzzing process with the
-# dictionary fuzz/xf.dict.
+# stdlib/, tests/errors/ and tests/fuzz_regress/, and runs one fuzzing
+# process with the dictionary fuzz/xf.dict.
 #
 # Exits 0 when the time is up with nothing found. On a crash, sanitizer
 # report, leak, timeout or out-of-memory it exits non-zero and leaves the
@@ -26,9 +26,10 @@ cmake --build build-fuzz -j"$(nproc)" --target fuzz_parser xfc >/dev/null
 corpus=fuzz-corpus/corpus
 crashes=fuzz-corpus/crashes
 mkdir -p "$corpus" "$crashes"
-for f in examples/*.xf stdlib/*.xf tests/errors/*.xf; do
+for f in examples/*.xf stdlib/*.xf tests/errors/*.xf tests/fuzz_regress/*.xf; do
   [ -e "$f" ] || continue
-  cp -f "$f" "$corpus/seed-$(basename "$(dirname "$f")")-$(basename "$f")"
+  # No .xf in the name: the fuzzer must not be able to import its corpus.
+  cp -f "$f" "$corpus/seed-$(basename "$(dirname "$f")")-$(basename "$f" .xf)"
 done
 
 echo "fuzz.sh: fuzzing for $secs s; corpus $corpus, crashes in $crashes/"
