@@ -19,6 +19,7 @@
 // Calling one instance twice reuses its parameters (shared weights).
 #include "frontend.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -338,11 +339,19 @@ static double want_number(Elab *E, Value v, Loc loc, const char *what) {
   return num(v);
 }
 
+// An axis argument: an integer in [-IR_MAX_RANK, IR_MAX_RANK).
+static int want_axis(Elab *E, Value v, Loc loc) {
+  int64_t a = want_int(E, v, loc, "an axis");
+  if (a < -IR_MAX_RANK || a >= IR_MAX_RANK) err(E, loc, "axis %lld is out of range", (long long)a);
+  return (int)a;
+}
+
 static Dim want_size(Elab *E, Value v, Loc loc, const char *what) {
   if (v.kind == V_DIM) return v.dim;
   if (v.kind == V_INT && v.i >= 1) return (Dim){DIM_CONST, v.i};
   if (v.kind == V_INT)
     err(E, loc, "%s must be at least 1, got %lld", what, (long long)v.i);
+  if (v.kind == V_FLOAT) err(E, loc, "%s must be a positive integer, B or T, not %g", what, v.f);
   err(E, loc, "%s must be a positive integer, B or T, not %s", what, kind_name(v.kind));
 }
 
@@ -546,16 +555,19 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
     if (ovf) err(E, loc, "integer overflow in '%c'", op);
     return vint(r);
   }
-  double x = num(a), y = num(b);
+  double x = num(a), y = num(b), r;
   switch (op) {
-  case '+': return vfloat(x + y);
-  case '-': return vfloat(x - y);
-  case '*': return vfloat(x * y);
+  case '+': r = x + y; break;
+  case '-': r = x - y; break;
+  case '*': r = x * y; break;
   case '/':
     if (y == 0) err(E, loc, "division by zero");
-    return vfloat(x / y);
+    r = x / y;
+    break;
   default: err(E, loc, "'%c' needs tensors, not numbers", op);
   }
+  if (!isfinite(r)) err(E, loc, "%g %c %g is not a finite number", x, op, y);
+  return vfloat(r);
 }
 
 // a op b, where e is the operator and a, b are its operands' values.
@@ -634,8 +646,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
   case BI_REDUCE:
   case BI_SOFTMAX:
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "the axis");
-    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
+    nd.axis = want_axis(E, a[1], ax[1]->loc);
     break;
   case BI_LAYERNORM:
     nd.nin = 3;
@@ -659,10 +670,8 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
   }
   case BI_TRANSPOSE:
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "an axis");
-    nd.axis2 = (int)want_int(E, a[2], ax[2]->loc, "an axis");
-    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
-    if (nd.axis2 < -IR_MAX_RANK || nd.axis2 >= IR_MAX_RANK) err(E, ax[2]->loc, "axis %d is out of range", nd.axis2);
+    nd.axis = want_axis(E, a[1], ax[1]->loc);
+    nd.axis2 = want_axis(E, a[2], ax[2]->loc);
     break;
   case BI_RESHAPE:
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
@@ -671,8 +680,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     break;
   case BI_SLICE: {
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = (int)want_int(E, a[1], ax[1]->loc, "the axis");
-    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[1]->loc, "axis %d is out of range", nd.axis);
+    nd.axis = want_axis(E, a[1], ax[1]->loc);
     nd.start = want_int(E, a[2], ax[2]->loc, "the start");
     nd.len = want_size(E, a[3], ax[3]->loc, "the length");
     break;
@@ -681,8 +689,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     nd.nin = 2;
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
     nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the argument");
-    nd.axis = (int)want_int(E, a[2], ax[2]->loc, "the axis");
-    if (nd.axis < -IR_MAX_RANK || nd.axis >= IR_MAX_RANK) err(E, ax[2]->loc, "axis %d is out of range", nd.axis);
+    nd.axis = want_axis(E, a[2], ax[2]->loc);
     break;
   case BI_IOTA:
     nd.nin = 0;
@@ -692,7 +699,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
   case BI_DIM: {
     int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
     const Shape *s = &E->g->nodes[x].shape;
-    int axis = ir_norm_axis((int)want_int(E, a[1], ax[1]->loc, "the axis"), s->rank);
+    int axis = ir_norm_axis(want_axis(E, a[1], ax[1]->loc), s->rank);
     if (axis < 0) err(E, ax[1]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[1].i, s->rank);
     Dim d = s->d[axis];
     return d.kind == DIM_CONST ? vint(d.n) : (Value){.kind = V_DIM, .dim = d};
@@ -810,7 +817,15 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
         Expr name = {.kind = EX_NAME, .loc = s->loc, .name = s->name};
         v = eval(E, env, &name, ctx);
       }
-      int node = want_tensor_strict(E, v, s->value ? s->value->loc : s->loc, "an output");
+      Loc vloc = s->value ? s->value->loc : s->loc;
+      int node = want_tensor_strict(E, v, vloc, "an output");
+      if (!strcmp(s->name, "loss")) {
+        const Node *ln = &E->g->nodes[node];
+        char sh[128];
+        shape_fmt(sh, sizeof sh, &ln->shape);
+        if (ln->shape.rank != 0) err(E, vloc, "output loss must be a scalar, but has shape %s", sh);
+        if (ln->dtype != DT_F32) err(E, vloc, "output loss must be a number, not token ids");
+      }
       for (int o = 0; o < E->g->noutputs; o++)
         if (!strcmp(E->g->outputs[o].name, s->name)) err(E, s->loc, "output '%s' is defined twice", s->name);
       ir_output_add(E->g, s->name, node);
@@ -934,7 +949,9 @@ static Value parse_define(Elab *E, const Define *df, bool want_float) {
   const char *s = df->value;
   char *end;
   if (!*s) err(E, cl, "-D %s= has no value", df->name);
+  errno = 0;
   long long iv = strtoll(s, &end, 10);
+  if (!*end && errno == ERANGE) err(E, cl, "-D %s=%s: the value is too large", df->name, s);
   if (!*end) {
     if (want_float) return vfloat((double)iv);
     return vint(iv);
@@ -980,7 +997,7 @@ static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) 
   }
   Binding *ctx = env_find_local(env, "context");
   if (!ctx || ctx->v.kind != V_INT)
-    err(E, model->loc, "model '%s' needs an integer `config context = ...` (the longest sequence, which bounds T)",
+    err(E, ctx ? ctx->loc : model->loc, "model '%s' needs an integer `config context = ...` (the longest sequence, which bounds T)",
         model->name);
   if (ctx->v.i < 1 || ctx->v.i > (1 << 24))
     err(E, ctx->loc, "context must be between 1 and %d, got %lld", 1 << 24, (long long)ctx->v.i);
@@ -1038,10 +1055,5 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
   for (int o = 0; o < E.g->noutputs; o++)
     if (!strcmp(E.g->outputs[o].name, "loss")) loss = E.g->outputs[o].node;
   if (loss < 0) err(&E, fwd->loc, "model '%s' has no `output loss = ...`", model->name);
-  if (E.g->nodes[loss].shape.rank != 0) {
-    char s[128];
-    shape_fmt(s, sizeof s, &E.g->nodes[loss].shape);
-    err(&E, E.g->nodes[loss].loc, "output loss must be a scalar, but has shape %s", s);
-  }
-  return E.g;
+  return E.g;  // the output statement checked that the loss is a float scalar
 }

@@ -19,6 +19,7 @@ typedef struct Parser {
   int failed;
   Loc err_loc;
   char err[512];
+  int end_line, end_col;  // just after the last token read
 } Parser;
 typedef void *yyscan_t;
 }
@@ -152,8 +153,8 @@ stmts: %empty { $$ = (Vec){0}; }
      ;
 stmt: IDENT '=' expr { $$ = stmt(P, ST_ASSIGN, @1, $1, $3); }
     | RETURN expr { $$ = stmt(P, ST_RETURN, @1, NULL, $2); }
-    | OUTPUT IDENT '=' expr { $$ = stmt(P, ST_OUTPUT, @2, $2, $4); }
-    | OUTPUT IDENT { $$ = stmt(P, ST_OUTPUT, @2, $2, NULL); }
+    | OUTPUT IDENT '=' expr { $$ = stmt(P, ST_OUTPUT, @1, $2, $4); }
+    | OUTPUT IDENT { $$ = stmt(P, ST_OUTPUT, @1, $2, NULL); }
     ;
 
 expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }

@@ -309,7 +309,8 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
         return fail(err, errlen, "embed needs a float table [V, d], got %s", sx);
       if (g->nodes[n->in[1]].dtype != DT_I32)
         return fail(err, errlen, "embed needs token ids as its second input");
-      if (y->rank + 1 > IR_MAX_RANK) return fail(err, errlen, "rank too large");
+      if (y->rank + 1 > IR_MAX_RANK)
+        return fail(err, errlen, "embed of ids %s would have rank %d; at most %d", sy, y->rank + 1, IR_MAX_RANK);
       *out = *y;
       out->d[out->rank++] = x->d[1];
       return true;
