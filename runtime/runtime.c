@@ -1,0 +1,368 @@
+// runtime.c: loading a model.so, planning its memory, the thread pool,
+// BLAS, parameter initialisation and AdamW (see xf.h).
+#include <cblas.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rng.h"
+#include "xf.h"
+
+extern void openblas_set_num_threads(int);
+
+// ---- thread pool ---------------------------------------------------------------
+// parallel_for hands [0, n) to the workers in contiguous chunks, the calling
+// thread taking the first one; it returns when every chunk is done.
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  int nthreads;
+  pthread_t *threads;
+  uint64_t generation;
+  int pending;
+  bool quit;
+  // the current job
+  XfKernelFn fn;
+  void **bufs;
+  int64_t B, T, n;
+  uint64_t seed;
+  uint32_t step;
+  const XfApi *api;
+} Pool;
+
+typedef struct {
+  Pool *pool;
+  int index;
+} Worker;
+
+static void run_chunk(Pool *p, int index) {
+  int64_t per = (p->n + p->nthreads - 1) / p->nthreads;
+  int64_t lo = per * index, hi = lo + per < p->n ? lo + per : p->n;
+  if (lo < hi) p->fn(p->bufs, p->B, p->T, p->seed, p->step, lo, hi, p->api);
+}
+
+static void *worker_main(void *arg) {
+  Worker *w = arg;
+  Pool *p = w->pool;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->go, &p->mu);
+    if (p->quit) break;
+    seen = p->generation;
+    pthread_mutex_unlock(&p->mu);
+    run_chunk(p, w->index);
+    pthread_mutex_lock(&p->mu);
+    if (--p->pending == 0) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  free(w);
+  return NULL;
+}
+
+static void pool_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step,
+                     int64_t n) {
+  Pool *p = api->ctx;
+  if (p->nthreads == 1 || n == 1) {
+    fn(bufs, B, T, seed, step, 0, n, api);
+    return;
+  }
+  pthread_mutex_lock(&p->mu);
+  p->fn = fn, p->bufs = bufs, p->B = B, p->T = T, p->seed = seed, p->step = step, p->n = n, p->api = api;
+  p->pending = p->nthreads - 1;
+  p->generation++;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  run_chunk(p, 0);
+  pthread_mutex_lock(&p->mu);
+  while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static bool pool_start(Pool *p, int nthreads) {
+  p->nthreads = nthreads;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->go, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->threads = calloc((size_t)nthreads, sizeof *p->threads);
+  if (!p->threads) return false;
+  for (int i = 1; i < nthreads; i++) {
+    Worker *w = malloc(sizeof *w);
+    if (!w) return false;
+    *w = (Worker){p, i};
+    if (pthread_create(&p->threads[i], NULL, worker_main, w)) {
+      free(w);
+      p->nthreads = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+static void pool_stop(Pool *p) {
+  pthread_mutex_lock(&p->mu);
+  p->quit = true;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 1; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
+  free(p->threads);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->go);
+  pthread_cond_destroy(&p->done);
+}
+
+static void blas_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  (void)api;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+              alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+// ---- the runtime ------------------------------------------------------------------
+
+struct XfRuntime {
+  void *lib;
+  const XfModel *m;
+  XfOptions opt;
+  Pool pool;
+  XfApi api;
+  void **bufs;       // per buffer, aliases resolved
+  int64_t *numel;    // per buffer
+  int *params;       // buffer index of each parameter
+  int *grads;        // buffer index of each parameter's gradient (-1 if none)
+  float **adam_m, **adam_v;
+  int nparams;
+  int tokens, targets, loss, logits;  // buffer indices (-1 if absent)
+  uint32_t step;
+  size_t bytes;
+  void *arena;
+};
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static int64_t buf_numel(const XfBuffer *b, int64_t B, int64_t T) {
+  int64_t n = b->coef;
+  for (int i = 0; i < b->pow_b; i++) n *= B;
+  for (int i = 0; i < b->pow_t; i++) n *= T;
+  return n;
+}
+
+static int find_buffer(const XfModel *m, int role, const char *name) {
+  for (int i = 0; i < m->nbuffers; i++)
+    if (m->buffers[i].role == role && !strcmp(m->buffers[i].name, name)) return i;
+  return -1;
+}
+
+const XfModel *xf_model(const XfRuntime *rt) { return rt->m; }
+const XfOptions *xf_options(const XfRuntime *rt) { return &rt->opt; }
+int xf_nparams(const XfRuntime *rt) { return rt->nparams; }
+int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }
+int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targets] : NULL; }
+uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
+size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
+
+float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel) {
+  int b = rt->params[i];
+  if (name) *name = rt->m->buffers[b].name;
+  if (numel) *numel = rt->numel[b];
+  return rt->bufs[b];
+}
+
+const float *xf_grad(XfRuntime *rt, int i) { return rt->grads[i] >= 0 ? rt->bufs[rt->grads[i]] : NULL; }
+
+int64_t xf_vocab(const XfRuntime *rt) {
+  for (int i = 0; i < rt->m->nconfig; i++)
+    if (!strcmp(rt->m->config[i].name, "vocab") && !rt->m->config[i].is_float) return (int64_t)rt->m->config[i].value;
+  return INT32_MAX;
+}
+
+XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) != 0) return fail(err, errlen, "cannot open model %s: no such file", path), NULL;
+  char full[4096];
+  snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
+  void *lib = dlopen(full, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fail(err, errlen, "cannot load model %s: %s", path, dlerror()), NULL;
+  const XfModel *m = dlsym(lib, "xf_model");
+  if (!m) {
+    dlclose(lib);
+    return fail(err, errlen, "%s is not an xf model (no xf_model symbol)", path), NULL;
+  }
+  if (m->abi_version != XF_ABI_VERSION) {
+    fail(err, errlen, "%s was compiled for model ABI %u, this runtime reads ABI %u: recompile it with this xfc",
+         path, m->abi_version, XF_ABI_VERSION);
+    dlclose(lib);
+    return NULL;
+  }
+  XfRuntime *rt = calloc(1, sizeof *rt);
+  if (!rt) return dlclose(lib), fail(err, errlen, "out of memory"), NULL;
+  rt->lib = lib, rt->m = m, rt->opt = *opt;
+  XfOptions *o = &rt->opt;
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (o->threads <= 0) o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (o->threads < 1) o->threads = 1;
+  bool ok = true;
+  if (o->seq < 1 || o->seq > m->context)
+    ok = fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
+              (long long)m->context, m->name);
+  else if (o->batch < 1 || o->batch > (1 << 24))
+    ok = fail(err, errlen, "--batch %lld is outside 1..%d", (long long)o->batch, 1 << 24);
+  // memory plan: every buffer at (batch, seq), and two AdamW moments per parameter
+  rt->bufs = calloc((size_t)m->nbuffers, sizeof *rt->bufs);
+  rt->numel = calloc((size_t)m->nbuffers, sizeof *rt->numel);
+  size_t *offset = calloc((size_t)m->nbuffers, sizeof *offset);
+  rt->params = calloc((size_t)m->nbuffers, sizeof(int));
+  rt->grads = calloc((size_t)m->nbuffers, sizeof(int));
+  if (ok && (!rt->bufs || !rt->numel || !offset || !rt->params || !rt->grads)) ok = fail(err, errlen, "out of memory");
+  size_t total = 0;
+  for (int i = 0; ok && i < m->nbuffers; i++) {
+    const XfBuffer *b = &m->buffers[i];
+    rt->numel[i] = buf_numel(b, o->batch, o->seq);
+    if (b->alias_of >= 0) continue;
+    if (rt->numel[i] > ((int64_t)1 << 40) / 4) ok = fail(err, errlen, "--batch %lld needs more memory than exists", (long long)o->batch);
+    offset[i] = total;
+    total += ((size_t)rt->numel[i] * 4 + 63) & ~(size_t)63;
+    if (b->role == XF_BUF_PARAM) {
+      rt->params[rt->nparams] = i;
+      char gname[1024];
+      snprintf(gname, sizeof gname, "grad.%s", b->name);
+      rt->grads[rt->nparams++] = find_buffer(m, XF_BUF_GRAD, gname);
+    }
+  }
+  size_t moments = 0;
+  for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
+  rt->tokens = find_buffer(m, XF_BUF_INPUT, "tokens");
+  rt->targets = find_buffer(m, XF_BUF_INPUT, "targets");
+  rt->loss = find_buffer(m, XF_BUF_OUTPUT, "loss");
+  rt->logits = find_buffer(m, XF_BUF_OUTPUT, "logits");
+  if (ok && (rt->tokens < 0 || rt->loss < 0))
+    ok = fail(err, errlen, "model %s has no 'tokens' input or no 'loss' output", m->name);
+  if (ok && total + moments > ((size_t)1 << 40))
+    ok = fail(err, errlen, "--batch %lld --seq %lld needs %.1f GiB, more than this machine has", (long long)o->batch,
+              (long long)o->seq, (double)(total + moments) / (1 << 30));
+  if (ok) {
+    rt->bytes = total + moments;
+    rt->arena = aligned_alloc(64, rt->bytes ? rt->bytes : 64);
+    if (!rt->arena)
+      ok = fail(err, errlen, "cannot allocate %.1f MiB for batch %lld, seq %lld", (double)rt->bytes / (1 << 20),
+                (long long)o->batch, (long long)o->seq);
+  }
+  if (ok) {
+    memset(rt->arena, 0, rt->bytes);
+    for (int i = 0; i < m->nbuffers; i++) {
+      int k = i;
+      while (m->buffers[k].alias_of >= 0) k = m->buffers[k].alias_of;
+      rt->bufs[i] = (char *)rt->arena + offset[k];
+    }
+    rt->adam_m = calloc((size_t)rt->nparams + 1, sizeof(float *));
+    rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
+    if (!rt->adam_m || !rt->adam_v) ok = fail(err, errlen, "out of memory");
+    char *mp = (char *)rt->arena + total;
+    for (int p = 0; ok && p < rt->nparams; p++) {
+      size_t sz = ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
+      rt->adam_m[p] = (float *)mp, mp += sz;
+      rt->adam_v[p] = (float *)mp, mp += sz;
+    }
+  }
+  free(offset);
+  if (ok && !pool_start(&rt->pool, o->threads)) ok = fail(err, errlen, "cannot start %d threads", o->threads);
+  if (!ok) {
+    if (rt->pool.threads) pool_stop(&rt->pool);
+    free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
+    free(rt->adam_m), free(rt->adam_v);
+    dlclose(lib);
+    free(rt);
+    return NULL;
+  }
+  openblas_set_num_threads(1);  // parallelism comes from the pool, across gemm batches
+  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = blas_sgemm};
+  return rt;
+}
+
+void xf_close(XfRuntime *rt) {
+  if (!rt) return;
+  pool_stop(&rt->pool);
+  free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
+  free(rt->adam_m), free(rt->adam_v);
+  dlclose(rt->lib);
+  free(rt);
+}
+
+void xf_init_params(XfRuntime *rt, uint64_t seed) {
+  for (int p = 0; p < rt->nparams; p++) {
+    const XfBuffer *b = &rt->m->buffers[rt->params[p]];
+    float *w = rt->bufs[rt->params[p]];
+    uint32_t stream = xf_stream_of(b->name);
+    for (int64_t k = 0; k < rt->numel[rt->params[p]]; k++) {
+      double v = 0;
+      switch (b->init) {
+      case XF_INIT_NORMAL: v = b->init_a + b->init_b * xf_rand_normal(seed, stream, (uint64_t)k, 0); break;
+      case XF_INIT_UNIFORM: v = b->init_a + (b->init_b - b->init_a) * xf_rand_uniform(seed, stream, (uint64_t)k, 0); break;
+      case XF_INIT_ONES: v = 1; break;
+      default: v = 0; break;
+      }
+      w[k] = (float)v;
+    }
+    memset(rt->adam_m[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
+    memset(rt->adam_v[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
+  }
+  rt->step = 0;
+  rt->opt.seed = seed;
+}
+
+// AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected step.
+static void adamw(XfRuntime *rt) {
+  const XfOptions *o = &rt->opt;
+  double t = (double)rt->step;
+  float bc1 = (float)(1 - pow(o->beta1, t)), bc2 = (float)(1 - pow(o->beta2, t));
+  float lr = (float)o->lr, b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+  float decay = (float)(1 - o->lr * o->weight_decay);
+  float sqrt_bc2 = sqrtf(bc2);
+  for (int p = 0; p < rt->nparams; p++) {
+    if (rt->grads[p] < 0) continue;
+    float *w = rt->bufs[rt->params[p]], *m = rt->adam_m[p], *v = rt->adam_v[p];
+    const float *g = rt->bufs[rt->grads[p]];
+    int64_t n = rt->numel[rt->params[p]];
+    for (int64_t i = 0; i < n; i++) {
+      w[i] *= decay;
+      m[i] = b1 * m[i] + (1 - b1) * g[i];
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+      w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i]) / sqrt_bc2 + eps);
+    }
+  }
+}
+
+float xf_train_step(XfRuntime *rt) {
+  rt->step++;
+  rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  adamw(rt);
+  return ((float *)rt->bufs[rt->loss])[0];
+}
+
+float xf_eval_step(XfRuntime *rt) {
+  rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  return ((float *)rt->bufs[rt->loss])[0];
+}
+
+const float *xf_forward(XfRuntime *rt) {
+  if (rt->logits < 0) return NULL;
+  rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  return rt->bufs[rt->logits];
+}
