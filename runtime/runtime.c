@@ -2,6 +2,7 @@
 // BLAS, parameter initialisation and AdamW (see xf.h).
 #include <cblas.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -190,9 +191,29 @@ int64_t xf_vocab(const XfRuntime *rt) {
   return INT32_MAX;
 }
 
+// dlopen maps a file's segments without checking them against its size, so a
+// truncated model.so would fault on first touch: check the ELF headers first.
+static bool check_elf(const char *path, off_t size, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(err, errlen, "cannot open model %s", path);
+  Elf64_Ehdr eh;
+  bool ok = fread(&eh, sizeof eh, 1, f) == 1 && !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+            eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) <= (uint64_t)size &&
+            eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize <= (uint64_t)size;
+  for (int i = 0; ok && i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    ok = fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) == 0 && fread(&ph, sizeof ph, 1, f) == 1 &&
+         ph.p_offset + ph.p_filesz <= (uint64_t)size;
+  }
+  fclose(f);
+  return ok ? true : fail(err, errlen, "cannot load model %s: not a complete shared object (truncated or corrupt)", path);
+}
+
 XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
   struct stat st;
   if (stat(path, &st) != 0) return fail(err, errlen, "cannot open model %s: no such file", path), NULL;
+  if (!S_ISREG(st.st_mode)) return fail(err, errlen, "cannot open model %s: not a file", path), NULL;
+  if (!check_elf(path, st.st_size, err, errlen)) return NULL;
   char full[4096];
   snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
   void *lib = dlopen(full, RTLD_NOW | RTLD_LOCAL);
@@ -324,7 +345,6 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
     memset(rt->adam_v[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
   }
   rt->step = 0;
-  rt->opt.seed = seed;
 }
 
 // AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected step.
