@@ -611,26 +611,12 @@ static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   return v;
 }
 
-static double fold_unary(OpKind op, double x) {
-  switch (op) {
-  case OP_EXP: return exp(x);
-  case OP_LOG: return log(x);
-  case OP_SQRT: return sqrt(x);
-  case OP_TANH: return tanh(x);
-  case OP_RELU: return x > 0 ? x : 0;
-  case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  case OP_SIGMOID: return 1 / (1 + exp(-x));
-  case OP_SIN: return sin(x);
-  case OP_COS: return cos(x);
-  default: return x;
-  }
-}
 
 static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax, int n, Loc loc, Ctx ctx) {
   if (n != bi->nargs)
     err(E, loc, "'%s' takes %d argument%s: %s", bi->name, bi->nargs, bi->nargs == 1 ? "" : "s", bi->usage);
   if (bi->kind == BI_UNARY && is_number(a[0])) {
-    double r = fold_unary(bi->op, num(a[0]));
+    double r = ir_eval_unary(bi->op, num(a[0]));
     if (!isfinite(r)) err(E, loc, "%s(%g) is not a finite number", bi->name, num(a[0]));
     return vfloat(r);
   }

@@ -3,7 +3,6 @@
 #include "interp.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +18,7 @@ struct Interp {
 
 enum { MAX_ELEMS_TOTAL = 1 << 28 };  // 2 GiB of doubles across all nodes
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return false;
-}
+#define fail ir_errorf
 
 static int64_t dimv(const Interp *in, Dim d) {
   return d.kind == DIM_B ? in->cfg.B : d.kind == DIM_T ? in->cfg.T : d.n;
@@ -168,24 +160,6 @@ static int64_t offset(int64_t o, const int64_t *od, int rank, const int64_t *st)
   return off;
 }
 
-static double unary(OpKind op, double x) {
-  switch (op) {
-  case OP_NEG: return -x;
-  case OP_EXP: return exp(x);
-  case OP_LOG: return log(x);
-  case OP_SQRT: return sqrt(x);
-  case OP_TANH: return tanh(x);
-  case OP_RELU: return x > 0 ? x : 0;
-  case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-  case OP_SIGMOID: return 1 / (1 + exp(-x));
-  case OP_SIN: return sin(x);
-  case OP_COS: return cos(x);
-  case OP_STEP: return x > 0 ? 1 : 0;
-  case OP_DGELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
-  default: return NAN;
-  }
-}
-
 static double binary(OpKind op, double x, double y) {
   switch (op) {
   case OP_ADD: return x + y;
@@ -220,7 +194,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     return true;
   case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_TANH: case OP_RELU: case OP_GELU:
   case OP_SIGMOID: case OP_SIN: case OP_COS: case OP_STEP: case OP_DGELU:
-    for (int64_t i = 0; i < N; i++) out[i] = unary(n->op, x[i]);
+    for (int64_t i = 0; i < N; i++) out[i] = ir_eval_unary(n->op, x[i]);
     return true;
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ: {
     int64_t sx[IR_MAX_RANK], sy[IR_MAX_RANK];

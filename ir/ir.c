@@ -4,6 +4,8 @@
 // ir_add uses it to build nodes and ir_verify uses it to re-check them.
 #include "ir.h"
 
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,16 +93,31 @@ int ir_norm_axis(int axis, int rank) {
   return axis >= 0 && axis < rank ? axis : -1;
 }
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-#include <stdarg.h>
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
   return false;
+}
+#define fail ir_errorf
+
+double ir_eval_unary(OpKind op, double x) {
+  switch (op) {
+  case OP_NEG: return -x;
+  case OP_EXP: return exp(x);
+  case OP_LOG: return log(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_TANH: return tanh(x);
+  case OP_RELU: return x > 0 ? x : 0;
+  case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+  case OP_SIGMOID: return 1 / (1 + exp(-x));
+  case OP_SIN: return sin(x);
+  case OP_COS: return cos(x);
+  case OP_STEP: return x > 0 ? 1 : 0;
+  case OP_DGELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+  default: return NAN;
+  }
 }
 
 static Dim dconst(int64_t n) { return (Dim){DIM_CONST, n}; }

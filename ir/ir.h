@@ -254,6 +254,14 @@ const char *shape_str(Arena *a, const Shape *s);
 void shape_fmt(char *buf, size_t n, const Shape *s);
 int ir_norm_axis(int axis, int rank);  // -1 -> rank-1; returns -1 if bad
 
+// Writes a message into err and returns false: the error convention of the
+// IR, the verifier and the interpreter.
+bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// The value of a unary elementwise op (OPC_UNARY) at x, in double: the one
+// definition shared by constant folding and the reference interpreter.
+double ir_eval_unary(OpKind op, double x);
+
 // ---- verify.c --------------------------------------------------------------
 
 // Checks every structural invariant (topological order, arity, attributes,

@@ -8,20 +8,10 @@
 // form a tree; outputs name existing nodes, uniquely, and "loss" is a scalar.
 #include "ir.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool bad(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool bad(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return false;
-}
+#define bad ir_errorf
 
 // Open-addressing table of node ids keyed by param name or dropout stream,
 // so the uniqueness checks stay linear in the graph size.

@@ -1,6 +1,5 @@
 // data.c: token files and the seeded batch sampler (see xf.h).
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +9,7 @@
 
 enum { STREAM_BATCH = 0x62617463u };
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return false;
-}
+#define fail xf_errorf
 
 bool xf_data_load_bytes(const char *path, double heldout, int64_t vocab, XfData *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);

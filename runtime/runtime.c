@@ -15,6 +15,8 @@
 #include "rng.h"
 #include "xf.h"
 
+#define fail xf_errorf
+
 extern void openblas_set_num_threads(int);
 
 // ---- thread pool ---------------------------------------------------------------
@@ -146,8 +148,7 @@ struct XfRuntime {
   void *arena;
 };
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);

@@ -66,6 +66,9 @@ size_t xf_memory_bytes(const XfRuntime *rt);
 
 #endif
 
+// Writes a message into err and returns false (the runtime's error convention).
+bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 // ---- data.c: token files and batches ---------------------------------------------
 
 typedef struct {

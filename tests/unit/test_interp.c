@@ -6,17 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../check.h"
 #include "frontend.h"
 #include "interp.h"
 #include "passes.h"
 #include "rng.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (cond) passed++;                                                              \
-    else failed++, fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-  } while (0)
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-12 * (1 + fabs(b)))
 
 static char err[512];

@@ -5,16 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../check.h"
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                         \
-  do {                                                                      \
-    if (cond) passed++;                                                     \
-    else failed++, fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-  } while (0)
 
 static Dim C(int64_t n) { return (Dim){DIM_CONST, n}; }
 static const Dim Bd = {DIM_B, 0}, Td = {DIM_T, 0};
