@@ -22,10 +22,11 @@ while sum(len(w) + 1 for w in out) < 40000:
 open(sys.argv[1], "w").write(" ".join(out))
 PY
 "$xfc" -o "$tmp/me.so" examples/me.xf -D vocab=256 -D layers=1 -D d=32 -D ffn=64 -D context=32 || bad "compile me.so"
+"$xfc" -o "$tmp/she.so" examples/she.xf -D vocab=256 -D layers=1 -D d=32 -D ffn=64 -D context=32 || bad "compile she.so"
 
 # training lowers the loss below a bound; the same seed gives the same curve
 for run in 1 2; do
-  "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --steps 150 --batch 8 --seq 32 --lr 0.003 --seed 7 --threads 2 \
+  "$xfrun" train "$tmp/she.so" --data "$tmp/text.txt" --steps 150 --batch 8 --seq 32 --lr 0.003 --seed 7 --threads 2 \
     --log "$tmp/run$run.csv" > "$tmp/run$run.out" 2> "$tmp/run$run.err" || bad "train run $run exits 0"
 done
 first=$(sed -n 2p "$tmp/run1.csv" | cut -d, -f2)
