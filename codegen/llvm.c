@@ -443,74 +443,115 @@ static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lb);
 }
 
-// Causal convolution and its input gradient, one output row (b, i) per outer index.
+// api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
+  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+  V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
+  V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 2, ""), "");
+  V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, 1), a, lda, b, ldb, cf32(e, beta), c, ldc};
+  LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+}
+
+static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, e->f32, base, &off, 1, ""); }
+
+static void zero(Emit *e, V base, V from, V count) {
+  Loop lz;
+  V z = loop_begin(e, &lz, ci64(e, 0), count);
+  store(e, base, LLVMBuildAdd(e->b, from, z, ""), cf32(e, 0));
+  loop_end(e, &lz);
+}
+
+// Causal convolution (CAUSAL_CONV) and its input gradient (CONV_DX).
+// Matrix kind, one sequence b per outer index, one GEMM per lag k:
+//   conv:  out[b, k:T] += x[b, 0:T-k] @ W_k          ([T-k, d] @ [d, e])
+//   dx:    dx[b, 0:T-k] += dy[b, k:T] @ W_k^T         ([T-k, e] @ [e, d])
+// Vector and scalar kinds, one output row (b, i) per outer index, the
+// innermost loop over the contiguous feature axis:
+//   conv:  out_i += x_j o w_{i-j}  for j <= i;   dx:  dx_i += dy_j o w_{j-i}  for j >= i
 static void emit_conv(Emit *e, const Node *n, const Kernel *k) {
   bool fwd = n->op == OP_CAUSAL_CONV;
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *os = &n->shape;
   V x = buf(e, k->in[0], false), w = buf(e, k->in[1], false), out = buf(e, k->out, false);
   V T = dim(e, xs->d[xs->rank - 2]), din = dim(e, xs->d[xs->rank - 1]), dout = dim(e, os->d[os->rank - 1]);
-  V acc = var(e, e->f32);
-  Loop lr, lc, lj, lf;
+  if (n->conv == CONV_MATRIX) {
+    Loop lb, lk;
+    V b = loop_begin(e, &lb, e->lo, e->hi);
+    V orow = LLVMBuildMul(e->b, b, T, "");
+    zero(e, out, LLVMBuildMul(e->b, orow, dout, ""), LLVMBuildMul(e->b, T, dout, ""));
+    V lag = loop_begin(e, &lk, ci64(e, 0), T);
+    V rows = LLVMBuildSub(e->b, T, lag, "");
+    V wk = gep(e, w, LLVMBuildMul(e->b, lag, LLVMBuildMul(e->b, din, dout, ""), ""));
+    if (fwd) {  // W_k is [din, dout]
+      V a = gep(e, x, LLVMBuildMul(e->b, orow, din, ""));
+      V c = gep(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, lag, ""), dout, ""));
+      call_sgemm(e, 0, 0, rows, dout, din, a, din, wk, dout, 1, c, dout);
+    } else {  // here x = dy [.., e = din], out = dx [.., d = dout], W_k is [dout, din]
+      V a = gep(e, x, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, lag, ""), din, ""));
+      V c = gep(e, out, LLVMBuildMul(e->b, orow, dout, ""));
+      call_sgemm(e, 0, 1, rows, dout, din, a, din, wk, din, 1, c, dout);
+    }
+    loop_end(e, &lk);
+    loop_end(e, &lb);
+    return;
+  }
+  Loop lr, lj, lc;
   V row = loop_begin(e, &lr, e->lo, e->hi);  // row = b * T + i
   V i = LLVMBuildSRem(e->b, row, T, ""), b0 = LLVMBuildSub(e->b, row, i, "");
-  V c = loop_begin(e, &lc, ci64(e, 0), dout);
-  LLVMBuildStore(e->b, cf32(e, 0), acc);
-  // fwd: inputs j in [0, i], lag i - j; dx: inputs j in [i, T), lag j - i
+  V obase = LLVMBuildMul(e->b, row, dout, "");
+  zero(e, out, obase, dout);
   V j = loop_begin(e, &lj, fwd ? ci64(e, 0) : i, fwd ? LLVMBuildAdd(e->b, i, ci64(e, 1), "") : T);
   V lag = fwd ? LLVMBuildSub(e->b, i, j, "") : LLVMBuildSub(e->b, j, i, "");
-  V xrow = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, b0, j, ""), din, "");
-  if (n->conv == CONV_MATRIX) {
-    V f = loop_begin(e, &lf, ci64(e, 0), din);
-    V xv = load(e, x, LLVMBuildAdd(e->b, xrow, f, ""));
-    // fwd: W[lag, f, c] (din x dout);  dx: W[lag, c, f] (dout x din here)
-    V widx = fwd ? LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, din, ""), f, ""), dout, ""), c, "")
-                 : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, dout, ""), c, ""), din, ""), f, "");
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), LLVMBuildFMul(e->b, xv, load(e, w, widx), ""), ""), acc);
-    loop_end(e, &lf);
-  } else {
-    V xv = load(e, x, LLVMBuildAdd(e->b, xrow, c, ""));
-    V widx = n->conv == CONV_SCALAR ? lag : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, dout, ""), c, "");
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), LLVMBuildFMul(e->b, xv, load(e, w, widx), ""), ""), acc);
-  }
-  loop_end(e, &lj);
-  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, dout, ""), c, ""), LLVMBuildLoad2(e->b, e->f32, acc, ""));
+  V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, b0, j, ""), din, "");
+  V ws = n->conv == CONV_SCALAR ? load(e, w, lag) : NULL;
+  V wbase = LLVMBuildMul(e->b, lag, dout, "");
+  V c = loop_begin(e, &lc, ci64(e, 0), dout);
+  V wv = ws ? ws : load(e, w, LLVMBuildAdd(e->b, wbase, c, ""));
+  V oi = LLVMBuildAdd(e->b, obase, c, "");
+  store(e, out, oi, LLVMBuildFAdd(e->b, load(e, out, oi), LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xbase, c, "")), wv, ""), ""));
   loop_end(e, &lc);
+  loop_end(e, &lj);
   loop_end(e, &lr);
 }
 
-// Kernel gradient dw_k = sum_b sum_{i>=k} x_{b,i-k} (.) dy_{b,i}: one lag k per outer index.
+// Kernel gradient dw_k = sum_b sum_{i>=k} x_{b,i-k} (.) dy_{b,i}, one lag k per
+// outer index (lags k >= T get zero). Matrix kind: dW_k += x[b, 0:T-k]^T @
+// dy[b, k:T], one GEMM per sequence; vector kind: the feature axis innermost;
+// scalar kind: the same sums reduced over features.
 static void emit_conv_dw(Emit *e, const Node *n, const Kernel *k) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape;
   V x = buf(e, k->in[0], false), dy = buf(e, k->in[1], false), out = buf(e, k->out, false);
   V T = dim(e, xs->d[xs->rank - 2]), d = dim(e, xs->d[xs->rank - 1]), ew = dim(e, ys->d[ys->rank - 1]);
   V lead = dprod(e, xs, 0, xs->rank - 2);
   V per = n->conv == CONV_SCALAR ? ci64(e, 1) : n->conv == CONV_VECTOR ? d : LLVMBuildMul(e->b, d, ew, "");
-  V acc = var(e, e->f32);
-  Loop lk, le, lb, li, lc;
+  Loop lk, lb, li, lc;
   V lag = loop_begin(e, &lk, e->lo, e->hi);
-  V q = loop_begin(e, &le, ci64(e, 0), per);  // element of w_lag
-  LLVMBuildStore(e->b, cf32(e, 0), acc);
+  V obase = LLVMBuildMul(e->b, lag, per, "");
+  zero(e, out, obase, per);
+  V hi_i = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lag, T, ""), T, lag, "");  // empty when lag >= T
   V b = loop_begin(e, &lb, ci64(e, 0), lead);
-  V i = loop_begin(e, &li, lag, T);
-  V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, b, T, ""), LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
-  V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, b, T, ""), i, ""), ew, "");
-  if (n->conv == CONV_SCALAR) {
+  V bT = LLVMBuildMul(e->b, b, T, "");
+  if (n->conv == CONV_MATRIX) {
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm"), next = LLVMAppendBasicBlockInContext(e->C, e->fn, "skip");
+    LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lag, T, ""), body, next);
+    LLVMPositionBuilderAtEnd(e->b, body);
+    V a = gep(e, x, LLVMBuildMul(e->b, bT, d, ""));
+    V bb = gep(e, dy, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, lag, ""), ew, ""));
+    call_sgemm(e, 1, 0, d, ew, LLVMBuildSub(e->b, T, lag, ""), a, d, bb, ew, 1, gep(e, out, obase), ew);
+    LLVMBuildBr(e->b, next);
+    LLVMPositionBuilderAtEnd(e->b, next);
+  } else {
+    V i = loop_begin(e, &li, lag, hi_i);
+    V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
+    V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, i, ""), ew, "");
     V c = loop_begin(e, &lc, ci64(e, 0), d);
     V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, c, "")), load(e, dy, LLVMBuildAdd(e->b, yr, c, "")), "");
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), p, ""), acc);
+    V oi = n->conv == CONV_VECTOR ? LLVMBuildAdd(e->b, obase, c, "") : obase;
+    store(e, out, oi, LLVMBuildFAdd(e->b, load(e, out, oi), p, ""));
     loop_end(e, &lc);
-  } else {
-    V cx = n->conv == CONV_VECTOR ? q : LLVMBuildSDiv(e->b, q, ew, "");
-    V cy = n->conv == CONV_VECTOR ? q : LLVMBuildSRem(e->b, q, ew, "");
-    V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, cx, "")), load(e, dy, LLVMBuildAdd(e->b, yr, cy, "")), "");
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), p, ""), acc);
+    loop_end(e, &li);
   }
-  loop_end(e, &li);
   loop_end(e, &lb);
-  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, lag, per, ""), q, ""), LLVMBuildLoad2(e->b, e->f32, acc, ""));
-  loop_end(e, &le);
   loop_end(e, &lk);
-  // lags beyond T (no terms) were summed over an empty range: zero, as required
 }
 
 // Embedding rows: out[r, :] = W[ids[r], :].

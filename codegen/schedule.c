@@ -42,6 +42,9 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
   case OP_CROSS_ENTROPY: case OP_SCATTER_ADD: return (SymSize){1, 0, 0};  // serial reductions
   case OP_CONV_DW: return sym_of(n->shape.d[0]);                      // one lag each
+  case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
+    if (n->conv == CONV_MATRIX) return sym_prod(x, 0, x->rank - 2);
+    return sym_prod(s, 0, s->rank - 1);
   default: return s->rank ? sym_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0};  // rows
   }
 }

@@ -30,11 +30,12 @@ static void serial_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, 
 
 static void naive_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                         int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  (void)api, (void)ta, (void)tb;
+  (void)api;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double acc = 0;
-      for (int64_t t = 0; t < k; t++) acc += (double)a[i * lda + t] * b[t * ldb + j];
+      for (int64_t t = 0; t < k; t++)
+        acc += (double)(ta ? a[t * lda + i] : a[i * lda + t]) * (tb ? b[j * ldb + t] : b[t * ldb + j]);
       c[i * ldc + j] = (float)(alpha * acc + beta * c[i * ldc + j]);
     }
 }
