@@ -53,6 +53,10 @@ typedef struct {
   int in[IR_MAX_IN];
   int nin;
   SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
+  int scratch;    // a scratch buffer of the kernel, or -1
+  int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
+                  // serial one (cross_entropy: per-row losses, then their
+                  // in-order mean, so the result does not depend on threads)
 } Kernel;
 
 typedef struct {

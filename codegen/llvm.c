@@ -586,15 +586,27 @@ static void emit_scatter_add(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lr);
 }
 
-// Serial: mean over rows of logsumexp(row) - row[id], accumulated in double.
+// Cross-entropy in two kernels. Phase 0, one row r per outer index:
+// scratch[r] = logsumexp(x_r) - x_r[id_r]. Phase 1, serial: the mean of the
+// scratch in row order, accumulated in double (independent of threads).
 static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
   V x = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+  V scratch = buf(e, k->scratch, false);
   V Vn = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1);
-  V total = var(e, e->f64), mx = var(e, e->f32), s = var(e, e->f32);
-  LLVMBuildStore(e->b, LLVMConstReal(e->f64, 0), total);
   Loop lr, lc;
-  V r = loop_begin(e, &lr, ci64(e, 0), rows);
+  if (k->phase == 1) {
+    V total = var(e, e->f64);
+    LLVMBuildStore(e->b, LLVMConstReal(e->f64, 0), total);
+    V r = loop_begin(e, &lr, ci64(e, 0), rows);
+    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildFPExt(e->b, load(e, scratch, r), e->f64, ""), ""), total);
+    loop_end(e, &lr);
+    V mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildSIToFP(e->b, rows, e->f64, ""), "");
+    store(e, out, ci64(e, 0), LLVMBuildFPTrunc(e->b, mean, e->f32, ""));
+    return;
+  }
+  V mx = var(e, e->f32), s = var(e, e->f32);
+  V r = loop_begin(e, &lr, e->lo, e->hi);
   V base = LLVMBuildMul(e->b, r, Vn, "");
   LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
   V c = loop_begin(e, &lc, ci64(e, 0), Vn);
@@ -608,11 +620,8 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lc);
   V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
   V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
-  V term = LLVMBuildFPExt(e->b, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""), e->f64, "");
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), term, ""), total);
+  store(e, scratch, r, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""));
   loop_end(e, &lr);
-  V mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildSIToFP(e->b, rows, e->f64, ""), "");
-  store(e, out, ci64(e, 0), LLVMBuildFPTrunc(e->b, mean, e->f32, ""));
 }
 
 // ---- functions -------------------------------------------------------------------

@@ -40,7 +40,8 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_MATMUL: return sym_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
   case OP_SUM: case OP_MEAN: case OP_MAX: return sym_prod(x, 0, n->axis);
   case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
-  case OP_CROSS_ENTROPY: case OP_SCATTER_ADD: return (SymSize){1, 0, 0};  // serial reductions
+  case OP_CROSS_ENTROPY: return sym_prod(x, 0, x->rank - 1);          // phase 0: rows
+  case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                     // serial
   case OP_CONV_DW: return sym_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return sym_prod(x, 0, x->rank - 2);
@@ -57,8 +58,8 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
   Schedule *s = arena_alloc(a, sizeof *s);
   s->g = g;
   s->buf_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  s->bufs = arena_alloc(a, sizeof(Buffer) * (size_t)g->nnodes);
-  s->kernels = arena_alloc(a, sizeof(Kernel) * (size_t)g->nnodes);
+  s->bufs = arena_alloc(a, sizeof(Buffer) * (size_t)g->nnodes * 2);
+  s->kernels = arena_alloc(a, sizeof(Kernel) * (size_t)g->nnodes * 2);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     if (n->op == OP_RESHAPE) {  // alias
@@ -88,7 +89,19 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
     k->nin = n->nin;
     for (int j = 0; j < n->nin; j++) k->in[j] = s->buf_of[n->in[j]];
     k->outer = outer_of(g, n);
+    k->scratch = -1;
     kernel_of[i] = s->nkernels++;
+    if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
+      const Shape *x = &g->nodes[n->in[0]].shape;
+      s->bufs[s->nbufs] = (Buffer){.role = BUF_ACT, .dtype = DT_F32, .size = k->outer, .node = i, .name = "",
+                                   .alias_of = -1};
+      k->scratch = s->nbufs++;
+      Kernel *k2 = &s->kernels[s->nkernels++];
+      *k2 = *k;
+      k2->phase = 1;
+      k2->outer = (SymSize){1, 0, 0};
+      (void)x;
+    }
   }
   // programs: the cone of nodes each one needs
   bool *need = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
@@ -104,8 +117,12 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
       if (need[i])
         for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
+    // kernel_of[i] + 1 is the second phase of a two-phase op
     for (int i = 0; i < g->nnodes; i++)
-      if (need[i] && kernel_of[i] >= 0) s->prog[p][s->nprog[p]++] = kernel_of[i];
+      if (need[i] && kernel_of[i] >= 0) {
+        s->prog[p][s->nprog[p]++] = kernel_of[i];
+        if (g->nodes[i].op == OP_CROSS_ENTROPY) s->prog[p][s->nprog[p]++] = kernel_of[i] + 1;
+      }
   }
   return s;
 }
