@@ -47,6 +47,15 @@ typedef enum {
   PROG_COUNT,
 } Program_;
 
+// Fused patterns (schedule_build with fuse on; --no-fuse turns them off and
+// the unfused schedule is the oracle the tests compare with):
+//   KF_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
+//                   dy [B, T, c]: the gradient of an unbatched weight, one
+//                   GEMM [d, B*T] @ [B*T, c] instead of B GEMMs into a
+//                   [B, d, c] tensor and its sum. The transpose and the
+//                   batched product get no kernel.
+enum { KF_NONE, KF_WEIGHT_GRAD };
+
 typedef struct {
   int node;     // the IR node it computes (op, attributes, shapes)
   int out;      // buffer written
@@ -54,6 +63,8 @@ typedef struct {
   int nin;
   SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
   int scratch;    // a scratch buffer of the kernel, or -1
+  int fusion;     // KF_NONE, or the fused pattern this kernel computes
+  int src[2];     // KF_WEIGHT_GRAD: the IR nodes x and dy it reads
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)
@@ -70,9 +81,9 @@ typedef struct {
   int nprog[PROG_COUNT];
 } Schedule;
 
-// schedule.c: the unfused schedule, one kernel per IR node that computes
-// something (leaves and reshapes compute nothing).
-Schedule *schedule_build(Arena *a, const Graph *g);
+// schedule.c: one kernel per IR node that computes something (leaves and
+// reshapes compute nothing), except nodes folded into a fused kernel.
+Schedule *schedule_build(Arena *a, const Graph *g, bool fuse);
 int64_t symsize_eval(SymSize s, int64_t B, int64_t T);
 
 #endif

@@ -420,6 +420,20 @@ static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
   V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
   Shape bo = *os, bx = *xs, by = *ys;
   bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
+  if (ys->rank == 2 && xs->rank == r) {
+    // an unbatched right operand: the rows of batch entries [lo, hi) are
+    // contiguous in x and out, so one GEMM of (hi - lo) * m rows
+    V rows = LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, "");
+    V first = LLVMBuildMul(e->b, e->lo, m, "");
+    V pa = LLVMBuildGEP2(e->b, e->f32, x, (V[]){LLVMBuildMul(e->b, first, kk, "")}, 1, "");
+    V pc = LLVMBuildGEP2(e->b, e->f32, out, (V[]){LLVMBuildMul(e->b, first, nn, "")}, 1, "");
+    Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+    V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
+    V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 2, ""), "");
+    V args[] = {e->api, ci32(e, 0), ci32(e, 0), rows, nn, kk, cf32(e, 1), pa, kk, y, nn, cf32(e, 0), pc, nn};
+    LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+    return;
+  }
   Loop lb;
   V o = loop_begin(e, &lb, e->lo, e->hi);
   V c[IR_MAX_RANK], rem = o;
@@ -554,6 +568,15 @@ static void emit_conv_dw(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lk);
 }
 
+// KF_WEIGHT_GRAD (kernel.h): dW [d, c] = x^T dy over all B*T rows, one GEMM
+// per block [lo, hi) of dW's columns.
+static void emit_weight_grad(Emit *e, const Kernel *k) {
+  const Shape *xs = &e->g->nodes[k->src[0]].shape, *ys = &e->g->nodes[k->src[1]].shape;
+  V x = buf(e, k->in[0], false), dy = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V d = dim(e, xs->d[2]), c = dim(e, ys->d[2]), rows = dprod(e, xs, 0, 2);
+  call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
+}
+
 // Embedding rows: out[r, :] = W[ids[r], :].
 static void emit_embed(Emit *e, const Node *n, const Kernel *k) {
   const Shape *ws = &e->g->nodes[n->in[0]].shape;
@@ -640,6 +663,13 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
   const Kernel *k = &e->s->kernels[ki];
   const Node *n = &e->g->nodes[k->node];
+  if (k->fusion == KF_WEIGHT_GRAD) {
+    emit_weight_grad(e, k);
+    LLVMBuildRetVoid(e->b);
+    LLVMPositionBuilderAtEnd(e->b, e->entry);
+    LLVMBuildBr(e->b, start);
+    return fn;
+  }
   switch (train || n->op != OP_DROPOUT ? n->op : OP_RESHAPE) {
   case OP_RESHAPE: emit_copy(e, k, n); break;  // dropout at inference
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n, k); break;

@@ -54,7 +54,29 @@ static bool computes(OpKind op) {
   return op != OP_PARAM && op != OP_INPUT && op != OP_RESHAPE;
 }
 
-Schedule *schedule_build(Arena *a, const Graph *g) {
+// Marks the nodes of every KF_WEIGHT_GRAD pattern: fused_into[t] and
+// fused_into[m] name the SUM that absorbs them; pattern[sum] = KF_WEIGHT_GRAD.
+static void find_weight_grads(const Graph *g, int *users, int *fused_into, int *pattern) {
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node]++;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *s = &g->nodes[i];
+    if (s->op != OP_SUM || s->axis != 0) continue;
+    const Node *m = &g->nodes[s->in[0]];
+    if (m->op != OP_MATMUL || users[m->id] != 1 || m->shape.rank != 3) continue;
+    const Node *t = &g->nodes[m->in[0]], *dy = &g->nodes[m->in[1]];
+    if (t->op != OP_TRANSPOSE || users[t->id] != 1 || t->shape.rank != 3 || t->axis + t->axis2 != 3) continue;
+    const Node *x = &g->nodes[t->in[0]];
+    if (x->shape.rank != 3 || dy->shape.rank != 3 || !dim_eq(x->shape.d[0], dy->shape.d[0]) ||
+        !dim_eq(x->shape.d[1], dy->shape.d[1]))
+      continue;
+    fused_into[t->id] = fused_into[m->id] = i;
+    pattern[i] = KF_WEIGHT_GRAD;
+  }
+}
+
+Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   Schedule *s = arena_alloc(a, sizeof *s);
   s->g = g;
   s->buf_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
@@ -79,10 +101,15 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
     b->name = g->outputs[o].name;
   }
   int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *users = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *fused_into = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *pattern = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) fused_into[i] = -1;
+  if (fuse) find_weight_grads(g, users, fused_into, pattern);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op)) continue;
+    if (!computes(n->op) || fused_into[i] >= 0) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
@@ -90,6 +117,15 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
     for (int j = 0; j < n->nin; j++) k->in[j] = s->buf_of[n->in[j]];
     k->outer = outer_of(g, n);
     k->scratch = -1;
+    if (pattern[i] == KF_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
+      const Node *m = &g->nodes[n->in[0]];
+      int x = g->nodes[m->in[0]].in[0], dy = m->in[1];
+      k->fusion = KF_WEIGHT_GRAD;
+      k->src[0] = x, k->src[1] = dy;
+      k->nin = 2;
+      k->in[0] = s->buf_of[x], k->in[1] = s->buf_of[dy];
+      k->outer = sym_of(g->nodes[dy].shape.d[2]);
+    }
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
       const Shape *x = &g->nodes[n->in[0]].shape;
@@ -116,6 +152,7 @@ Schedule *schedule_build(Arena *a, const Graph *g) {
     for (int i = g->nnodes - 1; i >= 0; i--)
       if (need[i])
         for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+    // a fused kernel reads the pattern's inputs directly (already needed above)
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
     // kernel_of[i] + 1 is the second phase of a two-phase op
     for (int i = 0; i < g->nnodes; i++)

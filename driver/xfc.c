@@ -26,6 +26,7 @@ static void usage(FILE *f) {
         "options:\n"
         "  -o model.so     compile to a shared object for xfrun (CPU code through LLVM)\n"
         "  -O0, -O2        optimisation level of the generated code (default -O2)\n"
+        "  --no-fuse       one kernel per IR node: no fused kernels (the reference schedule)\n"
         "  --target=cpu    the code generator (cpu is the only one so far)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
@@ -89,6 +90,7 @@ typedef struct Options Options;
 struct Options {
   const char *input, *emit, *stdlib_dir, *output;
   int opt_level;
+  bool no_fuse;
   bool stats;
   CheckOptions check;
   Define *defs;
@@ -100,7 +102,7 @@ struct Options {
 // Schedule, LLVM code generation, object, shared object.
 static int codegen(Graph *g, const Options *o) {
   Arena a = {0};
-  Schedule *s = schedule_build(&a, g);
+  Schedule *s = schedule_build(&a, g, !o->no_fuse);
   char err[1024], obj[4096] = "";
   bool ok = true;
   if (o->output) {
@@ -196,6 +198,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     } else if (!strcmp(arg, "-o")) {
       if (i + 1 >= argc) return die_usage("%s needs a file name", arg);
       o->output = argv[++i];
+    } else if (!strcmp(arg, "--no-fuse")) {
+      o->no_fuse = true;
     } else if (!strcmp(arg, "-O0") || !strcmp(arg, "-O2")) {
       o->opt_level = arg[2] - '0';
     } else if (!strncmp(arg, "--target=", 9)) {

@@ -24,6 +24,14 @@ PY
 "$xfc" -o "$tmp/me.so" examples/me.xf -D vocab=256 -D layers=1 -D d=32 -D ffn=64 -D context=32 || bad "compile me.so"
 "$xfc" -o "$tmp/she.so" examples/she.xf -D vocab=256 -D layers=1 -D d=32 -D ffn=64 -D context=32 || bad "compile she.so"
 
+# the generated code is deterministic: the same input gives the same bytes
+"$xfc" -o "$tmp/she2.so" examples/she.xf -D vocab=256 -D layers=1 -D d=32 -D ffn=64 -D context=32
+cmp -s "$tmp/she.so" "$tmp/she2.so" && ok "xfc -o twice: identical bytes" || bad "xfc -o twice gives different files"
+ldd "$tmp/she.so" | grep -v -E 'linux-vdso|libc\.so|libm\.so|ld-linux' | grep -q . && bad "model.so needs more than libc and libm: $(ldd "$tmp/she.so")" || ok "model.so depends on libc and libm only"
+llvm=$("$xfc" --emit=llvm -O0 examples/me.xf -D vocab=256 -D layers=1 -D d=8 -D ffn=8 -D context=8)
+printf '%s' "$llvm" | grep -q '^define internal void @xf_prog_train' && printf '%s' "$llvm" | grep -q '^@xf_model = constant' &&
+  ok "--emit=llvm prints the module with its programs and descriptor" || bad "--emit=llvm output"
+
 # training lowers the loss below a bound; the same seed gives the same curve
 for run in 1 2; do
   "$xfrun" train "$tmp/she.so" --data "$tmp/text.txt" --steps 150 --batch 8 --seq 32 --lr 0.003 --seed 7 --threads 2 \

@@ -42,7 +42,7 @@ static void check_model(const char *path, Define *defs, int ndefs) {
   }
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
   CHECK(autodiff(g, err, sizeof err), "%s", err);
-  Schedule *s = schedule_build(&a, g);
+  Schedule *s = schedule_build(&a, g, true);
   char obj[] = "/tmp/xf-rt-XXXXXX.o", so[64];
   close(mkstemps(obj, 2));
   snprintf(so, sizeof so, "%s.so", obj);
