@@ -412,6 +412,30 @@ static void emit_layernorm(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lr);
 }
 
+// Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm).
+static V api_fn(Emit *e, V api, int field) {
+  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+  V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
+  Ty fty = LLVMPointerType(field == 1 ? e->pfor_t : e->sgemm_t, 0);
+  return LLVMBuildLoad2(e->b, fty, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
+}
+
+// api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
+  V fn = api_fn(e, e->api, 2);
+  V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, 1), a, lda, b, ldb, cf32(e, beta), c, ldc};
+  LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+}
+
+static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, e->f32, base, &off, 1, ""); }
+
+static void zero(Emit *e, V base, V from, V count) {
+  Loop lz;
+  V z = loop_begin(e, &lz, ci64(e, 0), count);
+  store(e, base, LLVMBuildAdd(e->b, from, z, ""), cf32(e, 0));
+  loop_end(e, &lz);
+}
+
 // Batched matmul: one sgemm per batch entry o in [lo, hi).
 static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
@@ -425,13 +449,8 @@ static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
     // contiguous in x and out, so one GEMM of (hi - lo) * m rows
     V rows = LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, "");
     V first = LLVMBuildMul(e->b, e->lo, m, "");
-    V pa = LLVMBuildGEP2(e->b, e->f32, x, (V[]){LLVMBuildMul(e->b, first, kk, "")}, 1, "");
-    V pc = LLVMBuildGEP2(e->b, e->f32, out, (V[]){LLVMBuildMul(e->b, first, nn, "")}, 1, "");
-    Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
-    V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
-    V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 2, ""), "");
-    V args[] = {e->api, ci32(e, 0), ci32(e, 0), rows, nn, kk, cf32(e, 1), pa, kk, y, nn, cf32(e, 0), pc, nn};
-    LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+    call_sgemm(e, 0, 0, rows, nn, kk, gep(e, x, LLVMBuildMul(e->b, first, kk, "")), kk, y, nn, 0,
+               gep(e, out, LLVMBuildMul(e->b, first, nn, "")), nn);
     return;
   }
   Loop lb;
@@ -445,34 +464,8 @@ static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
   V ox = LLVMBuildMul(e->b, bcast_offset(e, &bx, &bo, c), LLVMBuildMul(e->b, m, kk, ""), "");
   V oy = LLVMBuildMul(e->b, bcast_offset(e, &by, &bo, c), LLVMBuildMul(e->b, kk, nn, ""), "");
   V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, m, nn, ""), "");
-  V pa = LLVMBuildGEP2(e->b, e->f32, x, &ox, 1, ""), pb = LLVMBuildGEP2(e->b, e->f32, y, &oy, 1, "");
-  V pc = LLVMBuildGEP2(e->b, e->f32, out, &oo, 1, "");
-  // api->sgemm(api, 0, 0, m, n, k, 1, a, k, b, n, 0, c, n)
-  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
-  V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
-  V slot = LLVMBuildStructGEP2(e->b, api_t, apip, 2, "");
-  V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), slot, "");
-  V args[] = {e->api, ci32(e, 0), ci32(e, 0), m, nn, kk, cf32(e, 1), pa, kk, pb, nn, cf32(e, 0), pc, nn};
-  LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+  call_sgemm(e, 0, 0, m, nn, kk, gep(e, x, ox), kk, gep(e, y, oy), nn, 0, gep(e, out, oo), nn);
   loop_end(e, &lb);
-}
-
-// api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
-static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
-  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
-  V apip = LLVMBuildBitCast(e->b, e->api, LLVMPointerType(api_t, 0), "");
-  V fn = LLVMBuildLoad2(e->b, LLVMPointerType(e->sgemm_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 2, ""), "");
-  V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, 1), a, lda, b, ldb, cf32(e, beta), c, ldc};
-  LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
-}
-
-static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, e->f32, base, &off, 1, ""); }
-
-static void zero(Emit *e, V base, V from, V count) {
-  Loop lz;
-  V z = loop_begin(e, &lz, ci64(e, 0), count);
-  store(e, base, LLVMBuildAdd(e->b, from, z, ""), cf32(e, 0));
-  loop_end(e, &lz);
 }
 
 // Causal convolution (CAUSAL_CONV) and its input gradient (CONV_DX).
@@ -696,9 +689,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns) {
   V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
   V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
   e->B = B, e->T = T;
-  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
-  V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
-  V pfor = LLVMBuildLoad2(e->b, LLVMPointerType(e->pfor_t, 0), LLVMBuildStructGEP2(e->b, api_t, apip, 1, ""), "");
+  V pfor = api_fn(e, api, 1);
   for (int i = 0; i < e->s->nprog[p]; i++) {
     int ki = e->s->prog[p][i];
     const Kernel *k = &e->s->kernels[ki];
