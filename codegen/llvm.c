@@ -688,7 +688,6 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns) {
   LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
   V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
   V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
-  e->B = B, e->T = T;
   V pfor = api_fn(e, api, 1);
   for (int i = 0; i < e->s->nprog[p]; i++) {
     int ki = e->s->prog[p][i];

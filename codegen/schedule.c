@@ -128,7 +128,6 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     }
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
-      const Shape *x = &g->nodes[n->in[0]].shape;
       s->bufs[s->nbufs] = (Buffer){.role = BUF_ACT, .dtype = DT_F32, .size = k->outer, .node = i, .name = "",
                                    .alias_of = -1};
       k->scratch = s->nbufs++;
@@ -136,7 +135,6 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
       *k2 = *k;
       k2->phase = 1;
       k2->outer = (SymSize){1, 0, 0};
-      (void)x;
     }
   }
   // programs: the cone of nodes each one needs

@@ -116,17 +116,11 @@ int main(int argc, char **argv) {
   }
   if (!data) return die("%s%s: --data FILE is required (a raw byte file)", cmd, "");
   char err[1024];
-  // seq defaults to the context: peek at the model with a batch of 1
-  XfOptions opt = {.batch = batch, .seq = seq ? seq : 1, .threads = (int)threads, .lr = lr, .weight_decay = wd,
-                   .seed = (uint64_t)seed};
+  XfOptions opt = {.batch = batch, .seq = seq, .threads = (int)threads, .lr = lr, .weight_decay = wd,
+                   .seed = (uint64_t)seed};  // seq 0: the model's context
   XfRuntime *rt = xf_open(model, &opt, err, sizeof err);
   if (!rt) return die("%s%s", err, "");
-  if (!seq) {
-    opt.seq = xf_model(rt)->context;
-    xf_close(rt);
-    rt = xf_open(model, &opt, err, sizeof err);
-    if (!rt) return die("%s%s", err, "");
-  }
+  opt = *xf_options(rt);
   XfData d;
   if (!xf_data_load_bytes(data, 0.01, xf_vocab(rt), &d, err, sizeof err)) {
     xf_close(rt);

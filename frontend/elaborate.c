@@ -679,8 +679,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     break;
   case BI_IOTA:
     nd.nin = 0;
-    nd.len = want_size(E, a[0], ax[0]->loc, "the length");
-    if (nd.len.kind == DIM_CONST && nd.len.n > MAX_ELEMENTS) err(E, ax[0]->loc, "iota length is too large");
+    nd.len = want_size(E, a[0], ax[0]->loc, "the length");  // add_node bounds its size
     break;
   case BI_DIM: {
     int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");

@@ -241,6 +241,7 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
   if (o->threads <= 0) o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (o->threads < 1) o->threads = 1;
   bool ok = true;
+  if (o->seq == 0) o->seq = m->context;
   if (o->seq < 1 || o->seq > m->context)
     ok = fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
               (long long)m->context, m->name);

@@ -21,7 +21,7 @@
 #include "xf_abi.h"
 
 typedef struct {
-  int64_t batch, seq;     // B and T of every step (seq <= the model's context)
+  int64_t batch, seq;     // B and T of every step (seq <= the model's context; 0: the context)
   int threads;            // 0: all cores
   double lr;              // AdamW (seed 001 Table 1): 1e-3
   double beta1, beta2;    // 0.9, 0.999
