@@ -15,11 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frontend.h"
+#include "../model_so.h"
 #include "interp.h"
-#include "kernel.h"
-#include "llvm.h"
-#include "passes.h"
 #include "xf_abi.h"
 
 static int passed, failed;
@@ -51,18 +48,11 @@ static double rel_err(const float *got, const double *want, int64_t n) {
 }
 
 static void check_model(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse) {
-  char err[1024];
+  char err[1024], so[64];
   Arena a = {0};
-  jmp_buf on_error;
-  Diag d = {.arena = &a, .out = stderr, .on_error = &on_error};
-  SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
-  if (setjmp(on_error)) {
-    printf("FAIL %s: does not compile\n", path), failed++;
-    arena_free(&a);
-    return;
-  }
-  Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
-  if (!autodiff(g, err, sizeof err)) {
+  Schedule *s;
+  Graph *g = build_model_so(&a, path, defs, ndefs, fuse, &s, so, err, sizeof err);
+  if (!g) {
     printf("FAIL %s: %s\n", path, err), failed++;
     arena_free(&a);
     return;
@@ -83,23 +73,12 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
   }
   if (!interp_run(in, 0, err, sizeof err)) {
     printf("FAIL %s: interpreter: %s\n", path, err), failed++;
+    unlink(so);
     goto out;
   }
   // the generated code
-  Schedule *s = schedule_build(&a, g, fuse);
   int nfused = 0;
   for (int k = 0; k < s->nkernels; k++) nfused += s->kernels[k].fusion != KF_NONE;
-  char obj[] = "/tmp/xf-test-XXXXXX.o", so[64];
-  int fd = mkstemps(obj, 2);
-  close(fd);
-  snprintf(so, sizeof so, "%s.so", obj);
-  LlvmOptions lo = {.opt_level = 2, .object_path = obj};
-  if (!llvm_compile(s, &lo, err, sizeof err) || !link_shared(obj, so, err, sizeof err)) {
-    printf("FAIL %s: %s\n", path, err), failed++;
-    unlink(obj);
-    goto out;
-  }
-  unlink(obj);
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   unlink(so);
   const XfModel *m = lib ? dlsym(lib, "xf_model") : NULL;

@@ -10,11 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frontend.h"
+#include "../model_so.h"
 #include "interp.h"
-#include "kernel.h"
-#include "llvm.h"
-#include "passes.h"
 #include "xf.h"
 
 static int passed, failed;
@@ -30,26 +27,12 @@ static int passed, failed;
   } while (0)
 
 static void check_model(const char *path, Define *defs, int ndefs) {
-  char err[1024];
+  char err[1024], so[64];
   Arena a = {0};
-  jmp_buf on_error;
-  Diag d = {.arena = &a, .out = stderr, .on_error = &on_error};
-  SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
-  if (setjmp(on_error)) {
-    CHECK(false, "%s does not compile", path);
-    arena_free(&a);
-    return;
-  }
-  Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
-  CHECK(autodiff(g, err, sizeof err), "%s", err);
-  Schedule *s = schedule_build(&a, g, true);
-  char obj[] = "/tmp/xf-rt-XXXXXX.o", so[64];
-  close(mkstemps(obj, 2));
-  snprintf(so, sizeof so, "%s.so", obj);
-  LlvmOptions lo = {.opt_level = 2, .object_path = obj};
-  bool built = llvm_compile(s, &lo, err, sizeof err) && link_shared(obj, so, err, sizeof err);
-  unlink(obj);
-  CHECK(built, "%s", err);
+  Schedule *s;
+  Graph *g = build_model_so(&a, path, defs, ndefs, true, &s, so, err, sizeof err);
+  CHECK(g != NULL, "%s", err);
+  if (!g) goto out;
   const int64_t B = 4, T = g->t_max;
   XfRuntime *rt = xf_open(so, &(XfOptions){.batch = B, .seq = T, .threads = 2, .seed = 3}, err, sizeof err);
   unlink(so);

@@ -1,0 +1,41 @@
+// model_so.h: for the C tests of generated code. Elaborates a model file,
+// adds its backward pass and compiles its schedule through LLVM into a
+// shared object, as xfc -o does.
+#ifndef XF_MODEL_SO_H
+#define XF_MODEL_SO_H
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "frontend.h"
+#include "kernel.h"
+#include "llvm.h"
+#include "passes.h"
+
+// Returns the graph (with its schedule in *sched and the library's path in
+// so, which the caller unlinks), or NULL with a message in err.
+static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int ndefs, bool fuse, Schedule **sched,
+                             char so[64], char *err, size_t errlen) {
+  jmp_buf on_error;
+  Diag d = {.arena = a, .out = stderr, .on_error = &on_error};
+  SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
+  if (setjmp(on_error)) {
+    snprintf(err, errlen, "%s does not compile", path);
+    return NULL;
+  }
+  Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
+  if (!autodiff(g, err, errlen)) return NULL;
+  *sched = schedule_build(a, g, fuse);
+  char obj[] = "/tmp/xf-test-XXXXXX.o";
+  int fd = mkstemps(obj, 2);
+  if (fd < 0) return snprintf(err, errlen, "cannot create a temporary object"), NULL;
+  close(fd);
+  snprintf(so, 64, "%s.so", obj);
+  LlvmOptions lo = {.opt_level = 2, .object_path = obj};
+  bool built = llvm_compile(*sched, &lo, err, errlen) && link_shared(obj, so, err, errlen);
+  unlink(obj);
+  return built ? g : NULL;
+}
+
+#endif
