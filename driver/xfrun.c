@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../runtime/xf.h"
+#include "xfrun.h"
 
 static void usage(FILE *f) {
   fputs("usage: xfrun train model.so --data FILE [options]\n"
@@ -87,6 +88,8 @@ static bool heldout_loss(XfRuntime *rt, const XfData *d, int64_t n, double *mean
 
 int main(int argc, char **argv) {
   if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage(stdout), 0;
+  if (argc >= 2 && !strcmp(argv[1], "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
+  if (argc >= 2 && !strcmp(argv[1], "plot")) return xfrun_plot(argc - 1, argv + 1);
   if (argc < 3) {
     usage(stderr);
     return 1;

@@ -1,0 +1,9 @@
+// xfrun.h: the xfrun subcommands. Each takes the arguments after "xfrun"
+// (argv[0] is the subcommand's name) and returns the exit status.
+#ifndef XFRUN_H
+#define XFRUN_H
+
+int xfrun_tokenize(int argc, char **argv);  // xfrun_tokenize.c
+int xfrun_plot(int argc, char **argv);      // xfrun_plot.c
+
+#endif
