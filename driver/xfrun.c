@@ -1,48 +1,89 @@
-// xfrun: trains and evaluates a compiled model.so with the xf runtime.
+// xfrun: trains, evaluates and samples a compiled model.so with the xf
+// runtime; `xfrun tokenize` and `xfrun plot` are in their own files.
 //
-//   xfrun train model.so --data FILE [--steps N] [--batch B] [--seq T] ...
-//   xfrun eval  model.so --data FILE [--batch B] [--seq T] ...
+//   xfrun train  model.so [--data FILES...] [--steps N] [--save FILE] [--resume FILE] ...
+//   xfrun eval   model.so [--checkpoint FILE] [--data FILES...] ...
+//   xfrun sample model.so --checkpoint FILE [--prompt TEXT] [--max-tokens N] ...
 //
-// Until the tokenizer exists, --data is a raw byte file (one byte, one
-// token). The last 1% of the file is held out for evaluation.
+// Text becomes tokens through a byte-level BPE tokenizer: --tokenizer FILE
+// (Hugging Face tokenizer.json), --tokenizer bytes (one byte, one token), the
+// one a checkpoint carries, or by default one with the model's vocabulary
+// trained on the corpus and cached. The default corpus is the bundled
+// children's books.
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../runtime/xf.h"
+#include "rng.h"
+#include "sample.h"
+#include "tokenizer.h"
+#include "xf.h"
 #include "xfrun.h"
 
+#ifndef XF_DATA_DIR
+#define XF_DATA_DIR "data"
+#endif
+
+enum { MAX_DATA = 256, STREAM_SAMPLE = 0x73616d70u };
+
 static void usage(FILE *f) {
-  fputs("usage: xfrun train model.so --data FILE [options]\n"
-        "       xfrun eval model.so --data FILE [options]\n"
+  fputs("usage: xfrun train  model.so [--data FILE|DIR ...] [options]\n"
+        "       xfrun eval   model.so [--checkpoint FILE] [--data FILE|DIR ...] [options]\n"
+        "       xfrun sample model.so --checkpoint FILE [--prompt TEXT] [options]\n"
+        "       xfrun tokenize --train --vocab N FILE|DIR ... -o tokenizer.json   (see xfrun tokenize --help)\n"
+        "       xfrun plot run.csv ... -o curves.svg                             (see xfrun plot --help)\n"
         "\n"
-        "train: AdamW on windows drawn from the training part of FILE, then the held-out loss.\n"
-        "eval:  mean loss and perplexity on the held-out part of FILE (fresh parameters until\n"
-        "       checkpoints exist).\n"
+        "train:  AdamW on windows drawn from the training part of the corpus, then the held-out loss.\n"
+        "eval:   mean loss and perplexity on the held-out part of the corpus.\n"
+        "sample: continues the prompt, printing tokens as they come.\n"
         "\n"
-        "options:\n"
-        "  --data FILE        training text; a raw byte file, one byte per token\n"
-        "  --steps N          training steps (default 100)\n"
+        "data:\n"
+        "  --data FILE|DIR    text files, a folder meaning its .txt files; repeatable\n"
+        "                     (default: the bundled children's books, " XF_DATA_DIR "/children)\n"
+        "  --tokenizer FILE   a byte-level BPE tokenizer.json, or 'bytes' for one token per byte\n"
+        "                     (default: the checkpoint's, else a BPE of the model's vocabulary\n"
+        "                     trained on the corpus and cached)\n"
+        "  --heldout X        fraction of each file held out for evaluation (default 0.01)\n"
+        "  --cache DIR        tokenizer and token cache (default $XF_CACHE_DIR, $XDG_CACHE_HOME/xf\n"
+        "                     or ~/.cache/xf)\n"
+        "training:\n"
+        "  --steps N          train until step N (default 100)\n"
         "  --batch N          sequences per step (default 8)\n"
         "  --seq N            tokens per sequence, at most the model's context (default: context)\n"
         "  --lr X             AdamW learning rate (default 0.001)\n"
         "  --weight-decay X   AdamW weight decay (default 0.01)\n"
-        "  --seed N           parameters, dropout and batches (default 1)\n"
+        "  --seed N           parameters, dropout, batches and sampling (default 1)\n"
         "  --threads N        worker threads (default: all cores)\n"
-        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds\n"
+        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds (appended to on --resume)\n"
+        "  --save FILE        write a safetensors checkpoint at the end (and every --save-every steps)\n"
+        "  --save-every N     also save every N steps\n"
+        "  --resume FILE      continue from a checkpoint: parameters, AdamW state, step, seed, batch,\n"
+        "                     seq and learning rate (the loss curve continues exactly)\n"
         "  --eval-batches N   held-out batches to average (default 16)\n"
+        "sampling:\n"
+        "  --checkpoint FILE  parameters (and tokenizer) to use\n"
+        "  --prompt TEXT      (default \"Once upon a time there was a little princess who\")\n"
+        "  --max-tokens N     tokens to generate (default 100)\n"
+        "  --temperature X    softmax temperature; 0 is greedy (default 1)\n"
+        "  --top-k N          keep the N most probable tokens; 0 keeps all (default 0)\n"
+        "  --top-p X          keep the most probable tokens up to mass X (default 0.6, seed 001 sec. 6)\n"
         "  -h, --help         this help\n",
         f);
 }
 
-static int die(const char *fmt, const char *a, const char *b) {
+__attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "xfrun: error: ");
-  fprintf(stderr, fmt, a, b);
+  vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
+  va_end(ap);
   return 1;
 }
 
@@ -70,124 +111,350 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Mean loss over up to n windows of the held-out split, taken in order.
-static bool heldout_loss(XfRuntime *rt, const XfData *d, int64_t n, double *mean) {
+typedef struct {
+  const char *cmd, *model;
+  const char *data[MAX_DATA];
+  int ndata;
+  const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
+  int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k;
+  double lr, wd, heldout, temperature, top_p;
+  bool set_batch, set_seq, set_seed, set_lr, set_wd;
+} Args;
+
+static int parse_args(int argc, char **argv, Args *a) {
+  *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16,
+              .max_tokens = 100, .lr = 1e-3, .wd = 0.01, .heldout = 0.01, .temperature = 1, .top_p = 0.6,
+              .prompt = "Once upon a time there was a little princess who"};
+  for (int i = 3; i < argc; i++) {
+    const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    bool ok = true;
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), 0;
+    if (!v) return die("%s needs a value", o);
+    if (!strcmp(o, "--data")) {
+      if (a->ndata == MAX_DATA) return die("more than %d --data arguments", MAX_DATA);
+      a->data[a->ndata++] = v;
+    } else if (!strcmp(o, "--tokenizer")) a->tokenizer = v;
+    else if (!strcmp(o, "--log")) a->log = v;
+    else if (!strcmp(o, "--save")) a->save = v;
+    else if (!strcmp(o, "--resume")) a->resume = v;
+    else if (!strcmp(o, "--checkpoint")) a->checkpoint = v;
+    else if (!strcmp(o, "--prompt")) a->prompt = v;
+    else if (!strcmp(o, "--cache")) a->cache = v;
+    else if (!strcmp(o, "--steps")) ok = parse_int(v, 0, INT32_MAX, &a->steps);
+    else if (!strcmp(o, "--batch")) ok = parse_int(v, 1, INT32_MAX, &a->batch), a->set_batch = true;
+    else if (!strcmp(o, "--seq")) ok = parse_int(v, 1, INT32_MAX, &a->seq), a->set_seq = true;
+    else if (!strcmp(o, "--seed")) ok = parse_int(v, 0, INT64_MAX, &a->seed), a->set_seed = true;
+    else if (!strcmp(o, "--threads")) ok = parse_int(v, 0, 1024, &a->threads);
+    else if (!strcmp(o, "--eval-batches")) ok = parse_int(v, 1, INT32_MAX, &a->eval_batches);
+    else if (!strcmp(o, "--save-every")) ok = parse_int(v, 1, INT32_MAX, &a->save_every);
+    else if (!strcmp(o, "--max-tokens")) ok = parse_int(v, 0, 1 << 24, &a->max_tokens);
+    else if (!strcmp(o, "--top-k")) ok = parse_int(v, 0, INT32_MAX, &a->top_k);
+    else if (!strcmp(o, "--lr")) ok = parse_real(v, &a->lr), a->set_lr = true;
+    else if (!strcmp(o, "--weight-decay")) ok = parse_real(v, &a->wd), a->set_wd = true;
+    else if (!strcmp(o, "--heldout")) ok = parse_real(v, &a->heldout) && a->heldout < 1;
+    else if (!strcmp(o, "--temperature")) ok = parse_real(v, &a->temperature);
+    else if (!strcmp(o, "--top-p")) ok = parse_real(v, &a->top_p) && a->top_p > 0 && a->top_p <= 1;
+    else return die("unknown option %s (see xfrun --help)", o);
+    if (!ok) return die("%s %s: not a valid value", o, v);
+    i++;
+  }
+  bool train = !strcmp(a->cmd, "train");
+  if (!train && (a->save || a->resume || a->save_every || a->log))
+    return die("--save, --save-every, --resume and --log are options of xfrun train");
+  if (train && a->checkpoint) return die("xfrun train takes --resume FILE, not --checkpoint");
+  if (a->save_every && !a->save) return die("--save-every needs --save FILE");
+  if (!strcmp(a->cmd, "sample") && !a->checkpoint)
+    return die("sample: --checkpoint FILE is required (train one with xfrun train --save FILE)");
+  return -1;
+}
+
+// ---- the tokenizer -------------------------------------------------------------------
+
+typedef struct {
+  XfTokenizer *tok;
+  char *json;        // its tokenizer.json text, or NULL for the byte tokenizer
+  const char *name;  // for messages
+} Tok;
+
+static bool tok_from_text(Tok *t, char *text, size_t len, const char *name, char *err, size_t errlen) {
+  t->tok = xf_tok_parse(text, len, name, err, errlen);
+  if (!t->tok) return free(text), false;
+  t->json = text, t->name = name;
+  return true;
+}
+
+// By precedence: --tokenizer; the checkpoint's; a cached BPE of `vocab`
+// trained on the corpus (trained now if not cached).
+static bool get_tokenizer(const Args *a, const XfCheckpoint *ck, const XfCorpus *corpus, int64_t vocab,
+                          const char *cache, Tok *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  size_t len;
+  if (a->tokenizer && !strcmp(a->tokenizer, "bytes")) {
+    t->tok = xf_tok_bytes(), t->name = "bytes";
+    return t->tok || xf_errorf(err, errlen, "out of memory");
+  }
+  if (a->tokenizer) {
+    char *text = xf_read_file(a->tokenizer, &len, err, errlen);
+    return text && tok_from_text(t, text, len, a->tokenizer, err, errlen);
+  }
+  if (ck) {
+    const char *kind = xf_checkpoint_meta(ck, "tokenizer"), *text = xf_checkpoint_meta(ck, "tokenizer.json");
+    if (kind && !strcmp(kind, "bytes")) {
+      t->tok = xf_tok_bytes(), t->name = "bytes";
+      return t->tok || xf_errorf(err, errlen, "out of memory");
+    }
+    if (!text) return xf_errorf(err, errlen, "the checkpoint carries no tokenizer: give --tokenizer FILE");
+    char *copy = strdup(text);
+    return copy ? tok_from_text(t, copy, strlen(copy), "the checkpoint's tokenizer", err, errlen)
+                : xf_errorf(err, errlen, "out of memory");
+  }
+  if (!corpus) return xf_errorf(err, errlen, "no tokenizer: give --tokenizer FILE or --checkpoint FILE");
+  static char path[4200];
+  snprintf(path, sizeof path, "%s/tokenizer-%016llx-%lld.json", cache, (unsigned long long)corpus->hash,
+           (long long)vocab);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fprintf(stderr, "xfrun: training a byte-level BPE tokenizer of %lld tokens on %d files (%.1f MB) -> %s\n",
+            (long long)vocab, corpus->n, (double)corpus->bytes / 1e6, path);
+    double t0 = now();
+    XfTokenizer *tok = xf_tok_train((const char *const *)corpus->texts, corpus->lens, corpus->n, vocab, err, errlen);
+    if (!tok) return false;
+    bool ok = xf_tok_save(tok, path, err, errlen);
+    xf_tok_free(tok);
+    if (!ok) return false;
+    fprintf(stderr, "xfrun: tokenizer trained in %.1f s\n", now() - t0);
+  }
+  char *text = xf_read_file(path, &len, err, errlen);
+  return text && tok_from_text(t, text, len, path, err, errlen);
+}
+
+static void tok_free(Tok *t) {
+  xf_tok_free(t->tok);
+  free(t->json);
+}
+
+// ---- commands ------------------------------------------------------------------------
+
+// Mean loss over n batches of windows of the held-out part, drawn with a fixed seed.
+static double heldout_loss(XfRuntime *rt, const XfData *d, int64_t n) {
   const XfOptions *o = xf_options(rt);
-  int64_t span = d->n - d->split;
-  if (span <= o->seq) return false;
   double total = 0;
-  int64_t count = 0;
   for (int64_t b = 0; b < n; b++) {
     xf_data_batch(d, d->split, d->n, o->batch, o->seq, o->seed ^ 0xe7a1u, (uint32_t)b, xf_tokens(rt), xf_targets(rt));
     total += xf_eval_step(rt);
-    count++;
   }
-  *mean = total / (double)count;
-  return true;
+  return total / (double)n;
+}
+
+static bool meta_int(const XfCheckpoint *ck, const char *key, int64_t *v) {
+  const char *s = xf_checkpoint_meta(ck, key);
+  return s && parse_int(s, 0, INT64_MAX, v);
+}
+
+static bool meta_real(const XfCheckpoint *ck, const char *key, double *v) {
+  const char *s = xf_checkpoint_meta(ck, key);
+  return s && parse_real(s, v);
+}
+
+static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key, char *err, size_t errlen) {
+  char key[32];
+  snprintf(key, sizeof key, "%016llx", (unsigned long long)data_key);
+  XfMeta meta[3] = {{"data", key}, {"tokenizer", t->json ? "bpe" : "bytes"}, {"tokenizer.json", t->json}};
+  if (!xf_checkpoint_save(rt, path, meta, t->json ? 3 : 2, err, errlen)) return die("%s", err);
+  return 0;
+}
+
+static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, uint64_t data_key) {
+  char err[1024];
+  const XfModel *m = xf_model(rt);
+  const XfOptions *o = xf_options(rt);
+  FILE *lf = NULL;
+  if (a->log) {
+    struct stat st;
+    bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
+    if (!(lf = fopen(a->log, append ? "a" : "w"))) return die("cannot write log %s: %s", a->log, strerror(errno));
+    if (!append) fprintf(lf, "step,loss,tokens_per_s,elapsed_s\n");
+  }
+  uint32_t first = xf_step_count(rt) + 1;
+  fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens, %d parameter tensors, %.1f MiB planned\n",
+          m->name, first, (long long)a->steps, (long long)o->batch, (long long)o->seq, xf_nparams(rt),
+          (double)xf_memory_bytes(rt) / (1 << 20));
+  bool tty = isatty(2);
+  int status = 0;
+  double t0 = now(), loss = NAN;
+  for (int64_t s = first; s <= a->steps; s++) {
+    xf_data_batch(d, 0, d->split, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt), xf_targets(rt));
+    loss = xf_train_step(rt);
+    double el = now() - t0, tps = (double)((s - first + 1) * o->batch * o->seq) / el;
+    if (lf) fprintf(lf, "%lld,%.9g,%.1f,%.3f\n", (long long)s, loss, tps, el);
+    if (!isfinite(loss)) {
+      fprintf(stderr, "%sxfrun: error: the loss is %g at step %lld; lower --lr\n", tty ? "\n" : "", loss, (long long)s);
+      status = 1;
+      break;
+    }
+    if (tty || s == a->steps || s % 10 == 0) {
+      double eta = el / (double)(s - first + 1) * (double)(a->steps - s);
+      fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
+              (long long)a->steps, loss, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
+    }
+    if (a->save_every && s % a->save_every == 0 && s != a->steps &&
+        (status = save(rt, a->save, t, data_key, err, sizeof err)))
+      break;
+  }
+  if (tty && first <= a->steps) fputc('\n', stderr);
+  if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
+  if (status) return status;
+  if (a->save) {
+    if ((status = save(rt, a->save, t, data_key, err, sizeof err))) return status;
+    fprintf(stderr, "xfrun: saved %s (step %u)\n", a->save, xf_step_count(rt));
+  }
+  double mean = heldout_loss(rt, d, a->eval_batches);
+  if (isnan(loss)) printf("%s: at step %u, held-out loss %.4f, perplexity %.2f\n", m->name, xf_step_count(rt), mean,
+                          exp(mean));
+  else printf("%s: final training loss %.4f, held-out loss %.4f, perplexity %.2f\n", m->name, loss, mean, exp(mean));
+  return 0;
+}
+
+static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
+  char err[1024];
+  XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};
+  if (!xf_sampling_check(&s, err, sizeof err)) return die("%s", err);
+  int64_t n, V = xf_vocab(rt), ctx = xf_model(rt)->context;
+  int32_t *prompt = xf_tok_encode(t->tok, a->prompt, strlen(a->prompt), &n);
+  if (!prompt) return die("out of memory");
+  if (n == 0) return free(prompt), die("--prompt is empty: give at least one token of text");
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n + a->max_tokens)), *order = malloc(sizeof(int32_t) * (size_t)V);
+  float *probs = malloc(sizeof(float) * (size_t)V);
+  if (!ids || !order || !probs) return free(prompt), free(ids), free(order), free(probs), die("out of memory");
+  memcpy(ids, prompt, sizeof(int32_t) * (size_t)n);
+  free(prompt);
+  fputs(a->prompt, stdout);
+  fflush(stdout);
+  int status = 0;
+  for (int64_t k = 0; k < a->max_tokens; k++) {
+    // The last `context` tokens at most: a longer prompt keeps its end.
+    int64_t T = n < ctx ? n : ctx;
+    memcpy(xf_tokens(rt), ids + n - T, sizeof(int32_t) * (size_t)T);
+    const float *logits = xf_forward(rt, 1, T);
+    if (!logits) {
+      status = die("model %s has no 'logits' output to sample from", xf_model(rt)->name);
+      break;
+    }
+    xf_sample_filter(logits + (T - 1) * V, V, &s, probs, order);
+    int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, STREAM_SAMPLE, (uint64_t)k, 0));
+    ids[n++] = id;
+    size_t len;
+    const char *bytes = xf_tok_token_bytes(t->tok, id, &len);
+    if (bytes) fwrite(bytes, 1, len, stdout);
+    fflush(stdout);
+  }
+  fputc('\n', stdout);
+  free(ids), free(order), free(probs);
+  return status;
 }
 
 int main(int argc, char **argv) {
   if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage(stdout), 0;
   if (argc >= 2 && !strcmp(argv[1], "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "plot")) return xfrun_plot(argc - 1, argv + 1);
-  if (argc < 3) {
-    usage(stderr);
-    return 1;
+  if (argc < 3) return usage(stderr), 1;
+  if (strcmp(argv[1], "train") && strcmp(argv[1], "eval") && strcmp(argv[1], "sample"))
+    return die("unknown command '%s' (train, eval, sample, tokenize or plot)", argv[1]);
+  Args a;
+  int status = parse_args(argc, argv, &a);
+  if (status >= 0) return status;
+  bool is_train = !strcmp(a.cmd, "train"), is_sample = !strcmp(a.cmd, "sample");
+  char err[1024], cache_buf[4096];
+  XfCheckpoint *ck = NULL;
+  XfRuntime *rt = NULL;
+  XfCorpus corpus = {0};
+  XfData d = {0};
+  Tok t = {0};
+  const char *ckpath = a.resume ? a.resume : a.checkpoint;
+  if (ckpath && !(ck = xf_checkpoint_open(ckpath, err, sizeof err))) return die("%s", err);
+  if (a.resume) {
+    // A resumed run continues with the settings it was saved with unless told otherwise.
+    int64_t v;
+    double x;
+    if (!a.set_seed && meta_int(ck, "seed", &v)) a.seed = v;
+    if (!a.set_batch && meta_int(ck, "batch", &v)) a.batch = v;
+    if (!a.set_seq && meta_int(ck, "seq", &v)) a.seq = v;
+    if (!a.set_lr && meta_real(ck, "lr", &x)) a.lr = x;
+    if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
   }
-  const char *cmd = argv[1], *model = argv[2], *data = NULL, *log = NULL;
-  if (strcmp(cmd, "train") && strcmp(cmd, "eval")) return die("unknown command '%s'%s (train or eval)", cmd, "");
-  int64_t steps = 100, batch = 8, seq = 0, seed = 1, threads = 0, eval_batches = 16;
-  double lr = 1e-3, wd = 0.01;
-  for (int i = 3; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    bool ok = true;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-    if (!v) return die("%s needs a value%s", a, "");
-    if (!strcmp(a, "--data")) data = v;
-    else if (!strcmp(a, "--log")) log = v;
-    else if (!strcmp(a, "--steps")) ok = parse_int(v, 0, INT32_MAX, &steps);
-    else if (!strcmp(a, "--batch")) ok = parse_int(v, 1, INT32_MAX, &batch);
-    else if (!strcmp(a, "--seq")) ok = parse_int(v, 1, INT32_MAX, &seq);
-    else if (!strcmp(a, "--seed")) ok = parse_int(v, 0, INT64_MAX, &seed);
-    else if (!strcmp(a, "--threads")) ok = parse_int(v, 0, 1024, &threads);
-    else if (!strcmp(a, "--eval-batches")) ok = parse_int(v, 1, INT32_MAX, &eval_batches);
-    else if (!strcmp(a, "--lr")) ok = parse_real(v, &lr);
-    else if (!strcmp(a, "--weight-decay")) ok = parse_real(v, &wd);
-    else return die("unknown option %s%s (see xfrun --help)", a, "");
-    if (!ok) return die("%s %s: not a valid value", a, v);
-    i++;
-  }
-  if (!data) return die("%s%s: --data FILE is required (a raw byte file)", cmd, "");
-  char err[1024];
-  XfOptions opt = {.batch = batch, .seq = seq, .threads = (int)threads, .lr = lr, .weight_decay = wd,
-                   .seed = (uint64_t)seed};  // seq 0: the model's context
-  XfRuntime *rt = xf_open(model, &opt, err, sizeof err);
-  if (!rt) return die("%s%s", err, "");
-  opt = *xf_options(rt);
-  XfData d;
-  if (!xf_data_load_bytes(data, 0.01, xf_vocab(rt), &d, err, sizeof err)) {
-    xf_close(rt);
-    return die("%s%s", err, "");
-  }
-  int status = 0;
-  if (d.split <= opt.seq || d.n - d.split <= opt.seq) {
-    fprintf(stderr, "xfrun: error: %s has %lld tokens: too few for --seq %lld (need more than %lld in the training part "
-            "and in the held-out 1%%)\n", data, (long long)d.n, (long long)opt.seq, (long long)opt.seq);
-    status = 1;
+  XfOptions opt = {.batch = is_sample ? 1 : a.batch, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed};
+  if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
+    status = die("%s", err);
     goto out;
   }
-  xf_init_params(rt, (uint64_t)seed);
-  const XfModel *m = xf_model(rt);
-  if (!strcmp(cmd, "eval")) {
-    double mean;
-    heldout_loss(rt, &d, eval_batches, &mean);
-    printf("%s: held-out loss %.4f, perplexity %.2f (%lld batches of %lld x %lld tokens)\n", m->name, mean, exp(mean),
-           (long long)eval_batches, (long long)opt.batch, (long long)opt.seq);
-    goto out;
-  }
-  FILE *lf = NULL;
-  if (log) {
-    lf = fopen(log, "w");
-    if (!lf) {
-      fprintf(stderr, "xfrun: error: cannot write log %s: %s\n", log, strerror(errno));
-      status = 1;
+  int64_t vocab = xf_vocab(rt);
+  const char *cache = NULL;
+  bool need_data = !is_sample;
+  if (need_data) {
+    const char *def[] = {XF_DATA_DIR "/children"};
+    if (!xf_corpus_read(a.ndata ? a.data : def, a.ndata ? a.ndata : 1, &corpus, err, sizeof err)) {
+      status = die("%s", err);
       goto out;
     }
-    fprintf(lf, "step,loss,tokens_per_s,elapsed_s\n");
   }
-  fprintf(stderr, "xfrun: training %s: %lld steps of %lld x %lld tokens, %d params tensors, %.1f MiB planned\n",
-          m->name, (long long)steps, (long long)opt.batch, (long long)opt.seq, xf_nparams(rt),
-          (double)xf_memory_bytes(rt) / (1 << 20));
-  bool tty = isatty(2);
-  double t0 = now(), loss = 0;
-  for (int64_t s = 1; s <= steps; s++) {
-    xf_data_batch(&d, 0, d.split, opt.batch, opt.seq, (uint64_t)seed, (uint32_t)s, xf_tokens(rt), xf_targets(rt));
-    loss = xf_train_step(rt);
-    double el = now() - t0, tps = (double)(s * opt.batch * opt.seq) / el;
-    if (lf) fprintf(lf, "%lld,%.6f,%.1f,%.3f\n", (long long)s, loss, tps, el);
-    if (!isfinite(loss)) {
-      fprintf(stderr, "\nxfrun: error: the loss is %g at step %lld; lower --lr\n", loss, (long long)s);
-      status = 1;
-      break;
-    }
-    if (tty || s == steps || s % 10 == 0) {
-      double eta = el / (double)s * (double)(steps - s);
-      fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
-              (long long)steps, loss, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
+  if (need_data || (!a.tokenizer && !ck)) {
+    if (!(cache = xf_cache_dir(a.cache, cache_buf, sizeof cache_buf, err, sizeof err))) {
+      status = die("%s", err);
+      goto out;
     }
   }
-  if (tty) fputc('\n', stderr);
-  if (lf && fclose(lf) != 0) {
-    fprintf(stderr, "xfrun: error: cannot write log %s\n", log);
-    status = 1;
+  if (!get_tokenizer(&a, ck, need_data ? &corpus : NULL, vocab, cache, &t, err, sizeof err)) {
+    status = die("%s", err);
+    goto out;
   }
-  if (!status) {
-    double mean;
-    heldout_loss(rt, &d, eval_batches, &mean);
-    printf("%s: final training loss %.4f, held-out loss %.4f, perplexity %.2f\n", m->name, loss, mean, exp(mean));
+  if (xf_tok_vocab(t.tok) != vocab) {
+    status = die("tokenizer %s has a vocabulary of %lld, model %s has %lld: compile the model with -D vocab=%lld or "
+                 "use a tokenizer of %lld", t.name, (long long)xf_tok_vocab(t.tok), a.model, (long long)vocab,
+                 (long long)xf_tok_vocab(t.tok), (long long)vocab);
+    goto out;
+  }
+  xf_init_params(rt, (uint64_t)a.seed);
+  if (ck && !xf_checkpoint_load(ck, rt, is_train, err, sizeof err)) {
+    status = die("%s", err);
+    goto out;
+  }
+  if (is_sample) {
+    status = sample(&a, rt, &t);
+    goto out;
+  }
+  if (!xf_data_load(&corpus, t.tok, a.heldout, vocab, cache, &d, err, sizeof err)) {
+    status = die("%s", err);
+    goto out;
+  }
+  int64_t seq = xf_options(rt)->seq;
+  if (d.split <= seq || d.n - d.split <= seq) {
+    status = die("the corpus has %lld tokens (%lld held out): too few for --seq %lld (need more than %lld in the "
+                 "training part and in the held-out part)", (long long)d.n, (long long)(d.n - d.split),
+                 (long long)seq, (long long)seq);
+    goto out;
+  }
+  uint64_t data_key = corpus.hash ^ xf_tok_fingerprint(t.tok);
+  if (a.resume) {
+    const char *k = xf_checkpoint_meta(ck, "data");
+    char now_key[32];
+    snprintf(now_key, sizeof now_key, "%016llx", (unsigned long long)data_key);
+    if (k && strcmp(k, now_key))
+      fprintf(stderr, "xfrun: warning: %s was trained on other data; the run continues on this corpus\n", a.resume);
+  }
+  if (is_train) {
+    status = train(&a, rt, &d, &t, data_key);
+  } else {
+    double mean = heldout_loss(rt, &d, a.eval_batches);
+    printf("%s: held-out loss %.4f, perplexity %.2f (%lld batches of %lld x %lld tokens%s)\n", xf_model(rt)->name,
+           mean, exp(mean), (long long)a.eval_batches, (long long)xf_options(rt)->batch, (long long)seq,
+           ck ? "" : "; fresh parameters: no --checkpoint");
   }
 out:
+  tok_free(&t);
   xf_data_free(&d);
+  xf_corpus_free(&corpus);
   xf_close(rt);
+  xf_checkpoint_close(ck);
   return status;
 }

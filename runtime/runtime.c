@@ -184,6 +184,15 @@ float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel) {
   return rt->bufs[b];
 }
 
+float *xf_moment(XfRuntime *rt, int i, int which) { return which ? rt->adam_v[i] : rt->adam_m[i]; }
+void xf_set_step(XfRuntime *rt, uint32_t step) { rt->step = step; }
+
+int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]) {
+  const XfBuffer *b = &rt->m->buffers[rt->params[i]];
+  for (int k = 0; k < b->rank; k++) dims[k] = b->dims[k];
+  return b->rank;
+}
+
 const float *xf_grad(XfRuntime *rt, int i) { return rt->grads[i] >= 0 ? rt->bufs[rt->grads[i]] : NULL; }
 
 int64_t xf_vocab(const XfRuntime *rt) {
@@ -383,8 +392,8 @@ float xf_eval_step(XfRuntime *rt) {
   return ((float *)rt->bufs[rt->loss])[0];
 }
 
-const float *xf_forward(XfRuntime *rt) {
-  if (rt->logits < 0) return NULL;
-  rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
+  if (rt->logits < 0 || batch < 1 || seq < 1 || batch > rt->opt.batch || seq > rt->opt.seq) return NULL;
+  rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
 }

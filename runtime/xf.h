@@ -57,19 +57,25 @@ int32_t *xf_targets(XfRuntime *rt);
 float xf_train_step(XfRuntime *rt);
 // The loss without dropout and without updating anything.
 float xf_eval_step(XfRuntime *rt);
-// Logits [batch, seq, vocab] of the tokens, without dropout.
-const float *xf_forward(XfRuntime *rt);
+// Logits [batch, seq, vocab] of the first batch x seq tokens of xf_tokens
+// (laid out [batch, seq]), without dropout; batch and seq at most those
+// planned at open. NULL if the model has no `logits` output.
+const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq);
 // Steps taken so far (AdamW's t, and the dropout step counter).
 uint32_t xf_step_count(const XfRuntime *rt);
+// AdamW's moments of parameter i: which 0 is exp_avg (m), 1 is exp_avg_sq (v).
+float *xf_moment(XfRuntime *rt, int i, int which);
+// Rank and dims of parameter i.
+int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]);
+// Restores the step counter (with the parameters and moments: a resumed run).
+void xf_set_step(XfRuntime *rt, uint32_t step);
 // Bytes of memory planned at open.
 size_t xf_memory_bytes(const XfRuntime *rt);
-
-#endif
 
 // Writes a message into err and returns false (the runtime's error convention).
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-// ---- data.c: token files and batches ---------------------------------------------
+// ---- data.c: corpora, token caches and batches ----------------------------------------
 
 typedef struct {
   int32_t *tokens;
@@ -77,13 +83,80 @@ typedef struct {
   int64_t split;  // [0, split) trains, [split, n) is held out
 } XfData;
 
-// A raw byte file as tokens (one byte, one token: vocabulary 256). The last
-// `heldout` fraction is held out. Fails on a missing or empty file and on a
-// token at or beyond vocab.
-bool xf_data_load_bytes(const char *path, double heldout, int64_t vocab, XfData *d, char *err, size_t errlen);
+// A corpus: files named on the command line, a folder meaning its *.txt
+// files in name order. `hash` fingerprints the contents (not the names).
+typedef struct {
+  char **files;
+  char **texts;
+  size_t *lens;
+  int n;
+  uint64_t hash;
+  size_t bytes;
+} XfCorpus;
+
+bool xf_corpus_read(const char *const *paths, int npaths, XfCorpus *c, char *err, size_t errlen);
+void xf_corpus_free(XfCorpus *c);
+
+struct XfTokenizer;
+// The corpus as tokens: each file encoded on its own, the last `heldout`
+// fraction of each file's tokens held out; the training parts come first,
+// then the held-out parts. Cached in cache_dir (NULL: no cache) under a key
+// of the corpus hash, the tokenizer's fingerprint and heldout. Fails on an
+// empty corpus and on an id at or beyond vocab.
+bool xf_data_load(const XfCorpus *c, const struct XfTokenizer *t, double heldout, int64_t vocab,
+                  const char *cache_dir, XfData *d, char *err, size_t errlen);
 void xf_data_free(XfData *d);
 // Fills tokens and targets [batch, seq] with windows of [from, to): row r is
 // the window at a start drawn by the counter-based RNG from (seed, r, step);
 // targets are the tokens one position later. Needs to - from > seq.
 void xf_data_batch(const XfData *d, int64_t from, int64_t to, int64_t batch, int64_t seq, uint64_t seed, uint32_t step,
                    int32_t *tokens, int32_t *targets);
+
+// The cache folder: dir if not NULL, else $XF_CACHE_DIR, else
+// $XDG_CACHE_HOME/xf, else $HOME/.cache/xf; created if missing. NULL (with
+// err) if none can be made.
+const char *xf_cache_dir(const char *dir, char *buf, size_t len, char *err, size_t errlen);
+
+// ---- fileio.c: whole files -----------------------------------------------------------
+
+typedef struct {
+  const void *data;
+  size_t len;
+} XfSpan;
+
+// Writes the concatenated parts to path atomically: a temporary file beside
+// it, fsync, rename, fsync of the folder. A crash at any point leaves path
+// as it was or complete. (Test hook: XF_TEST_CRASH_SAVE=N makes the process
+// exit with status 70 after writing N bytes, as a crash mid-write would.)
+bool xf_write_atomic(const char *path, const XfSpan *parts, int nparts, char *err, size_t errlen);
+// Reads a whole file into a NUL-terminated malloc'd buffer of *len bytes.
+char *xf_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+// ---- checkpoint.c: safetensors checkpoints -------------------------------------------
+// A checkpoint is a safetensors file: every parameter as an F32 tensor under
+// its DSL name (e.g. "lm.layers.0.mixer.W_ext"), AdamW's moments as
+// "optimizer.exp_avg.<name>" and "optimizer.exp_avg_sq.<name>", and string
+// metadata: "format" ("xf-checkpoint/1"), "model", "step", "seed", the AdamW
+// settings, "rng" (the counter-based RNG's state is its seed and the step)
+// and whatever the caller adds (xfrun adds the tokenizer and the data key).
+
+typedef struct {
+  const char *key, *value;
+} XfMeta;
+
+// Writes atomically: a temporary file beside path, fsync, rename, fsync of
+// the directory. A crash at any point leaves path as it was or complete.
+bool xf_checkpoint_save(XfRuntime *rt, const char *path, const XfMeta *extra, int nextra, char *err, size_t errlen);
+
+typedef struct XfCheckpoint XfCheckpoint;
+// Reads and validates a safetensors file (header, offsets, dtypes).
+XfCheckpoint *xf_checkpoint_open(const char *path, char *err, size_t errlen);
+void xf_checkpoint_close(XfCheckpoint *c);
+// A metadata value, or NULL.
+const char *xf_checkpoint_meta(const XfCheckpoint *c, const char *key);
+// Copies the parameters (and, with optimizer, the moments and the step) into
+// rt. Checks every tensor first: a missing, extra or mis-shaped tensor is an
+// error naming it, and rt is left untouched.
+bool xf_checkpoint_load(const XfCheckpoint *c, XfRuntime *rt, bool optimizer, char *err, size_t errlen);
+
+#endif

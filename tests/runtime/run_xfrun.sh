@@ -7,6 +7,7 @@ set -u
 xfc=$1 xfrun=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export XF_CACHE_DIR=$tmp/cache
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
@@ -35,7 +36,7 @@ printf '%s' "$llvm" | grep -q '^define internal void @xf_prog_train' && printf '
 # training lowers the loss below a bound; the same seed gives the same curve
 for run in 1 2; do
   "$xfrun" train "$tmp/she.so" --data "$tmp/text.txt" --steps 150 --batch 8 --seq 32 --lr 0.003 --seed 7 --threads 2 \
-    --log "$tmp/run$run.csv" > "$tmp/run$run.out" 2> "$tmp/run$run.err" || bad "train run $run exits 0"
+    --tokenizer bytes --log "$tmp/run$run.csv" > "$tmp/run$run.out" 2> "$tmp/run$run.err" || bad "train run $run exits 0"
 done
 first=$(sed -n 2p "$tmp/run1.csv" | cut -d, -f2)
 last=$(tail -1 "$tmp/run1.csv" | cut -d, -f2)
@@ -50,7 +51,7 @@ else
   bad "two runs with the same seed differ"
 fi
 grep -q "held-out loss" "$tmp/run1.out" && ok "train reports the held-out loss" || bad "no held-out loss: $(cat "$tmp/run1.out")"
-"$xfrun" eval "$tmp/me.so" --data "$tmp/text.txt" --seq 32 > "$tmp/eval.out" 2>&1 &&
+"$xfrun" eval "$tmp/me.so" --data "$tmp/text.txt" --tokenizer bytes --seq 32 > "$tmp/eval.out" 2>&1 &&
   grep -q "perplexity" "$tmp/eval.out" && ok "eval prints loss and perplexity" || bad "eval: $(cat "$tmp/eval.out")"
 
 # bad inputs: exit status 1 and a one-line message naming the problem
@@ -78,12 +79,13 @@ expect_error "model of another ABI" "ABI 999" "$xfrun" train "$tmp/abi.so" --dat
 expect_error "not a model" "not an xf model" "$xfrun" train /usr/lib/x86_64-linux-gnu/libm.so.6 --data "$tmp/text.txt"
 expect_error "missing data" "cannot open data file" "$xfrun" train "$tmp/me.so" --data "$tmp/nope.txt"
 expect_error "empty data" "is empty" "$xfrun" train "$tmp/me.so" --data "$tmp/empty.txt"
-expect_error "token beyond the vocabulary" "beyond the model's vocabulary of 100" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin"
+expect_error "tokenizer and model vocabularies differ" "tokenizer bytes has a vocabulary of 256, model .*small_vocab.so has 100" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin" --tokenizer bytes
+expect_error "a byte-level BPE needs 256 tokens" "256" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin"
 expect_error "--seq beyond the context" "context length" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --seq 33
 expect_error "impossible --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 0
 expect_error "enormous --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 2000000000
 expect_error "unknown command" "unknown command" "$xfrun" fly "$tmp/me.so"
 head -c 60 "$tmp/text.txt" > "$tmp/short.txt"
-expect_error "data too short" "too few" "$xfrun" train "$tmp/me.so" --data "$tmp/short.txt" --seq 32 --batch 1
+expect_error "data too short" "too few" "$xfrun" train "$tmp/me.so" --data "$tmp/short.txt" --seq 32 --batch 1 --tokenizer bytes
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
