@@ -68,6 +68,15 @@ with tempfile.TemporaryDirectory() as tmp:
               f"metadata: format, model, step, note, optimizer ({len(meta)} keys)")
         check(tensors[params[0]].ndim >= 1 and all(d > 0 for d in tensors[params[0]].shape),
               f"shapes: {params[0]} is {tensors[params[0]].shape}")
+    try:
+        import torch
+        from safetensors.torch import load_file as load_torch
+    except ImportError:
+        print("note: torch is not installed here; the numpy loader stands for both")
+    else:
+        tt = load_torch(a)
+        check(all(torch.equal(tt[n], torch.from_numpy(tensors[n])) for n in names),
+              f"safetensors.torch.load_file (torch {torch.__version__}) reads the same {len(tt)} tensors")
     # the other way: safetensors writes, xf reads
     b = os.path.join(tmp, "b.safetensors")
     save_file({n: 2 * t for n, t in tensors.items()}, b, metadata=meta)
