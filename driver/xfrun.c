@@ -213,9 +213,12 @@ static bool get_tokenizer(const Args *a, const XfCheckpoint *ck, const XfCorpus 
   snprintf(path, sizeof path, "%s/tokenizer-%016llx-%lld.json", cache, (unsigned long long)corpus->hash,
            (long long)vocab);
   struct stat st;
+  if (vocab < 256)
+    return xf_errorf(err, errlen, "the model's vocabulary of %lld is smaller than the 256 byte tokens a byte-level "
+                     "BPE starts from: compile it with -D vocab=256 or more", (long long)vocab);
   if (stat(path, &st) != 0) {
-    fprintf(stderr, "xfrun: training a byte-level BPE tokenizer of %lld tokens on %d files (%.1f MB) -> %s\n",
-            (long long)vocab, corpus->n, (double)corpus->bytes / 1e6, path);
+    fprintf(stderr, "xfrun: training a byte-level BPE tokenizer of %lld tokens on %d file%s (%.1f MB) -> %s\n",
+            (long long)vocab, corpus->n, corpus->n == 1 ? "" : "s", (double)corpus->bytes / 1e6, path);
     double t0 = now();
     XfTokenizer *tok = xf_tok_train((const char *const *)corpus->texts, corpus->lens, corpus->n, vocab, err, errlen);
     if (!tok) return false;
@@ -363,6 +366,7 @@ int main(int argc, char **argv) {
   Args a;
   int status = parse_args(argc, argv, &a);
   if (status >= 0) return status;
+  status = 0;
   bool is_train = !strcmp(a.cmd, "train"), is_sample = !strcmp(a.cmd, "sample");
   char err[1024], cache_buf[4096];
   XfCheckpoint *ck = NULL;

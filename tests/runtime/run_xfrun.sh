@@ -80,7 +80,7 @@ expect_error "not a model" "not an xf model" "$xfrun" train /usr/lib/x86_64-linu
 expect_error "missing data" "cannot open data file" "$xfrun" train "$tmp/me.so" --data "$tmp/nope.txt"
 expect_error "empty data" "is empty" "$xfrun" train "$tmp/me.so" --data "$tmp/empty.txt"
 expect_error "tokenizer and model vocabularies differ" "tokenizer bytes has a vocabulary of 256, model .*small_vocab.so has 100" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin" --tokenizer bytes
-expect_error "a byte-level BPE needs 256 tokens" "256" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin"
+expect_error "a byte-level BPE needs 256 tokens" "vocabulary of 100 is smaller than the 256 byte tokens" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin"
 expect_error "--seq beyond the context" "context length" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --seq 33
 expect_error "impossible --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 0
 expect_error "enormous --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 2000000000
