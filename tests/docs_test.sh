@@ -5,11 +5,7 @@
 # Usage (from the repo root): tests/docs_test.sh path/to/xfc
 set -u
 xfc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. tests/lib.sh
 awk -v dir="$tmp" '
   /^```xf$/ { n++; f = dir "/block" n ".xf"; on = 1; next }
   /^```$/ && on { on = 0; next }
@@ -31,5 +27,4 @@ case "$msg" in
   *"matmul inner dimensions differ: [B, 8, T, 16] @ [B, 8, T, 16]"*) ok "worked example error names both shapes" ;;
   *) bad "worked example error: $msg" ;;
 esac
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,24 +6,8 @@
 # Usage (from the repo root): tests/runtime/run_text.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 export XF_CACHE_DIR=$tmp/cache
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-expect_error() {  # label, message fragment (grep -E), command...
-  local label=$1 frag=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ $rc -eq 1 ] && printf '%s' "$out" | grep -qE -- "$frag" && ! printf '%s' "$out" | grep -q '^step '; then
-    ok "$label: $(printf '%s' "$out" | tail -1)"
-  else
-    bad "$label (exit $rc): $out"
-  fi
-}
 
 mkdir "$tmp/books"
 cp data/children/carroll-alice.txt data/children/blake-poems.txt "$tmp/books/"
@@ -105,5 +89,4 @@ expect_error "a folder without text" "no .txt files" "$xfrun" train "$tmp/she.so
   grep -q "tokenizer of 300 tokens on 5 files" "$tmp/d.err" && grep -q "held-out loss" "$tmp/d.out" &&
   ok "no --data: the 5 bundled children's books ($(grep -o 'on 5 files ([0-9.]* MB)' "$tmp/d.err"))" || bad "default corpus: $(cat "$tmp/d.err")"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

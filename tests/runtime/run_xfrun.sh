@@ -5,12 +5,8 @@
 # Usage (from the repo root): tests/runtime/run_xfrun.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 export XF_CACHE_DIR=$tmp/cache
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 # a text of 40 kB: a few sentences repeated with variations
 python3 - "$tmp/text.txt" <<'PY'
@@ -55,18 +51,6 @@ grep -q "held-out loss" "$tmp/run1.out" && ok "train reports the held-out loss" 
   grep -q "perplexity" "$tmp/eval.out" && ok "eval prints loss and perplexity" || bad "eval: $(cat "$tmp/eval.out")"
 
 # bad inputs: exit status 1 and a one-line message naming the problem
-expect_error() {  # label, message fragment, command...
-  local label=$1 frag=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q -- "$frag"; then
-    ok "$label: $out"
-  else
-    bad "$label (exit $rc): $out"
-  fi
-}
 head -c 3000 "$tmp/me.so" > "$tmp/truncated.so"
 printf 'const struct { unsigned abi; } xf_model = {999};\n' > "$tmp/abi.c"
 cc -shared -fPIC -o "$tmp/abi.so" "$tmp/abi.c"
@@ -87,5 +71,4 @@ expect_error "enormous --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp
 expect_error "unknown command" "unknown command" "$xfrun" fly "$tmp/me.so"
 head -c 60 "$tmp/text.txt" > "$tmp/short.txt"
 expect_error "data too short" "too few" "$xfrun" train "$tmp/me.so" --data "$tmp/short.txt" --seq 32 --batch 1 --tokenizer bytes
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish
