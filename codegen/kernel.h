@@ -15,6 +15,8 @@
 #ifndef XF_KERNEL_H
 #define XF_KERNEL_H
 
+#include <stdio.h>
+
 #include "../ir/ir.h"
 
 // size = coef * B^pb * T^pt (every IR size is a product of such factors)
@@ -31,6 +33,9 @@ typedef enum {
   BUF_OUTPUT,  // loss or logits, read back by the runtime
 } BufferRole;
 
+// Lifetimes are in the global kernel order (Schedule.kernels); every program
+// runs a subsequence of it, so storage shared by buffers whose lifetimes do
+// not overlap in that order is safe in every program.
 typedef struct {
   BufferRole role;
   DType dtype;
@@ -38,7 +43,14 @@ typedef struct {
   int node;           // the IR node whose value it holds
   const char *name;   // params, grads, inputs, outputs
   int alias_of;       // >= 0: shares the storage of that buffer
+  int first, last;    // kernels that first write and last read it (storage
+                      // roots only); -1, -1: no kernel touches it.
+                      // BUF_OUTPUT: last = nkernels (read back after the step)
 } Buffer;
+
+// Params, gradients and inputs keep their own storage across steps; the
+// rest is planned (memplan.c).
+static inline bool buffer_persistent(BufferRole r) { return r == BUF_PARAM || r == BUF_GRAD || r == BUF_INPUT; }
 
 typedef enum {
   PROG_TRAIN,   // forward + backward: loss and every gradient
@@ -68,7 +80,15 @@ typedef struct {
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)
+  int cls;        // the first kernel computing the same function (op or
+                  // group, shapes, attributes): a backend generates code once
+                  // per class and calls it with each kernel's operands
 } Kernel;
+
+// Operand slots of a kernel call: what a backend passes for kernel k. A
+// kernel's code refers to its operands only through these slots, so one
+// function serves its whole class.
+enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_SCRATCH, KS_IMM, KS_COUNT };
 
 typedef struct {
   const Graph *g;
@@ -79,7 +99,19 @@ typedef struct {
   int nkernels;
   int *prog[PROG_COUNT];  // kernel indices of each program, in order
   int nprog[PROG_COUNT];
+  int nclasses;           // distinct kernel functions
 } Schedule;
+
+// The root buffer holding buffer b's storage (aliases resolved).
+int schedule_root(const Schedule *s, int b);
+// The immediate operand of kernel k (KS_IMM): dropout's mask stream, else 0.
+uint64_t kernel_imm(const Schedule *s, const Kernel *k);
+// Prints the kernels in order with their classes and fusion, and every
+// buffer's size, lifetime and (for B, T) planned offset: --emit=schedule.
+void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T);
+// Bytes of planned storage (activations and outputs) at B, T, and of the
+// persistent buffers (params, gradients, inputs).
+int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets, int64_t *persistent);
 
 // schedule.c: one kernel per IR node that computes something (leaves and
 // reshapes compute nothing), except nodes folded into a fused kernel.

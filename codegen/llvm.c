@@ -2,11 +2,13 @@
 // optimised native object -> model.so.
 //
 // Requires: a Schedule (kernel.h) of a verified graph with its backward pass.
-// Guarantees: a module with one function per kernel,
-//   void xf_kN(i8** bufs, i64 B, i64 T, i64 seed, i32 step, i64 lo, i64 hi, i8* api)
-// computing the kernel's outer indices [lo, hi); three program functions
+// Guarantees: a module with one function per kernel class (kernel.h),
+//   void xf_kN(i8** slots, i64 B, i64 T, i64 seed, i32 step, i64 lo, i64 hi, i8* api)
+// computing the kernel's outer indices [lo, hi) on the operands in slots
+// (KS_*); three program functions
 //   void xf_prog_{train,eval,sample}(i8* api, i8** bufs, i64 B, i64 T, i64 seed, i32 step)
-// that hand each kernel of the program to api->parallel_for in order; and the
+// that fill each kernel's slots from the buffer table and hand its class
+// function to api->parallel_for in order; and the
 // constant `xf_model` (runtime/xf_abi.h) describing the model. The generated
 // code calls only libm and the XfApi functions (sgemm, parallel_for).
 //
@@ -38,7 +40,7 @@ typedef struct {
   const Schedule *s;
   const Graph *g;
   Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
-  Ty kernel_t, program_t, pfor_t, sgemm_t;
+  Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
   V fn;                // function being emitted
   V bufs, B, T, seed, step, lo, hi, api;
   LLVMBasicBlockRef entry;
@@ -58,14 +60,18 @@ static V dprod(Emit *e, const Shape *s, int from, int to) {
   return r;
 }
 
-// Pointer to buffer k's elements (float or int32).
-static V buf(Emit *e, int k, bool is_int) {
-  int id = k;
-  while (e->s->bufs[id].alias_of >= 0) id = e->s->bufs[id].alias_of;
-  V idx = ci64(e, id);
-  V slot = LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, "");
-  V p = LLVMBuildLoad2(e->b, e->i8p, slot, "");
+// Pointer to the elements (float or int32) of operand `slot` (KS_*) of the call.
+static V buf(Emit *e, int slot, bool is_int) {
+  V idx = ci64(e, slot);
+  V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
   return LLVMBuildBitCast(e->b, p, is_int ? e->i32p : e->f32p, "");
+}
+
+// The call's immediate operand (KS_IMM) as an i32.
+static V imm32(Emit *e) {
+  V idx = ci64(e, KS_IMM);
+  V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
+  return LLVMBuildTrunc(e->b, LLVMBuildPtrToInt(e->b, p, e->i64, ""), e->i32, "");
 }
 
 static V load(Emit *e, V base, V idx) {
@@ -220,11 +226,11 @@ static void strides(Emit *e, const Shape *s, V *st) {
 // Elementwise kernels: for each row r in [lo, hi) and column j < last dim,
 // out[r * last + j] = value(coordinates). Coordinates c[0..rank) are the
 // decomposition of r over axes 0..rank-2, and j.
-static void emit_map(Emit *e, const Node *n, const Kernel *k) {
+static void emit_map(Emit *e, const Node *n) {
   const Graph *g = e->g;
   const Shape *os = &n->shape;
   int r = os->rank;
-  V out = buf(e, k->out, false);
+  V out = buf(e, KS_OUT, false);
   V last = r ? dim(e, os->d[r - 1]) : ci64(e, 1);
   Loop rows, cols;
   V row = loop_begin(e, &rows, e->lo, e->hi);
@@ -236,7 +242,7 @@ static void emit_map(Emit *e, const Node *n, const Kernel *k) {
     rem = LLVMBuildSDiv(e->b, rem, d, "");
   }
   V ins[IR_MAX_IN];
-  for (int i = 0; i < n->nin; i++) ins[i] = buf(e, k->in[i], g->nodes[n->in[i]].dtype == DT_I32);
+  for (int i = 0; i < n->nin; i++) ins[i] = buf(e, KS_IN0 + i, g->nodes[n->in[i]].dtype == DT_I32);
   V j = loop_begin(e, &cols, ci64(e, 0), last);
   if (r) c[r - 1] = j;
   V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, last, ""), j, "");
@@ -308,7 +314,7 @@ static void emit_map(Emit *e, const Node *n, const Kernel *k) {
     break;
   }
   case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p)
-    V u = philox_uniform(e, e->seed, ci32(e, (int64_t)n->seed), o, e->step);
+    V u = philox_uniform(e, e->seed, imm32(e), o, e->step);
     V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
     V x = load(e, ins[0], o);
     v = select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
@@ -328,8 +334,8 @@ static void emit_map(Emit *e, const Node *n, const Kernel *k) {
 
 // Dropout outside training is the identity: the eval and sample programs
 // get a copy kernel in its place.
-static void emit_copy(Emit *e, const Kernel *k, const Node *n) {
-  V x = buf(e, k->in[0], false), out = buf(e, k->out, false);
+static void emit_copy(Emit *e, const Node *n) {
+  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
   V last = dim(e, n->shape.d[n->shape.rank - 1]);
   Loop lr, lc;
   V r = loop_begin(e, &lr, e->lo, e->hi);
@@ -341,9 +347,9 @@ static void emit_copy(Emit *e, const Kernel *k, const Node *n) {
 }
 
 // reduce / softmax over axis: outer index o in [lo, hi), inner j.
-static void emit_axis(Emit *e, const Node *n, const Kernel *k) {
+static void emit_axis(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, k->in[0], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
   V K = dim(e, xs->d[n->axis]), inner = dprod(e, xs, n->axis + 1, xs->rank);
   V acc = var(e, e->f32), mx = var(e, e->f32);
   Loop lo, li, lt;
@@ -384,9 +390,9 @@ static void emit_axis(Emit *e, const Node *n, const Kernel *k) {
 }
 
 // Layer norm over the last axis, one row per outer index (seed 001 eq. 8).
-static void emit_layernorm(Emit *e, const Node *n, const Kernel *k) {
+static void emit_layernorm(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, k->in[0], false), gn = buf(e, k->in[1], false), bn = buf(e, k->in[2], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), bn = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
   V d = dim(e, xs->d[xs->rank - 1]), df = LLVMBuildSIToFP(e->b, d, e->f32, "");
   V sum = var(e, e->f32), sq = var(e, e->f32);
   Loop lr, lc;
@@ -412,11 +418,12 @@ static void emit_layernorm(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lr);
 }
 
-// Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm).
+// Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm, 3: kernel_done).
 static V api_fn(Emit *e, V api, int field) {
-  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0)}, 3, 0);
+  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0),
+                                                  LLVMPointerType(e->done_t, 0)}, 4, 0);
   V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
-  Ty fty = LLVMPointerType(field == 1 ? e->pfor_t : e->sgemm_t, 0);
+  Ty fty = LLVMPointerType(field == 1 ? e->pfor_t : field == 2 ? e->sgemm_t : e->done_t, 0);
   return LLVMBuildLoad2(e->b, fty, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
 }
 
@@ -437,10 +444,10 @@ static void zero(Emit *e, V base, V from, V count) {
 }
 
 // Batched matmul: one sgemm per batch entry o in [lo, hi).
-static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
+static void emit_matmul(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
   int r = os->rank;
-  V x = buf(e, k->in[0], false), y = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), y = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
   V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
   Shape bo = *os, bx = *xs, by = *ys;
   bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
@@ -475,10 +482,10 @@ static void emit_matmul(Emit *e, const Node *n, const Kernel *k) {
 // Vector and scalar kinds, one output row (b, i) per outer index, the
 // innermost loop over the contiguous feature axis:
 //   conv:  out_i += x_j o w_{i-j}  for j <= i;   dx:  dx_i += dy_j o w_{j-i}  for j >= i
-static void emit_conv(Emit *e, const Node *n, const Kernel *k) {
+static void emit_conv(Emit *e, const Node *n) {
   bool fwd = n->op == OP_CAUSAL_CONV;
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *os = &n->shape;
-  V x = buf(e, k->in[0], false), w = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), w = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
   V T = dim(e, xs->d[xs->rank - 2]), din = dim(e, xs->d[xs->rank - 1]), dout = dim(e, os->d[os->rank - 1]);
   if (n->conv == CONV_MATRIX) {
     Loop lb, lk;
@@ -524,9 +531,9 @@ static void emit_conv(Emit *e, const Node *n, const Kernel *k) {
 // outer index (lags k >= T get zero). Matrix kind: dW_k += x[b, 0:T-k]^T @
 // dy[b, k:T], one GEMM per sequence; vector kind: the feature axis innermost;
 // scalar kind: the same sums reduced over features.
-static void emit_conv_dw(Emit *e, const Node *n, const Kernel *k) {
+static void emit_conv_dw(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape;
-  V x = buf(e, k->in[0], false), dy = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
   V T = dim(e, xs->d[xs->rank - 2]), d = dim(e, xs->d[xs->rank - 1]), ew = dim(e, ys->d[ys->rank - 1]);
   V lead = dprod(e, xs, 0, xs->rank - 2);
   V per = n->conv == CONV_SCALAR ? ci64(e, 1) : n->conv == CONV_VECTOR ? d : LLVMBuildMul(e->b, d, ew, "");
@@ -565,15 +572,15 @@ static void emit_conv_dw(Emit *e, const Node *n, const Kernel *k) {
 // per block [lo, hi) of dW's columns.
 static void emit_weight_grad(Emit *e, const Kernel *k) {
   const Shape *xs = &e->g->nodes[k->src[0]].shape, *ys = &e->g->nodes[k->src[1]].shape;
-  V x = buf(e, k->in[0], false), dy = buf(e, k->in[1], false), out = buf(e, k->out, false);
+  V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
   V d = dim(e, xs->d[2]), c = dim(e, ys->d[2]), rows = dprod(e, xs, 0, 2);
   call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
 }
 
 // Embedding rows: out[r, :] = W[ids[r], :].
-static void emit_embed(Emit *e, const Node *n, const Kernel *k) {
+static void emit_embed(Emit *e, const Node *n) {
   const Shape *ws = &e->g->nodes[n->in[0]].shape;
-  V w = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+  V w = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
   V d = dim(e, ws->d[1]);
   Loop lr, lc;
   V r = loop_begin(e, &lr, e->lo, e->hi);
@@ -585,8 +592,8 @@ static void emit_embed(Emit *e, const Node *n, const Kernel *k) {
 }
 
 // Serial: out = 0; out[ids[r], :] += dy[r, :].
-static void emit_scatter_add(Emit *e, const Node *n, const Kernel *k) {
-  V dy = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
+static void emit_scatter_add(Emit *e, const Node *n) {
+  V dy = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
   V V_ = dim(e, n->shape.d[0]), d = dim(e, n->shape.d[1]);
   V rows = dprod(e, &e->g->nodes[n->in[1]].shape, 0, e->g->nodes[n->in[1]].shape.rank);
   Loop lz, lr, lc;
@@ -607,8 +614,8 @@ static void emit_scatter_add(Emit *e, const Node *n, const Kernel *k) {
 // scratch in row order, accumulated in double (independent of threads).
 static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, k->in[0], false), ids = buf(e, k->in[1], true), out = buf(e, k->out, false);
-  V scratch = buf(e, k->scratch, false);
+  V x = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
+  V scratch = buf(e, KS_SCRATCH, false);
   V Vn = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1);
   Loop lr, lc;
   if (k->phase == 1) {
@@ -642,6 +649,7 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
 
 // ---- functions -------------------------------------------------------------------
 
+// The function of kernel class ki (its representative kernel).
 static V kernel_fn(Emit *e, int ki, bool train) {
   char name[32];
   snprintf(name, sizeof name, train ? "xf_k%d" : "xf_k%d_infer", ki);
@@ -664,16 +672,16 @@ static V kernel_fn(Emit *e, int ki, bool train) {
     return fn;
   }
   switch (train || n->op != OP_DROPOUT ? n->op : OP_RESHAPE) {
-  case OP_RESHAPE: emit_copy(e, k, n); break;  // dropout at inference
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n, k); break;
-  case OP_LAYERNORM: emit_layernorm(e, n, k); break;
-  case OP_MATMUL: emit_matmul(e, n, k); break;
-  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n, k); break;
-  case OP_CONV_DW: emit_conv_dw(e, n, k); break;
-  case OP_EMBED: emit_embed(e, n, k); break;
-  case OP_SCATTER_ADD: emit_scatter_add(e, n, k); break;
+  case OP_RESHAPE: emit_copy(e, n); break;  // dropout at inference
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
+  case OP_LAYERNORM: emit_layernorm(e, n); break;
+  case OP_MATMUL: emit_matmul(e, n); break;
+  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); break;
+  case OP_CONV_DW: emit_conv_dw(e, n); break;
+  case OP_EMBED: emit_embed(e, n); break;
+  case OP_SCATTER_ADD: emit_scatter_add(e, n); break;
   case OP_CROSS_ENTROPY: emit_cross_entropy(e, n, k); break;
-  default: emit_map(e, n, k); break;
+  default: emit_map(e, n); break;
   }
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);
@@ -681,24 +689,84 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   return fn;
 }
 
-// A program: api->parallel_for(api, kernel, bufs, B, T, seed, step, outer) per kernel.
+static V const_array(Emit *e, Ty elem, V *items, int n, const char *name);
+
+// A program is a constant table of launches, one per kernel k in order,
+//   {class function, storage roots of the slots KS_OUT..KS_SCRATCH (-1: none),
+//    immediate, outer extent coef * B^pb * T^pt, k}
+// and a loop over it: fill the slots from the buffer table, call
+// api->parallel_for(api, function, slots, B, T, seed, step, outer), then
+// api->kernel_done(api, k) when the runtime set it. The code is the same for
+// every model; the table grows with depth, the code does not.
 static V program_fn(Emit *e, const char *name, int p, V *kfns) {
-  V fn = LLVMAddFunction(e->M, name, e->program_t);
-  LLVMSetLinkage(fn, LLVMInternalLinkage);
-  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
-  V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
-  V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
-  V pfor = api_fn(e, api, 1);
-  for (int i = 0; i < e->s->nprog[p]; i++) {
+  Ty kfn_p = LLVMPointerType(e->kernel_t, 0);
+  Ty rec_t = LLVMStructTypeInContext(e->C, (Ty[]){kfn_p, LLVMArrayType(e->i32, KS_IMM), e->i64, e->i64, e->i32, e->i32, e->i32},
+                                     7, 0);
+  int n = e->s->nprog[p];
+  V *recs = calloc((size_t)n + 1, sizeof(V));
+  for (int i = 0; i < n; i++) {
     int ki = e->s->prog[p][i];
     const Kernel *k = &e->s->kernels[ki];
-    SymSize o = k->outer;
-    V n = ci64(e, o.coef);
-    for (int j = 0; j < o.pb; j++) n = LLVMBuildMul(e->b, n, B, "");
-    for (int j = 0; j < o.pt; j++) n = LLVMBuildMul(e->b, n, T, "");
-    V args[] = {api, kfns[ki], bufs, B, T, seed, step, n};
-    LLVMBuildCall2(e->b, e->pfor_t, pfor, args, 8, "");
+    int ops[KS_IMM] = {k->out, -1, -1, -1, k->scratch};
+    for (int j = 0; j < k->nin; j++) ops[KS_IN0 + j] = k->in[j];
+    V slot[KS_IMM];
+    for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j] < 0 ? -1 : schedule_root(e->s, ops[j]));
+    recs[i] = LLVMConstNamedStruct(rec_t, (V[]){kfns[k->cls], LLVMConstArray(e->i32, slot, KS_IMM),
+                                               ci64(e, (int64_t)kernel_imm(e->s, k)), ci64(e, k->outer.coef),
+                                               ci32(e, k->outer.pb), ci32(e, k->outer.pt), ci32(e, ki)}, 7);
   }
+  char tname[64];
+  snprintf(tname, sizeof tname, "%s_launches", name);
+  V table = const_array(e, rec_t, recs, n, tname);
+  free(recs);
+
+  V fn = LLVMAddFunction(e->M, name, e->program_t);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  e->fn = fn;
+  e->entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+  LLVMPositionBuilderAtEnd(e->b, e->entry);
+  V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
+  V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
+  V slots = LLVMBuildArrayAlloca(e->b, e->i8p, ci64(e, KS_COUNT), "slots");
+  V pfor = api_fn(e, api, 1), done = api_fn(e, api, 3);
+  V has_done = LLVMBuildICmp(e->b, LLVMIntNE, LLVMBuildPtrToInt(e->b, done, e->i64, ""), ci64(e, 0), "");
+  Loop L;
+  V i = loop_begin(e, &L, ci64(e, 0), ci64(e, n));
+  V rec = LLVMBuildGEP2(e->b, rec_t, table, &i, 1, "");
+#define FIELD(f) LLVMBuildStructGEP2(e->b, rec_t, rec, f, "")
+  V kfn = LLVMBuildLoad2(e->b, kfn_p, FIELD(0), "");
+  for (int j = 0; j < KS_IMM; j++) {
+    V bidx = LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, FIELD(1), (V[]){ci64(e, j)}, 1, ""), "");
+    V none = LLVMBuildICmp(e->b, LLVMIntSLT, bidx, ci32(e, 0), "");
+    V safe = LLVMBuildSExt(e->b, LLVMBuildSelect(e->b, none, ci32(e, 0), bidx, ""), e->i64, "");
+    V ptr = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, bufs, &safe, 1, ""), "");
+    LLVMBuildStore(e->b, LLVMBuildSelect(e->b, none, LLVMConstNull(e->i8p), ptr, ""),
+                   LLVMBuildGEP2(e->b, e->i8p, slots, (V[]){ci64(e, j)}, 1, ""));
+  }
+  V imm = LLVMBuildLoad2(e->b, e->i64, FIELD(2), "");
+  LLVMBuildStore(e->b, LLVMBuildIntToPtr(e->b, imm, e->i8p, ""), LLVMBuildGEP2(e->b, e->i8p, slots, (V[]){ci64(e, KS_IMM)}, 1, ""));
+  V outer = var(e, e->i64);
+  LLVMBuildStore(e->b, LLVMBuildLoad2(e->b, e->i64, FIELD(3), ""), outer);
+  V pb = LLVMBuildSExt(e->b, LLVMBuildLoad2(e->b, e->i32, FIELD(4), ""), e->i64, "");
+  V pt = LLVMBuildSExt(e->b, LLVMBuildLoad2(e->b, e->i32, FIELD(5), ""), e->i64, "");
+  V kid = LLVMBuildLoad2(e->b, e->i32, FIELD(6), "");
+#undef FIELD
+  Loop Lb, Lt;
+  loop_begin(e, &Lb, ci64(e, 0), pb);
+  LLVMBuildStore(e->b, LLVMBuildMul(e->b, LLVMBuildLoad2(e->b, e->i64, outer, ""), B, ""), outer);
+  loop_end(e, &Lb);
+  loop_begin(e, &Lt, ci64(e, 0), pt);
+  LLVMBuildStore(e->b, LLVMBuildMul(e->b, LLVMBuildLoad2(e->b, e->i64, outer, ""), T, ""), outer);
+  loop_end(e, &Lt);
+  V args[] = {api, kfn, slots, B, T, seed, step, LLVMBuildLoad2(e->b, e->i64, outer, "")};
+  LLVMBuildCall2(e->b, e->pfor_t, pfor, args, 8, "");
+  LLVMBasicBlockRef call = LLVMAppendBasicBlockInContext(e->C, fn, "done"), next = LLVMAppendBasicBlockInContext(e->C, fn, "next");
+  LLVMBuildCondBr(e->b, has_done, call, next);
+  LLVMPositionBuilderAtEnd(e->b, call);
+  LLVMBuildCall2(e->b, e->done_t, done, (V[]){api, kid}, 2, "");
+  LLVMBuildBr(e->b, next);
+  LLVMPositionBuilderAtEnd(e->b, next);
+  loop_end(e, &L);
   LLVMBuildRetVoid(e->b);
   return fn;
 }
@@ -733,7 +801,7 @@ static void emit_model(Emit *e, V *progs) {
                                                LLVMConstReal(e->f64, g->config[i].value)}, 3);
   Ty dims_t = LLVMArrayType(e->i64, 6);
   Ty buf_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i32, e->i32, e->i32, e->i32,
-                                                  dims_t, e->i32, e->f64, e->f64}, 12, 0);
+                                                  dims_t, e->i32, e->f64, e->f64, e->i32, e->i32}, 14, 0);
   V *bufs = calloc((size_t)e->s->nbufs + 1, sizeof(V));
   for (int i = 0; i < e->s->nbufs; i++) {
     const Buffer *b = &e->s->bufs[i];
@@ -747,17 +815,19 @@ static void emit_model(Emit *e, V *progs) {
                : n->init.kind == INIT_ONES ? XF_INIT_ONES : XF_INIT_ZEROS;
     V fields[] = {cstr(e, b->name), ci32(e, roles[b->role]), ci32(e, b->dtype == DT_I32), ci64(e, b->size.coef),
                   ci32(e, b->size.pb), ci32(e, b->size.pt), ci32(e, b->alias_of), ci32(e, n->shape.rank),
-                  LLVMConstArray(e->i64, d, 6), ci32(e, init), LLVMConstReal(e->f64, n->init.a), LLVMConstReal(e->f64, n->init.b)};
-    bufs[i] = LLVMConstNamedStruct(buf_t, fields, 12);
+                  LLVMConstArray(e->i64, d, 6), ci32(e, init), LLVMConstReal(e->f64, n->init.a), LLVMConstReal(e->f64, n->init.b),
+                  ci32(e, b->first), ci32(e, b->last)};
+    bufs[i] = LLVMConstNamedStruct(buf_t, fields, 14);
   }
   Ty prog_p = LLVMPointerType(e->program_t, 0);
   Ty model_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i32, e->i8p, e->i64, e->i32, LLVMPointerType(cfg_t, 0), e->i32,
-                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3)}, 8, 0);
+                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32}, 9, 0);
   V fields[] = {ci32(e, XF_ABI_VERSION), cstr(e, g->name), ci64(e, g->t_max), ci32(e, g->nconfig),
                 const_array(e, cfg_t, cfgs, g->nconfig, "xf_config"), ci32(e, e->s->nbufs),
-                const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3)};
+                const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3),
+                ci32(e, e->s->nkernels)};
   V gv = LLVMAddGlobal(e->M, model_t, "xf_model");
-  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 8));
+  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 9));
   LLVMSetGlobalConstant(gv, 1);
   free(cfgs);
   free(bufs);
@@ -775,10 +845,12 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s) {
   e.kernel_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64, e.i64, e.i8p}, 8, 0);
   e.program_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i8pp, e.i64, e.i64, e.i64, e.i32}, 6, 0);
   e.pfor_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, LLVMPointerType(e.kernel_t, 0), e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64}, 8, 0);
+  e.done_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i32}, 2, 0);
   e.sgemm_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i32, e.i32, e.i64, e.i64, e.i64, e.f32, e.f32p, e.i64, e.f32p,
                                                 e.i64, e.f32, e.f32p, e.i64}, 14, 0);
   V *kfns = calloc((size_t)s->nkernels + 1, sizeof(V)), *kinf = calloc((size_t)s->nkernels + 1, sizeof(V));
   for (int k = 0; k < s->nkernels; k++) {
+    if (s->kernels[k].cls != k) continue;  // one function per class
     kfns[k] = kernel_fn(&e, k, true);
     kinf[k] = s->g->nodes[s->kernels[k].node].op == OP_DROPOUT ? kernel_fn(&e, k, false) : kfns[k];
   }

@@ -3,13 +3,17 @@
 // Requires: a verified graph with a backward pass (autodiff) and outputs
 // "loss", "logits" (optional) and "grad.<param>".
 // Guarantees: every IR node has a buffer (aliases for reshapes); every node
-// that computes has exactly one kernel; each program lists the kernels it
+// that computes has exactly one kernel; kernels of equal signature share a
+// class; every storage root has its lifetime in the kernel order; each program lists the kernels it
 // needs, in topological order: PROG_TRAIN everything reaching the loss and
 // the gradients, PROG_EVAL the loss's forward cone, PROG_SAMPLE the logits'.
 #include "kernel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../passes/passes.h"
 
 static SymSize sym_of(Dim d) {
   if (d.kind == DIM_B) return (SymSize){1, 1, 0};
@@ -74,6 +78,156 @@ static void find_weight_grads(const Graph *g, int *users, int *fused_into, int *
     fused_into[t->id] = fused_into[m->id] = i;
     pattern[i] = KF_WEIGHT_GRAD;
   }
+}
+
+
+int schedule_root(const Schedule *s, int b) {
+  while (s->bufs[b].alias_of >= 0) b = s->bufs[b].alias_of;
+  return b;
+}
+
+uint64_t kernel_imm(const Schedule *s, const Kernel *k) {
+  const Node *n = &s->g->nodes[k->node];
+  return n->op == OP_DROPOUT ? n->seed : 0;
+}
+
+// ---- kernel classes: what a kernel computes, without where ------------------
+
+static void sig_shape(char **p, char *end, const Shape *sh, DType t) {
+  *p += snprintf(*p, (size_t)(end - *p), "%c[", t == DT_I32 ? 'i' : 'f');
+  for (int i = 0; i < sh->rank && *p < end; i++)
+    *p += snprintf(*p, (size_t)(end - *p), "%s%lld", i ? "," : "",
+                   sh->d[i].kind == DIM_B ? -1LL : sh->d[i].kind == DIM_T ? -2LL : (long long)sh->d[i].n);
+  if (*p < end) *p += snprintf(*p, (size_t)(end - *p), "]");
+}
+
+static void sig_node(char **p, char *end, const Graph *g, const Node *n) {
+  if (*p >= end) return;
+  *p += snprintf(*p, (size_t)(end - *p), "%d:%d,%d,%a,%lld,%d.%lld,%d ", n->op, n->axis, n->axis2, n->fval,
+                 (long long)n->start, n->len.kind, (long long)n->len.n, n->conv);
+  sig_shape(p, end, &n->shape, n->dtype);
+  for (int i = 0; i < n->nin && *p < end; i++) {
+    *p += snprintf(*p, (size_t)(end - *p), " ");
+    sig_shape(p, end, &g->nodes[n->in[i]].shape, g->nodes[n->in[i]].dtype);
+  }
+}
+
+// The signature of kernel k: op or pattern, phase, shapes and attributes of
+// everything it computes; not its buffers and not dropout's stream (KS_IMM).
+static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
+  char buf[4096], *p = buf, *end = buf + sizeof buf - 1;
+  p += snprintf(p, (size_t)(end - p), "k%d.%d ", k->fusion, k->phase);
+  sig_node(&p, end, s->g, &s->g->nodes[k->node]);
+  for (int i = 0; i < 2 && k->fusion == KF_WEIGHT_GRAD && p < end; i++) {
+    p += snprintf(p, (size_t)(end - p), " src ");
+    sig_shape(&p, end, &s->g->nodes[k->src[i]].shape, DT_F32);
+  }
+  *end = 0;
+  return arena_strdup(a, buf);
+}
+
+static uint64_t hash_str(const char *str) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *str; str++) h = (h ^ (unsigned char)*str) * 1099511628211ull;
+  return h;
+}
+
+static void assign_classes(Arena *a, Schedule *s) {
+  int cap = 16;
+  while (cap < 2 * s->nkernels) cap *= 2;
+  int *table = arena_alloc(a, sizeof(int) * (size_t)cap);
+  char **sig = arena_alloc(a, sizeof(char *) * (size_t)(s->nkernels + 1));
+  for (int i = 0; i < cap; i++) table[i] = -1;
+  for (int k = 0; k < s->nkernels; k++) {
+    sig[k] = kernel_sig(a, s, &s->kernels[k]);
+    uint64_t h = hash_str(sig[k]) & (uint64_t)(cap - 1);
+    while (table[h] >= 0 && strcmp(sig[table[h]], sig[k])) h = (h + 1) & (uint64_t)(cap - 1);
+    if (table[h] < 0) table[h] = k, s->nclasses++;
+    s->kernels[k].cls = table[h];
+  }
+}
+
+// ---- lifetimes and the memory plan ------------------------------------------
+
+static void use(Schedule *s, int b, int k) {
+  if (b < 0) return;
+  Buffer *r = &s->bufs[schedule_root(s, b)];
+  if (r->first < 0 || k < r->first) r->first = k;
+  if (k > r->last) r->last = k;
+}
+
+static void assign_lifetimes(Schedule *s) {
+  for (int b = 0; b < s->nbufs; b++) s->bufs[b].first = s->bufs[b].last = -1;
+  for (int k = 0; k < s->nkernels; k++) {
+    const Kernel *kn = &s->kernels[k];
+    use(s, kn->out, k);
+    use(s, kn->scratch, k);
+    for (int i = 0; i < kn->nin; i++) use(s, kn->in[i], k);
+  }
+  for (int b = 0; b < s->nbufs; b++)
+    if (s->bufs[b].alias_of < 0 && s->bufs[b].role == BUF_OUTPUT && s->bufs[b].first >= 0) s->bufs[b].last = s->nkernels;
+}
+
+int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets, int64_t *persistent) {
+  PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
+  int64_t pers = 0;
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *u = &s->bufs[b];
+    int64_t bytes = symsize_eval(u->size, B, T) * 4;
+    if (u->alias_of >= 0) continue;
+    if (buffer_persistent(u->role)) pers += (bytes + 63) / 64 * 64;
+    else items[b] = (PlanItem){bytes, u->first, u->last};
+  }
+  int64_t top = memplan(items, s->nbufs, offsets);
+  free(items);
+  if (persistent) *persistent = pers;
+  return top;
+}
+
+static const char *role_name(BufferRole r) {
+  static const char *names[] = {"param", "grad", "input", "act", "output"};
+  return names[r];
+}
+
+void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
+  const Graph *g = s->g;
+  static const char *progs[] = {"train", "eval", "sample"};
+  static const char *fusions[] = {"", " fused=weight_grad"};
+  fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
+  for (int k = 0; k < s->nkernels; k++) {
+    const Kernel *kn = &s->kernels[k];
+    const Node *n = &g->nodes[kn->node];
+    fprintf(f, "  k%-5d %-14s %%%d%s", k, ir_op_info[n->op].name, kn->node, fusions[kn->fusion]);
+    if (kn->phase) fprintf(f, " phase=%d", kn->phase);
+    fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
+    for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
+    if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
+    if (n->loc.file) fprintf(f, "  # %s:%d:%d", n->loc.file, n->loc.line, n->loc.col);
+    fputc('\n', f);
+  }
+  for (int p = 0; p < PROG_COUNT; p++) {
+    fprintf(f, "program %s:", progs[p]);
+    for (int i = 0; i < s->nprog[p]; i++) fprintf(f, " k%d", s->prog[p][i]);
+    fputc('\n', f);
+  }
+  int64_t *off = calloc((size_t)s->nbufs + 1, sizeof *off), pers = 0;
+  int64_t top = schedule_plan(s, B, T, off, &pers);
+  fprintf(f, "memory at B=%lld T=%lld: planned %.2f MiB (activations and outputs), persistent %.2f MiB "
+             "(parameters, gradients, inputs)\n", (long long)B, (long long)T, (double)top / (1 << 20),
+          (double)pers / (1 << 20));
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *u = &s->bufs[b];
+    int64_t bytes = symsize_eval(u->size, B, T) * 4;
+    fprintf(f, "  b%-5d %-6s %%%d %10lld B", b, role_name(u->role), u->node, (long long)bytes);
+    if (u->alias_of >= 0) fprintf(f, "  alias of b%d", schedule_root(s, b));
+    else if (buffer_persistent(u->role)) fprintf(f, "  persistent");
+    else if (u->first < 0) fprintf(f, "  unused");
+    else fprintf(f, "  live k%d..%s%d  offset %lld", u->first, u->last == s->nkernels ? "end/k" : "k", u->last,
+                 (long long)off[b]);
+    if (u->name && *u->name) fprintf(f, "  %s", u->name);
+    fputc('\n', f);
+  }
+  free(off);
 }
 
 Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
@@ -159,5 +313,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
         if (g->nodes[i].op == OP_CROSS_ENTROPY) s->prog[p][s->nprog[p]++] = kernel_of[i] + 1;
       }
   }
+  assign_classes(a, s);
+  assign_lifetimes(s);
   return s;
 }

@@ -34,9 +34,14 @@ static void usage(FILE *f) {
         "  --emit=ast      print the syntax tree of the model file and stop\n"
         "  --emit=ir       print the graph IR after elaboration and stop\n"
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
+        "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
+        "                  lifetime and planned offset at --batch, --seq, and stop\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
+        "  --batch=N       batch size for --emit=schedule and --stats memory (default 64)\n"
+        "  --seq=N         sequence length for them (default: the context)\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
-        "                  and backward and training operations per token\n"
+        "                  backward and training operations per token, and the planned\n"
+        "                  memory of a training step at --batch, --seq\n"
         "  --check-grad    compare every gradient with finite differences (float64, reference\n"
         "                  interpreter, dropout off) and print the relative error per parameter;\n"
         "                  exit status 1 if any is 1e-6 or more. Use small sizes (-D ...)\n"
@@ -92,6 +97,7 @@ struct Options {
   int opt_level;
   bool no_fuse;
   bool stats;
+  int64_t batch, seq;
   CheckOptions check;
   Define *defs;
   int ndefs;
@@ -99,10 +105,34 @@ struct Options {
   int ninc;
 };
 
+// The planned memory of a training step (--stats).
+static void print_memory(Graph *g, const Options *o) {
+  Arena a = {0};
+  Schedule *s = schedule_build(&a, g, !o->no_fuse);
+  int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
+  int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
+  int64_t top = schedule_plan(s, B, T, off, &pers);
+  int64_t params = 0;
+  for (int b = 0; b < s->nbufs; b++)
+    if (s->bufs[b].role == BUF_PARAM) params += symsize_eval(s->bufs[b].size, B, T) * 4;
+  printf("\nmemory of a training step at batch %lld, seq %lld (%s schedule: %d kernels, %d functions):\n",
+         (long long)B, (long long)T, o->no_fuse ? "unfused" : "fused", s->nkernels, s->nclasses);
+  printf("  activations and outputs (planned)  %10.1f MiB\n", (double)top / (1 << 20));
+  printf("  parameters, gradients, inputs      %10.1f MiB\n", (double)pers / (1 << 20));
+  printf("  AdamW moments                      %10.1f MiB\n", (double)(2 * params) / (1 << 20));
+  printf("  total                              %10.1f MiB\n", (double)(top + pers + 2 * params) / (1 << 20));
+  arena_free(&a);
+}
+
 // Schedule, LLVM code generation, object, shared object.
 static int codegen(Graph *g, const Options *o) {
   Arena a = {0};
   Schedule *s = schedule_build(&a, g, !o->no_fuse);
+  if (o->emit && !strcmp(o->emit, "schedule")) {
+    schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
+    arena_free(&a);
+    return 0;
+  }
   char err[1024], obj[4096] = "";
   bool ok = true;
   if (o->output) {
@@ -147,6 +177,12 @@ static int compile(const Options *o) {
   } else {
     Graph *g = elaborate(&diag, prog, defs, ndefs);
     check_ir(g, "elaboration");
+    if (o->seq > g->t_max) {
+      fprintf(stderr, "xfc: error: --seq=%lld is beyond the context length %lld of model '%s'\n", (long long)o->seq,
+              (long long)g->t_max, g->name);
+      arena_free(&arena);
+      return 1;
+    }
     if (emit && !strcmp(emit, "ir")) {
       ir_print(stdout, g);
     } else if (emit || stats || check->enabled || o->output) {
@@ -156,11 +192,11 @@ static int compile(const Options *o) {
         exit(3);
       }
       check_ir(g, "autodiff");
-      if (stats) stats_print(stdout, g);
+      if (stats) stats_print(stdout, g), print_memory(g, o);
       if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
       int status = 0;
       if (check->enabled) status = check_grad(g, check);
-      if (!status && ((emit && !strcmp(emit, "llvm")) || o->output)) status = codegen(g, o);
+      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output)) status = codegen(g, o);
       arena_free(&arena);
       return status;
     }
@@ -175,6 +211,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->incs = arena_alloc(a, sizeof *o->incs * (size_t)argc);
   o->check = (CheckOptions){.batch = 2, .seed = 1};
   o->opt_level = 2;
+  o->batch = 64;
   o->stdlib_dir = getenv("XF_STDLIB");
   if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
   for (int i = 1; i < argc; i++) {
@@ -193,8 +230,15 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
-      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "llvm"))
-        return die_usage("--emit=%s: expected ast, ir, grad or llvm", o->emit);
+      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") &&
+          strcmp(o->emit, "llvm"))
+        return die_usage("--emit=%s: expected ast, ir, grad, schedule or llvm", o->emit);
+    } else if (!strncmp(arg, "--batch=", 8)) {
+      if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
+        return die_usage("%s: expected a count in 1..16777216", arg);
+    } else if (!strncmp(arg, "--seq=", 6)) {
+      if (!parse_count(arg + 6, &o->seq) || o->seq < 1 || o->seq > (1 << 24))
+        return die_usage("%s: expected a count in 1..16777216", arg);
     } else if (!strcmp(arg, "-o")) {
       if (i + 1 >= argc) return die_usage("%s needs a file name", arg);
       o->output = argv[++i];

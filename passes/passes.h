@@ -38,4 +38,15 @@ bool autodiff(Graph *g, char *err, size_t errlen);
 // Whether the table has a gradient rule for op (every differentiable op must).
 bool autodiff_has_rule(OpKind op);
 
+// ---- memplan.c: one arena for buffers of known lifetimes ---------------------
+
+typedef struct {
+  int64_t bytes;      // 0: not planned
+  int first, last;    // lifetime, inclusive, in a common kernel order
+} PlanItem;
+
+// Fills offsets[i] (-1 for unplanned items) so that items with intersecting
+// lifetimes never overlap; returns the arena's size in bytes (-1: out of memory).
+int64_t memplan(const PlanItem *items, int n, int64_t *offsets);
+
 #endif

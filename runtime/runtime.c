@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../passes/passes.h"
 #include "rng.h"
 #include "xf.h"
 
@@ -38,6 +39,7 @@ typedef struct {
   uint64_t seed;
   uint32_t step;
   const XfApi *api;
+  struct XfRuntime *rt;
 } Pool;
 
 typedef struct {
@@ -146,6 +148,9 @@ struct XfRuntime {
   uint32_t step;
   size_t bytes;
   void *arena;
+  // XF_DEBUG_POISON=1: after kernel k, NaN fills the storage of every planned
+  // buffer whose lifetime ends at k (dead[dead_at[k] .. dead_at[k+1]))
+  int *dead_at, *dead;
 };
 
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
@@ -219,6 +224,16 @@ static bool check_elf(const char *path, off_t size, char *err, size_t errlen) {
   return ok ? true : fail(err, errlen, "cannot load model %s: not a complete shared object (truncated or corrupt)", path);
 }
 
+// The debug hook of XF_DEBUG_POISON (kernel_done): a read of a dead buffer's
+// storage before it is written again sees NaN, and the loss shows it.
+static void poison_dead(const XfApi *api, int32_t kernel) {
+  XfRuntime *rt = ((Pool *)api->ctx)->rt;
+  for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++) {
+    float *p = rt->bufs[rt->dead[j]];
+    for (int64_t i = 0; i < rt->numel[rt->dead[j]]; i++) p[i] = NAN;
+  }
+}
+
 XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
   struct stat st;
   if (stat(path, &st) != 0) return fail(err, errlen, "cannot open model %s: no such file", path), NULL;
@@ -263,12 +278,21 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
   rt->params = calloc((size_t)m->nbuffers, sizeof(int));
   rt->grads = calloc((size_t)m->nbuffers, sizeof(int));
   if (ok && (!rt->bufs || !rt->numel || !offset || !rt->params || !rt->grads)) ok = fail(err, errlen, "out of memory");
+  // persistent storage first (params, gradients, inputs), then the planned
+  // arena (activations, outputs: memplan over their lifetimes), then moments
   size_t total = 0;
+  PlanItem *items = calloc((size_t)m->nbuffers + 1, sizeof *items);
+  int64_t *planned = calloc((size_t)m->nbuffers + 1, sizeof *planned);
+  if (ok && (!items || !planned)) ok = fail(err, errlen, "out of memory");
   for (int i = 0; ok && i < m->nbuffers; i++) {
     const XfBuffer *b = &m->buffers[i];
     rt->numel[i] = buf_numel(b, o->batch, o->seq);
     if (b->alias_of >= 0) continue;
     if (rt->numel[i] > ((int64_t)1 << 40) / 4) ok = fail(err, errlen, "--batch %lld needs more memory than exists", (long long)o->batch);
+    if (b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) {
+      items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
+      continue;
+    }
     offset[i] = total;
     total += ((size_t)rt->numel[i] * 4 + 63) & ~(size_t)63;
     if (b->role == XF_BUF_PARAM) {
@@ -278,6 +302,31 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
       rt->grads[rt->nparams++] = find_buffer(m, XF_BUF_GRAD, gname);
     }
   }
+  if (ok) {
+    int64_t arena = memplan(items, m->nbuffers, planned);
+    if (arena < 0) ok = fail(err, errlen, "out of memory");
+    for (int i = 0; ok && i < m->nbuffers; i++)
+      if (items[i].bytes > 0) offset[i] = total + (size_t)planned[i];
+    if (ok) total += (size_t)arena;
+  }
+  if (ok && getenv("XF_DEBUG_POISON") && *getenv("XF_DEBUG_POISON") && strcmp(getenv("XF_DEBUG_POISON"), "0")) {
+    rt->dead_at = calloc((size_t)m->nkernels + 2, sizeof(int));
+    rt->dead = calloc((size_t)m->nbuffers + 1, sizeof(int));
+    if (!rt->dead_at || !rt->dead) ok = fail(err, errlen, "out of memory");
+    for (int i = 0; ok && i < m->nbuffers; i++)
+      if (items[i].bytes > 0 && items[i].first >= 0 && m->buffers[i].role == XF_BUF_ACT && m->buffers[i].last < m->nkernels)
+        rt->dead_at[m->buffers[i].last + 1]++;
+    for (int k = 0; ok && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
+    int *fill = ok ? calloc((size_t)m->nkernels + 1, sizeof(int)) : NULL;
+    for (int i = 0; ok && fill && i < m->nbuffers; i++)
+      if (items[i].bytes > 0 && items[i].first >= 0 && m->buffers[i].role == XF_BUF_ACT && m->buffers[i].last < m->nkernels) {
+        int k = m->buffers[i].last;
+        rt->dead[rt->dead_at[k] + fill[k]++] = i;
+      }
+    free(fill);
+  }
+  free(items);
+  free(planned);
   size_t moments = 0;
   for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
   rt->tokens = find_buffer(m, XF_BUF_INPUT, "tokens");
@@ -318,13 +367,15 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
   if (!ok) {
     if (rt->pool.threads) pool_stop(&rt->pool);
     free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
-    free(rt->adam_m), free(rt->adam_v);
+    free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
     dlclose(lib);
     free(rt);
     return NULL;
   }
   openblas_set_num_threads(1);  // parallelism comes from the pool, across gemm batches
-  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = blas_sgemm};
+  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = blas_sgemm,
+                    .kernel_done = rt->dead_at ? poison_dead : NULL};
+  rt->pool.rt = rt;
   return rt;
 }
 
@@ -332,7 +383,7 @@ void xf_close(XfRuntime *rt) {
   if (!rt) return;
   pool_stop(&rt->pool);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
-  free(rt->adam_m), free(rt->adam_v);
+  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
   dlclose(rt->lib);
   free(rt);
 }

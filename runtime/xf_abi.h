@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define XF_ABI_VERSION 1u
+#define XF_ABI_VERSION 2u
 
 struct XfApi;
 
@@ -27,6 +27,10 @@ typedef struct XfApi {
   // Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm.
   void (*sgemm)(const struct XfApi *api, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+  // Optional (NULL: not called): after kernel `kernel` (index in the global
+  // kernel order of XfBuffer.first/last) has finished. The runtime's debug
+  // mode poisons the storage of the buffers that die there.
+  void (*kernel_done)(const struct XfApi *api, int32_t kernel);
 } XfApi;
 
 typedef void (*XfProgramFn)(const XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
@@ -53,6 +57,11 @@ typedef struct {
   int64_t dims[6];    // 0 = B, -1 = T, else the size
   int32_t init;       // params: XF_INIT_*
   double init_a, init_b;
+  // Lifetime in the global kernel order, inclusive: the kernels that first
+  // write and last read it (storage roots only; -1, -1 if no kernel touches
+  // it; outputs: last = nkernels). Every program runs a subsequence of that
+  // order, so buffers of disjoint lifetimes may share storage.
+  int32_t first, last;
 } XfBuffer;
 
 typedef struct {
@@ -64,6 +73,7 @@ typedef struct {
   int32_t nbuffers;
   const XfBuffer *buffers;
   XfProgramFn programs[3];  // XF_PROG_*
+  int32_t nkernels;
 } XfModel;
 
 #endif

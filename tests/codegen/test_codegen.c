@@ -6,7 +6,10 @@
 // step (dropout on, so the Philox masks of the generated code are checked
 // too). The loss and every gradient must equal the interpreter's (float32
 // mode) within 1e-4 relative (max-norm per tensor). Examples are checked with
-// the fused schedule and with --no-fuse.
+// the fused schedule and with --no-fuse. Buffers live where the memory plan
+// puts them (memplan over the lifetimes in the model descriptor), and the
+// storage of every buffer is filled with NaN as soon as its lifetime ends,
+// so a plan that shares storage too early shows up as a wrong loss.
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include "../model_so.h"
+#include "passes.h"
 #include "interp.h"
 #include "xf_abi.h"
 
@@ -34,13 +38,46 @@ static void naive_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, 
       double acc = 0;
       for (int64_t t = 0; t < k; t++)
         acc += (double)(ta ? a[t * lda + i] : a[i * lda + t]) * (tb ? b[j * ldb + t] : b[t * ldb + j]);
-      c[i * ldc + j] = (float)(alpha * acc + beta * c[i * ldc + j]);
+      c[i * ldc + j] = (float)(alpha * acc + (beta != 0 ? beta * c[i * ldc + j] : 0));  // BLAS: C is not read when beta = 0
     }
+}
+
+// kernel_done: NaN into every planned buffer whose lifetime ends at `kernel`.
+static const XfModel *poison_model;
+static void **poison_bufs;
+static int64_t *poison_numel;
+static int poisoned;
+static void poison_dead(const XfApi *api, int32_t kernel) {
+  (void)api;
+  if (getenv("XF_TEST_DEBUG"))
+    for (int i = 0; i < poison_model->nbuffers; i++)
+      if (poison_model->buffers[i].first == kernel) {
+        int nan = 0;
+        for (int64_t k = 0; k < poison_numel[i]; k++) nan += isnan(((float *)poison_bufs[i])[k]);
+        if (nan) fprintf(stderr, "kernel %d wrote b%d with %d NaN of %lld\n", kernel, i, nan, (long long)poison_numel[i]);
+      }
+  for (int i = 0; i < poison_model->nbuffers; i++) {
+    const XfBuffer *b = &poison_model->buffers[i];
+    if (b->alias_of >= 0 || b->role != XF_BUF_ACT || b->last != kernel) continue;
+    for (int64_t k = 0; k < poison_numel[i]; k++) ((float *)poison_bufs[i])[k] = NAN;
+    poisoned++;
+  }
+}
+
+// Bytes of the planned buffers if each had storage of its own.
+static int64_t total_act_bytes(const XfModel *m, const int64_t *numel) {
+  int64_t t = 0;
+  for (int i = 0; i < m->nbuffers; i++)
+    if (m->buffers[i].alias_of < 0 && m->buffers[i].first >= 0 &&
+        (m->buffers[i].role == XF_BUF_ACT || m->buffers[i].role == XF_BUF_OUTPUT))
+      t += (numel[i] * 4 + 63) / 64 * 64;
+  return t;
 }
 
 static double rel_err(const float *got, const double *want, int64_t n) {
   double maxw = 0, maxe = 0;
   for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(got[i]) && isfinite(want[i])) return INFINITY;
     maxw = fmax(maxw, fabs(want[i]));
     maxe = fmax(maxe, fabs(got[i] - want[i]));
   }
@@ -88,12 +125,29 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
     goto out;
   }
   void **bufs = calloc((size_t)m->nbuffers, sizeof *bufs);
+  int64_t *numel = calloc((size_t)m->nbuffers, sizeof *numel), *off = calloc((size_t)m->nbuffers, sizeof *off);
+  PlanItem *items = calloc((size_t)m->nbuffers, sizeof *items);
+  int64_t pers = 0;
   for (int i = 0; i < m->nbuffers; i++) {
     const XfBuffer *b = &m->buffers[i];
-    int64_t n = b->coef;
-    for (int k = 0; k < b->pow_b; k++) n *= B;
-    for (int k = 0; k < b->pow_t; k++) n *= T;
-    bufs[i] = calloc((size_t)n + 1, 4);
+    numel[i] = b->coef;
+    for (int k = 0; k < b->pow_b; k++) numel[i] *= B;
+    for (int k = 0; k < b->pow_t; k++) numel[i] *= T;
+    if (b->alias_of >= 0) continue;
+    if (b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) items[i] = (PlanItem){numel[i] * 4, b->first, b->last};
+    else off[i] = pers, pers += (numel[i] * 4 + 64) / 64 * 64;
+  }
+  int64_t *planned = calloc((size_t)m->nbuffers, sizeof *planned);
+  int64_t arena_bytes = memplan(items, m->nbuffers, planned);
+  char *arena = calloc((size_t)(pers + arena_bytes + 64), 1);
+  for (int i = 0; i < m->nbuffers; i++) {
+    int r = i;
+    while (m->buffers[r].alias_of >= 0) r = m->buffers[r].alias_of;
+    bufs[i] = arena + (items[r].bytes > 0 && planned[r] >= 0 ? pers + planned[r] : off[r]);
+  }
+  for (int i = 0; i < m->nbuffers; i++) {
+    const XfBuffer *b = &m->buffers[i];
+    int64_t n = numel[i];
     const Node *nd = &g->nodes[s->bufs[i].node];
     if (b->role == XF_BUF_PARAM)
       for (int64_t k = 0; k < n; k++) ((float *)bufs[i])[k] = (float)interp_value(in, s->bufs[i].node)[k];
@@ -101,7 +155,8 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
       for (int64_t k = 0; k < n; k++) ((int32_t *)bufs[i])[k] = (int32_t)interp_value(in, s->bufs[i].node)[k];
     (void)nd;
   }
-  XfApi api = {.ctx = NULL, .parallel_for = serial_for, .sgemm = naive_sgemm};
+  XfApi api = {.ctx = NULL, .parallel_for = serial_for, .sgemm = naive_sgemm, .kernel_done = getenv("XF_TEST_NO_POISON") ? NULL : poison_dead};
+  poison_model = m, poison_bufs = bufs, poison_numel = numel, poisoned = 0;
   m->programs[XF_PROG_TRAIN](&api, bufs, B, T, 99, 7);
   double worst = 0;
   const char *worst_name = "";
@@ -119,12 +174,14 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
   double e_eval = rel_err(bufs[s->buf_of[loss]], interp_value(in, loss), 1);
   bool ok = worst < 1e-4 && e_eval < 1e-4;
   if (fuse && strstr(path, "examples/") && nfused == 0) ok = false;  // every example has weight gradients to fuse
-  printf("%s %s (%s, %d fused kernels): train loss %.6f vs %.6f, worst relative error %.2e (%s), eval %.2e\n",
-         ok ? "ok  " : "FAIL", path, fuse ? "fused" : "--no-fuse", nfused,
+  if (poisoned == 0) ok = false;  // the poisoning must have run
+  printf("%s %s (%s, %d fused kernels, %d kernels in %d functions, plan %lld of %lld bytes, %d poisoned): "
+         "train loss %.6f vs %.6f, worst relative error %.2e (%s), eval %.2e\n",
+         ok ? "ok  " : "FAIL", path, fuse ? "fused" : "--no-fuse", nfused, s->nkernels, s->nclasses,
+         (long long)arena_bytes, (long long)total_act_bytes(m, numel), poisoned,
          ((float *)bufs[s->buf_of[loss]])[0], interp_value(in, loss)[0], worst, worst_name, e_eval);
   ok ? passed++ : failed++;
-  for (int i = 0; i < m->nbuffers; i++) free(bufs[i]);
-  free(bufs);
+  free(arena), free(bufs), free(numel), free(off), free(items), free(planned);
   dlclose(lib);
 out:
   free(ids);
