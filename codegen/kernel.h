@@ -88,7 +88,7 @@ typedef struct {
 // Operand slots of a kernel call: what a backend passes for kernel k. A
 // kernel's code refers to its operands only through these slots, so one
 // function serves its whole class.
-enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_SCRATCH, KS_IMM, KS_COUNT };
+enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH, KS_IMM, KS_COUNT };
 
 typedef struct {
   const Graph *g;

@@ -346,9 +346,47 @@ static void emit_copy(Emit *e, const Node *n) {
   loop_end(e, &lr);
 }
 
+// A reduction over an axis before the last: x viewed as [P, K, M, L] (P the
+// axes before the axis, K the axis, M the axes between it and the last, L
+// the last), one output row (p, m) of L per outer index (schedule.c), the
+// contiguous L innermost: out[p, m, :] = reduce_t x[p, t, m, :], t in order
+// (the order of the one-row-at-a-time loop, so results are the same).
+static void emit_reduce_rows(Emit *e, const Node *n) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  int r = xs->rank, ax = n->axis;
+  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
+  V K = dim(e, xs->d[ax]), M = dprod(e, xs, ax + 1, r - 1), L = dim(e, xs->d[r - 1]);
+  Loop lo, lt, lc;
+  V o = loop_begin(e, &lo, e->lo, e->hi);  // o = p * M + m
+  V m = LLVMBuildSRem(e->b, o, M, ""), p = LLVMBuildSDiv(e->b, o, M, "");
+  V obase = LLVMBuildMul(e->b, o, L, "");
+  V c = loop_begin(e, &lc, ci64(e, 0), L);
+  store(e, out, LLVMBuildAdd(e->b, obase, c, ""), cf32(e, n->op == OP_MAX ? -INFINITY : 0));
+  loop_end(e, &lc);
+  V t = loop_begin(e, &lt, ci64(e, 0), K);
+  V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, p, K, ""), t, ""), M, ""), m, ""), L, "");
+  c = loop_begin(e, &lc, ci64(e, 0), L);
+  V oi = LLVMBuildAdd(e->b, obase, c, ""), xv = load(e, x, LLVMBuildAdd(e->b, xbase, c, "")), a = load(e, out, oi);
+  store(e, out, oi, n->op == OP_MAX ? select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, a, ""), xv, a) : LLVMBuildFAdd(e->b, a, xv, ""));
+  loop_end(e, &lc);
+  loop_end(e, &lt);
+  if (n->op == OP_MEAN) {
+    V kf = LLVMBuildSIToFP(e->b, K, e->f32, "");
+    c = loop_begin(e, &lc, ci64(e, 0), L);
+    V oi2 = LLVMBuildAdd(e->b, obase, c, "");
+    store(e, out, oi2, LLVMBuildFDiv(e->b, load(e, out, oi2), kf, ""));
+    loop_end(e, &lc);
+  }
+  loop_end(e, &lo);
+}
+
 // reduce / softmax over axis: outer index o in [lo, hi), inner j.
 static void emit_axis(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  if (n->op != OP_SOFTMAX && n->axis < xs->rank - 1) {
+    emit_reduce_rows(e, n);
+    return;
+  }
   V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
   V K = dim(e, xs->d[n->axis]), inner = dprod(e, xs, n->axis + 1, xs->rank);
   V acc = var(e, e->f32), mx = var(e, e->f32);
@@ -577,6 +615,107 @@ static void emit_weight_grad(Emit *e, const Kernel *k) {
   call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
 }
 
+// Fused causal attention (ATTENTION) and its gradient (ATTENTION_GRAD; the
+// equations are in interp.c), one sequence m (leading index) per outer index
+// and one query row i at a time: the scores p_ij of row i live in a stack
+// array of t_max floats, so the [T, T] matrix never exists. The gradient
+// recomputes row i's probabilities, then adds dq_i into row i and dk_j, dv_j
+// into rows j <= i of its [T, 2h + e] output block, zeroed first.
+static V row_at(Emit *e, Ty row_t, V row, V j) {
+  return LLVMBuildGEP2(e->b, row_t, row, (V[]){ci64(e, 0), j}, 2, "");
+}
+static V ld(Emit *e, V p) { return LLVMBuildLoad2(e->b, e->f32, p, ""); }
+static void st(Emit *e, V p, V v) { LLVMBuildStore(e->b, v, p); }
+#define ADD(x, y) LLVMBuildAdd(e->b, x, y, "")
+#define MUL(x, y) LLVMBuildMul(e->b, x, y, "")
+#define FADD(x, y) LLVMBuildFAdd(e->b, x, y, "")
+#define FMUL(x, y) LLVMBuildFMul(e->b, x, y, "")
+
+static void emit_attention(Emit *e, const Node *n) {
+  const Graph *g = e->g;
+  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
+  int r = qs->rank;
+  bool grad = n->op == OP_ATTENTION_GRAD;
+  V q = buf(e, KS_IN0, false), k = buf(e, KS_IN1, false), v = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
+  V dy = grad ? buf(e, KS_IN0 + 3, false) : NULL;
+  V T = dim(e, qs->d[r - 2]);
+  int64_t h = qs->d[r - 1].n, ev = vs->d[r - 1].n, w = n->shape.d[r - 1].n;
+  V H = ci64(e, h), EV = ci64(e, ev), W = ci64(e, w), scale = cf32(e, n->fval);
+  Ty row_t = LLVMArrayType(e->f32, (unsigned)g->t_max);
+  V prow = var(e, row_t), dprow = grad ? var(e, row_t) : NULL;
+  V mx = var(e, e->f32), sum = var(e, e->f32), acc = var(e, e->f32), D = var(e, e->f32);
+  Loop ls, li, lj, lc;
+  V m = loop_begin(e, &ls, e->lo, e->hi);
+  V qb = MUL(MUL(m, T), H), vb = MUL(MUL(m, T), EV), ob = MUL(MUL(m, T), W);
+  if (grad) zero(e, out, ob, MUL(T, W));
+  V i = loop_begin(e, &li, ci64(e, 0), T);
+  V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
+  V upto = ADD(i, ci64(e, 1));
+  // scores s_ij = scale q_i . k_j and their maximum
+  st(e, mx, cf32(e, -INFINITY));
+  V j = loop_begin(e, &lj, ci64(e, 0), upto);
+  st(e, acc, cf32(e, 0));
+  V c = loop_begin(e, &lc, ci64(e, 0), H);
+  st(e, acc, FADD(ld(e, acc), FMUL(load(e, q, ADD(qi, c)), load(e, k, ADD(ADD(qb, MUL(j, H)), c)))));
+  loop_end(e, &lc);
+  V sc = FMUL(ld(e, acc), scale);
+  st(e, row_at(e, row_t, prow, j), sc);
+  st(e, mx, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, sc, ld(e, mx), ""), sc, ld(e, mx)));
+  loop_end(e, &lj);
+  // p_ij = exp(s_ij - max) / sum
+  st(e, sum, cf32(e, 0));
+  j = loop_begin(e, &lj, ci64(e, 0), upto);
+  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, prow, j)), ld(e, mx), ""));
+  st(e, row_at(e, row_t, prow, j), ex);
+  st(e, sum, FADD(ld(e, sum), ex));
+  loop_end(e, &lj);
+  V inv = LLVMBuildFDiv(e->b, cf32(e, 1), ld(e, sum), "");
+  if (!grad) {  // o_i = sum_j p_ij v_j
+    zero(e, out, oi, EV);
+    j = loop_begin(e, &lj, ci64(e, 0), upto);
+    V p = FMUL(ld(e, row_at(e, row_t, prow, j)), inv);
+    c = loop_begin(e, &lc, ci64(e, 0), EV);
+    V at = ADD(oi, c);
+    store(e, out, at, FADD(load(e, out, at), FMUL(p, load(e, v, ADD(ADD(vb, MUL(j, EV)), c)))));
+    loop_end(e, &lc);
+    loop_end(e, &lj);
+  } else {
+    // dP_ij = do_i . v_j, D_i = sum_j p_ij dP_ij
+    st(e, D, cf32(e, 0));
+    j = loop_begin(e, &lj, ci64(e, 0), upto);
+    V p = FMUL(ld(e, row_at(e, row_t, prow, j)), inv);
+    st(e, row_at(e, row_t, prow, j), p);
+    st(e, acc, cf32(e, 0));
+    c = loop_begin(e, &lc, ci64(e, 0), EV);
+    st(e, acc, FADD(ld(e, acc), FMUL(load(e, dy, ADD(yi, c)), load(e, v, ADD(ADD(vb, MUL(j, EV)), c)))));
+    loop_end(e, &lc);
+    st(e, row_at(e, row_t, dprow, j), ld(e, acc));
+    st(e, D, FADD(ld(e, D), FMUL(p, ld(e, acc))));
+    loop_end(e, &lj);
+    // dS_ij = scale p_ij (dP_ij - D_i): dq_i += dS_ij k_j, dk_j += dS_ij q_i, dv_j += p_ij do_i
+    j = loop_begin(e, &lj, ci64(e, 0), upto);
+    p = ld(e, row_at(e, row_t, prow, j));
+    V ds = FMUL(scale, FMUL(p, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, dprow, j)), ld(e, D), "")));
+    V kj = ADD(qb, MUL(j, H)), oj = ADD(ob, MUL(j, W));
+    c = loop_begin(e, &lc, ci64(e, 0), H);
+    V a1 = ADD(oi, c), a2 = ADD(ADD(oj, H), c);
+    store(e, out, a1, FADD(load(e, out, a1), FMUL(ds, load(e, k, ADD(kj, c)))));
+    store(e, out, a2, FADD(load(e, out, a2), FMUL(ds, load(e, q, ADD(qi, c)))));
+    loop_end(e, &lc);
+    c = loop_begin(e, &lc, ci64(e, 0), EV);
+    V a3 = ADD(ADD(oj, ci64(e, 2 * h)), c);
+    store(e, out, a3, FADD(load(e, out, a3), FMUL(p, load(e, dy, ADD(yi, c)))));
+    loop_end(e, &lc);
+    loop_end(e, &lj);
+  }
+  loop_end(e, &li);
+  loop_end(e, &ls);
+}
+#undef ADD
+#undef MUL
+#undef FADD
+#undef FMUL
+
 // Embedding rows: out[r, :] = W[ids[r], :].
 static void emit_embed(Emit *e, const Node *n) {
   const Shape *ws = &e->g->nodes[n->in[0]].shape;
@@ -681,6 +820,7 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   case OP_EMBED: emit_embed(e, n); break;
   case OP_SCATTER_ADD: emit_scatter_add(e, n); break;
   case OP_CROSS_ENTROPY: emit_cross_entropy(e, n, k); break;
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: emit_attention(e, n); break;
   default: emit_map(e, n); break;
   }
   LLVMBuildRetVoid(e->b);
@@ -707,7 +847,9 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns) {
   for (int i = 0; i < n; i++) {
     int ki = e->s->prog[p][i];
     const Kernel *k = &e->s->kernels[ki];
-    int ops[KS_IMM] = {k->out, -1, -1, -1, k->scratch};
+    int ops[KS_IMM];
+    for (int j = 0; j < KS_IMM; j++) ops[j] = -1;
+    ops[KS_OUT] = k->out, ops[KS_SCRATCH] = k->scratch;
     for (int j = 0; j < k->nin; j++) ops[KS_IN0 + j] = k->in[j];
     V slot[KS_IMM];
     for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j] < 0 ? -1 : schedule_root(e->s, ops[j]));

@@ -42,7 +42,10 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
   case OP_MATMUL: return sym_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
-  case OP_SUM: case OP_MEAN: case OP_MAX: return sym_prod(x, 0, n->axis);
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: return sym_prod(s, 0, s->rank - 2);  // one sequence each
+  case OP_SUM: case OP_MEAN: case OP_MAX:  // rows of the output (llvm.c: emit_reduce_rows)
+    if (n->axis < x->rank - 1) return sym_mul(sym_prod(x, 0, n->axis), sym_prod(x, n->axis + 1, x->rank - 1));
+    return sym_prod(x, 0, n->axis);
   case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
   case OP_CROSS_ENTROPY: return sym_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                     // serial
@@ -168,12 +171,25 @@ static void assign_lifetimes(Schedule *s) {
     if (s->bufs[b].alias_of < 0 && s->bufs[b].role == BUF_OUTPUT && s->bufs[b].first >= 0) s->bufs[b].last = s->nkernels;
 }
 
+// Bytes of a buffer at B, T, saturated at 2^40 (sizes from hostile -D values
+// must not overflow the plan's sums).
+static int64_t sym_bytes(SymSize z, int64_t B, int64_t T) {
+  const int64_t cap = (int64_t)1 << 40;
+  int64_t v = 4;
+  if (__builtin_mul_overflow(v, z.coef, &v) || v > cap) return cap;
+  for (int i = 0; i < z.pb; i++)
+    if (__builtin_mul_overflow(v, B, &v) || v > cap) return cap;
+  for (int i = 0; i < z.pt; i++)
+    if (__builtin_mul_overflow(v, T, &v) || v > cap) return cap;
+  return v;
+}
+
 int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets, int64_t *persistent) {
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
   int64_t pers = 0;
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *u = &s->bufs[b];
-    int64_t bytes = symsize_eval(u->size, B, T) * 4;
+    int64_t bytes = sym_bytes(u->size, B, T);
     if (u->alias_of >= 0) continue;
     if (buffer_persistent(u->role)) pers += (bytes + 63) / 64 * 64;
     else items[b] = (PlanItem){bytes, u->first, u->last};
@@ -217,7 +233,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
           (double)pers / (1 << 20));
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *u = &s->bufs[b];
-    int64_t bytes = symsize_eval(u->size, B, T) * 4;
+    int64_t bytes = sym_bytes(u->size, B, T);
     fprintf(f, "  b%-5d %-6s %%%d %10lld B", b, role_name(u->role), u->node, (long long)bytes);
     if (u->alias_of >= 0) fprintf(f, "  alias of b%d", schedule_root(s, b));
     else if (buffer_persistent(u->role)) fprintf(f, "  persistent");
@@ -260,10 +276,16 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   int *pattern = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   for (int i = 0; i < g->nnodes; i++) fused_into[i] = -1;
   if (fuse) find_weight_grads(g, users, fused_into, pattern);
+  // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
+  bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
+  for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
+  for (int i = g->nnodes - 1; i >= 0; i--)
+    if (live[i])
+      for (int j = 0; j < g->nodes[i].nin; j++) live[g->nodes[i].in[j]] = true;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op) || fused_into[i] >= 0) continue;
+    if (!computes(n->op) || fused_into[i] >= 0 || !live[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];

@@ -112,15 +112,15 @@ static void print_memory(Graph *g, const Options *o) {
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
-  int64_t params = 0;
+  double params = 0;  // AdamW keeps two moments per parameter
   for (int b = 0; b < s->nbufs; b++)
-    if (s->bufs[b].role == BUF_PARAM) params += symsize_eval(s->bufs[b].size, B, T) * 4;
+    if (s->bufs[b].role == BUF_PARAM) params += 4.0 * (double)symsize_eval(s->bufs[b].size, B, T);
   printf("\nmemory of a training step at batch %lld, seq %lld (%s schedule: %d kernels, %d functions):\n",
          (long long)B, (long long)T, o->no_fuse ? "unfused" : "fused", s->nkernels, s->nclasses);
   printf("  activations and outputs (planned)  %10.1f MiB\n", (double)top / (1 << 20));
   printf("  parameters, gradients, inputs      %10.1f MiB\n", (double)pers / (1 << 20));
-  printf("  AdamW moments                      %10.1f MiB\n", (double)(2 * params) / (1 << 20));
-  printf("  total                              %10.1f MiB\n", (double)(top + pers + 2 * params) / (1 << 20));
+  printf("  AdamW moments                      %10.1f MiB\n", 2 * params / (1 << 20));
+  printf("  total                              %10.1f MiB\n", ((double)top + (double)pers + 2 * params) / (1 << 20));
   arena_free(&a);
 }
 
@@ -187,16 +187,29 @@ static int compile(const Options *o) {
       ir_print(stdout, g);
     } else if (emit || stats || check->enabled || o->output) {
       char msg[512];
+      // code and memory come from the fused graph; statistics, --emit=grad
+      // and --check-grad from the graph as written
+      Graph *fused = ir_graph_clone(&arena, g);
+      if (!o->no_fuse) {
+        fuse_attention(fused);
+        check_ir(fused, "fuse_attention");
+        if (!autodiff(fused, msg, sizeof msg)) {
+          fprintf(stderr, "xfc: %s\n", msg);
+          exit(3);
+        }
+        check_ir(fused, "autodiff");
+      }
       if (!autodiff(g, msg, sizeof msg)) {
         fprintf(stderr, "xfc: %s\n", msg);
         exit(3);
       }
       check_ir(g, "autodiff");
-      if (stats) stats_print(stdout, g), print_memory(g, o);
+      if (stats) stats_print(stdout, g), print_memory(o->no_fuse ? g : fused, o);
       if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
       int status = 0;
       if (check->enabled) status = check_grad(g, check);
-      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output)) status = codegen(g, o);
+      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output))
+        status = codegen(o->no_fuse ? g : fused, o);
       arena_free(&arena);
       return status;
     }

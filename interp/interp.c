@@ -342,6 +342,55 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     }
     return true;
   }
+  case OP_ATTENTION:
+  case OP_ATTENTION_GRAD: {
+    // P_ij = softmax_j<=i(s q_i . k_j); ATTENTION: o_i = sum_j P_ij v_j.
+    // ATTENTION_GRAD with dy = do: dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij,
+    // dS_ij = s P_ij (dP_ij - D_i); dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i,
+    // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i.
+    const double *q = x, *k = y, *v = in->val[n->in[2]], *dy = n->nin > 3 ? in->val[n->in[3]] : NULL;
+    dims(in, &g->nodes[n->in[2]].shape, yd);
+    int64_t T = xd[r - 2], h = xd[r - 1], e = yd[r - 1];
+    int64_t seqs = N / (T * od[r - 1]), w = od[r - 1];
+    double *p = malloc(sizeof(double) * (size_t)T), *dp = malloc(sizeof(double) * (size_t)T);
+    memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t m = 0; m < seqs; m++) {
+      const double *qm = q + m * T * h, *km = k + m * T * h, *vm = v + m * T * e, *dym = dy ? dy + m * T * e : NULL;
+      double *om = out + m * T * w;
+      for (int64_t i = 0; i < T; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; j++) {
+          double sc = 0;
+          for (int64_t c = 0; c < h; c++) sc += qm[i * h + c] * km[j * h + c];
+          p[j] = sc * n->fval;
+          mx = p[j] > mx ? p[j] : mx;
+        }
+        for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+        for (int64_t j = 0; j <= i; j++) p[j] /= sum;
+        if (!dym) {
+          for (int64_t j = 0; j <= i; j++)
+            for (int64_t c = 0; c < e; c++) om[i * w + c] += p[j] * vm[j * e + c];
+          continue;
+        }
+        double D = 0;
+        for (int64_t j = 0; j <= i; j++) {
+          dp[j] = 0;
+          for (int64_t c = 0; c < e; c++) dp[j] += dym[i * e + c] * vm[j * e + c];
+          D += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j <= i; j++) {
+          double ds = n->fval * p[j] * (dp[j] - D);
+          for (int64_t c = 0; c < h; c++) {
+            om[i * w + c] += ds * km[j * h + c];
+            om[j * w + h + c] += ds * qm[i * h + c];
+          }
+          for (int64_t c = 0; c < e; c++) om[j * w + 2 * h + c] += p[j] * dym[i * e + c];
+        }
+      }
+    }
+    free(p), free(dp);
+    return true;
+  }
   case OP_CAUSAL_MASK: {
     int64_t R = od[r - 2], C = od[r - 1], mats = N / (R * C);
     for (int64_t m = 0; m < mats; m++)

@@ -23,6 +23,21 @@ Graph *ir_graph_new(Arena *a, const char *name) {
   return g;
 }
 
+Graph *ir_graph_clone(Arena *a, const Graph *g) {
+  Graph *c = arena_alloc(a, sizeof *c);
+  *c = *g;
+  c->arena = a;
+#define COPY(arr, n, cap)                                                      \
+  c->arr = arena_alloc(a, sizeof *g->arr * (size_t)(g->cap + 1));              \
+  if (g->n) memcpy(c->arr, g->arr, sizeof *g->arr * (size_t)g->n);
+  COPY(nodes, nnodes, cap_nodes)
+  COPY(scopes, nscopes, cap_scopes)
+  COPY(outputs, noutputs, cap_outputs)
+  COPY(config, nconfig, cap_config)
+#undef COPY
+  return c;
+}
+
 #define GROW(g, arr, n, cap)                                                   \
   do {                                                                         \
     if ((n) == (cap)) {                                                        \
@@ -357,6 +372,25 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       *out = *x;
       return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen) &&
              want_f32(g, n, 2, err, errlen);
+    }
+    case OP_ATTENTION:
+    case OP_ATTENTION_GRAD: {
+      const Shape *ks = &g->nodes[n->in[1]].shape, *vs = &g->nodes[n->in[2]].shape;
+      bool ok = x->rank >= 2 && ks->rank == x->rank && vs->rank == x->rank &&
+                dim_eq(x->d[x->rank - 1], ks->d[x->rank - 1]) && x->d[x->rank - 1].kind == DIM_CONST &&
+                vs->d[x->rank - 1].kind == DIM_CONST;
+      for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ks->d[i]) && dim_eq(x->d[i], vs->d[i]);
+      if (ok && n->op == OP_ATTENTION_GRAD) {
+        const Shape *ds = &g->nodes[n->in[3]].shape;
+        ok = ds->rank == x->rank && dim_eq(ds->d[x->rank - 1], vs->d[x->rank - 1]);
+        for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ds->d[i]);
+      }
+      if (!ok) return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
+      *out = *x;
+      out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;
+      for (int i = 0; i < n->nin; i++)
+        if (!want_f32(g, n, i, err, errlen)) return false;
+      return true;
     }
     case OP_CAUSAL_MASK:
       if (x->rank < 2 || !dim_eq(x->d[x->rank - 1], x->d[x->rank - 2]) ||

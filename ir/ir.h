@@ -132,7 +132,12 @@ typedef enum {
   X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
   X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0)  /* x, dy -> dw [len, ...] */     \
   X(DROPOUT, "dropout", 1, OPC_NN, 1)       /* p = fval, mask stream = seed */ \
-  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */
+  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */ \
+  /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */   \
+  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e] */      \
+  X(ATTENTION, "attention", 3, OPC_NN, 1)                                      \
+  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */            \
+  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0)
 
 typedef enum {
 #define X(name, text, nin, cat, diff) OP_##name,
@@ -167,7 +172,7 @@ typedef struct {
   double a, b;  // normal: mean, std; uniform: low, high
 } Init;
 
-#define IR_MAX_IN 3
+#define IR_MAX_IN 4
 
 typedef struct {
   int id;
@@ -179,6 +184,7 @@ typedef struct {
   // attributes (meaning depends on op; unused ones are zero)
   int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both
   double fval;           // CONST: value; DROPOUT: p; LAYERNORM: eps;
+                         // ATTENTION(_GRAD): the scale of q k^T;
                          // CAUSAL_MASK: the fill above the diagonal (-inf
                          // in forward graphs, 0 in its gradient)
   int64_t start;         // SLICE, PAD: first index of the slice
@@ -231,6 +237,8 @@ typedef struct {
 // ---- ir.c ------------------------------------------------------------------
 
 Graph *ir_graph_new(Arena *a, const char *name);
+// A copy of g (nodes, scopes, outputs, config) whose arrays live in a.
+Graph *ir_graph_clone(Arena *a, const Graph *g);
 int ir_scope_add(Graph *g, const char *path, const char *block, int parent, Loc loc);
 void ir_output_add(Graph *g, const char *name, int node);
 void ir_config_add(Graph *g, const char *name, bool is_float, double v);

@@ -205,6 +205,19 @@ static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - oneho
   int onehot = emit(a, (Node){.op = OP_ONEHOT, .nin = 1, .in = {IN(1)}, .len = x.d[x.rank - 1]});
   accumulate(a, IN(0), bin(a, OP_MUL, bin(a, OP_SUB, p, onehot), scale));
 }
+// Fused attention (fuse_attention.c): one ATTENTION_GRAD node recomputes the
+// probabilities row by row and yields dq | dk | dv along the last axis.
+static void g_attention(AD *a, const Node *n, int dy) {
+  Shape qs = shape(a, IN(0)), vs = shape(a, IN(2));
+  int r = qs.rank;
+  int64_t h = qs.d[r - 1].n, e = vs.d[r - 1].n;
+  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = 4, .in = {IN(0), IN(1), IN(2), dy}, .fval = n->fval});
+  int64_t start[3] = {0, h, 2 * h}, len[3] = {h, h, e};
+  for (int k = 0; k < 3; k++)
+    if (a->needs[IN(k)])
+      accumulate(a, IN(k), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {gr}, .axis = r - 1, .start = start[k],
+                                          .len = {DIM_CONST, len[k]}}));
+}
 static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; }
 
 static const GradRule rules[OP_COUNT] = {
@@ -218,6 +231,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_EMBED] = g_embed,
     [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_CAUSAL_MASK] = g_causal_mask,
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
+    [OP_ATTENTION] = g_attention,
 };
 
 bool autodiff_has_rule(OpKind op) { return op < OP_COUNT && rules[op] != NULL; }

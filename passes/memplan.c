@@ -12,9 +12,15 @@
 // between the items already placed that are live at the same time. Largest
 // first keeps the big activations of one layer in the holes of the previous
 // layer's, which is where nearly all the sharing in a training step is.
+// Above SWEEP_ABOVE items (a graph of tens of thousands of buffers, where the
+// pairwise greedy would be quadratic) a sweep in order of first use takes
+// over: dead items return their block to a free list (coalesced), a new item
+// takes the best-fitting free block or extends the top.
 // The backend-neutral middle of the compiler: xfc prints the plan, the
 // runtime computes the same plan for the batch and sequence it opens with.
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
 
@@ -38,6 +44,92 @@ static int by_offset(const void *pa, const void *pb) {
   return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
+#define SWEEP_ABOVE 20000
+
+static int by_first(const void *pa, const void *pb) {
+  const PlanItem *a = &g_items[*(const int *)pa], *b = &g_items[*(const int *)pb];
+  if (a->first != b->first) return a->first < b->first ? -1 : 1;
+  return *(const int *)pa - *(const int *)pb;
+}
+
+// Frees [lo, hi) into the sorted, coalesced free list.
+static void release(Span *free_, int *nf, int64_t lo, int64_t hi) {
+  int i = 0;
+  while (i < *nf && free_[i].lo < lo) i++;
+  memmove(free_ + i + 1, free_ + i, sizeof *free_ * (size_t)(*nf - i));
+  free_[i] = (Span){lo, hi};
+  (*nf)++;
+  if (i + 1 < *nf && free_[i].hi == free_[i + 1].lo) {
+    free_[i].hi = free_[i + 1].hi;
+    memmove(free_ + i + 1, free_ + i + 2, sizeof *free_ * (size_t)(*nf - i - 2));
+    (*nf)--;
+  }
+  if (i > 0 && free_[i - 1].hi == free_[i].lo) {
+    free_[i - 1].hi = free_[i].hi;
+    memmove(free_ + i, free_ + i + 1, sizeof *free_ * (size_t)(*nf - i - 1));
+    (*nf)--;
+  }
+}
+
+// A binary min-heap of item indices by `last`, ties by index.
+static bool heap_less(const PlanItem *it, int a, int b) {
+  return it[a].last != it[b].last ? it[a].last < it[b].last : a < b;
+}
+static void heap_push(const PlanItem *it, int *h, int *n, int x) {
+  int i = (*n)++;
+  h[i] = x;
+  while (i > 0 && heap_less(it, h[i], h[(i - 1) / 2])) {
+    int p = (i - 1) / 2, t = h[p];
+    h[p] = h[i], h[i] = t, i = p;
+  }
+}
+static void heap_pop(const PlanItem *it, int *h, int *n) {
+  h[0] = h[--(*n)];
+  for (int i = 0;;) {
+    int l = 2 * i + 1, r = l + 1, m = i;
+    if (l < *n && heap_less(it, h[l], h[m])) m = l;
+    if (r < *n && heap_less(it, h[r], h[m])) m = r;
+    if (m == i) break;
+    int t = h[m];
+    h[m] = h[i], h[i] = t, i = m;
+  }
+}
+
+static int64_t sweep(const PlanItem *items, int *order, int m, int64_t *offsets, Span *free_) {
+  qsort(order, (size_t)m, sizeof *order, by_first);
+  int *live = malloc(sizeof(int) * (size_t)(m + 1));
+  int nlive = 0, nf = 0;
+  int64_t top = 0;
+  for (int k = 0; k < m; k++) {
+    const PlanItem *it = &items[order[k]];
+    while (nlive > 0 && items[live[0]].last < it->first) {  // free what died before this item starts
+      int d = live[0];
+      release(free_, &nf, offsets[d], offsets[d] + (items[d].bytes + ALIGN - 1) / ALIGN * ALIGN);
+      heap_pop(items, live, &nlive);
+    }
+    int64_t need = (it->bytes + ALIGN - 1) / ALIGN * ALIGN;
+    int best = -1;
+    for (int j = 0; j < nf; j++)
+      if (free_[j].hi - free_[j].lo >= need && (best < 0 || free_[j].hi - free_[j].lo < free_[best].hi - free_[best].lo))
+        best = j;
+    if (best >= 0) {
+      offsets[order[k]] = free_[best].lo;
+      free_[best].lo += need;
+      if (free_[best].lo == free_[best].hi) memmove(free_ + best, free_ + best + 1, sizeof *free_ * (size_t)(nf-- - best - 1));
+    } else if (nf > 0 && free_[nf - 1].hi == top) {  // extend the free block at the top
+      offsets[order[k]] = free_[nf - 1].lo;
+      top = free_[nf - 1].lo + need;
+      nf--;
+    } else {
+      offsets[order[k]] = top;
+      top += need;
+    }
+    heap_push(items, live, &nlive, order[k]);
+  }
+  free(live);
+  return top;
+}
+
 int64_t memplan(const PlanItem *items, int n, int64_t *offsets) {
   int *order = malloc(sizeof(int) * (size_t)(n + 1));
   int *placed = malloc(sizeof(int) * (size_t)(n + 1));
@@ -52,6 +144,11 @@ int64_t memplan(const PlanItem *items, int n, int64_t *offsets) {
     if (items[i].bytes > 0 && items[i].first >= 0) order[m++] = i;
   }
   g_items = items;
+  if (m > SWEEP_ABOVE) {
+    int64_t top = sweep(items, order, m, offsets, busy);
+    free(order), free(placed), free(busy);
+    return top;
+  }
   qsort(order, (size_t)m, sizeof *order, by_size);
   int64_t top = 0;
   for (int k = 0; k < m; k++) {

@@ -38,6 +38,12 @@ bool autodiff(Graph *g, char *err, size_t errlen);
 // Whether the table has a gradient rule for op (every differentiable op must).
 bool autodiff_has_rule(OpKind op);
 
+// ---- fuse_attention.c: causal attention as one op --------------------------
+
+// Rewrites every softmax(causal_mask(q @ transpose(k) * s)) @ v of the
+// forward graph into ATTENTION(q, k, v); returns how many.
+int fuse_attention(Graph *g);
+
 // ---- memplan.c: one arena for buffers of known lifetimes ---------------------
 
 typedef struct {

@@ -1,6 +1,6 @@
 // model_so.h: for the C tests of generated code. Elaborates a model file,
 // adds its backward pass and compiles its schedule through LLVM into a
-// shared object, as xfc -o does.
+// shared object, as xfc -o does (with fuse: after fuse_attention).
 #ifndef XF_MODEL_SO_H
 #define XF_MODEL_SO_H
 
@@ -25,6 +25,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
     return NULL;
   }
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
+  if (fuse) fuse_attention(g);
   if (!autodiff(g, err, errlen)) return NULL;
   *sched = schedule_build(a, g, fuse);
   char obj[] = "/tmp/xf-test-XXXXXX.o";

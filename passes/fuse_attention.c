@@ -1,0 +1,96 @@
+// fuse_attention.c: causal self-attention found as a graph pattern and
+// replaced by one ATTENTION node, whatever block wrote it.
+//
+// Requires: a verified forward graph (no backward yet: autodiff then derives
+// ATTENTION_GRAD, which recomputes the scores instead of storing them).
+// Guarantees: every match of
+//     o = softmax(causal_mask(q @ transpose(k) [* s | / s]), last axis) @ v
+// with q, k [..., T, h], v [..., T, e] (equal leading axes, h and e fixed),
+// s a scalar constant expression, a -inf mask, and each intermediate (the
+// scores, the scaled and masked scores, the probabilities) used only by the
+// next op of the pattern and not an output, has o rewritten in place to
+// ATTENTION(q, k, v) with fval = the scale (1/s for a division). The
+// intermediates lose their last user and drop out of every program. Seed 001
+// eqs. (13)-(15): A = softmax(mask(Q K^T / sqrt(h))), O = A V.
+// A softmax without the causal mask, a mask with another fill, or scores used
+// elsewhere (say, as an output) are not matched. The graph verifies.
+#include <math.h>
+#include <stdlib.h>
+
+#include "passes.h"
+
+// The value of a scalar constant expression (CONST, and unary or binary
+// elementwise ops of such), or false.
+static bool const_value(const Graph *g, int id, double *v) {
+  const Node *n = &g->nodes[id];
+  if (n->shape.rank != 0) return false;
+  double x, y;
+  switch (ir_op_info[n->op].cat) {
+  case OPC_LEAF:
+    if (n->op != OP_CONST) return false;
+    *v = n->fval;
+    return true;
+  case OPC_UNARY:
+    if (!const_value(g, n->in[0], &x)) return false;
+    *v = ir_eval_unary(n->op, x);
+    return isfinite(*v);
+  case OPC_BINARY:
+    if (!const_value(g, n->in[0], &x) || !const_value(g, n->in[1], &y)) return false;
+    *v = n->op == OP_ADD ? x + y : n->op == OP_SUB ? x - y : n->op == OP_MUL ? x * y : n->op == OP_DIV ? x / y : NAN;
+    return isfinite(*v);
+  default: return false;
+  }
+}
+
+static bool same_lead(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank - 2; i++)
+    if (!dim_eq(a->d[i], b->d[i])) return false;
+  return true;
+}
+
+int fuse_attention(Graph *g) {
+  int *users = calloc((size_t)g->nnodes + 1, sizeof(int));
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2;  // an output is never internal
+  int fused = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *o = &g->nodes[i];
+    if (o->op != OP_MATMUL) continue;
+    const Node *a = &g->nodes[o->in[0]], *v = &g->nodes[o->in[1]];
+    int r = o->shape.rank;
+    if (a->op != OP_SOFTMAX || users[a->id] != 1 || a->axis != r - 1) continue;
+    const Node *m = &g->nodes[a->in[0]];
+    if (m->op != OP_CAUSAL_MASK || users[m->id] != 1 || !(isinf(m->fval) && m->fval < 0)) continue;
+    const Node *z = &g->nodes[m->in[0]];
+    double scale = 1;
+    if ((z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1) {
+      double c;
+      int other = -1;
+      if (const_value(g, z->in[1], &c)) other = z->in[0];
+      else if (z->op == OP_MUL && const_value(g, z->in[0], &c)) other = z->in[1];
+      if (other < 0 || !(c != 0)) continue;
+      scale = z->op == OP_MUL ? c : 1 / c;
+      z = &g->nodes[other];
+    }
+    if (z->op != OP_MATMUL || users[z->id] != 1) continue;
+    const Node *q = &g->nodes[z->in[0]], *t = &g->nodes[z->in[1]];
+    if (t->op != OP_TRANSPOSE || t->shape.rank != r || t->axis + t->axis2 != 2 * r - 3 || t->axis == t->axis2) continue;
+    const Node *k = &g->nodes[t->in[0]];
+    if (q->shape.rank != r || k->shape.rank != r || v->shape.rank != r || !same_lead(&q->shape, &k->shape) ||
+        !same_lead(&q->shape, &v->shape) || !dim_eq(q->shape.d[r - 2], k->shape.d[r - 2]) ||
+        !dim_eq(q->shape.d[r - 2], v->shape.d[r - 2]) || !dim_eq(q->shape.d[r - 1], k->shape.d[r - 1]) ||
+        q->shape.d[r - 1].kind != DIM_CONST || v->shape.d[r - 1].kind != DIM_CONST || g->t_max > 65536)
+      continue;
+    int qi = q->id, ki = k->id, vi = v->id;
+    o->op = OP_ATTENTION;
+    o->nin = 3;
+    o->in[0] = qi, o->in[1] = ki, o->in[2] = vi;
+    o->fval = scale;
+    users[a->id]--;
+    fused++;
+  }
+  free(users);
+  return fused;
+}
