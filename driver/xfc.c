@@ -34,6 +34,7 @@ static void usage(FILE *f) {
         "  --emit=ast      print the syntax tree of the model file and stop\n"
         "  --emit=ir       print the graph IR after elaboration and stop\n"
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
+        "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
         "                  lifetime and planned offset at --batch, --seq, and stop\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
@@ -42,7 +43,8 @@ static void usage(FILE *f) {
         "  --stats         print parameters and forward operation counts per block instance,\n"
         "                  backward and training operations per token, and the planned\n"
         "                  memory of a training step at --batch, --seq\n"
-        "  --check-grad    compare every gradient with finite differences (float64, reference\n"
+        "  --check-grad    compare every gradient of the graph that is compiled (fused unless\n"
+        "                  --no-fuse) with finite differences (float64, reference\n"
         "                  interpreter, dropout off) and print the relative error per parameter;\n"
         "                  exit status 1 if any is 1e-6 or more. Use small sizes (-D ...)\n"
         "  --check-batch=N batch size of the check (default 2)\n"
@@ -185,10 +187,14 @@ static int compile(const Options *o) {
     }
     if (emit && !strcmp(emit, "ir")) {
       ir_print(stdout, g);
+    } else if (emit && !strcmp(emit, "fused")) {
+      if (!o->no_fuse) fuse_attention(g);
+      check_ir(g, "fuse_attention");
+      ir_print(stdout, g);
     } else if (emit || stats || check->enabled || o->output) {
       char msg[512];
-      // code and memory come from the fused graph; statistics, --emit=grad
-      // and --check-grad from the graph as written
+      // code, memory and --check-grad come from the fused graph (unless
+      // --no-fuse); statistics and --emit=grad from the graph as written
       Graph *fused = ir_graph_clone(&arena, g);
       if (!o->no_fuse) {
         fuse_attention(fused);
@@ -207,7 +213,7 @@ static int compile(const Options *o) {
       if (stats) stats_print(stdout, g), print_memory(o->no_fuse ? g : fused, o);
       if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
       int status = 0;
-      if (check->enabled) status = check_grad(g, check);
+      if (check->enabled) status = check_grad(o->no_fuse ? g : fused, check);
       if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output))
         status = codegen(o->no_fuse ? g : fused, o);
       arena_free(&arena);
@@ -243,9 +249,9 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
-      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") &&
+      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
           strcmp(o->emit, "llvm"))
-        return die_usage("--emit=%s: expected ast, ir, grad, schedule or llvm", o->emit);
+        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule or llvm", o->emit);
     } else if (!strncmp(arg, "--batch=", 8)) {
       if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
         return die_usage("%s: expected a count in 1..16777216", arg);

@@ -206,6 +206,9 @@ int main(void) {
     check_model(path, defs, n, 3, 5, false);
   }
   check_model("tests/golden/sinusoidal.xf", NULL, 0, 2, 8, true);
+  check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
+  check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
+  check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);
   static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_concat", "op_slice", "op_max", "op_causal_mask",
                               "op_causal_conv_matrix", "op_causal_conv_vector", "op_causal_conv_scalar", "op_dropout",
                               "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos"};

@@ -4,6 +4,9 @@
 #   - every primitive op on its own (tests/grad/op_*.xf),
 #   - every example at small sizes, with 2 layers,
 #   - tests/golden/sinusoidal.xf for the library blocks no example uses,
+#   - a user-written attention block (tests/fusion/attn_user.xf) and near
+#     misses of the pattern (tests/fusion/attn_near.xf),
+# each on the graph xfc compiles (attention fused; with --no-fuse as written),
 # and a coverage check: every op marked differentiable in ir/ir.h occurs in
 # the graph of some checked model, so no gradient rule goes unchecked.
 # Usage (from the repo root): tests/grad/run_gradcheck.sh path/to/xfc
@@ -18,7 +21,7 @@ check() {  # label, xfc arguments...
   local out
   out=$("$xfc" --check-grad "$@" 2>&1)
   local rc=$?
-  "$xfc" --emit=ir "$@" 2>/dev/null | sed -n 's/^%[0-9]* = \([a-z_]*\).*/\1/p' >> "$seen"
+  "$xfc" --emit=fused "$@" 2>/dev/null | sed -n 's/^%[0-9]* = \([a-z_]*\).*/\1/p' >> "$seen"
   if [ $rc -eq 0 ] && printf '%s\n' "$out" | tail -1 | grep -q ': pass$'; then
     echo "ok   $label: $(printf '%s\n' "$out" | tail -1)"; pass=$((pass + 1))
   else
@@ -38,6 +41,10 @@ for ex in examples/*.xf; do
 done
 check "examples/she.xf with dropout masks" $small -D dropout=0.25 --check-dropout examples/she.xf
 check "tests/golden/sinusoidal.xf" tests/golden/sinusoidal.xf
+check "tests/fusion/attn_user.xf (fused)" tests/fusion/attn_user.xf
+check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.xf
+check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf
+check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
 for op in $(sed -n 's/.*X([A-Z_]*, "\([a-z_]*\)", [0-9], OPC_[A-Z]*, 1).*/\1/p' ir/ir.h); do
   if grep -qx "$op" "$seen"; then pass=$((pass + 1)); else echo "FAIL differentiable op '$op' is in no checked model"; fail=$((fail + 1)); fi
 done

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fusion and memory planning, from the outside (xfc --emit=schedule, --stats,
+# xfrun): the attention pattern fires on a user-written block and on the
+# standard library's, and not on near misses; kernels are generated once per
+# class, so the number of functions does not grow with depth; the 18-layer
+# Table 1 transformer plans well under PyTorch eager's 6.6 GB; a training run
+# whose dead buffers are poisoned with NaN (XF_DEBUG_POISON=1) logs the same
+# losses, bit for bit, as a normal run; --no-fuse agrees with the fused code.
+# Usage (from the repo root): tests/fusion/run_fusion.sh path/to/xfc path/to/xfrun
+set -u
+xfc=$1 xfrun=$2
+. tests/lib.sh
+
+count() { grep -cE "$1" || true; }
+n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_user.xf | count '^  k[0-9]+ +attention(_grad)? ')
+[ "$n" = 2 ] && ok "user-written attention fused (attention + attention_grad kernels)" || bad "attn_user: $n attention kernels, want 2"
+n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_near.xf | count '^  k[0-9]+ +attention')
+[ "$n" = 0 ] && ok "near misses not fused" || bad "attn_near: $n attention kernels, want 0"
+n=$("$xfc" --emit=schedule --batch=2 --no-fuse tests/fusion/attn_user.xf | count '^  k[0-9]+ +attention')
+[ "$n" = 0 ] && ok "--no-fuse keeps attention unfused" || bad "--no-fuse: $n attention kernels"
+for ex in transformer macaron postnorm rk4; do
+  n=$("$xfc" --emit=fused -D layers=2 examples/$ex.xf | count " = attention ")
+  [ "$n" -ge 2 ] && ok "$ex: $n attention ops fused" || bad "$ex: $n attention ops fused"
+done
+
+# one function per kernel class: the same count at 2 and 18 layers
+for ex in transformer she rk4; do
+  f2=$("$xfc" --emit=schedule -D layers=2 examples/$ex.xf | sed -n 's/.* \([0-9]*\) distinct functions.*/\1/p')
+  f18=$("$xfc" --emit=schedule -D layers=18 examples/$ex.xf | sed -n 's/.* \([0-9]*\) distinct functions.*/\1/p')
+  [ -n "$f2" ] && [ "$f2" = "$f18" ] && ok "$ex: $f2 kernel functions at 2 and at 18 layers" || bad "$ex: $f2 vs $f18 functions"
+done
+
+# the planned memory of the Table 1 transformer (18 layers, batch 64, context 128)
+mib=$("$xfc" --stats examples/transformer.xf | sed -n 's/^  total *\([0-9.]*\) MiB/\1/p')
+awk -v m="$mib" 'BEGIN { exit !(m > 100 && m < 3072) }' && ok "transformer at Table 1 sizes plans $mib MiB (< 3 GiB)" ||
+  bad "transformer plans '$mib' MiB"
+mib_nf=$("$xfc" --stats --no-fuse examples/transformer.xf | sed -n 's/^  total *\([0-9.]*\) MiB/\1/p')
+awk -v a="$mib" -v b="$mib_nf" 'BEGIN { exit !(a < b) }' && ok "fusion plans less than --no-fuse ($mib < $mib_nf MiB)" ||
+  bad "fused $mib MiB, unfused $mib_nf MiB"
+
+# poisoned dead storage changes nothing; --no-fuse trains to the same losses
+printf 'Once upon a time there was a little princess who lived in a castle by the sea. %.0s' $(seq 60) > "$tmp/text.txt"
+small="-D layers=2 -D d=16 -D context=16 -D vocab=256 -D ffn=32"
+for ex in transformer she; do
+  heads=; [ $ex = transformer ] && heads="-D heads=4"
+  "$xfc" $small $heads examples/$ex.xf -o "$tmp/$ex.so" && "$xfc" $small $heads --no-fuse examples/$ex.xf -o "$tmp/$ex-nf.so" || {
+    bad "$ex: compile"; continue; }
+  run() {  # so, log, env...
+    local so=$1 log=$2
+    shift 2
+    env "$@" "$xfrun" train "$so" --data "$tmp/text.txt" --tokenizer bytes --steps 6 --batch 4 --threads 2 \
+      --eval-batches 1 --cache "$tmp/cache" --log "$log" > /dev/null 2>&1
+  }
+  run "$tmp/$ex.so" "$tmp/a.csv" XF_DEBUG_POISON=0 && run "$tmp/$ex.so" "$tmp/b.csv" XF_DEBUG_POISON=1 &&
+    run "$tmp/$ex-nf.so" "$tmp/c.csv" XF_DEBUG_POISON=1 || { bad "$ex: xfrun train failed"; continue; }
+  if cmp -s <(cut -d, -f1,2 "$tmp/a.csv") <(cut -d, -f1,2 "$tmp/b.csv"); then
+    ok "$ex: losses with poisoned dead buffers equal bit for bit ($(tail -1 "$tmp/b.csv" | cut -d, -f2))"
+  else bad "$ex: poisoned run differs"; fi
+  if paste -d, <(cut -d, -f2 "$tmp/a.csv" | tail -n +2) <(cut -d, -f2 "$tmp/c.csv" | tail -n +2) |
+     awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (!(d <= 1e-4 * ($2 < 0 ? -$2 : $2))) bad = 1 } END { exit bad }'; then
+    ok "$ex: fused and --no-fuse losses agree within 1e-4 relative"
+  else bad "$ex: fused and --no-fuse losses differ"; fi
+done
+finish
