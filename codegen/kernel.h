@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "../ir/ir.h"
+#include "../passes/passes.h"
 
 // size = coef * B^pb * T^pt (every IR size is a product of such factors)
 typedef struct {
@@ -59,24 +60,22 @@ typedef enum {
   PROG_COUNT,
 } Program_;
 
-// Fused patterns (schedule_build with fuse on; --no-fuse turns them off and
-// the unfused schedule is the oracle the tests compare with):
-//   KF_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
-//                   dy [B, T, c]: the gradient of an unbatched weight, one
-//                   GEMM [d, B*T] @ [B*T, c] instead of B GEMMs into a
-//                   [B, d, c] tensor and its sum. The transpose and the
-//                   batched product get no kernel.
-enum { KF_NONE, KF_WEIGHT_GRAD };
+// Fusion groups (passes/fuse_groups.c: FG_WEIGHT_GRAD, FG_MAP) are one
+// kernel each; --no-fuse makes none and that schedule is the oracle the
+// tests compare the fused one with.
+#define KERNEL_MAX_IN FG_MAX_LEAVES
 
 typedef struct {
-  int node;     // the IR node it computes (op, attributes, shapes)
+  int node;     // the IR node it computes (op, attributes, shapes); the
+                // root of its group (Schedule.group)
   int out;      // buffer written
-  int in[IR_MAX_IN];
+  int in[KERNEL_MAX_IN];    // buffers read, in slots KS_IN0 + i
+  int leaf[KERNEL_MAX_IN];  // the IR node whose value in[i] holds
   int nin;
   SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
   int scratch;    // a scratch buffer of the kernel, or -1
-  int fusion;     // KF_NONE, or the fused pattern this kernel computes
-  int src[2];     // KF_WEIGHT_GRAD: the IR nodes x and dy it reads
+  int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
+  int dropout;    // the dropout node it computes (alone or in its group), or -1
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)
@@ -88,13 +87,14 @@ typedef struct {
 // Operand slots of a kernel call: what a backend passes for kernel k. A
 // kernel's code refers to its operands only through these slots, so one
 // function serves its whole class.
-enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH, KS_IMM, KS_COUNT };
+enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH = KS_IN0 + KERNEL_MAX_IN, KS_IMM, KS_COUNT };
 
 typedef struct {
   const Graph *g;
   Buffer *bufs;
   int nbufs;
   int *buf_of;          // buf_of[node]: buffer holding the node's value
+  int *group;           // group[node]: the root whose kernel computes it inside, or -1
   Kernel *kernels;      // all kernels, forward first
   int nkernels;
   int *prog[PROG_COUNT];  // kernel indices of each program, in order
@@ -104,7 +104,7 @@ typedef struct {
 
 // The root buffer holding buffer b's storage (aliases resolved).
 int schedule_root(const Schedule *s, int b);
-// The immediate operand of kernel k (KS_IMM): dropout's mask stream, else 0.
+// The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Prints the kernels in order with their classes and fusion, and every
 // buffer's size, lifetime and (for B, T) planned offset: --emit=schedule.

@@ -42,6 +42,8 @@ typedef struct {
   Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
   Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
   V fn;                // function being emitted
+  bool train;          // dropout on (the train program's variant of a kernel)
+  const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
   LLVMBasicBlockRef entry;
   char err[512];
@@ -223,15 +225,99 @@ static void strides(Emit *e, const Shape *s, V *st) {
   }
 }
 
-// Elementwise kernels: for each row r in [lo, hi) and column j < last dim,
-// out[r * last + j] = value(coordinates). Coordinates c[0..rank) are the
-// decomposition of r over axes 0..rank-2, and j.
+// Elementwise kernels and FG_MAP groups: for each row r in [lo, hi) and
+// column j < last dim, out[r * last + j] = value(coordinates). Coordinates
+// c[0..rank) are the decomposition of r over axes 0..rank-2, and j. A
+// group member is evaluated at the same coordinates (fuse_groups.c: members
+// have the root's shape); a stored input is loaded, numpy-broadcast. A
+// softmax member gets its row's maximum and 1/sum before the column loop.
+typedef struct {
+  const Shape *os;
+  V *c, row, j, o;
+  V leaf[KERNEL_MAX_IN];
+  int smax[KERNEL_MAX_IN];  // softmax members and their row statistics
+  V smx[KERNEL_MAX_IN], sinv[KERNEL_MAX_IN];
+  int nsmax;
+} Map;
+
+static bool member(Emit *e, int id) { return id == e->k->node || e->s->group[id] == e->k->node; }
+
+static int leaf_slot(Emit *e, int id) {
+  for (int i = 0; i < e->k->nin; i++)
+    if (e->k->leaf[i] == id) return i;
+  return 0;
+}
+
+static V map_value(Emit *e, Map *m, int id);
+
+// Input i of member n at the current coordinates.
+static V map_operand(Emit *e, Map *m, const Node *n, int i) {
+  int id = n->in[i];
+  if (member(e, id)) return map_value(e, m, id);
+  return load(e, m->leaf[leaf_slot(e, id)], bcast_offset(e, &e->g->nodes[id].shape, m->os, m->c));
+}
+
+static V map_value(Emit *e, Map *m, int id) {
+  const Node *n = &e->g->nodes[id];
+  int r = m->os->rank;
+  switch (n->op) {
+  case OP_EXPAND: return map_operand(e, m, n, 0);
+  case OP_CAUSAL_MASK:
+    return select_f(e, LLVMBuildICmp(e->b, LLVMIntSGT, m->c[r - 1], m->c[r - 2], ""), cf32(e, n->fval), map_operand(e, m, n, 0));
+  case OP_ONEHOT: {
+    V id_ = LLVMBuildSExt(e->b, load_i(e, m->leaf[leaf_slot(e, n->in[0])], m->row), e->i64, "");
+    return select_f(e, LLVMBuildICmp(e->b, LLVMIntEQ, id_, m->j, ""), cf32(e, 1), cf32(e, 0));
+  }
+  case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p); identity outside training
+    V x = map_operand(e, m, n, 0);
+    if (!e->train) return x;
+    V u = philox_uniform(e, e->seed, imm32(e), m->o, e->step);
+    V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
+    return select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
+  }
+  case OP_SOFTMAX:
+    for (int i = 0; i < m->nsmax; i++)
+      if (m->smax[i] == id) {
+        V x = load(e, m->leaf[leaf_slot(e, n->in[0])], m->o);
+        V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, x, LLVMBuildLoad2(e->b, e->f32, m->smx[i], ""), ""));
+        return LLVMBuildFMul(e->b, ex, LLVMBuildLoad2(e->b, e->f32, m->sinv[i], ""), "");
+      }
+    return cf32(e, NAN);
+  default:
+    if (n->nin == 1) return unary(e, n->op, map_operand(e, m, n, 0));
+    return binary(e, n->op, map_operand(e, m, n, 0), map_operand(e, m, n, 1));
+  }
+}
+
+// Row statistics of softmax member sm over the stored row at base: max, 1/sum.
+static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
+  Loop l;
+  LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
+  V t = loop_begin(e, &l, ci64(e, 0), last);
+  V xv = load(e, x, LLVMBuildAdd(e->b, base, t, "")), cur = LLVMBuildLoad2(e->b, e->f32, mx, "");
+  LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur), mx);
+  loop_end(e, &l);
+  LLVMBuildStore(e->b, cf32(e, 0), inv);
+  t = loop_begin(e, &l, ci64(e, 0), last);
+  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, t, "")), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, inv, ""), ex, ""), inv);
+  loop_end(e, &l);
+  LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), LLVMBuildLoad2(e->b, e->f32, inv, ""), ""), inv);
+}
+
 static void emit_map(Emit *e, const Node *n) {
   const Graph *g = e->g;
   const Shape *os = &n->shape;
   int r = os->rank;
   V out = buf(e, KS_OUT, false);
   V last = r ? dim(e, os->d[r - 1]) : ci64(e, 1);
+  Map m = {.os = os};
+  for (int i = 0; i < e->k->nin; i++) m.leaf[i] = buf(e, KS_IN0 + i, g->nodes[e->k->leaf[i]].dtype == DT_I32);
+  for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
+    if (member(e, i) && g->nodes[i].op == OP_SOFTMAX && e->k->fusion == FG_MAP) {
+      m.smax[m.nsmax] = i, m.smx[m.nsmax] = var(e, e->f32), m.sinv[m.nsmax] = var(e, e->f32);
+      m.nsmax++;
+    }
   Loop rows, cols;
   V row = loop_begin(e, &rows, e->lo, e->hi);
   V c[IR_MAX_RANK];
@@ -241,20 +327,20 @@ static void emit_map(Emit *e, const Node *n) {
     c[a] = LLVMBuildSRem(e->b, rem, d, "");
     rem = LLVMBuildSDiv(e->b, rem, d, "");
   }
-  V ins[IR_MAX_IN];
-  for (int i = 0; i < n->nin; i++) ins[i] = buf(e, KS_IN0 + i, g->nodes[n->in[i]].dtype == DT_I32);
+  for (int i = 0; i < m.nsmax; i++)
+    softmax_stats(e, m.leaf[leaf_slot(e, g->nodes[m.smax[i]].in[0])], LLVMBuildMul(e->b, row, last, ""), last, m.smx[i], m.sinv[i]);
+  V ins[KERNEL_MAX_IN];
+  for (int i = 0; i < n->nin && i < KERNEL_MAX_IN; i++) ins[i] = m.leaf[i];
   V j = loop_begin(e, &cols, ci64(e, 0), last);
   if (r) c[r - 1] = j;
   V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, last, ""), j, "");
+  m.c = c, m.row = row, m.j = j, m.o = o;
   V v = NULL;
   const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
   case OP_CONST: v = cf32(e, n->fval); break;
   case OP_SIZE: v = LLVMBuildSIToFP(e->b, dim(e, n->len), e->f32, ""); break;
   case OP_IOTA: v = LLVMBuildSIToFP(e->b, j, e->f32, ""); break;
-  case OP_EXPAND:
-    v = load(e, ins[0], bcast_offset(e, xs, os, c));
-    break;
   case OP_TRANSPOSE: {
     V st[IR_MAX_RANK];
     strides(e, xs, st);
@@ -305,45 +391,11 @@ static void emit_map(Emit *e, const Node *n) {
     v = select_f(e, first, load(e, ins[0], ox), load(e, ins[1], oy));
     break;
   }
-  case OP_CAUSAL_MASK:
-    v = select_f(e, LLVMBuildICmp(e->b, LLVMIntSGT, c[r - 1], c[r - 2], ""), cf32(e, n->fval), load(e, ins[0], o));
-    break;
-  case OP_ONEHOT: {
-    V id = LLVMBuildSExt(e->b, load_i(e, ins[0], row), e->i64, "");
-    v = select_f(e, LLVMBuildICmp(e->b, LLVMIntEQ, id, j, ""), cf32(e, 1), cf32(e, 0));
-    break;
-  }
-  case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p)
-    V u = philox_uniform(e, e->seed, imm32(e), o, e->step);
-    V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
-    V x = load(e, ins[0], o);
-    v = select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
-    break;
-  }
-  default:
-    if (n->nin == 1) v = unary(e, n->op, load(e, ins[0], bcast_offset(e, xs, os, c)));
-    else {
-      const Shape *ys = &g->nodes[n->in[1]].shape;
-      v = binary(e, n->op, load(e, ins[0], bcast_offset(e, xs, os, c)), load(e, ins[1], bcast_offset(e, ys, os, c)));
-    }
+  default: v = map_value(e, &m, n->id); break;
   }
   store(e, out, o, v);
   loop_end(e, &cols);
   loop_end(e, &rows);
-}
-
-// Dropout outside training is the identity: the eval and sample programs
-// get a copy kernel in its place.
-static void emit_copy(Emit *e, const Node *n) {
-  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
-  V last = dim(e, n->shape.d[n->shape.rank - 1]);
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V c = loop_begin(e, &lc, ci64(e, 0), last);
-  V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, last, ""), c, "");
-  store(e, out, o, load(e, x, o));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
 }
 
 // A reduction over an axis before the last: x viewed as [P, K, M, L] (P the
@@ -606,10 +658,10 @@ static void emit_conv_dw(Emit *e, const Node *n) {
   loop_end(e, &lk);
 }
 
-// KF_WEIGHT_GRAD (kernel.h): dW [d, c] = x^T dy over all B*T rows, one GEMM
+// FG_WEIGHT_GRAD (kernel.h): dW [d, c] = x^T dy over all B*T rows, one GEMM
 // per block [lo, hi) of dW's columns.
 static void emit_weight_grad(Emit *e, const Kernel *k) {
-  const Shape *xs = &e->g->nodes[k->src[0]].shape, *ys = &e->g->nodes[k->src[1]].shape;
+  const Shape *xs = &e->g->nodes[k->leaf[0]].shape, *ys = &e->g->nodes[k->leaf[1]].shape;
   V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
   V d = dim(e, xs->d[2]), c = dim(e, ys->d[2]), rows = dprod(e, xs, 0, 2);
   call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
@@ -803,15 +855,15 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
   const Kernel *k = &e->s->kernels[ki];
   const Node *n = &e->g->nodes[k->node];
-  if (k->fusion == KF_WEIGHT_GRAD) {
+  if (k->fusion == FG_WEIGHT_GRAD) {
     emit_weight_grad(e, k);
     LLVMBuildRetVoid(e->b);
     LLVMPositionBuilderAtEnd(e->b, e->entry);
     LLVMBuildBr(e->b, start);
     return fn;
   }
-  switch (train || n->op != OP_DROPOUT ? n->op : OP_RESHAPE) {
-  case OP_RESHAPE: emit_copy(e, n); break;  // dropout at inference
+  e->train = train, e->k = k;
+  switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
   case OP_LAYERNORM: emit_layernorm(e, n); break;
   case OP_MATMUL: emit_matmul(e, n); break;
@@ -994,7 +1046,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s) {
   for (int k = 0; k < s->nkernels; k++) {
     if (s->kernels[k].cls != k) continue;  // one function per class
     kfns[k] = kernel_fn(&e, k, true);
-    kinf[k] = s->g->nodes[s->kernels[k].node].op == OP_DROPOUT ? kernel_fn(&e, k, false) : kfns[k];
+    kinf[k] = s->kernels[k].dropout >= 0 ? kernel_fn(&e, k, false) : kfns[k];
   }
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf)};

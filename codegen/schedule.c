@@ -57,42 +57,30 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   }
 }
 
+// The stored inputs of the group rooted at k->node, depth first, each once;
+// and the group's dropout, if any.
+static void collect_leaves(Schedule *s, Kernel *k, int id) {
+  const Node *n = &s->g->nodes[id];
+  if (id != k->node && s->group[id] != k->node) {
+    for (int i = 0; i < k->nin; i++)
+      if (k->leaf[i] == id) return;
+    k->in[k->nin] = s->buf_of[id], k->leaf[k->nin++] = id;
+    return;
+  }
+  if (n->op == OP_DROPOUT) k->dropout = id;
+  for (int i = 0; i < n->nin; i++) collect_leaves(s, k, n->in[i]);
+}
+
 static bool computes(OpKind op) {
   return op != OP_PARAM && op != OP_INPUT && op != OP_RESHAPE;
 }
-
-// Marks the nodes of every KF_WEIGHT_GRAD pattern: fused_into[t] and
-// fused_into[m] name the SUM that absorbs them; pattern[sum] = KF_WEIGHT_GRAD.
-static void find_weight_grads(const Graph *g, int *users, int *fused_into, int *pattern) {
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
-  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node]++;
-  for (int i = 0; i < g->nnodes; i++) {
-    const Node *s = &g->nodes[i];
-    if (s->op != OP_SUM || s->axis != 0) continue;
-    const Node *m = &g->nodes[s->in[0]];
-    if (m->op != OP_MATMUL || users[m->id] != 1 || m->shape.rank != 3) continue;
-    const Node *t = &g->nodes[m->in[0]], *dy = &g->nodes[m->in[1]];
-    if (t->op != OP_TRANSPOSE || users[t->id] != 1 || t->shape.rank != 3 || t->axis + t->axis2 != 3) continue;
-    const Node *x = &g->nodes[t->in[0]];
-    if (x->shape.rank != 3 || dy->shape.rank != 3 || !dim_eq(x->shape.d[0], dy->shape.d[0]) ||
-        !dim_eq(x->shape.d[1], dy->shape.d[1]))
-      continue;
-    fused_into[t->id] = fused_into[m->id] = i;
-    pattern[i] = KF_WEIGHT_GRAD;
-  }
-}
-
 
 int schedule_root(const Schedule *s, int b) {
   while (s->bufs[b].alias_of >= 0) b = s->bufs[b].alias_of;
   return b;
 }
 
-uint64_t kernel_imm(const Schedule *s, const Kernel *k) {
-  const Node *n = &s->g->nodes[k->node];
-  return n->op == OP_DROPOUT ? n->seed : 0;
-}
+uint64_t kernel_imm(const Schedule *s, const Kernel *k) { return k->dropout >= 0 ? s->g->nodes[k->dropout].seed : 0; }
 
 // ---- kernel classes: what a kernel computes, without where ------------------
 
@@ -115,15 +103,39 @@ static void sig_node(char **p, char *end, const Graph *g, const Node *n) {
   }
 }
 
-// The signature of kernel k: op or pattern, phase, shapes and attributes of
+// The signature of node id inside kernel k: members of the group recursively,
+// stored inputs as their slot and shape.
+static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, int id) {
+  const Graph *g = s->g;
+  if (*p >= end) return;
+  if (id != k->node && s->group[id] != k->node) {
+    for (int i = 0; i < k->nin; i++)
+      if (k->leaf[i] == id) *p += snprintf(*p, (size_t)(end - *p), "L%d", i);
+    sig_shape(p, end, &g->nodes[id].shape, g->nodes[id].dtype);
+    return;
+  }
+  *p += snprintf(*p, (size_t)(end - *p), "(");
+  sig_node(p, end, g, &g->nodes[id]);
+  for (int i = 0; i < g->nodes[id].nin; i++) {
+    if (*p < end) *p += snprintf(*p, (size_t)(end - *p), " ");
+    sig_expr(p, end, s, k, g->nodes[id].in[i]);
+  }
+  if (*p < end) *p += snprintf(*p, (size_t)(end - *p), ")");
+}
+
+// The signature of kernel k: op or group, phase, shapes and attributes of
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
-  char buf[4096], *p = buf, *end = buf + sizeof buf - 1;
+  char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
   p += snprintf(p, (size_t)(end - p), "k%d.%d ", k->fusion, k->phase);
-  sig_node(&p, end, s->g, &s->g->nodes[k->node]);
-  for (int i = 0; i < 2 && k->fusion == KF_WEIGHT_GRAD && p < end; i++) {
-    p += snprintf(p, (size_t)(end - p), " src ");
-    sig_shape(&p, end, &s->g->nodes[k->src[i]].shape, DT_F32);
+  if (k->fusion == FG_WEIGHT_GRAD) {
+    sig_node(&p, end, s->g, &s->g->nodes[k->node]);
+    for (int i = 0; i < k->nin && p < end; i++) {
+      p += snprintf(p, (size_t)(end - p), " src ");
+      sig_shape(&p, end, &s->g->nodes[k->leaf[i]].shape, DT_F32);
+    }
+  } else {
+    sig_expr(&p, end, s, k, k->node);
   }
   *end = 0;
   return arena_strdup(a, buf);
@@ -208,7 +220,7 @@ static const char *role_name(BufferRole r) {
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad"};
+  static const char *fusions[] = {"", " fused=weight_grad", " fused=map"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];
@@ -218,6 +230,11 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
+    if (kn->fusion == FG_MAP) {
+      fprintf(f, " group=");
+      for (int i = 0, first = 1; i < g->nnodes; i++)
+        if (s->group[i] == kn->node) fprintf(f, "%s%s%%%d", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i), first = 0;
+    }
     if (n->loc.file) fprintf(f, "  # %s:%d:%d", n->loc.file, n->loc.line, n->loc.col);
     fputc('\n', f);
   }
@@ -271,11 +288,9 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     b->name = g->outputs[o].name;
   }
   int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  int *users = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  int *fused_into = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  int *pattern = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  for (int i = 0; i < g->nnodes; i++) fused_into[i] = -1;
-  if (fuse) find_weight_grads(g, users, fused_into, pattern);
+  int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  s->group = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  fuse_groups(g, fuse, s->group, kind);
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
@@ -285,21 +300,23 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op) || fused_into[i] >= 0 || !live[i]) continue;
+    if (!computes(n->op) || s->group[i] >= 0 || !live[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
-    k->nin = n->nin;
-    for (int j = 0; j < n->nin; j++) k->in[j] = s->buf_of[n->in[j]];
+    k->fusion = kind[i];
+    k->dropout = n->op == OP_DROPOUT ? i : -1;
+    if (kind[i] == FG_MAP) collect_leaves(s, k, i);
+    else
+      for (int j = 0; j < n->nin; j++) k->in[k->nin] = s->buf_of[n->in[j]], k->leaf[k->nin++] = n->in[j];
     k->outer = outer_of(g, n);
     k->scratch = -1;
-    if (pattern[i] == KF_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
+    if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
       const Node *m = &g->nodes[n->in[0]];
       int x = g->nodes[m->in[0]].in[0], dy = m->in[1];
-      k->fusion = KF_WEIGHT_GRAD;
-      k->src[0] = x, k->src[1] = dy;
       k->nin = 2;
       k->in[0] = s->buf_of[x], k->in[1] = s->buf_of[dy];
+      k->leaf[0] = x, k->leaf[1] = dy;
       k->outer = sym_of(g->nodes[dy].shape.d[2]);
     }
     kernel_of[i] = s->nkernels++;

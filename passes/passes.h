@@ -44,6 +44,14 @@ bool autodiff_has_rule(OpKind op);
 // forward graph into ATTENTION(q, k, v); returns how many.
 int fuse_attention(Graph *g);
 
+// ---- fuse_groups.c: fusion groups for the schedule --------------------------
+
+enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP };
+#define FG_MAX_LEAVES 8
+// into[node]: the root whose kernel computes node, or -1; kind[root]: FG_*.
+// enable false: no groups (the --no-fuse schedule). See fuse_groups.c.
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind);
+
 // ---- memplan.c: one arena for buffers of known lifetimes ---------------------
 
 typedef struct {

@@ -115,7 +115,7 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
   }
   // the generated code
   int nfused = 0;
-  for (int k = 0; k < s->nkernels; k++) nfused += s->kernels[k].fusion != KF_NONE;
+  for (int k = 0; k < s->nkernels; k++) nfused += s->kernels[k].fusion != FG_NONE;
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   unlink(so);
   const XfModel *m = lib ? dlsym(lib, "xf_model") : NULL;

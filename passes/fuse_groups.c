@@ -1,0 +1,85 @@
+// fuse_groups.c: which nodes the schedule computes inside another node's
+// kernel (fusion groups), on the graph IR, for every backend.
+//
+// Requires: a verified graph with its backward pass (autodiff).
+// Guarantees: into[n] = the root node whose kernel computes n, or -1 when n
+// gets its own kernel (or computes nothing); kind[r] = the group kind of a
+// root r (FG_NONE for a kernel of its own). Groups:
+//   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
+//                   dy [B, T, c]: the gradient of an unbatched weight, one
+//                   GEMM [d, B*T] @ [B*T, c]; the transpose and the batched
+//                   product are inside it.
+//   FG_MAP          a tree of elementwise ops evaluated per output element,
+//                   its intermediates never stored. A node n joins the group
+//                   of its user u when: n has exactly one user and is not an
+//                   output; n and u have the same shape (same coordinates);
+//                   u is elementwise (unary, binary, dropout) or in the
+//                   group; n is unary, binary, dropout, expand, onehot,
+//                   causal_mask, or softmax over the last axis of a stored
+//                   input (its row maximum and sum are computed per row in
+//                   the kernel). At most FG_MAX_LEAVES stored inputs and
+//                   one dropout per group.
+// Every member comes before its root in node order, so the root's kernel
+// runs after every kernel a member reads.
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+static bool elementwise(const Node *n) {
+  OpCategory c = ir_op_info[n->op].cat;
+  return c == OPC_UNARY || c == OPC_BINARY || n->op == OP_DROPOUT;
+}
+
+static bool joins(const Graph *g, const Node *n) {
+  if (elementwise(n) || n->op == OP_EXPAND || n->op == OP_ONEHOT || n->op == OP_CAUSAL_MASK) return n->dtype == DT_F32;
+  return n->op == OP_SOFTMAX && n->axis == n->shape.rank - 1 && g->nodes[n->in[0]].dtype == DT_F32;
+}
+
+static void weight_grads(const Graph *g, const int *users, int *into, int *kind) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *s = &g->nodes[i];
+    if (s->op != OP_SUM || s->axis != 0) continue;
+    const Node *m = &g->nodes[s->in[0]];
+    if (m->op != OP_MATMUL || users[m->id] != 1 || m->shape.rank != 3) continue;
+    const Node *t = &g->nodes[m->in[0]], *dy = &g->nodes[m->in[1]];
+    if (t->op != OP_TRANSPOSE || users[t->id] != 1 || t->shape.rank != 3 || t->axis + t->axis2 != 3) continue;
+    const Node *x = &g->nodes[t->in[0]];
+    if (x->shape.rank != 3 || dy->shape.rank != 3 || !dim_eq(x->shape.d[0], dy->shape.d[0]) ||
+        !dim_eq(x->shape.d[1], dy->shape.d[1]))
+      continue;
+    into[t->id] = into[m->id] = i;
+    kind[i] = FG_WEIGHT_GRAD;
+  }
+}
+
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
+  int n = g->nnodes;
+  int *users = calloc((size_t)n + 1, sizeof(int)), *user = calloc((size_t)n + 1, sizeof(int));
+  int *leaves = calloc((size_t)n + 1, sizeof(int)), *drops = calloc((size_t)n + 1, sizeof(int));
+  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++, user[g->nodes[i].in[k]] = i;
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2;
+  if (!enable) goto done;
+  weight_grads(g, users, into, kind);
+  // in reverse order, so a node's user has decided its group first
+  for (int i = n - 1; i >= 0; i--) {
+    const Node *p = &g->nodes[i];
+    if (into[i] >= 0) continue;
+    leaves[i] = p->nin, drops[i] = p->op == OP_DROPOUT;
+    if (users[i] != 1 || !joins(g, p)) continue;
+    const Node *u = &g->nodes[user[i]];
+    int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    if (kind[root] == FG_WEIGHT_GRAD || !shape_eq(&p->shape, &u->shape)) continue;
+    if (into[u->id] < 0 && !elementwise(u)) continue;                  // u must be elementwise or inside a group
+    if (u->op == OP_SOFTMAX || u->op == OP_ONEHOT) continue;            // they read a stored input
+    if (leaves[root] - 1 + p->nin > FG_MAX_LEAVES || drops[root] + drops[i] > 1) continue;
+    into[i] = root;
+    kind[root] = FG_MAP;
+    leaves[root] += p->nin - 1;
+    drops[root] += drops[i];
+  }
+done:
+  free(users), free(user), free(leaves), free(drops);
+}
