@@ -136,11 +136,75 @@ static V call_f32(Emit *e, const char *name, V x) {
 
 static V select_f(Emit *e, V cond, V a, V b) { return LLVMBuildSelect(e->b, cond, a, b, ""); }
 
+// e^x in float32 as straight-line code, so that loops using it vectorise
+// (a libm call stops the vectoriser): x = n ln2 + r with |r| <= ln2/2
+// (ln2 split in two for an exact product), e^r by the Cephes expf
+// polynomial (relative error about 1e-7), 2^n through the exponent bits.
+// Below -87.34 the result is 0 (float32 underflow), above 88.72 +inf; NaN
+// stays NaN.
+static V exp_f32(Emit *e, V x) {
+  LLVMBuilderRef b = e->b;
+  const double lo = -87.3365447505531, hi = 88.7228391116729;
+  V xc = select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, hi), ""), cf32(e, hi), x);
+  xc = select_f(e, LLVMBuildFCmp(b, LLVMRealOLT, xc, cf32(e, lo), ""), cf32(e, lo), xc);
+  V n = call_f32(e, "llvm.floor.f32", LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, cf32(e, 1.44269504088896341), ""), cf32(e, 0.5), ""));
+  V r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, cf32(e, 0.693359375), ""), "");
+  r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, cf32(e, -2.12194440e-4), ""), "");
+  static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
+                             5.0000001201E-1};
+  V p = cf32(e, c[0]);
+  for (int i = 1; i < 6; i++) p = LLVMBuildFAdd(b, LLVMBuildFMul(b, p, r, ""), cf32(e, c[i]), "");
+  V y = LLVMBuildFAdd(b, LLVMBuildFAdd(b, LLVMBuildFMul(b, p, LLVMBuildFMul(b, r, r, ""), ""), r, ""), cf32(e, 1), "");
+  V bits = LLVMBuildShl(b, LLVMBuildAdd(b, LLVMBuildFPToSI(b, n, e->i32, ""), LLVMConstInt(e->i32, 127, 0), ""),
+                        LLVMConstInt(e->i32, 23, 0), "");
+  V res = LLVMBuildFMul(b, y, LLVMBuildBitCast(b, bits, e->f32, ""), "");
+  res = select_f(e, LLVMBuildFCmp(b, LLVMRealOLT, x, cf32(e, lo), ""), cf32(e, 0), res);
+  return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, hi), ""), cf32(e, INFINITY), res);
+}
+
+// Reductions of a stored row x[base .. base + len): RR_MAX the maximum,
+// RR_SUMEXP sum exp(x - shift). Eight independent partial results over
+// lanes t mod 8, then a fixed tree; the lanes are isomorphic straight-line
+// code that the SLP vectoriser packs into vector registers. The order is
+// fixed by the code, so results do not depend on threads.
+enum { RR_MAX, RR_SUMEXP };
+#define RR_LANES 8
+static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift) {
+  LLVMBuilderRef b = e->b;
+  V acc[RR_LANES];
+  V init = cf32(e, kind == RR_MAX ? -INFINITY : 0);
+  for (int u = 0; u < RR_LANES; u++) acc[u] = var(e, e->f32), LLVMBuildStore(b, init, acc[u]);
+#define RR_STEP(u, t)                                                                                        \
+  do {                                                                                                       \
+    V xv_ = load(e, x, LLVMBuildAdd(b, base, (t), "")), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
+    V nv_ = kind == RR_MAX ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, xv_, a_, ""), xv_, a_)                  \
+                           : LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "");         \
+    LLVMBuildStore(b, nv_, acc[u]);                                                                          \
+  } while (0)
+  Loop lb, lt;
+  V blocks = LLVMBuildSDiv(b, len, ci64(e, RR_LANES), "");
+  V blk = loop_begin(e, &lb, ci64(e, 0), blocks);
+  V t0 = LLVMBuildMul(b, blk, ci64(e, RR_LANES), "");
+  for (int u = 0; u < RR_LANES; u++) RR_STEP(u, LLVMBuildAdd(b, t0, ci64(e, u), ""));
+  loop_end(e, &lb);
+  V t = loop_begin(e, &lt, LLVMBuildMul(b, blocks, ci64(e, RR_LANES), ""), len);
+  RR_STEP(0, t);
+  loop_end(e, &lt);
+#undef RR_STEP
+  V v[RR_LANES];
+  for (int u = 0; u < RR_LANES; u++) v[u] = LLVMBuildLoad2(b, e->f32, acc[u], "");
+  for (int w = RR_LANES / 2; w >= 1; w /= 2)
+    for (int u = 0; u < w; u++)
+      v[u] = kind == RR_MAX ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, v[u + w], v[u], ""), v[u + w], v[u])
+                            : LLVMBuildFAdd(b, v[u], v[u + w], "");
+  return v[0];
+}
+
 static V unary(Emit *e, OpKind op, V x) {
   LLVMBuilderRef b = e->b;
   switch (op) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
-  case OP_EXP: return call_f32(e, "llvm.exp.f32", x);
+  case OP_EXP: return exp_f32(e, x);
   case OP_LOG: return call_f32(e, "llvm.log.f32", x);
   case OP_SQRT: return call_f32(e, "llvm.sqrt.f32", x);
   case OP_SIN: return call_f32(e, "llvm.sin.f32", x);
@@ -149,7 +213,7 @@ static V unary(Emit *e, OpKind op, V x) {
   case OP_RELU: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), x, cf32(e, 0));
   case OP_STEP: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), cf32(e, 1), cf32(e, 0));
   case OP_SIGMOID:
-    return LLVMBuildFDiv(b, cf32(e, 1), LLVMBuildFAdd(b, cf32(e, 1), call_f32(e, "llvm.exp.f32", LLVMBuildFNeg(b, x, "")), ""), "");
+    return LLVMBuildFDiv(b, cf32(e, 1), LLVMBuildFAdd(b, cf32(e, 1), exp_f32(e, LLVMBuildFNeg(b, x, "")), ""), "");
   case OP_GELU: {  // 0.5 x (1 + erf(x / sqrt 2))
     V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
     return LLVMBuildFMul(b, LLVMBuildFMul(b, cf32(e, 0.5), x, ""), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
@@ -158,7 +222,7 @@ static V unary(Emit *e, OpKind op, V x) {
     V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
     V Phi = LLVMBuildFMul(b, cf32(e, 0.5), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
     V phi = LLVMBuildFMul(b, cf32(e, 1 / sqrt(2 * M_PI)),
-                          call_f32(e, "llvm.exp.f32", LLVMBuildFMul(b, cf32(e, -0.5), LLVMBuildFMul(b, x, x, ""), "")), "");
+                          exp_f32(e, LLVMBuildFMul(b, cf32(e, -0.5), LLVMBuildFMul(b, x, x, ""), "")), "");
     return LLVMBuildFAdd(b, Phi, LLVMBuildFMul(b, x, phi, ""), "");
   }
   default: return x;
@@ -279,7 +343,7 @@ static V map_value(Emit *e, Map *m, int id) {
     for (int i = 0; i < m->nsmax; i++)
       if (m->smax[i] == id) {
         V x = load(e, m->leaf[leaf_slot(e, n->in[0])], m->o);
-        V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, x, LLVMBuildLoad2(e->b, e->f32, m->smx[i], ""), ""));
+        V ex = exp_f32(e, LLVMBuildFSub(e->b, x, LLVMBuildLoad2(e->b, e->f32, m->smx[i], ""), ""));
         return LLVMBuildFMul(e->b, ex, LLVMBuildLoad2(e->b, e->f32, m->sinv[i], ""), "");
       }
     return cf32(e, NAN);
@@ -291,18 +355,9 @@ static V map_value(Emit *e, Map *m, int id) {
 
 // Row statistics of softmax member sm over the stored row at base: max, 1/sum.
 static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
-  Loop l;
-  LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
-  V t = loop_begin(e, &l, ci64(e, 0), last);
-  V xv = load(e, x, LLVMBuildAdd(e->b, base, t, "")), cur = LLVMBuildLoad2(e->b, e->f32, mx, "");
-  LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, cur, ""), xv, cur), mx);
-  loop_end(e, &l);
-  LLVMBuildStore(e->b, cf32(e, 0), inv);
-  t = loop_begin(e, &l, ci64(e, 0), last);
-  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, t, "")), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, inv, ""), ex, ""), inv);
-  loop_end(e, &l);
-  LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), LLVMBuildLoad2(e->b, e->f32, inv, ""), ""), inv);
+  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, last, NULL), mx);
+  V sum = row_reduce(e, RR_SUMEXP, x, base, last, LLVMBuildLoad2(e->b, e->f32, mx, ""));
+  LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), sum, ""), inv);
 }
 
 static void emit_map(Emit *e, const Node *n) {
@@ -455,7 +510,7 @@ static void emit_axis(Emit *e, const Node *n) {
     loop_end(e, &lt);
     LLVMBuildStore(e->b, cf32(e, 0), acc);
     t = loop_begin(e, &lt, ci64(e, 0), K);
-    V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, AT(t)), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
+    V ex = exp_f32(e, LLVMBuildFSub(e->b, load(e, x, AT(t)), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
     store(e, out, AT(t), ex);
     LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), ex, ""), acc);
     loop_end(e, &lt);
@@ -683,6 +738,18 @@ static void st(Emit *e, V p, V v) { LLVMBuildStore(e->b, v, p); }
 #define FADD(x, y) LLVMBuildFAdd(e->b, x, y, "")
 #define FMUL(x, y) LLVMBuildFMul(e->b, x, y, "")
 
+// sum_c a[c] * load(ptr, base + c) for c < len, with a[] known values:
+// straight-line code (len is a constant), so the loop around it has no
+// loop-carried dependence and vectorises.
+static V dot_const(Emit *e, V *a, V ptr, V base, int64_t len) {
+  V acc = cf32(e, 0);
+  for (int64_t c = 0; c < len; c++) acc = FADD(acc, FMUL(a[c], load(e, ptr, ADD(base, ci64(e, c)))));
+  return acc;
+}
+
+// Loops of one query row, split so that every loop either vectorises (no
+// dependence between iterations j) or is a short scalar reduction over the
+// row: scores, maximum, exponentials, sum, then the products.
 static void emit_attention(Emit *e, const Node *n) {
   const Graph *g = e->g;
   const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
@@ -695,71 +762,87 @@ static void emit_attention(Emit *e, const Node *n) {
   V H = ci64(e, h), EV = ci64(e, ev), W = ci64(e, w), scale = cf32(e, n->fval);
   Ty row_t = LLVMArrayType(e->f32, (unsigned)g->t_max);
   V prow = var(e, row_t), dprow = grad ? var(e, row_t) : NULL;
-  V mx = var(e, e->f32), sum = var(e, e->f32), acc = var(e, e->f32), D = var(e, e->f32);
-  Loop ls, li, lj, lc;
+  V mx = var(e, e->f32), sum = var(e, e->f32), D = var(e, e->f32);
+  V *qv = calloc((size_t)(h + ev + 1), sizeof(V)), *yv = qv + h;
+  Loop ls, li, lj;
   V m = loop_begin(e, &ls, e->lo, e->hi);
   V qb = MUL(MUL(m, T), H), vb = MUL(MUL(m, T), EV), ob = MUL(MUL(m, T), W);
   if (grad) zero(e, out, ob, MUL(T, W));
   V i = loop_begin(e, &li, ci64(e, 0), T);
   V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
   V upto = ADD(i, ci64(e, 1));
-  // scores s_ij = scale q_i . k_j and their maximum
-  st(e, mx, cf32(e, -INFINITY));
+  for (int64_t c = 0; c < h; c++) qv[c] = FMUL(load(e, q, ADD(qi, ci64(e, c))), scale);
+  // s_ij = scale q_i . k_j
   V j = loop_begin(e, &lj, ci64(e, 0), upto);
-  st(e, acc, cf32(e, 0));
-  V c = loop_begin(e, &lc, ci64(e, 0), H);
-  st(e, acc, FADD(ld(e, acc), FMUL(load(e, q, ADD(qi, c)), load(e, k, ADD(ADD(qb, MUL(j, H)), c)))));
-  loop_end(e, &lc);
-  V sc = FMUL(ld(e, acc), scale);
-  st(e, row_at(e, row_t, prow, j), sc);
+  st(e, row_at(e, row_t, prow, j), dot_const(e, qv, k, ADD(qb, MUL(j, H)), h));
+  loop_end(e, &lj);
+  st(e, mx, cf32(e, -INFINITY));
+  j = loop_begin(e, &lj, ci64(e, 0), upto);
+  V sc = ld(e, row_at(e, row_t, prow, j));
   st(e, mx, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, sc, ld(e, mx), ""), sc, ld(e, mx)));
   loop_end(e, &lj);
-  // p_ij = exp(s_ij - max) / sum
+  V mxv = ld(e, mx);
+  j = loop_begin(e, &lj, ci64(e, 0), upto);
+  st(e, row_at(e, row_t, prow, j), exp_f32(e, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, prow, j)), mxv, "")));
+  loop_end(e, &lj);
   st(e, sum, cf32(e, 0));
   j = loop_begin(e, &lj, ci64(e, 0), upto);
-  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, prow, j)), ld(e, mx), ""));
-  st(e, row_at(e, row_t, prow, j), ex);
-  st(e, sum, FADD(ld(e, sum), ex));
+  st(e, sum, FADD(ld(e, sum), ld(e, row_at(e, row_t, prow, j))));
   loop_end(e, &lj);
   V inv = LLVMBuildFDiv(e->b, cf32(e, 1), ld(e, sum), "");
-  if (!grad) {  // o_i = sum_j p_ij v_j
-    zero(e, out, oi, EV);
+  // p_ij = exp(s_ij - max) / sum
+  j = loop_begin(e, &lj, ci64(e, 0), upto);
+  st(e, row_at(e, row_t, prow, j), FMUL(ld(e, row_at(e, row_t, prow, j)), inv));
+  loop_end(e, &lj);
+  if (!grad) {  // o_i = sum_j p_ij v_j, accumulated in registers
+    V *acc = calloc((size_t)ev + 1, sizeof(V));
+    for (int64_t c = 0; c < ev; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
     j = loop_begin(e, &lj, ci64(e, 0), upto);
-    V p = FMUL(ld(e, row_at(e, row_t, prow, j)), inv);
-    c = loop_begin(e, &lc, ci64(e, 0), EV);
-    V at = ADD(oi, c);
-    store(e, out, at, FADD(load(e, out, at), FMUL(p, load(e, v, ADD(ADD(vb, MUL(j, EV)), c)))));
-    loop_end(e, &lc);
+    V p = ld(e, row_at(e, row_t, prow, j)), vj = ADD(vb, MUL(j, EV));
+    for (int64_t c = 0; c < ev; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(p, load(e, v, ADD(vj, ci64(e, c))))));
     loop_end(e, &lj);
+    for (int64_t c = 0; c < ev; c++) store(e, out, ADD(oi, ci64(e, c)), ld(e, acc[c]));
+    free(acc);
   } else {
-    // dP_ij = do_i . v_j, D_i = sum_j p_ij dP_ij
+    // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij
+    for (int64_t c = 0; c < ev; c++) yv[c] = load(e, dy, ADD(yi, ci64(e, c)));
+    j = loop_begin(e, &lj, ci64(e, 0), upto);
+    st(e, row_at(e, row_t, dprow, j), dot_const(e, yv, v, ADD(vb, MUL(j, EV)), ev));
+    loop_end(e, &lj);
     st(e, D, cf32(e, 0));
     j = loop_begin(e, &lj, ci64(e, 0), upto);
-    V p = FMUL(ld(e, row_at(e, row_t, prow, j)), inv);
-    st(e, row_at(e, row_t, prow, j), p);
-    st(e, acc, cf32(e, 0));
-    c = loop_begin(e, &lc, ci64(e, 0), EV);
-    st(e, acc, FADD(ld(e, acc), FMUL(load(e, dy, ADD(yi, c)), load(e, v, ADD(ADD(vb, MUL(j, EV)), c)))));
-    loop_end(e, &lc);
-    st(e, row_at(e, row_t, dprow, j), ld(e, acc));
-    st(e, D, FADD(ld(e, D), FMUL(p, ld(e, acc))));
+    st(e, D, FADD(ld(e, D), FMUL(ld(e, row_at(e, row_t, prow, j)), ld(e, row_at(e, row_t, dprow, j)))));
     loop_end(e, &lj);
-    // dS_ij = scale p_ij (dP_ij - D_i): dq_i += dS_ij k_j, dk_j += dS_ij q_i, dv_j += p_ij do_i
+    // dS_ij = scale p_ij (dP_ij - D_i) (into dprow); dk_j += dS_ij q_i, dv_j += p_ij do_i
+    V Dv = ld(e, D);
     j = loop_begin(e, &lj, ci64(e, 0), upto);
-    p = ld(e, row_at(e, row_t, prow, j));
-    V ds = FMUL(scale, FMUL(p, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, dprow, j)), ld(e, D), "")));
-    V kj = ADD(qb, MUL(j, H)), oj = ADD(ob, MUL(j, W));
-    c = loop_begin(e, &lc, ci64(e, 0), H);
-    V a1 = ADD(oi, c), a2 = ADD(ADD(oj, H), c);
-    store(e, out, a1, FADD(load(e, out, a1), FMUL(ds, load(e, k, ADD(kj, c)))));
-    store(e, out, a2, FADD(load(e, out, a2), FMUL(ds, load(e, q, ADD(qi, c)))));
-    loop_end(e, &lc);
-    c = loop_begin(e, &lc, ci64(e, 0), EV);
-    V a3 = ADD(ADD(oj, ci64(e, 2 * h)), c);
-    store(e, out, a3, FADD(load(e, out, a3), FMUL(p, load(e, dy, ADD(yi, c)))));
-    loop_end(e, &lc);
+    V p = ld(e, row_at(e, row_t, prow, j));
+    V ds = FMUL(scale, FMUL(p, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, dprow, j)), Dv, "")));
+    st(e, row_at(e, row_t, dprow, j), ds);
+    V oj = ADD(ob, MUL(j, W));
+    for (int64_t c = 0; c < h; c++) {
+      V a2 = ADD(oj, ci64(e, h + c));
+      store(e, out, a2, FADD(load(e, out, a2), FMUL(ds, load(e, q, ADD(qi, ci64(e, c))))));
+    }
+    for (int64_t c = 0; c < ev; c++) {
+      V a3 = ADD(oj, ci64(e, 2 * h + c));
+      store(e, out, a3, FADD(load(e, out, a3), FMUL(p, yv[c])));
+    }
     loop_end(e, &lj);
+    // dq_i = sum_j dS_ij k_j, accumulated in registers
+    V *acc = calloc((size_t)h + 1, sizeof(V));
+    for (int64_t c = 0; c < h; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
+    j = loop_begin(e, &lj, ci64(e, 0), upto);
+    V dsj = ld(e, row_at(e, row_t, dprow, j)), kj = ADD(qb, MUL(j, H));
+    for (int64_t c = 0; c < h; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(dsj, load(e, k, ADD(kj, ci64(e, c))))));
+    loop_end(e, &lj);
+    for (int64_t c = 0; c < h; c++) {
+      V a1 = ADD(oi, ci64(e, c));
+      store(e, out, a1, FADD(load(e, out, a1), ld(e, acc[c])));
+    }
+    free(acc);
   }
+  free(qv);
   loop_end(e, &li);
   loop_end(e, &ls);
 }
@@ -808,7 +891,7 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   V x = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
   V scratch = buf(e, KS_SCRATCH, false);
   V Vn = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1);
-  Loop lr, lc;
+  Loop lr;
   if (k->phase == 1) {
     V total = var(e, e->f64);
     LLVMBuildStore(e->b, LLVMConstReal(e->f64, 0), total);
@@ -822,16 +905,8 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   V mx = var(e, e->f32), s = var(e, e->f32);
   V r = loop_begin(e, &lr, e->lo, e->hi);
   V base = LLVMBuildMul(e->b, r, Vn, "");
-  LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
-  V c = loop_begin(e, &lc, ci64(e, 0), Vn);
-  V xv = load(e, x, LLVMBuildAdd(e->b, base, c, "")), m = LLVMBuildLoad2(e->b, e->f32, mx, "");
-  LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, m, ""), xv, m), mx);
-  loop_end(e, &lc);
-  LLVMBuildStore(e->b, cf32(e, 0), s);
-  c = loop_begin(e, &lc, ci64(e, 0), Vn);
-  V ex = call_f32(e, "llvm.exp.f32", LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, s, ""), ex, ""), s);
-  loop_end(e, &lc);
+  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, Vn, NULL), mx);
+  LLVMBuildStore(e->b, row_reduce(e, RR_SUMEXP, x, base, Vn, LLVMBuildLoad2(e->b, e->f32, mx, "")), s);
   V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
   V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
   store(e, scratch, r, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""));
