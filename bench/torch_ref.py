@@ -1,18 +1,31 @@
-#!/usr/bin/python3
-"""PyTorch reference of every example, for bench/run.sh (not a test).
+#!/usr/bin/env python3
+"""PyTorch 2 reference of every example, for bench/run.sh (not a test).
 
-The same architectures as stdlib/*.xf: pre-norm residuals with dropout,
-Lie-Trotter and Strang-Marchuk layers, post-norm, RK4, learned positions,
-attention and the Extractors (seed 001 eqs. 10-17, 23-29). The causal
-convolutions are written as a PyTorch user would: a sum of shifted matmuls
-for SHE's matrix per lag, a depthwise conv1d for the vector and scalar kinds.
-Prints tokens/s of training steps (forward, backward, AdamW).
-Usage: torch_ref.py EXAMPLE --layers N --batch B --seq T --steps S --threads N
+The same architectures as examples/*.xf with stdlib/*.xf: pre-norm residuals
+with dropout, Lie-Trotter and Strang-Marchuk layers, post-norm, RK4 with one
+shared function per sublayer, learned positions, attention and the Extractors
+(seed 001 eqs. 10-17, 23-29). Written as a PyTorch 2 user writes them:
+attention is F.scaled_dot_product_attention(q, k, v, is_causal=True); the
+causal convolutions are a sum of shifted matmuls for SHE's matrix per lag and
+a depthwise conv1d for the vector and scalar kinds.
+
+Training steps are forward, backward and AdamW (lr 1e-3, weight decay 0.01)
+on random tokens. With --compile the model is wrapped in torch.compile and the
+optimizer step is compiled too. The warm-up steps (3 by default: they
+compile, and eager PyTorch also needs a few steps until its allocator stops
+page-faulting at 18 layers) are not timed. Prints one line: tokens/s over the timed steps, the peak RSS of this
+process in MiB (ru_maxrss, so run eager and compiled in separate processes)
+and the warm-up seconds.
+
+Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N
+       torch_ref.py sgemm --threads N     (GFLOP/s of torch.mm, 1024^3 float32)
 """
-import argparse, math, time
+import argparse, resource, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4")
 
 def lin(i, o, bias=True):
     m = nn.Linear(i, o, bias=bias)
@@ -21,41 +34,39 @@ def lin(i, o, bias=True):
         nn.init.zeros_(m.bias)
     return m
 
-class FFN(nn.Module):
+class FFN(nn.Module):  # nn.xf FFN: fc2(relu(fc1(x)))
     def __init__(s, d, c):
         super().__init__(); s.fc1, s.fc2 = lin(d, c), lin(c, d)
     def forward(s, x):
         return s.fc2(F.relu(s.fc1(x)))
 
-class Attention(nn.Module):
+class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1/sqrt(d/heads)
     def __init__(s, d, heads):
         super().__init__(); s.h = heads
         s.q, s.k, s.v, s.o = (lin(d, d, False) for _ in range(4))
     def forward(s, x):
         B, T, d = x.shape
         split = lambda t: t.view(B, T, s.h, d // s.h).transpose(1, 2)
-        q, k, v = split(s.q(x)), split(s.k(x)), split(s.v(x))
-        z = q @ k.transpose(2, 3) / math.sqrt(d // s.h)
-        z = z.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        return s.o((F.softmax(z, -1) @ v).transpose(1, 2).reshape(B, T, d))
+        y = F.scaled_dot_product_attention(split(s.q(x)), split(s.k(x)), split(s.v(x)), is_causal=True)
+        return s.o(y.transpose(1, 2).reshape(B, T, d))
 
 def causal_depthwise(x, w):  # x [B, T, d], w [L, d]: out_i = sum_{j<=i} x_j * w_{i-j}
     B, T, d = x.shape
     k = w[:T].flip(0).t().unsqueeze(1)                      # [d, 1, T]
     return F.conv1d(F.pad(x.transpose(1, 2), (T - 1, 0)), k, groups=d).transpose(1, 2)
 
-class Extractor(nn.Module):
+class Extractor(nn.Module):  # mixers.xf SHE, WE, HE, ME
     def __init__(s, kind, d, L):
         super().__init__(); s.kind = kind
         std = lambda *shape: nn.Parameter(torch.randn(*shape) * 0.01)
-        if kind == "she": s.w = std(L, d, d)
-        elif kind == "me": s.w = std(L)
-        else: s.w = std(L, d)
+        if kind == "she": s.w = std(L, d, d)                # a matrix per lag
+        elif kind == "me": s.w = std(L)                     # a scalar per lag
+        else: s.w = std(L, d)                               # a vector per lag
         if kind == "he": s.inp = lin(d, d, False)
         if kind != "me": s.adj, s.out = lin(d, d, False), lin(d, d, False)
     def forward(s, x):
         B, T, d = x.shape
-        if s.kind == "she":
+        if s.kind == "she":  # out_i = sum_k x_{i-k} W_k
             ext = sum(F.pad(x[:, :T - k], (0, 0, k, 0)) @ s.w[k] for k in range(T))
         elif s.kind == "me":
             ext = causal_depthwise(x, s.w[:, None].expand(-1, d))
@@ -63,18 +74,18 @@ class Extractor(nn.Module):
             ext = causal_depthwise(s.inp(x) if s.kind == "he" else x, s.w)
         return ext if s.kind == "me" else s.out(s.adj(x) * ext)
 
-class Residual(nn.Module):  # PreNorm, PostNorm, RK4 with step h
+class Residual(nn.Module):  # residual.xf PreNorm, PostNorm, RK4 with step h
     def __init__(s, style, d, f, p, h):
         super().__init__(); s.style, s.f, s.p, s.h, s.ln = style, f, p, h, nn.LayerNorm(d)
     def forward(s, x):
         drop = lambda t: F.dropout(t, s.p, s.training)
         if s.style == "pre": return x + s.h * drop(s.f(s.ln(x)))
         if s.style == "post": return s.ln(s.h * drop(s.f(x)) + x)
-        F_ = lambda z: s.f(s.ln(z))
+        F_ = lambda z: s.f(s.ln(z))                         # RK4: one F for all four stages
         g1 = s.h * F_(x); g2 = s.h * F_(x + g1 / 2); g3 = s.h * F_(x + g2 / 2); g4 = s.h * F_(x + g3)
         return x + drop((g1 + 2 * g2 + 2 * g3 + g4) / 6)
 
-class Layer(nn.Module):
+class Layer(nn.Module):  # schemes.xf LieTrotter ("lt") and StrangMarchuk ("sm")
     def __init__(s, scheme, style, d, mixer, ffns, p):
         super().__init__()
         if scheme == "lt":
@@ -86,7 +97,7 @@ class Layer(nn.Module):
         for m in s.subs: x = m(x)
         return x
 
-class LM(nn.Module):
+class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cross_entropy (mean)
     def __init__(s, ex, vocab, L, d, c, layers, heads, p):
         super().__init__()
         scheme = "sm" if ex.startswith("macaron") else "lt"
@@ -105,23 +116,47 @@ class LM(nn.Module):
         logits = s.head(s.ln(x))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
+def sgemm(threads, n=1024, reps=20):
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3): torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter(); torch.mm(a, b); best = min(best, time.perf_counter() - t0)
+    print(f"{2 * n ** 3 / best / 1e9:.1f}")
+
 def main():
     a = argparse.ArgumentParser()
-    a.add_argument("example"); a.add_argument("--layers", type=int, default=2)
+    a.add_argument("example", choices=EXAMPLES + ("sgemm",))
+    a.add_argument("--compile", action="store_true", help="torch.compile the model and the optimizer step")
+    a.add_argument("--layers", type=int, default=2)
     a.add_argument("--batch", type=int, default=64); a.add_argument("--seq", type=int, default=128)
-    a.add_argument("--steps", type=int, default=3); a.add_argument("--threads", type=int, default=2)
-    a.add_argument("--vocab", type=int, default=5000)
+    a.add_argument("--steps", type=int, default=3, help="timed steps")
+    a.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    a.add_argument("--threads", type=int, default=2); a.add_argument("--vocab", type=int, default=5000)
     o = a.parse_args()
+    if o.example == "sgemm":
+        return sgemm(o.threads)
     torch.set_num_threads(o.threads); torch.manual_seed(0)
-    m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1)
+    # seed 001 Table 1: vocab 5000, context 128, d 128, FFN 512, 32 heads, dropout 0.1
+    m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
+    model, opt_step = m, opt.step
+    if o.compile:
+        model = torch.compile(m)
+        opt_step = torch.compile(opt.step)
     tok = torch.randint(0, o.vocab, (o.batch, o.seq)); tgt = torch.randint(0, o.vocab, (o.batch, o.seq))
     def step():
-        opt.zero_grad(); loss = m(tok, tgt); loss.backward(); opt.step(); return loss
-    step()  # warm-up
+        opt.zero_grad(set_to_none=True); loss = model(tok, tgt); loss.backward(); opt_step()
+        return loss
     t0 = time.perf_counter()
-    for _ in range(o.steps): step()
+    for _ in range(o.warmup): step()
+    warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(o.steps): loss = step()
     dt = time.perf_counter() - t0
-    print(f"{o.batch * o.seq * o.steps / dt:.1f}")
+    assert torch.isfinite(loss), "loss is not finite"
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"{o.batch * o.seq * o.steps / dt:.1f} {rss_mib:.0f} {warm:.1f}")
 
 main()

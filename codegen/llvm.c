@@ -163,13 +163,13 @@ static V exp_f32(Emit *e, V x) {
 }
 
 // Reductions of a stored row x[base .. base + len): RR_MAX the maximum,
-// RR_SUMEXP sum exp(x - shift). Eight independent partial results over
+// RR_SUMEXP sum exp(x - shift), RR_DOT sum x y (y from ybase). Eight independent partial results over
 // lanes t mod 8, then a fixed tree; the lanes are isomorphic straight-line
 // code that the SLP vectoriser packs into vector registers. The order is
 // fixed by the code, so results do not depend on threads.
-enum { RR_MAX, RR_SUMEXP };
+enum { RR_MAX, RR_SUMEXP, RR_DOT };
 #define RR_LANES 8
-static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift) {
+static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase) {
   LLVMBuilderRef b = e->b;
   V acc[RR_LANES];
   V init = cf32(e, kind == RR_MAX ? -INFINITY : 0);
@@ -177,8 +177,9 @@ static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift) {
 #define RR_STEP(u, t)                                                                                        \
   do {                                                                                                       \
     V xv_ = load(e, x, LLVMBuildAdd(b, base, (t), "")), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
-    V nv_ = kind == RR_MAX ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, xv_, a_, ""), xv_, a_)                  \
-                           : LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "");         \
+    V nv_ = kind == RR_MAX      ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, xv_, a_, ""), xv_, a_)             \
+            : kind == RR_SUMEXP ? LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "")      \
+                                : LLVMBuildFAdd(b, a_, LLVMBuildFMul(b, xv_, load(e, y, LLVMBuildAdd(b, ybase, (t), "")), ""), ""); \
     LLVMBuildStore(b, nv_, acc[u]);                                                                          \
   } while (0)
   Loop lb, lt;
@@ -355,8 +356,8 @@ static V map_value(Emit *e, Map *m, int id) {
 
 // Row statistics of softmax member sm over the stored row at base: max, 1/sum.
 static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, last, NULL), mx);
-  V sum = row_reduce(e, RR_SUMEXP, x, base, last, LLVMBuildLoad2(e->b, e->f32, mx, ""));
+  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, last, NULL, NULL, NULL), mx);
+  V sum = row_reduce(e, RR_SUMEXP, x, base, last, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL);
   LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), sum, ""), inv);
 }
 
@@ -702,6 +703,13 @@ static void emit_conv_dw(Emit *e, const Node *n) {
     V i = loop_begin(e, &li, lag, hi_i);
     V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
     V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, i, ""), ew, "");
+    if (n->conv == CONV_SCALAR) {  // dw_lag += x_{i-lag} . dy_i, a dot product in eight lanes
+      store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, RR_DOT, x, xr, d, NULL, dy, yr), ""));
+      loop_end(e, &li);
+      loop_end(e, &lb);
+      loop_end(e, &lk);
+      return;
+    }
     V c = loop_begin(e, &lc, ci64(e, 0), d);
     V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, c, "")), load(e, dy, LLVMBuildAdd(e->b, yr, c, "")), "");
     V oi = n->conv == CONV_VECTOR ? LLVMBuildAdd(e->b, obase, c, "") : obase;
@@ -905,8 +913,8 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   V mx = var(e, e->f32), s = var(e, e->f32);
   V r = loop_begin(e, &lr, e->lo, e->hi);
   V base = LLVMBuildMul(e->b, r, Vn, "");
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, Vn, NULL), mx);
-  LLVMBuildStore(e->b, row_reduce(e, RR_SUMEXP, x, base, Vn, LLVMBuildLoad2(e->b, e->f32, mx, "")), s);
+  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, Vn, NULL, NULL, NULL), mx);
+  LLVMBuildStore(e->b, row_reduce(e, RR_SUMEXP, x, base, Vn, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL), s);
   V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
   V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
   store(e, scratch, r, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""));
