@@ -298,6 +298,7 @@ static void strides(Emit *e, const Shape *s, V *st) {
 // softmax member gets its row's maximum and 1/sum before the column loop.
 typedef struct {
   const Shape *os;
+  V out;                    // FG_MATMUL_MAP: the product's value is read back from it
   V *c, row, j, o;
   V leaf[KERNEL_MAX_IN];
   int smax[KERNEL_MAX_IN];  // softmax members and their row statistics
@@ -327,6 +328,7 @@ static V map_value(Emit *e, Map *m, int id) {
   int r = m->os->rank;
   switch (n->op) {
   case OP_EXPAND: return map_operand(e, m, n, 0);
+  case OP_MATMUL: return load(e, m->out, m->o);  // written by the kernel's GEMM first
   case OP_CAUSAL_MASK:
     return select_f(e, LLVMBuildICmp(e->b, LLVMIntSGT, m->c[r - 1], m->c[r - 2], ""), cf32(e, n->fval), map_operand(e, m, n, 0));
   case OP_ONEHOT: {
@@ -361,13 +363,15 @@ static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
   LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), sum, ""), inv);
 }
 
-static void emit_map(Emit *e, const Node *n) {
+// rows [lo, hi) of the output: the kernel's outer range, or for
+// FG_MATMUL_MAP the rows of its batch entries.
+static void emit_map(Emit *e, const Node *n, V lo, V hi) {
   const Graph *g = e->g;
   const Shape *os = &n->shape;
   int r = os->rank;
   V out = buf(e, KS_OUT, false);
   V last = r ? dim(e, os->d[r - 1]) : ci64(e, 1);
-  Map m = {.os = os};
+  Map m = {.os = os, .out = out};
   for (int i = 0; i < e->k->nin; i++) m.leaf[i] = buf(e, KS_IN0 + i, g->nodes[e->k->leaf[i]].dtype == DT_I32);
   for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
     if (member(e, i) && g->nodes[i].op == OP_SOFTMAX && e->k->fusion == FG_MAP) {
@@ -375,7 +379,7 @@ static void emit_map(Emit *e, const Node *n) {
       m.nsmax++;
     }
   Loop rows, cols;
-  V row = loop_begin(e, &rows, e->lo, e->hi);
+  V row = loop_begin(e, &rows, lo, hi);
   V c[IR_MAX_RANK];
   V rem = row;
   for (int a = r - 2; a >= 0; a--) {
@@ -590,10 +594,10 @@ static void zero(Emit *e, V base, V from, V count) {
 }
 
 // Batched matmul: one sgemm per batch entry o in [lo, hi).
-static void emit_matmul(Emit *e, const Node *n) {
+static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
   int r = os->rank;
-  V x = buf(e, KS_IN0, false), y = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
+  V x = buf(e, xslot, false), y = buf(e, yslot, false), out = buf(e, KS_OUT, false);
   V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
   Shape bo = *os, bx = *xs, by = *ys;
   bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
@@ -949,14 +953,23 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
   case OP_LAYERNORM: emit_layernorm(e, n); break;
-  case OP_MATMUL: emit_matmul(e, n); break;
+  case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); break;
   case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); break;
   case OP_CONV_DW: emit_conv_dw(e, n); break;
   case OP_EMBED: emit_embed(e, n); break;
   case OP_SCATTER_ADD: emit_scatter_add(e, n); break;
   case OP_CROSS_ENTROPY: emit_cross_entropy(e, n, k); break;
   case OP_ATTENTION: case OP_ATTENTION_GRAD: emit_attention(e, n); break;
-  default: emit_map(e, n); break;
+  default:
+    if (k->fusion == FG_MATMUL_MAP) {  // the product into the rows of batch entries [lo, hi), then the group in place
+      const Node *mm = &e->g->nodes[k->matmul];
+      emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
+      V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
+      emit_map(e, n, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+    } else {
+      emit_map(e, n, e->lo, e->hi);
+    }
+    break;
   }
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);

@@ -68,6 +68,7 @@ static void collect_leaves(Schedule *s, Kernel *k, int id) {
     return;
   }
   if (n->op == OP_DROPOUT) k->dropout = id;
+  if (n->op == OP_MATMUL) k->matmul = id;
   for (int i = 0; i < n->nin; i++) collect_leaves(s, k, n->in[i]);
 }
 
@@ -220,7 +221,7 @@ static const char *role_name(BufferRole r) {
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad", " fused=map"};
+  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];
@@ -230,7 +231,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
-    if (kn->fusion == FG_MAP) {
+    if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
         if (s->group[i] == kn->node) fprintf(f, "%s%s%%%d", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i), first = 0;
@@ -306,10 +307,11 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->out = s->buf_of[i];
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
-    if (kind[i] == FG_MAP) collect_leaves(s, k, i);
+    k->matmul = -1;
+    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP) collect_leaves(s, k, i);
     else
       for (int j = 0; j < n->nin; j++) k->in[k->nin] = s->buf_of[n->in[j]], k->leaf[k->nin++] = n->in[j];
-    k->outer = outer_of(g, n);
+    k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
     k->scratch = -1;
     if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
       const Node *m = &g->nodes[n->in[0]];

@@ -19,6 +19,12 @@
 //                   input (its row maximum and sum are computed per row in
 //                   the kernel). At most FG_MAX_LEAVES stored inputs and
 //                   one dropout per group.
+//   FG_MATMUL_MAP   an FG_MAP group (or one elementwise node) that also holds
+//                   the matrix product x @ W feeding it (x [..., m, k], W
+//                   [k, n] unbatched, one user, the group's shape): the
+//                   product is written into the group's output rows, then
+//                   the elementwise tree runs over them in place: a bias,
+//                   residual or activation as the product's epilogue.
 // Every member comes before its root in node order, so the root's kernel
 // runs after every kernel a member reads.
 #include <stdlib.h>
@@ -67,7 +73,8 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
   for (int i = n - 1; i >= 0; i--) {
     const Node *p = &g->nodes[i];
     if (into[i] >= 0) continue;
-    leaves[i] = p->nin, drops[i] = p->op == OP_DROPOUT;
+    if (leaves[i] == 0) leaves[i] = p->nin;
+    drops[i] = p->op == OP_DROPOUT;
     if (users[i] != 1 || !joins(g, p)) continue;
     const Node *u = &g->nodes[user[i]];
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
@@ -79,6 +86,20 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     kind[root] = FG_MAP;
     leaves[root] += p->nin - 1;
     drops[root] += drops[i];
+  }
+  // matmul epilogues
+  for (int i = 0; i < n; i++) {
+    const Node *m = &g->nodes[i];
+    if (m->op != OP_MATMUL || users[i] != 1 || into[i] >= 0 || kind[i] != FG_NONE) continue;
+    const Node *u = &g->nodes[user[i]];
+    int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    const Shape *xs = &g->nodes[m->in[0]].shape, *ws = &g->nodes[m->in[1]].shape;
+    if (!shape_eq(&m->shape, &u->shape) || ws->rank != 2 || xs->rank != m->shape.rank || m->shape.rank < 2) continue;
+    if (kind[root] == FG_MATMUL_MAP || kind[root] == FG_WEIGHT_GRAD || (into[u->id] < 0 && !elementwise(u))) continue;
+    if (u->op == OP_SOFTMAX || u->op == OP_ONEHOT || leaves[root] + 1 > FG_MAX_LEAVES) continue;
+    into[i] = root;
+    kind[root] = FG_MATMUL_MAP;
+    leaves[root] += 1;
   }
 done:
   free(users), free(user), free(leaves), free(drops);

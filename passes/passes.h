@@ -46,7 +46,7 @@ int fuse_attention(Graph *g);
 
 // ---- fuse_groups.c: fusion groups for the schedule --------------------------
 
-enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP };
+enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP, FG_MATMUL_MAP };
 #define FG_MAX_LEAVES 8
 // into[node]: the root whose kernel computes node, or -1; kind[root]: FG_*.
 // enable false: no groups (the --no-fuse schedule). See fuse_groups.c.

@@ -410,24 +410,40 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
 }
 
 // AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected step.
+// One AdamW update of elements [lo, hi) of one parameter; slots: w, m, v, g
+// and the AdamState. Elementwise, so splitting it over threads changes no bit.
+typedef struct {
+  float bc1, sqrt_bc2, lr, b1, b2, eps, decay;
+} AdamState;
+
+static void adamw_range(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo, int64_t hi,
+                        const XfApi *api) {
+  (void)B, (void)T, (void)seed, (void)step, (void)api;
+  float *w = slot[0], *m = slot[1], *v = slot[2];
+  const float *g = slot[3];
+  const AdamState *a = slot[4];
+  for (int64_t i = lo; i < hi; i++) {
+    w[i] *= a->decay;
+    m[i] = a->b1 * m[i] + (1 - a->b1) * g[i];
+    v[i] = a->b2 * v[i] + (1 - a->b2) * g[i] * g[i];
+    w[i] -= a->lr * (m[i] / a->bc1) / (sqrtf(v[i]) / a->sqrt_bc2 + a->eps);
+  }
+}
+
+// AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected
+// step. Large parameters are split over the thread pool.
 static void adamw(XfRuntime *rt) {
   const XfOptions *o = &rt->opt;
   double t = (double)rt->step;
-  float bc1 = (float)(1 - pow(o->beta1, t)), bc2 = (float)(1 - pow(o->beta2, t));
-  float lr = (float)o->lr, b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
-  float decay = (float)(1 - o->lr * o->weight_decay);
-  float sqrt_bc2 = sqrtf(bc2);
+  AdamState a = {.bc1 = (float)(1 - pow(o->beta1, t)), .lr = (float)o->lr, .b1 = (float)o->beta1,
+                 .b2 = (float)o->beta2, .eps = (float)o->eps, .decay = (float)(1 - o->lr * o->weight_decay)};
+  a.sqrt_bc2 = sqrtf((float)(1 - pow(o->beta2, t)));
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
-    float *w = rt->bufs[rt->params[p]], *m = rt->adam_m[p], *v = rt->adam_v[p];
-    const float *g = rt->bufs[rt->grads[p]];
+    void *slot[5] = {rt->bufs[rt->params[p]], rt->adam_m[p], rt->adam_v[p], rt->bufs[rt->grads[p]], &a};
     int64_t n = rt->numel[rt->params[p]];
-    for (int64_t i = 0; i < n; i++) {
-      w[i] *= decay;
-      m[i] = b1 * m[i] + (1 - b1) * g[i];
-      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-      w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i]) / sqrt_bc2 + eps);
-    }
+    if (n < 65536) adamw_range(slot, 0, 0, 0, 0, 0, n, &rt->api);
+    else pool_for(&rt->api, adamw_range, slot, 0, 0, 0, 0, n);
   }
 }
 
