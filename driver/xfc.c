@@ -27,6 +27,9 @@ static void usage(FILE *f) {
         "  -o model.so     compile to a shared object for xfrun (CPU code through LLVM)\n"
         "  -O0, -O2        optimisation level of the generated code (default -O2)\n"
         "  --no-fuse       one kernel per IR node: no fused kernels (the reference schedule)\n"
+        "  --remat         recompute cheap forward values (elementwise ops, dropout) in the\n"
+        "                  backward instead of keeping them: less memory, a little more work;\n"
+        "                  also on when the model has a config value remat = 1\n"
         "  --target=cpu    the code generator (cpu is the only one so far)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
@@ -98,6 +101,7 @@ struct Options {
   const char *input, *emit, *stdlib_dir, *output;
   int opt_level;
   bool no_fuse;
+  bool remat;
   bool stats;
   int64_t batch, seq;
   CheckOptions check;
@@ -210,12 +214,21 @@ static int compile(const Options *o) {
         exit(3);
       }
       check_ir(g, "autodiff");
-      if (stats) stats_print(stdout, g), print_memory(o->no_fuse ? g : fused, o);
+      Graph *code = o->no_fuse ? g : fused;  // the graph that is compiled
+      bool want_remat = o->remat;
+      for (int i = 0; i < g->nconfig; i++)
+        if (!strcmp(g->config[i].name, "remat") && g->config[i].value != 0) want_remat = true;
+      if (want_remat && (o->output || emit || check->enabled || stats)) {
+        if (code == g) code = ir_graph_clone(&arena, g);  // statistics stay those of the graph as written
+        remat(code);
+        check_ir(code, "remat");
+      }
+      if (stats) stats_print(stdout, g), print_memory(code, o);
       if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
       int status = 0;
-      if (check->enabled) status = check_grad(o->no_fuse ? g : fused, check);
+      if (check->enabled) status = check_grad(code, check);
       if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output))
-        status = codegen(o->no_fuse ? g : fused, o);
+        status = codegen(code, o);
       arena_free(&arena);
       return status;
     }
@@ -263,6 +276,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->output = argv[++i];
     } else if (!strcmp(arg, "--no-fuse")) {
       o->no_fuse = true;
+    } else if (!strcmp(arg, "--remat")) {
+      o->remat = true;
     } else if (!strcmp(arg, "-O0") || !strcmp(arg, "-O2")) {
       o->opt_level = arg[2] - '0';
     } else if (!strncmp(arg, "--target=", 9)) {

@@ -44,6 +44,11 @@ bool autodiff_has_rule(OpKind op);
 // forward graph into ATTENTION(q, k, v); returns how many.
 int fuse_attention(Graph *g);
 
+// ---- remat.c: recompute cheap forward values in the backward ----------------
+
+// Returns how many forward nodes got a copy in the backward (see remat.c).
+int remat(Graph *g);
+
 // ---- fuse_groups.c: fusion groups for the schedule --------------------------
 
 enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP, FG_MATMUL_MAP };

@@ -13,6 +13,9 @@
 #include "llvm.h"
 #include "passes.h"
 
+// Set to apply passes/remat.c after autodiff (the xfc --remat pipeline).
+static bool model_so_remat;
+
 // Returns the graph (with its schedule in *sched and the library's path in
 // so, which the caller unlinks), or NULL with a message in err.
 static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int ndefs, bool fuse, Schedule **sched,
@@ -27,6 +30,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
   if (fuse) fuse_attention(g);
   if (!autodiff(g, err, errlen)) return NULL;
+  if (model_so_remat) remat(g);
   *sched = schedule_build(a, g, fuse);
   char obj[] = "/tmp/xf-test-XXXXXX.o";
   int fd = mkstemps(obj, 2);

@@ -175,9 +175,9 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
   bool ok = worst < 1e-4 && e_eval < 1e-4;
   if (fuse && strstr(path, "examples/") && nfused == 0) ok = false;  // every example has weight gradients to fuse
   if (poisoned == 0) ok = false;  // the poisoning must have run
-  printf("%s %s (%s, %d fused kernels, %d kernels in %d functions, plan %lld of %lld bytes, %d poisoned): "
+  printf("%s %s (%s%s, %d fused kernels, %d kernels in %d functions, plan %lld of %lld bytes, %d poisoned): "
          "train loss %.6f vs %.6f, worst relative error %.2e (%s), eval %.2e\n",
-         ok ? "ok  " : "FAIL", path, fuse ? "fused" : "--no-fuse", nfused, s->nkernels, s->nclasses,
+         ok ? "ok  " : "FAIL", path, fuse ? "fused" : "--no-fuse", model_so_remat ? ", --remat" : "", nfused, s->nkernels, s->nclasses,
          (long long)arena_bytes, (long long)total_act_bytes(m, numel), poisoned,
          ((float *)bufs[s->buf_of[loss]])[0], interp_value(in, loss)[0], worst, worst_name, e_eval);
   ok ? passed++ : failed++;
@@ -206,6 +206,18 @@ int main(void) {
     check_model(path, defs, n, 3, 5, false);
   }
   check_model("tests/golden/sinusoidal.xf", NULL, 0, 2, 8, true);
+  // rematerialisation (xfc --remat): the same losses and gradients
+  model_so_remat = true;
+  for (size_t i = 0; i < 3; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
+    Define defs[7];
+    int n = 0;
+    for (int k = 0; k < 7; k++)
+      if (i == 0 || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    check_model(path, defs, n, 3, 5, true);
+  }
+  model_so_remat = false;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
   check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);

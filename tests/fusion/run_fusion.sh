@@ -5,7 +5,8 @@
 # class, so the number of functions does not grow with depth; the 18-layer
 # Table 1 transformer plans well under PyTorch eager's 6.6 GB; a training run
 # whose dead buffers are poisoned with NaN (XF_DEBUG_POISON=1) logs the same
-# losses, bit for bit, as a normal run; --no-fuse agrees with the fused code.
+# losses, bit for bit, as a normal run, and so does one with --remat, which
+# plans less memory; --no-fuse agrees with the fused code.
 # Usage (from the repo root): tests/fusion/run_fusion.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
@@ -38,13 +39,18 @@ mib_nf=$("$xfc" --stats --no-fuse examples/transformer.xf | sed -n 's/^  total *
 awk -v a="$mib" -v b="$mib_nf" 'BEGIN { exit !(a < b) }' && ok "fusion plans less than --no-fuse ($mib < $mib_nf MiB)" ||
   bad "fused $mib MiB, unfused $mib_nf MiB"
 
+# rematerialisation: less memory, the same training
+mib_rm=$("$xfc" --stats --remat examples/transformer.xf | sed -n 's/^  total *\([0-9.]*\) MiB/\1/p')
+awk -v a="$mib_rm" -v b="$mib" 'BEGIN { exit !(a < b) }' && ok "--remat plans less ($mib_rm < $mib MiB)" ||
+  bad "--remat plans $mib_rm MiB, without $mib MiB"
+
 # poisoned dead storage changes nothing; --no-fuse trains to the same losses
 printf 'Once upon a time there was a little princess who lived in a castle by the sea. %.0s' $(seq 60) > "$tmp/text.txt"
 small="-D layers=2 -D d=16 -D context=16 -D vocab=256 -D ffn=32"
 for ex in transformer she; do
   heads=; [ $ex = transformer ] && heads="-D heads=4"
-  "$xfc" $small $heads examples/$ex.xf -o "$tmp/$ex.so" && "$xfc" $small $heads --no-fuse examples/$ex.xf -o "$tmp/$ex-nf.so" || {
-    bad "$ex: compile"; continue; }
+  "$xfc" $small $heads examples/$ex.xf -o "$tmp/$ex.so" && "$xfc" $small $heads --no-fuse examples/$ex.xf -o "$tmp/$ex-nf.so" &&
+    "$xfc" $small $heads --remat examples/$ex.xf -o "$tmp/$ex-rm.so" || { bad "$ex: compile"; continue; }
   run() {  # so, log, env...
     local so=$1 log=$2
     shift 2
@@ -52,7 +58,11 @@ for ex in transformer she; do
       --eval-batches 1 --cache "$tmp/cache" --log "$log" > /dev/null 2>&1
   }
   run "$tmp/$ex.so" "$tmp/a.csv" XF_DEBUG_POISON=0 && run "$tmp/$ex.so" "$tmp/b.csv" XF_DEBUG_POISON=1 &&
-    run "$tmp/$ex-nf.so" "$tmp/c.csv" XF_DEBUG_POISON=1 || { bad "$ex: xfrun train failed"; continue; }
+    run "$tmp/$ex-nf.so" "$tmp/c.csv" XF_DEBUG_POISON=1 && run "$tmp/$ex-rm.so" "$tmp/d.csv" XF_DEBUG_POISON=1 ||
+    { bad "$ex: xfrun train failed"; continue; }
+  if cmp -s <(cut -d, -f1,2 "$tmp/a.csv") <(cut -d, -f1,2 "$tmp/d.csv"); then
+    ok "$ex: --remat (poisoned) trains to the same losses bit for bit"
+  else bad "$ex: --remat losses differ"; fi
   if cmp -s <(cut -d, -f1,2 "$tmp/a.csv") <(cut -d, -f1,2 "$tmp/b.csv"); then
     ok "$ex: losses with poisoned dead buffers equal bit for bit ($(tail -1 "$tmp/b.csv" | cut -d, -f2))"
   else bad "$ex: poisoned run differs"; fi

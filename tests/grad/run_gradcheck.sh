@@ -44,6 +44,7 @@ check "tests/golden/sinusoidal.xf" tests/golden/sinusoidal.xf
 check "tests/fusion/attn_user.xf (fused)" tests/fusion/attn_user.xf
 check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.xf
 check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf
+check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examples/transformer.xf
 check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
 for op in $(sed -n 's/.*X([A-Z_]*, "\([a-z_]*\)", [0-9], OPC_[A-Z]*, 1).*/\1/p' ir/ir.h); do
   if grep -qx "$op" "$seen"; then pass=$((pass + 1)); else echo "FAIL differentiable op '$op' is in no checked model"; fail=$((fail + 1)); fi
