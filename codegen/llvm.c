@@ -759,6 +759,23 @@ static V dot_const(Emit *e, V *a, V ptr, V base, int64_t len) {
   return acc;
 }
 
+// out[at + c] (+)= sum_{j < upto} row[j] mat[base + j len + c] for c < len,
+// the sums in registers: the row-vector-times-rows product of one query row.
+static void row_times_rows(Emit *e, Ty row_t, V row, V upto, V mat, V base, int64_t len, V out, V at, bool add) {
+  V *acc = calloc((size_t)len + 1, sizeof(V));
+  for (int64_t c = 0; c < len; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
+  Loop lj;
+  V j = loop_begin(e, &lj, ci64(e, 0), upto);
+  V p = ld(e, row_at(e, row_t, row, j)), mj = ADD(base, MUL(j, ci64(e, len)));
+  for (int64_t c = 0; c < len; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(p, load(e, mat, ADD(mj, ci64(e, c))))));
+  loop_end(e, &lj);
+  for (int64_t c = 0; c < len; c++) {
+    V a = ADD(at, ci64(e, c));
+    store(e, out, a, add ? FADD(load(e, out, a), ld(e, acc[c])) : ld(e, acc[c]));
+  }
+  free(acc);
+}
+
 // Loops of one query row, split so that every loop either vectorises (no
 // dependence between iterations j) or is a short scalar reduction over the
 // row: scores, maximum, exponentials, sum, then the products.
@@ -806,15 +823,8 @@ static void emit_attention(Emit *e, const Node *n) {
   j = loop_begin(e, &lj, ci64(e, 0), upto);
   st(e, row_at(e, row_t, prow, j), FMUL(ld(e, row_at(e, row_t, prow, j)), inv));
   loop_end(e, &lj);
-  if (!grad) {  // o_i = sum_j p_ij v_j, accumulated in registers
-    V *acc = calloc((size_t)ev + 1, sizeof(V));
-    for (int64_t c = 0; c < ev; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
-    j = loop_begin(e, &lj, ci64(e, 0), upto);
-    V p = ld(e, row_at(e, row_t, prow, j)), vj = ADD(vb, MUL(j, EV));
-    for (int64_t c = 0; c < ev; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(p, load(e, v, ADD(vj, ci64(e, c))))));
-    loop_end(e, &lj);
-    for (int64_t c = 0; c < ev; c++) store(e, out, ADD(oi, ci64(e, c)), ld(e, acc[c]));
-    free(acc);
+  if (!grad) {  // o_i = sum_j p_ij v_j
+    row_times_rows(e, row_t, prow, upto, v, vb, ev, out, oi, false);
   } else {
     // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij
     for (int64_t c = 0; c < ev; c++) yv[c] = load(e, dy, ADD(yi, ci64(e, c)));
@@ -841,18 +851,8 @@ static void emit_attention(Emit *e, const Node *n) {
       store(e, out, a3, FADD(load(e, out, a3), FMUL(p, yv[c])));
     }
     loop_end(e, &lj);
-    // dq_i = sum_j dS_ij k_j, accumulated in registers
-    V *acc = calloc((size_t)h + 1, sizeof(V));
-    for (int64_t c = 0; c < h; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
-    j = loop_begin(e, &lj, ci64(e, 0), upto);
-    V dsj = ld(e, row_at(e, row_t, dprow, j)), kj = ADD(qb, MUL(j, H));
-    for (int64_t c = 0; c < h; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(dsj, load(e, k, ADD(kj, ci64(e, c))))));
-    loop_end(e, &lj);
-    for (int64_t c = 0; c < h; c++) {
-      V a1 = ADD(oi, ci64(e, c));
-      store(e, out, a1, FADD(load(e, out, a1), ld(e, acc[c])));
-    }
-    free(acc);
+    // dq_i = sum_j dS_ij k_j
+    row_times_rows(e, row_t, dprow, upto, k, qb, h, out, oi, true);
   }
   free(qv);
   loop_end(e, &li);
