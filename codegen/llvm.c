@@ -135,6 +135,8 @@ static V call_f32(Emit *e, const char *name, V x) {
 }
 
 static V select_f(Emit *e, V cond, V a, V b) { return LLVMBuildSelect(e->b, cond, a, b, ""); }
+// x > y ? x : y (relu, max reductions, softmax maxima)
+static V max_f(Emit *e, V x, V y) { return select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, x, y, ""), x, y); }
 
 // e^x in float32 as straight-line code, so that loops using it vectorise
 // (a libm call stops the vectoriser): x = n ln2 + r with |r| <= ln2/2
@@ -177,7 +179,7 @@ static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase
 #define RR_STEP(u, t)                                                                                        \
   do {                                                                                                       \
     V xv_ = load(e, x, LLVMBuildAdd(b, base, (t), "")), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
-    V nv_ = kind == RR_MAX      ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, xv_, a_, ""), xv_, a_)             \
+    V nv_ = kind == RR_MAX      ? max_f(e, xv_, a_)             \
             : kind == RR_SUMEXP ? LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "")      \
                                 : LLVMBuildFAdd(b, a_, LLVMBuildFMul(b, xv_, load(e, y, LLVMBuildAdd(b, ybase, (t), "")), ""), ""); \
     LLVMBuildStore(b, nv_, acc[u]);                                                                          \
@@ -196,7 +198,7 @@ static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase
   for (int u = 0; u < RR_LANES; u++) v[u] = LLVMBuildLoad2(b, e->f32, acc[u], "");
   for (int w = RR_LANES / 2; w >= 1; w /= 2)
     for (int u = 0; u < w; u++)
-      v[u] = kind == RR_MAX ? select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, v[u + w], v[u], ""), v[u + w], v[u])
+      v[u] = kind == RR_MAX ? max_f(e, v[u + w], v[u])
                             : LLVMBuildFAdd(b, v[u], v[u + w], "");
   return v[0];
 }
@@ -211,7 +213,7 @@ static V unary(Emit *e, OpKind op, V x) {
   case OP_SIN: return call_f32(e, "llvm.sin.f32", x);
   case OP_COS: return call_f32(e, "llvm.cos.f32", x);
   case OP_TANH: return call_f32(e, "tanhf", x);
-  case OP_RELU: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), x, cf32(e, 0));
+  case OP_RELU: return max_f(e, x, cf32(e, 0));
   case OP_STEP: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), cf32(e, 1), cf32(e, 0));
   case OP_SIGMOID:
     return LLVMBuildFDiv(b, cf32(e, 1), LLVMBuildFAdd(b, cf32(e, 1), exp_f32(e, LLVMBuildFNeg(b, x, "")), ""), "");
@@ -479,7 +481,7 @@ static void emit_reduce_rows(Emit *e, const Node *n) {
   V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, p, K, ""), t, ""), M, ""), m, ""), L, "");
   c = loop_begin(e, &lc, ci64(e, 0), L);
   V oi = LLVMBuildAdd(e->b, obase, c, ""), xv = load(e, x, LLVMBuildAdd(e->b, xbase, c, "")), a = load(e, out, oi);
-  store(e, out, oi, n->op == OP_MAX ? select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, a, ""), xv, a) : LLVMBuildFAdd(e->b, a, xv, ""));
+  store(e, out, oi, n->op == OP_MAX ? max_f(e, xv, a) : LLVMBuildFAdd(e->b, a, xv, ""));
   loop_end(e, &lc);
   loop_end(e, &lt);
   if (n->op == OP_MEAN) {
@@ -511,7 +513,7 @@ static void emit_axis(Emit *e, const Node *n) {
     LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
     V t = loop_begin(e, &lt, ci64(e, 0), K);
     V xv = load(e, x, AT(t)), m = LLVMBuildLoad2(e->b, e->f32, mx, "");
-    LLVMBuildStore(e->b, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, m, ""), xv, m), mx);
+    LLVMBuildStore(e->b, max_f(e, xv, m), mx);
     loop_end(e, &lt);
     LLVMBuildStore(e->b, cf32(e, 0), acc);
     t = loop_begin(e, &lt, ci64(e, 0), K);
@@ -527,7 +529,7 @@ static void emit_axis(Emit *e, const Node *n) {
     LLVMBuildStore(e->b, cf32(e, n->op == OP_MAX ? -INFINITY : 0), acc);
     V t = loop_begin(e, &lt, ci64(e, 0), K);
     V xv = load(e, x, AT(t)), a = LLVMBuildLoad2(e->b, e->f32, acc, "");
-    V nv = n->op == OP_MAX ? select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, xv, a, ""), xv, a) : LLVMBuildFAdd(e->b, a, xv, "");
+    V nv = n->op == OP_MAX ? max_f(e, xv, a) : LLVMBuildFAdd(e->b, a, xv, "");
     LLVMBuildStore(e->b, nv, acc);
     loop_end(e, &lt);
     V res = LLVMBuildLoad2(e->b, e->f32, acc, "");
@@ -808,7 +810,7 @@ static void emit_attention(Emit *e, const Node *n) {
   st(e, mx, cf32(e, -INFINITY));
   j = loop_begin(e, &lj, ci64(e, 0), upto);
   V sc = ld(e, row_at(e, row_t, prow, j));
-  st(e, mx, select_f(e, LLVMBuildFCmp(e->b, LLVMRealOGT, sc, ld(e, mx), ""), sc, ld(e, mx)));
+  st(e, mx, max_f(e, sc, ld(e, mx)));
   loop_end(e, &lj);
   V mxv = ld(e, mx);
   j = loop_begin(e, &lj, ci64(e, 0), upto);

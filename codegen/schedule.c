@@ -72,6 +72,13 @@ static void collect_leaves(Schedule *s, Kernel *k, int id) {
   for (int i = 0; i < n->nin; i++) collect_leaves(s, k, n->in[i]);
 }
 
+// Marks every node that a marked node reads, transitively (need[] in, out).
+static void cone(const Graph *g, bool *need) {
+  for (int i = g->nnodes - 1; i >= 0; i--)
+    if (need[i])
+      for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+}
+
 static bool computes(OpKind op) {
   return op != OP_PARAM && op != OP_INPUT && op != OP_RESHAPE;
 }
@@ -295,9 +302,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
-  for (int i = g->nnodes - 1; i >= 0; i--)
-    if (live[i])
-      for (int j = 0; j < g->nodes[i].nin; j++) live[g->nodes[i].in[j]] = true;
+  cone(g, live);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
@@ -342,9 +347,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
                   : p == PROG_EVAL ? !strcmp(name, "loss") : !strcmp(name, "logits");
       if (want) need[g->outputs[o].node] = true;
     }
-    for (int i = g->nnodes - 1; i >= 0; i--)
-      if (need[i])
-        for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+    cone(g, need);
     // a fused kernel reads the pattern's inputs directly (already needed above)
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
     // kernel_of[i] + 1 is the second phase of a two-phase op

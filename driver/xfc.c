@@ -218,7 +218,7 @@ static int compile(const Options *o) {
       bool want_remat = o->remat;
       for (int i = 0; i < g->nconfig; i++)
         if (!strcmp(g->config[i].name, "remat") && g->config[i].value != 0) want_remat = true;
-      if (want_remat && (o->output || emit || check->enabled || stats)) {
+      if (want_remat) {
         if (code == g) code = ir_graph_clone(&arena, g);  // statistics stay those of the graph as written
         remat(code);
         check_ir(code, "remat");

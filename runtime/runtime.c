@@ -309,20 +309,22 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
       if (items[i].bytes > 0) offset[i] = total + (size_t)planned[i];
     if (ok) total += (size_t)arena;
   }
-  if (ok && getenv("XF_DEBUG_POISON") && *getenv("XF_DEBUG_POISON") && strcmp(getenv("XF_DEBUG_POISON"), "0")) {
+  const char *poison = getenv("XF_DEBUG_POISON");
+  if (ok && poison && *poison && strcmp(poison, "0")) {
+    // dead[] lists the planned activations by the kernel that last reads them
     rt->dead_at = calloc((size_t)m->nkernels + 2, sizeof(int));
     rt->dead = calloc((size_t)m->nbuffers + 1, sizeof(int));
-    if (!rt->dead_at || !rt->dead) ok = fail(err, errlen, "out of memory");
-    for (int i = 0; ok && i < m->nbuffers; i++)
-      if (items[i].bytes > 0 && items[i].first >= 0 && m->buffers[i].role == XF_BUF_ACT && m->buffers[i].last < m->nkernels)
-        rt->dead_at[m->buffers[i].last + 1]++;
-    for (int k = 0; ok && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
-    int *fill = ok ? calloc((size_t)m->nkernels + 1, sizeof(int)) : NULL;
-    for (int i = 0; ok && fill && i < m->nbuffers; i++)
-      if (items[i].bytes > 0 && items[i].first >= 0 && m->buffers[i].role == XF_BUF_ACT && m->buffers[i].last < m->nkernels) {
-        int k = m->buffers[i].last;
-        rt->dead[rt->dead_at[k] + fill[k]++] = i;
+    int *fill = calloc((size_t)m->nkernels + 1, sizeof(int));
+    if (!rt->dead_at || !rt->dead || !fill) ok = fail(err, errlen, "out of memory");
+    for (int pass = 0; ok && pass < 2; pass++) {
+      for (int i = 0; i < m->nbuffers; i++) {
+        int last = m->buffers[i].last;
+        if (items[i].bytes == 0 || items[i].first < 0 || m->buffers[i].role != XF_BUF_ACT || last >= m->nkernels) continue;
+        if (pass == 0) rt->dead_at[last + 1]++;
+        else rt->dead[rt->dead_at[last] + fill[last]++] = i;
       }
+      for (int k = 0; pass == 0 && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
+    }
     free(fill);
   }
   free(items);
