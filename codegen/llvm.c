@@ -1083,8 +1083,60 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
   return LLVMConstBitCast(gv, LLVMPointerType(elem, 0));
 }
 
+static V sym(Emit *e, Ty sym_t, XfSym z) {
+  return LLVMConstNamedStruct(sym_t, (V[]){ci64(e, z.coef), ci32(e, z.pb), ci32(e, z.pt)}, 3);
+}
+
+// XfCuda (runtime/xf_abi.h, field by field) of --target=cuda: source, PTX,
+// entry names and the launch tables. Returns a pointer constant, or null.
+static V emit_cuda(Emit *e, const LlvmOptions *o) {
+  const CudaModule *m = o ? o->cuda : NULL;
+  if (!m) return LLVMConstNull(e->i8p);
+  Ty sym_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i64, e->i32, e->i32}, 3, 0);
+  Ty f32 = e->f32, i32 = e->i32;
+  Ty fields_t[] = {i32, i32, i32, LLVMArrayType(i32, XF_NSLOTS), i32, i32, sym_t, i32, i32, i32, i32,
+                   i32, i32, i32, i32, i32, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, f32, f32};
+  int nf = (int)(sizeof fields_t / sizeof *fields_t);
+  Ty launch_t = LLVMStructTypeInContext(e->C, fields_t, (unsigned)nf, 0);
+  V tables[3], counts[3];
+  for (int p = 0; p < 3; p++) {
+    V *recs = calloc((size_t)m->nlaunch[p] + 1, sizeof(V));
+    for (int i = 0; i < m->nlaunch[p]; i++) {
+      const XfLaunch *L = &m->launch[p][i];
+      V slots[XF_NSLOTS];
+      for (int j = 0; j < XF_NSLOTS; j++) slots[j] = ci32(e, L->slots[j]);
+      V f[] = {ci32(e, L->kind), ci32(e, L->kernel), ci32(e, L->last), LLVMConstArray(i32, slots, XF_NSLOTS),
+               ci32(e, (int32_t)L->imm), ci32(e, L->fn), sym(e, sym_t, L->items), ci32(e, L->per_block), ci32(e, L->threads),
+               ci32(e, L->shmem), ci32(e, L->sync), ci32(e, L->ta), ci32(e, L->tb), ci32(e, L->sa), ci32(e, L->sb),
+               ci32(e, L->sc), sym(e, sym_t, L->m), sym(e, sym_t, L->n), sym(e, sym_t, L->k), sym(e, sym_t, L->lda),
+               sym(e, sym_t, L->ldb), sym(e, sym_t, L->ldc), sym(e, sym_t, L->stride_a), sym(e, sym_t, L->stride_b),
+               sym(e, sym_t, L->stride_c), sym(e, sym_t, L->count), cf32(e, L->alpha), cf32(e, L->beta)};
+      recs[i] = LLVMConstNamedStruct(launch_t, f, (unsigned)nf);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "xf_cuda_launch%d", p);
+    tables[p] = const_array(e, launch_t, recs, m->nlaunch[p], name);
+    counts[p] = ci32(e, m->nlaunch[p]);
+    free(recs);
+  }
+  V *names = calloc((size_t)m->nnames + 1, sizeof(V));
+  for (int i = 0; i < m->nnames; i++) names[i] = cstr(e, m->names[i]);
+  Ty launch_p = LLVMPointerType(launch_t, 0);
+  Ty cuda_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i8p, e->i8p, i32, LLVMPointerType(e->i8p, 0),
+                                                   LLVMArrayType(i32, 3), LLVMArrayType(launch_p, 3), i32}, 8, 0);
+  V f[] = {cstr(e, m->source), cstr(e, o->ptx), cstr(e, o->gpu_arch), ci32(e, m->nnames),
+           const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"), LLVMConstArray(i32, counts, 3),
+           LLVMConstArray(launch_p, tables, 3), ci32(e, m->adamw)};
+  free(names);
+  V gv = LLVMAddGlobal(e->M, cuda_t, "xf_cuda");
+  LLVMSetInitializer(gv, LLVMConstNamedStruct(cuda_t, f, 8));
+  LLVMSetGlobalConstant(gv, 1);
+  LLVMSetLinkage(gv, LLVMPrivateLinkage);
+  return LLVMConstBitCast(gv, e->i8p);
+}
+
 // The exported descriptor `xf_model` (runtime/xf_abi.h, field by field).
-static void emit_model(Emit *e, V *progs) {
+static void emit_model(Emit *e, V *progs, const LlvmOptions *o) {
   const Graph *g = e->g;
   Ty cfg_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->f64}, 3, 0);
   V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
@@ -1113,19 +1165,19 @@ static void emit_model(Emit *e, V *progs) {
   }
   Ty prog_p = LLVMPointerType(e->program_t, 0);
   Ty model_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i32, e->i8p, e->i64, e->i32, LLVMPointerType(cfg_t, 0), e->i32,
-                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32}, 9, 0);
+                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32, e->i8p}, 10, 0);
   V fields[] = {ci32(e, XF_ABI_VERSION), cstr(e, g->name), ci64(e, g->t_max), ci32(e, g->nconfig),
                 const_array(e, cfg_t, cfgs, g->nconfig, "xf_config"), ci32(e, e->s->nbufs),
                 const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3),
-                ci32(e, e->s->nkernels)};
+                ci32(e, e->s->nkernels), emit_cuda(e, o)};
   V gv = LLVMAddGlobal(e->M, model_t, "xf_model");
-  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 9));
+  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 10));
   LLVMSetGlobalConstant(gv, 1);
   free(cfgs);
   free(bufs);
 }
 
-LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s) {
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o) {
   Emit e = {.C = C, .s = s, .g = s->g};
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
   e.b = LLVMCreateBuilderInContext(C);
@@ -1148,7 +1200,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s) {
   }
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf)};
-  emit_model(&e, progs);
+  emit_model(&e, progs, o);
   free(kfns);
   free(kinf);
   LLVMDisposeBuilder(e.b);
@@ -1167,7 +1219,7 @@ bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t err
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   LLVMContextRef C = LLVMContextCreate();
-  LLVMModuleRef M = llvm_emit_module(C, s);
+  LLVMModuleRef M = llvm_emit_module(C, s, o);
   char *msg = NULL, *triple = LLVMGetDefaultTargetTriple(), *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
   LLVMTargetRef target;
   bool ok = true;

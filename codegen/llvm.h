@@ -7,16 +7,20 @@
 
 #include <llvm-c/Core.h>
 
+#include "cuda.h"
 #include "kernel.h"
 
 typedef struct {
   int opt_level;            // 0: no optimisation; else default<O2> with vectorisation
   FILE *llvm_ir;            // if set, the optimised module's text (--emit=llvm)
   const char *object_path;  // if set, the native object written here
+  // --target=cuda: the rendered kernels and their PTX, embedded as XfCuda
+  const CudaModule *cuda;
+  const char *ptx, *gpu_arch;
 } LlvmOptions;
 
 // Emits the module for s (kernels, programs, the xf_model descriptor).
-LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s);
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o);
 // Emits, verifies, optimises and writes the object (and/or the IR text).
 bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t errlen);
 // Links an object into a shared library with the system C driver ($XF_CC or cc).

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "../frontend/frontend.h"
+#include "../codegen/cuda.h"
 #include "../codegen/llvm.h"
+#include "../codegen/cuda_nvrtc.h"
 #include "../interp/interp.h"
 #include "../passes/passes.h"
 
@@ -30,7 +32,10 @@ static void usage(FILE *f) {
         "  --remat         recompute cheap forward values (elementwise ops, dropout) in the\n"
         "                  backward instead of keeping them: less memory, a little more work;\n"
         "                  also on when the model has a config value remat = 1\n"
-        "  --target=cpu    the code generator (cpu is the only one so far)\n"
+        "  --target=cpu    CPU code through LLVM (the default)\n"
+        "  --target=cuda   also CUDA kernels: CUDA C compiled by NVRTC to PTX, embedded with\n"
+        "                  the source in model.so beside the CPU code (xfrun --device picks)\n"
+        "  --gpu-arch=A    the virtual architecture of the PTX (default compute_80)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
@@ -41,6 +46,8 @@ static void usage(FILE *f) {
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
         "                  lifetime and planned offset at --batch, --seq, and stop\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
+        "  --emit=cuda     print the generated CUDA C source and stop\n"
+        "  --emit=ptx      print the PTX NVRTC makes of it (for --gpu-arch) and stop\n"
         "  --batch=N       batch size for --emit=schedule and --stats memory (default 64)\n"
         "  --seq=N         sequence length for them (default: the context)\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
@@ -100,6 +107,8 @@ typedef struct Options Options;
 struct Options {
   const char *input, *emit, *stdlib_dir, *output;
   int opt_level;
+  bool cuda;              // --target=cuda
+  const char *gpu_arch;   // --gpu-arch
   bool no_fuse;
   bool remat;
   bool stats;
@@ -130,6 +139,36 @@ static void print_memory(Graph *g, const Options *o) {
   arena_free(&a);
 }
 
+// The PTX of module m (NVRTC); NULL after printing why. An NVRTC error on
+// generated code is an internal compiler error: it names the kernel and the
+// IR node with its source location.
+static char *cuda_ptx(const Schedule *s, const CudaModule *m, const char *arch) {
+  char err[1024], *log = NULL;
+  char *ptx = nvrtc_compile(m->source, "xf_kernels.cu", arch, &log, err, sizeof err);
+  if (ptx) {
+    free(log);
+    return ptx;
+  }
+  fprintf(stderr, "xfc: %s\n", err);
+  for (const char *p = log; p && *p;) {  // lines "xf_kernels.cu(LINE): error: ..."
+    const char *eol = strchr(p, '\n'), *paren = strstr(p, ".cu(");
+    int len = eol ? (int)(eol - p) : (int)strlen(p);
+    if (paren && paren < p + len && strstr(p, "error")) {
+      int k = cuda_kernel_at_line(m, atoi(paren + 4));
+      const Node *n = k >= 0 ? &s->g->nodes[s->kernels[k].node] : NULL;
+      if (n)
+        fprintf(stderr, "xfc: internal error: NVRTC rejected kernel xf_k%d (node %%%d %s, from %s:%d:%d): %.*s\n",
+                s->kernels[k].cls, n->id, ir_op_info[n->op].name, n->loc.file ? n->loc.file : "<compiler>", n->loc.line,
+                n->loc.col, len, p);
+      else fprintf(stderr, "xfc: internal error: NVRTC rejected the CUDA source: %.*s\n", len, p);
+    }
+    p = eol ? eol + 1 : NULL;
+  }
+  if (!log && !strstr(err, "without")) fprintf(stderr, "xfc: internal error: NVRTC gave no log\n");
+  free(log);
+  return NULL;
+}
+
 // Schedule, LLVM code generation, object, shared object.
 static int codegen(Graph *g, const Options *o) {
   Arena a = {0};
@@ -138,6 +177,15 @@ static int codegen(Graph *g, const Options *o) {
     schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
     arena_free(&a);
     return 0;
+  }
+  if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) {
+    CudaModule *cm = cuda_render(&a, s);
+    char *ptx = NULL;
+    if (o->emit[0] == 'c') fputs(cm->source, stdout);
+    else if ((ptx = cuda_ptx(s, cm, o->gpu_arch))) fputs(ptx, stdout);
+    free(ptx);
+    arena_free(&a);
+    return o->emit[0] == 'c' || ptx ? 0 : 1;
   }
   char err[1024], obj[4096] = "";
   bool ok = true;
@@ -152,7 +200,15 @@ static int codegen(Graph *g, const Options *o) {
     close(fd);
   }
   LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL};
-  ok = llvm_compile(s, &lo, err, sizeof err);
+  char *ptx = NULL;
+  if (o->cuda && o->output) {
+    lo.cuda = cuda_render(&a, s);
+    if (!(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) ok = false;
+    lo.ptx = ptx, lo.gpu_arch = o->gpu_arch;
+  }
+  if (ok) ok = llvm_compile(s, &lo, err, sizeof err);
+  else snprintf(err, sizeof err, "no model written");
+  free(ptx);
   if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
   if (*obj) unlink(obj);
   arena_free(&a);
@@ -227,7 +283,7 @@ static int compile(const Options *o) {
       if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
       int status = 0;
       if (check->enabled) status = check_grad(code, check);
-      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule"))) || o->output))
+      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule") || !strcmp(emit, "cuda") || !strcmp(emit, "ptx"))) || o->output))
         status = codegen(code, o);
       arena_free(&arena);
       return status;
@@ -244,6 +300,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->check = (CheckOptions){.batch = 2, .seed = 1};
   o->opt_level = 2;
   o->batch = 64;
+  o->gpu_arch = "compute_80";
   o->stdlib_dir = getenv("XF_STDLIB");
   if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
   for (int i = 1; i < argc; i++) {
@@ -263,8 +320,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
       if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
-          strcmp(o->emit, "llvm"))
-        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule or llvm", o->emit);
+          strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
+        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule, llvm, cuda or ptx", o->emit);
     } else if (!strncmp(arg, "--batch=", 8)) {
       if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
         return die_usage("%s: expected a count in 1..16777216", arg);
@@ -281,7 +338,14 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     } else if (!strcmp(arg, "-O0") || !strcmp(arg, "-O2")) {
       o->opt_level = arg[2] - '0';
     } else if (!strncmp(arg, "--target=", 9)) {
-      if (strcmp(arg + 9, "cpu")) return die_usage("%s: the only target is cpu", arg);
+      if (!strcmp(arg + 9, "cuda")) o->cuda = true;
+      else if (strcmp(arg + 9, "cpu")) return die_usage("%s: expected cpu or cuda", arg);
+    } else if (!strncmp(arg, "--gpu-arch=", 11)) {
+      const char *v = arg + 11;
+      char *end = (char *)v;
+      long sm = strncmp(v, "compute_", 8) ? 0 : strtol(v + 8, &end, 10);
+      if (sm < 50 || sm > 200 || *end) return die_usage("%s: expected a virtual architecture such as compute_80", arg);
+      o->gpu_arch = v;
     } else if (!strncmp(arg, "--stdlib=", 9)) {
       o->stdlib_dir = arg + 9;
     } else if (!strcmp(arg, "--stats")) {

@@ -60,6 +60,9 @@ static void usage(FILE *f) {
         "  --weight-decay X   AdamW weight decay (default 0.01)\n"
         "  --seed N           parameters, dropout, batches and sampling (default 1)\n"
         "  --threads N        worker threads (default: all cores)\n"
+        "  --device D         cpu or cuda (default: cuda when the model was compiled with\n"
+        "                     xfc --target=cuda and a GPU is there, else cpu, saying why);\n"
+        "                     checkpoints, logs and sampling are the same on both\n"
         "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds (appended to on --resume)\n"
         "  --save FILE        write a safetensors checkpoint at the end (and every --save-every steps)\n"
         "  --save-every N     also save every N steps\n"
@@ -116,6 +119,7 @@ typedef struct {
   const char *data[MAX_DATA];
   int ndata;
   const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
+  int device;  // XF_DEVICE_*
   int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k;
   double lr, wd, heldout, temperature, top_p;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
@@ -140,6 +144,11 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--checkpoint")) a->checkpoint = v;
     else if (!strcmp(o, "--prompt")) a->prompt = v;
     else if (!strcmp(o, "--cache")) a->cache = v;
+    else if (!strcmp(o, "--device")) {
+      if (!strcmp(v, "cpu")) a->device = XF_DEVICE_CPU;
+      else if (!strcmp(v, "cuda")) a->device = XF_DEVICE_CUDA;
+      else return die("--device %s: expected cpu or cuda", v);
+    }
     else if (!strcmp(o, "--steps")) ok = parse_int(v, 0, INT32_MAX, &a->steps);
     else if (!strcmp(o, "--batch")) ok = parse_int(v, 1, INT32_MAX, &a->batch), a->set_batch = true;
     else if (!strcmp(o, "--seq")) ok = parse_int(v, 1, INT32_MAX, &a->seq), a->set_seq = true;
@@ -387,11 +396,12 @@ int main(int argc, char **argv) {
     if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
   }
   XfOptions opt = {.batch = is_sample ? 1 : a.batch, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
-                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed};
+                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
   if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
     goto out;
   }
+  if (xf_device_note(rt)) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
   int64_t vocab = xf_vocab(rt);
   const char *cache = NULL;
   bool need_data = !is_sample;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../passes/passes.h"
+#include "gpu.h"
 #include "rng.h"
 #include "xf.h"
 
@@ -151,6 +152,19 @@ struct XfRuntime {
   // XF_DEBUG_POISON=1: after kernel k, NaN fills the storage of every planned
   // buffer whose lifetime ends at k (dead[dead_at[k] .. dead_at[k+1]))
   int *dead_at, *dead;
+  // the CUDA device (NULL: the CPU). dbufs[i]: buffer i's device storage, at
+  // the offset of bufs[i] in arena from darena; the host arena keeps the
+  // persistent buffers and moments as a mirror: host_dirty, the host copy
+  // was written (upload before the next launch); dev_newer, the device's is
+  // newer (download before the host reads).
+  XfGpu *gpu;
+  char *darena;
+  void **dbufs;
+  double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
+  size_t persist;    // bytes of [0, persist): params, gradients, inputs
+  size_t moments_at; // moments from here to bytes
+  bool host_dirty, dev_newer;
+  char note[1024];
 };
 
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
@@ -159,6 +173,14 @@ bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
   return false;
+}
+
+static void close_device(XfRuntime *rt) {
+  if (!rt->gpu) return;
+  if (rt->darena) rt->gpu->release(rt->gpu, rt->darena);
+  rt->gpu->close(rt->gpu);
+  rt->gpu = NULL;
+  free(rt->dbufs);
 }
 
 static int64_t buf_numel(const XfBuffer *b, int64_t B, int64_t T) {
@@ -176,20 +198,28 @@ static int find_buffer(const XfModel *m, int role, const char *name) {
 
 const XfModel *xf_model(const XfRuntime *rt) { return rt->m; }
 const XfOptions *xf_options(const XfRuntime *rt) { return &rt->opt; }
+const char *xf_device(const XfRuntime *rt) { return rt->gpu ? rt->gpu->name : "cpu"; }
+const char *xf_device_note(const XfRuntime *rt) { return rt->note[0] ? rt->note : NULL; }
 int xf_nparams(const XfRuntime *rt) { return rt->nparams; }
 int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }
 int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targets] : NULL; }
 uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
+static void host_sync(XfRuntime *rt, bool write);
+
 float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel) {
+  host_sync(rt, true);
   int b = rt->params[i];
   if (name) *name = rt->m->buffers[b].name;
   if (numel) *numel = rt->numel[b];
   return rt->bufs[b];
 }
 
-float *xf_moment(XfRuntime *rt, int i, int which) { return which ? rt->adam_v[i] : rt->adam_m[i]; }
+float *xf_moment(XfRuntime *rt, int i, int which) {
+  host_sync(rt, true);
+  return which ? rt->adam_v[i] : rt->adam_m[i];
+}
 void xf_set_step(XfRuntime *rt, uint32_t step) { rt->step = step; }
 
 int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]) {
@@ -198,7 +228,10 @@ int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]) {
   return b->rank;
 }
 
-const float *xf_grad(XfRuntime *rt, int i) { return rt->grads[i] >= 0 ? rt->bufs[rt->grads[i]] : NULL; }
+const float *xf_grad(XfRuntime *rt, int i) {
+  host_sync(rt, false);
+  return rt->grads[i] >= 0 ? rt->bufs[rt->grads[i]] : NULL;
+}
 
 int64_t xf_vocab(const XfRuntime *rt) {
   for (int i = 0; i < rt->m->nconfig; i++)
@@ -234,6 +267,43 @@ static void poison_dead(const XfApi *api, int32_t kernel) {
   }
 }
 
+// Picks the device (XfOptions.device) before anything is allocated.
+static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errlen) {
+  int want = rt->opt.device;
+  if (want == XF_DEVICE_CPU) return true;
+  if (!rt->m->cuda) {
+    if (want == XF_DEVICE_CUDA)
+      return fail(err, errlen, "%s has no CUDA code: compile it with xfc --target=cuda", path);
+    return true;
+  }
+  const char *emu = getenv("XF_CUDA_EMULATE");
+  char why[900];
+  rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(why, sizeof why) : xf_gpu_cuda_open(0, why, sizeof why);
+  if (rt->gpu) return true;
+  if (want == XF_DEVICE_CUDA) return fail(err, errlen, "%s", why);
+  snprintf(rt->note, sizeof rt->note, "%s: running on the CPU", why);
+  return true;
+}
+
+// Device storage mirroring the host layout, the kernels loaded, AdamW's
+// hyper-parameters uploaded.
+static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
+  XfGpu *g = rt->gpu;
+  const XfOptions *o = &rt->opt;
+  double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+  size_t bytes = rt->bytes + 64;
+  if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda))
+    return fail(err, errlen, "%s", g->err);
+  rt->dhyper = (double *)(rt->darena + rt->bytes);
+  rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
+  if (!rt->dbufs) return fail(err, errlen, "out of memory");
+  for (int i = 0; i < rt->m->nbuffers; i++) rt->dbufs[i] = rt->darena + ((char *)rt->bufs[i] - (char *)rt->arena);
+  if (!g->fill(g, rt->darena, 0, rt->bytes) || !g->upload(g, rt->dhyper, hyper, sizeof hyper))
+    return fail(err, errlen, "%s", g->err);
+  rt->host_dirty = true;
+  return true;
+}
+
 XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
   struct stat st;
   if (stat(path, &st) != 0) return fail(err, errlen, "cannot open model %s: no such file", path), NULL;
@@ -257,6 +327,11 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
   XfRuntime *rt = calloc(1, sizeof *rt);
   if (!rt) return dlclose(lib), fail(err, errlen, "out of memory"), NULL;
   rt->lib = lib, rt->m = m, rt->opt = *opt;
+  if (!open_device(rt, path, err, errlen)) {
+    dlclose(lib);
+    free(rt);
+    return NULL;
+  }
   XfOptions *o = &rt->opt;
   if (o->lr == 0) o->lr = 1e-3;
   if (o->beta1 == 0) o->beta1 = 0.9;
@@ -302,6 +377,7 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
       rt->grads[rt->nparams++] = find_buffer(m, XF_BUF_GRAD, gname);
     }
   }
+  rt->persist = total;
   if (ok) {
     int64_t arena = memplan(items, m->nbuffers, planned);
     if (arena < 0) ok = fail(err, errlen, "out of memory");
@@ -358,6 +434,7 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
     rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
     if (!rt->adam_m || !rt->adam_v) ok = fail(err, errlen, "out of memory");
     char *mp = (char *)rt->arena + total;
+    rt->moments_at = total;
     for (int p = 0; ok && p < rt->nparams; p++) {
       size_t sz = ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
       rt->adam_m[p] = (float *)mp, mp += sz;
@@ -365,9 +442,11 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
     }
   }
   free(offset);
+  if (ok && rt->gpu) ok = attach_device(rt, err, errlen);
   if (ok && !pool_start(&rt->pool, o->threads)) ok = fail(err, errlen, "cannot start %d threads", o->threads);
   if (!ok) {
     if (rt->pool.threads) pool_stop(&rt->pool);
+    close_device(rt);
     free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
     free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
     dlclose(lib);
@@ -384,6 +463,7 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
 void xf_close(XfRuntime *rt) {
   if (!rt) return;
   pool_stop(&rt->pool);
+  close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
   dlclose(rt->lib);
@@ -409,6 +489,7 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
     memset(rt->adam_v[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
   }
   rt->step = 0;
+  rt->host_dirty = true, rt->dev_newer = false;
 }
 
 // AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected step.
@@ -449,20 +530,119 @@ static void adamw(XfRuntime *rt) {
   }
 }
 
+// ---- the CUDA device ---------------------------------------------------------------
+// A failing device call mid-run cannot be recovered from: the message names
+// the call, and the process stops (checkpoints already written stay intact).
+
+static void device_fail(XfRuntime *rt) {
+  fprintf(stderr, "xf: error: %s\n", rt->gpu->err);
+  exit(1);
+}
+
+// The host mirror of params, gradients and moments made current (write: the
+// caller may change it, so it is uploaded before the next launch).
+static void host_sync(XfRuntime *rt, bool write) {
+  if (!rt->gpu) return;
+  XfGpu *g = rt->gpu;
+  if (rt->dev_newer) {
+    if (!g->download(g, rt->arena, rt->darena, rt->persist) ||
+        !g->download(g, (char *)rt->arena + rt->moments_at, rt->darena + rt->moments_at, rt->bytes - rt->moments_at))
+      device_fail(rt);
+    for (int p = 0; p < rt->nparams; p++) {  // a gradient may alias planned storage (a reshape of an activation)
+      int b = rt->grads[p];
+      if (b >= 0 && (size_t)((char *)rt->bufs[b] - (char *)rt->arena) >= rt->persist &&
+          !g->download(g, rt->bufs[b], rt->dbufs[b], (size_t)rt->numel[b] * 4))
+        device_fail(rt);
+    }
+    rt->dev_newer = false;
+  }
+  if (write) rt->host_dirty = true;
+}
+
+static void device_push(XfRuntime *rt) {
+  XfGpu *g = rt->gpu;
+  if (rt->host_dirty) {
+    if (!g->upload(g, rt->darena, rt->arena, rt->persist) ||
+        !g->upload(g, rt->darena + rt->moments_at, (char *)rt->arena + rt->moments_at, rt->bytes - rt->moments_at))
+      device_fail(rt);
+    rt->host_dirty = false;
+  }
+}
+
+static void upload_input(XfRuntime *rt, int b, int64_t B, int64_t T) {
+  if (b < 0) return;
+  size_t n = (size_t)buf_numel(&rt->m->buffers[b], B, T) * 4;
+  if (!rt->gpu->upload(rt->gpu, rt->dbufs[b], rt->bufs[b], n)) device_fail(rt);
+}
+
+static void device_poison(void *ctx, int32_t kernel) {
+  XfRuntime *rt = ctx;
+  for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++)
+    if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) device_fail(rt);
+}
+
+static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
+  device_push(rt);
+  upload_input(rt, rt->tokens, B, T);
+  if (prog != XF_PROG_SAMPLE) upload_input(rt, rt->targets, B, T);
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, rt->opt.seed, rt->step, rt->dead_at ? device_poison : NULL, rt))
+    device_fail(rt);
+}
+
+static void device_read(XfRuntime *rt, int b, size_t bytes) {
+  if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) device_fail(rt);
+}
+
+static void device_adamw(XfRuntime *rt) {
+  XfGpu *g = rt->gpu;
+  for (int p = 0; p < rt->nparams; p++) {
+    if (rt->grads[p] < 0) continue;
+    char *host_m = (char *)rt->adam_m[p], *host_v = (char *)rt->adam_v[p];
+    XfKernelArgs a = {.n = rt->numel[rt->params[p]], .step = rt->step};
+    a.slot[0] = rt->dbufs[rt->params[p]];
+    a.slot[1] = rt->darena + (host_m - (char *)rt->arena);
+    a.slot[2] = rt->darena + (host_v - (char *)rt->arena);
+    a.slot[3] = rt->dbufs[rt->grads[p]];
+    a.slot[4] = rt->dhyper;
+    int64_t blocks = (a.n + 255) / 256;
+    if (blocks > 65536) blocks = 65536;
+    if (!g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a)) device_fail(rt);
+  }
+  rt->dev_newer = true;
+}
+
+// ---- steps ---------------------------------------------------------------------------
+
 float xf_train_step(XfRuntime *rt) {
   rt->step++;
+  if (rt->gpu) {
+    device_run(rt, XF_PROG_TRAIN, rt->opt.batch, rt->opt.seq);
+    device_adamw(rt);
+    device_read(rt, rt->loss, 4);
+    return ((float *)rt->bufs[rt->loss])[0];
+  }
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
   adamw(rt);
   return ((float *)rt->bufs[rt->loss])[0];
 }
 
 float xf_eval_step(XfRuntime *rt) {
+  if (rt->gpu) {
+    device_run(rt, XF_PROG_EVAL, rt->opt.batch, rt->opt.seq);
+    device_read(rt, rt->loss, 4);
+    return ((float *)rt->bufs[rt->loss])[0];
+  }
   rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
   return ((float *)rt->bufs[rt->loss])[0];
 }
 
 const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
   if (rt->logits < 0 || batch < 1 || seq < 1 || batch > rt->opt.batch || seq > rt->opt.seq) return NULL;
+  if (rt->gpu) {
+    device_run(rt, XF_PROG_SAMPLE, batch, seq);
+    device_read(rt, rt->logits, (size_t)buf_numel(&rt->m->buffers[rt->logits], batch, seq) * 4);
+    return rt->bufs[rt->logits];
+  }
   rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
 }

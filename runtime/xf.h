@@ -28,7 +28,13 @@ typedef struct {
   double eps;             // 1e-8
   double weight_decay;    // 0.01 (PyTorch's default)
   uint64_t seed;          // parameters and dropout masks
+  int device;             // XF_DEVICE_*
 } XfOptions;
+
+// XF_DEVICE_AUTO: CUDA when the model has CUDA code and a device opens, else
+// the CPU (xf_device_note says why). XF_DEVICE_CUDA: CUDA or an error. With
+// XF_CUDA_EMULATE=1 in the environment, "CUDA" is the emulation (gpu.h).
+enum { XF_DEVICE_AUTO, XF_DEVICE_CPU, XF_DEVICE_CUDA };
 
 typedef struct XfRuntime XfRuntime;
 
@@ -39,6 +45,11 @@ void xf_close(XfRuntime *rt);
 
 const XfModel *xf_model(const XfRuntime *rt);
 const XfOptions *xf_options(const XfRuntime *rt);
+// "cpu", "cuda" or "cuda-emulation": where the steps run.
+const char *xf_device(const XfRuntime *rt);
+// Under XF_DEVICE_AUTO with a model that has CUDA code but no device: why
+// the CPU runs it ("no CUDA device: ..."); else NULL.
+const char *xf_device_note(const XfRuntime *rt);
 // The vocabulary: the model's `vocab` config value, else its token limit.
 int64_t xf_vocab(const XfRuntime *rt);
 

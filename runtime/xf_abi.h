@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define XF_ABI_VERSION 2u
+#define XF_ABI_VERSION 3u
 
 struct XfApi;
 
@@ -64,6 +64,68 @@ typedef struct {
   int32_t first, last;
 } XfBuffer;
 
+// ---- the CUDA target (xfc --target=cuda, codegen/cuda.c) -----------------------
+// A model.so compiled for CUDA carries, beside its CPU code, the CUDA C source
+// of its kernels, the PTX NVRTC made of it, and per program a table of
+// launches that the runtime walks (runtime/cuda_host.c): a generated kernel,
+// or a strided-batched GEMM (cuBLAS on a device).
+
+// Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH).
+#define XF_NSLOTS 10
+
+// The one argument of every generated kernel, passed by value. The generated
+// source declares the same struct from XF_KERNEL_ARGS_FIELDS (with its own
+// names for the integer types, since NVRTC has no <stdint.h>).
+#define XF_KERNEL_ARGS_FIELDS(I64, U64, U32) \
+  void *slot[XF_NSLOTS];   /* storage of each operand (NULL: none) */      \
+  I64 B, T;                /* the step's batch and sequence length */      \
+  I64 n;                   /* work items: elements, rows or sequences */    \
+  U64 seed;                /* dropout: seed, mask stream, step */           \
+  U32 imm, step;
+typedef struct {
+  XF_KERNEL_ARGS_FIELDS(int64_t, uint64_t, uint32_t)
+} XfKernelArgs;
+
+// coef * B^pb * T^pt at the step's B and T
+typedef struct {
+  int64_t coef;
+  int32_t pb, pt;
+} XfSym;
+
+enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
+
+typedef struct {
+  int32_t kind;          // XF_LAUNCH_*
+  int32_t kernel;        // its kernel in the global order (XfBuffer.first/last)
+  int32_t last;          // 1: the last launch of that kernel (kernel_done after it)
+  int32_t slots[XF_NSLOTS];  // buffer (storage root) of each slot, -1: none
+  uint32_t imm;          // KS_IMM: the dropout mask stream
+  // XF_LAUNCH_KERNEL: function fn of XfCuda.names over `items` work items,
+  // `per_block` items per block of `threads` threads, `shmem` bytes of
+  // dynamic shared memory; the kernels loop grid-stride over the items, so
+  // any grid computes the same values. sync: the kernel synchronises its
+  // block (__syncthreads, warp shuffles).
+  int32_t fn;
+  XfSym items;
+  int32_t per_block, threads, shmem, sync;
+  // XF_LAUNCH_GEMM, row-major, for i < count:
+  //   C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = slot sX + i * stride_X
+  int32_t ta, tb, sa, sb, sc;
+  XfSym m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, count;
+  float alpha, beta;
+} XfLaunch;
+
+typedef struct {
+  const char *source;    // the CUDA C source NVRTC compiled
+  const char *ptx;       // its PTX, NUL-terminated
+  const char *arch;      // the virtual architecture, e.g. "compute_80"
+  int32_t nnames;
+  const char *const *names;  // kernel entry points (extern "C")
+  int32_t nlaunch[3];        // XF_PROG_*
+  const XfLaunch *launch[3];
+  int32_t adamw;             // the AdamW kernel: names[adamw], slots w, m, v, g
+} XfCuda;
+
 typedef struct {
   uint32_t abi_version;
   const char *name;
@@ -74,6 +136,7 @@ typedef struct {
   const XfBuffer *buffers;
   XfProgramFn programs[3];  // XF_PROG_*
   int32_t nkernels;
+  const XfCuda *cuda;       // NULL: CPU code only
 } XfModel;
 
 #endif

@@ -1,0 +1,63 @@
+// gpu.h: what the runtime needs of a CUDA device, behind one table of
+// functions with two implementations:
+//   - gpu_cuda.c: an NVIDIA GPU through the CUDA runtime API and cuBLAS
+//     (built when CMake finds the CUDA toolkit, XF_HAVE_CUDA);
+//   - gpu_emu.c: the emulation, for machines without a GPU: the very CUDA C
+//     source NVRTC compiled is compiled for the host against
+//     runtime/cuda_emu.h and its kernels run over the whole grid, every GPU
+//     thread of a block as a fiber; GEMMs go to the CPU BLAS.
+// runtime/cuda_host.c drives either one from a model's launch tables
+// (xf_abi.h: XfCuda), so the emulation checks the host code too.
+//
+// Pointers from alloc are device pointers: only upload, download, fill,
+// launch and gemm touch them. Every function returns false on failure with
+// a one-line message in err saying what failed and where (the CUDA call or
+// the command, and its error string).
+#ifndef XF_GPU_H
+#define XF_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xf_abi.h"
+
+typedef struct XfGpu XfGpu;
+struct XfGpu {
+  const char *name;  // "cuda" or "cuda-emulation"
+  char err[1024];
+  void *impl;
+  bool (*alloc)(XfGpu *g, void **p, size_t bytes);
+  void (*release)(XfGpu *g, void *p);
+  bool (*upload)(XfGpu *g, void *dst, const void *src, size_t bytes);    // host -> device
+  bool (*download)(XfGpu *g, void *dst, const void *src, size_t bytes);  // device -> host
+  bool (*fill)(XfGpu *g, void *dst, int byte, size_t bytes);
+  // Makes the kernels of c callable: loads c->ptx (device) or compiles
+  // c->source (emulation). Kernel fn of launch is c->names[fn].
+  bool (*load)(XfGpu *g, const XfCuda *c);
+  bool (*launch)(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned shmem, bool sync, const XfKernelArgs *a);
+  // Row-major, as cblas_sgemm, for i < count:
+  //   C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = X + i * stride_X
+  bool (*gemm)(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+               int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+               int64_t stride_c, int64_t count);
+  bool (*finish)(XfGpu *g);  // waits until all work issued so far is done
+  void (*close)(XfGpu *g);   // frees everything, g included
+};
+
+// Device `device` (0: the first). NULL with "no CUDA device: <reason>" in err
+// when there is none (or no driver), or "this xfrun was built without the
+// CUDA toolkit" when XF_HAVE_CUDA is not defined.
+XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen);
+// The emulation. The C++ compiler is $XF_CXX (default c++), the header
+// $XF_CUDA_EMU_HEADER (default: runtime/cuda_emu.h of the source tree).
+XfGpu *xf_gpu_emu_open(char *err, size_t errlen);
+
+// cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T):
+// every launch record in order, operand slots from dev[] (the device storage
+// of each buffer, aliases resolved); done(ctx, k) after the last launch of
+// kernel k when done is set. False with g->err on the first failure.
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, uint64_t seed,
+                     uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx);
+
+#endif

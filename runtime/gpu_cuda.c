@@ -1,0 +1,197 @@
+// gpu_cuda.c: the XfGpu of an NVIDIA GPU (gpu.h) on the CUDA runtime API and
+// cuBLAS. One device, one stream; every call checked, failures name the call
+// and what it was for, with the runtime's error string.
+//
+// Kernels come from the model's PTX: cudaLibraryLoadData JIT-compiles it for
+// the device, cudaLibraryGetKernel finds each entry point, and
+// cudaLaunchKernel takes the cudaKernel_t as its function. GEMMs are
+// row-major: C = op(A) op(B) is, read column-major, C^T = op(B)^T op(A)^T, so
+// cuBLAS gets B before A and n before m.
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu.h"
+
+#ifdef XF_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+typedef struct {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  cudaLibrary_t lib;
+  cudaKernel_t *kernels;
+  const XfCuda *module;
+  int nkernels;
+  size_t max_shmem;  // dynamic shared memory a block may opt in to
+} Cuda;
+
+static bool cuda_ok(XfGpu *g, cudaError_t e, const char *call, const char *what) {
+  if (e == cudaSuccess) return true;
+  snprintf(g->err, sizeof g->err, "cuda: %s (%s): %s", call, what, cudaGetErrorString(e));
+  return false;
+}
+
+static const char *blas_status(cublasStatus_t s) {
+  switch (s) {
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  default: return "cuBLAS error";
+  }
+}
+
+static bool c_alloc(XfGpu *g, void **p, size_t bytes) {
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes", bytes);
+  return cuda_ok(g, cudaMalloc(p, bytes ? bytes : 1), "cudaMalloc", what);
+}
+
+static void c_release(XfGpu *g, void *p) {
+  (void)g;
+  cudaFree(p);
+}
+
+static bool c_upload(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  Cuda *c = g->impl;
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes to the device", bytes);
+  return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync", what) &&
+         cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", what);
+}
+
+static bool c_download(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  Cuda *c = g->impl;
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes from the device", bytes);
+  return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "cudaMemcpyAsync", what) &&
+         cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", what);
+}
+
+static bool c_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
+  Cuda *c = g->impl;
+  return cuda_ok(g, cudaMemsetAsync(dst, byte, bytes, c->stream), "cudaMemsetAsync", "device storage");
+}
+
+static bool c_load(XfGpu *g, const XfCuda *m) {
+  Cuda *c = g->impl;
+  if (!cuda_ok(g, cudaLibraryLoadData(&c->lib, m->ptx, NULL, NULL, 0, NULL, NULL, 0), "cudaLibraryLoadData", m->arch))
+    return false;
+  c->kernels = calloc((size_t)m->nnames + 1, sizeof *c->kernels);
+  if (!c->kernels) return snprintf(g->err, sizeof g->err, "cuda: out of host memory"), false;
+  c->nkernels = m->nnames, c->module = m;
+  for (int i = 0; i < m->nnames; i++)
+    if (!cuda_ok(g, cudaLibraryGetKernel(&c->kernels[i], c->lib, m->names[i]), "cudaLibraryGetKernel", m->names[i]))
+      return false;
+  return true;
+}
+
+static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned shmem, bool sync, const XfKernelArgs *a) {
+  (void)sync;
+  Cuda *c = g->impl;
+  if (fn < 0 || fn >= c->nkernels) return snprintf(g->err, sizeof g->err, "cuda: no kernel %d", fn), false;
+  const char *name = c->module->names[fn];
+  const void *k = (const void *)c->kernels[fn];
+  if (shmem > 48 * 1024) {
+    if (shmem > c->max_shmem) {
+      snprintf(g->err, sizeof g->err, "cuda: kernel %s needs %u bytes of shared memory, the device has %zu: use a shorter context",
+               name, shmem, c->max_shmem);
+      return false;
+    }
+    if (!cuda_ok(g, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem), "cudaFuncSetAttribute", name))
+      return false;
+  }
+  void *args[] = {(void *)a};
+  dim3 gd = {grid, 1, 1}, bd = {block, 1, 1};
+  return cuda_ok(g, cudaLaunchKernel(k, gd, bd, args, shmem, c->stream), "cudaLaunchKernel", name) &&
+         cuda_ok(g, cudaGetLastError(), "cudaLaunchKernel", name);
+}
+
+static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                   int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *cc, int64_t ldc,
+                   int64_t stride_c, int64_t count) {
+  Cuda *c = g->impl;
+  cublasStatus_t s = cublasSgemmStridedBatched(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
+                                               (int)m, (int)k, &alpha, b, (int)ldb, stride_b, a, (int)lda, stride_a, &beta, cc,
+                                               (int)ldc, stride_c, (int)count);
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  snprintf(g->err, sizeof g->err, "cuda: cublasSgemmStridedBatched (%lldx%lldx%lld, %lld batches): %s", (long long)m,
+           (long long)n, (long long)k, (long long)count, blas_status(s));
+  return false;
+}
+
+static bool c_finish(XfGpu *g) {
+  Cuda *c = g->impl;
+  return cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", "the step");
+}
+
+static void c_close(XfGpu *g) {
+  Cuda *c = g->impl;
+  if (c) {
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->lib) cudaLibraryUnload(c->lib);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c->kernels);
+    free(c);
+  }
+  free(g);
+}
+
+XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    snprintf(err, errlen, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "the driver lists none");
+    return NULL;
+  }
+  if (device < 0 || device >= n) {
+    snprintf(err, errlen, "no CUDA device %d: this machine has %d", device, n);
+    return NULL;
+  }
+  XfGpu *g = calloc(1, sizeof *g);
+  Cuda *c = calloc(1, sizeof *c);
+  if (!g || !c) {
+    free(g), free(c);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  *g = (XfGpu){.name = "cuda", .impl = c, .alloc = c_alloc, .release = c_release, .upload = c_upload, .download = c_download,
+               .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close};
+  c->device = device;
+  int optin = 0;
+  bool ok = cuda_ok(g, cudaSetDevice(device), "cudaSetDevice", "device 0") &&
+            cuda_ok(g, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute",
+                    "shared memory per block") &&
+            cuda_ok(g, cudaStreamCreate(&c->stream), "cudaStreamCreate", "the stream");
+  c->max_shmem = (size_t)optin;
+  if (ok) {
+    cublasStatus_t s = cublasCreate(&c->blas);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      snprintf(g->err, sizeof g->err, "cuda: cublasCreate: %s", blas_status(s));
+      ok = false;
+    }
+  }
+  if (!ok) {
+    snprintf(err, errlen, "%s", g->err);
+    c_close(g);
+    return NULL;
+  }
+  return g;
+}
+
+#else
+
+XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
+  (void)device;
+  snprintf(err, errlen, "no CUDA device: this xfrun was built without the CUDA toolkit");
+  return NULL;
+}
+
+#endif

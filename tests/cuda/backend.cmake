@@ -1,0 +1,8 @@
+# The generated CUDA source against the LLVM backend, through the emulation.
+add_executable(test_cuda_backend ${ROOT}/tests/cuda/test_backend.c)
+target_link_libraries(test_cuda_backend xf_codegen xf_runtime)
+target_include_directories(test_cuda_backend PRIVATE ${ROOT}/tests)
+target_compile_definitions(test_cuda_backend PRIVATE XF_STDLIB_DIR="${ROOT}/stdlib")
+add_test(NAME cuda_backend COMMAND test_cuda_backend WORKING_DIRECTORY ${ROOT})
+add_test(NAME cuda_cli COMMAND bash ${ROOT}/tests/cuda/run_cli.sh $<TARGET_FILE:xfc> $<TARGET_FILE:xfrun> WORKING_DIRECTORY ${ROOT})
+set_tests_properties(cuda_cli PROPERTIES SKIP_RETURN_CODE 77)

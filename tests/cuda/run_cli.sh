@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The CUDA target from the command line, on a machine without a GPU:
+#   - every example and every op model compiles through NVRTC (xfc
+#     --target=cuda --emit=ptx) and ptxas accepts the PTX for sm_80 and sm_90;
+#   - xfc's options and xfrun --device's error paths: one line, exit 1;
+#   - the emulation (XF_CUDA_EMULATE=1) trains as the CPU does, its
+#     checkpoint resumes on the CPU, and greedy sampling gives the same text.
+# Usage (from the repo root): tests/cuda/run_cli.sh path/to/xfc path/to/xfrun
+set -u
+xfc=$1 xfrun=$2
+. tests/lib.sh
+export XF_CACHE_DIR=$tmp/cache
+ptxas=${CUDA_BIN_DIR:-/usr/local/cuda/bin}/ptxas
+small=(-D layers=2 -D d=16 -D context=8 -D ffn=24 -D vocab=256)
+
+if ! "$xfc" --target=cuda --emit=ptx examples/me.xf "${small[@]}" > "$tmp/probe.ptx" 2> "$tmp/probe.err"; then
+  if grep -q "without the CUDA toolkit" "$tmp/probe.err"; then echo "skipped: no CUDA toolkit"; exit 77; fi
+  bad "xfc --emit=ptx: $(cat "$tmp/probe.err")"
+fi
+[ -x "$ptxas" ] || { echo "skipped: no ptxas at $ptxas (set CUDA_BIN_DIR)"; exit 77; }
+
+# NVRTC and ptxas on every kernel of every example and op model
+for f in examples/*.xf tests/grad/op_*.xf tests/fusion/attn_user.xf tests/golden/sinusoidal.xf; do
+  defs=()
+  case $f in examples/*) defs=("${small[@]}"); grep -q heads "$f" && defs+=(-D heads=2);; esac
+  name=$(basename "$f" .xf)
+  if ! "$xfc" --target=cuda --emit=ptx "$f" "${defs[@]}" > "$tmp/$name.ptx" 2> "$tmp/$name.err"; then
+    bad "NVRTC on $f: $(head -3 "$tmp/$name.err")"
+    continue
+  fi
+  entries=$(grep -c '^\.visible \.entry' "$tmp/$name.ptx")
+  for sm in sm_80 sm_90; do
+    if "$ptxas" -arch=$sm "$tmp/$name.ptx" -o "$tmp/$name.$sm.cubin" 2> "$tmp/$name.ptxas"; then
+      ok "$f: $entries kernels, ptxas -arch=$sm accepts the PTX"
+    else
+      bad "$f: ptxas -arch=$sm: $(head -3 "$tmp/$name.ptxas")"
+    fi
+  done
+done
+"$xfc" --target=cuda --emit=ptx --gpu-arch=compute_90 examples/she.xf "${small[@]}" | grep -q '^\.target sm_90' &&
+  ok "--gpu-arch=compute_90: PTX for sm_90" || bad "--gpu-arch=compute_90"
+"$xfc" --target=cuda --emit=cuda examples/she.xf "${small[@]}" | grep -q '^extern "C" __global__' &&
+  ok "--emit=cuda prints the kernels" || bad "--emit=cuda"
+# usage errors: exit 1, the message first, then the pointer to --help
+usage_error() {
+  local label=$1 frag=$2 out rc
+  shift 2
+  out=$("$@" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] && printf '%s\n' "$out" | head -1 | grep -qE -- "$frag" && ok "$label: $(printf '%s' "$out" | head -1)" ||
+    bad "$label (exit $rc): $out"
+}
+usage_error "--gpu-arch=sm_80" "expected a virtual architecture" "$xfc" --target=cuda --gpu-arch=sm_80 examples/she.xf
+usage_error "--target=metal" "expected cpu or cuda" "$xfc" --target=metal examples/she.xf
+
+# an NVRTC error is an internal error naming the kernel and its IR node with the source location
+k=$("$xfc" --emit=schedule examples/she.xf "${small[@]}" | awk '/layernorm/ {print $1; exit}' | tr -dc '0-9')
+out=$(XF_TEST_CUDA_BREAK=$k "$xfc" --target=cuda -o "$tmp/broken.so" examples/she.xf "${small[@]}" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && printf '%s' "$out" | grep -qE "internal error: NVRTC rejected kernel xf_k$k \(node %[0-9]+ layernorm, from [^)]*\.xf:[0-9]+:[0-9]+\)" &&
+  [ ! -e "$tmp/broken.so" ] && ok "NVRTC error on kernel $k: $(printf '%s' "$out" | grep 'internal error' | head -1)" ||
+  bad "NVRTC error path (exit $rc, kernel '$k'): $out"
+
+# xfrun --device
+python3 -c "import sys; sys.stdout.write(('the cat sat on the mat. ' * 800))" > "$tmp/text.txt"
+"$xfc" --target=cuda -o "$tmp/she_cuda.so" examples/she.xf "${small[@]}" || bad "xfc --target=cuda -o"
+"$xfc" -o "$tmp/she_cpu.so" examples/she.xf "${small[@]}" || bad "xfc -o"
+train=(--data "$tmp/text.txt" --tokenizer bytes --batch 4 --seq 8 --seed 5 --threads 1)
+if out=$("$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}" 2>&1); then
+  ok "a GPU is present: trained on it"
+else
+  expect_error "--device cuda without a GPU" "^xfrun: error: no CUDA device: " "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}"
+  "$xfrun" train "$tmp/she_cuda.so" --steps 2 "${train[@]}" > "$tmp/auto.out" 2> "$tmp/auto.err" &&
+    grep -q "no CUDA device: .*: running on the CPU" "$tmp/auto.err" &&
+    ok "default device: the CPU, saying why ($(head -1 "$tmp/auto.err"))" || bad "default device: $(cat "$tmp/auto.err")"
+fi
+expect_error "--device cuda on a CPU-only model.so" "has no CUDA code: compile it with xfc --target=cuda" \
+  "$xfrun" train "$tmp/she_cpu.so" --device cuda --steps 1 "${train[@]}"
+expect_error "--device tpu" "expected cpu or cuda" "$xfrun" train "$tmp/she_cuda.so" --device tpu
+
+# the emulation trains as the CPU does; checkpoints move between devices
+XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 30 --log "$tmp/emu.csv" --save "$tmp/emu.safetensors" \
+  "${train[@]}" > "$tmp/emu.out" 2>&1 || bad "emulated training: $(tail -3 "$tmp/emu.out")"
+"$xfrun" train "$tmp/she_cuda.so" --device cpu --steps 30 --log "$tmp/cpu.csv" --save "$tmp/cpu.safetensors" \
+  "${train[@]}" > "$tmp/cpu.out" 2>&1 || bad "CPU training: $(tail -3 "$tmp/cpu.out")"
+XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 40 --resume "$tmp/cpu.safetensors" --log "$tmp/cpu.csv" \
+  "${train[@]}" > "$tmp/resume1.out" 2>&1 || bad "resume a CPU checkpoint on the emulated GPU: $(tail -3 "$tmp/resume1.out")"
+"$xfrun" train "$tmp/she_cuda.so" --device cpu --steps 40 --resume "$tmp/emu.safetensors" --log "$tmp/emu.csv" \
+  "${train[@]}" > "$tmp/resume2.out" 2>&1 || bad "resume an emulated-GPU checkpoint on the CPU: $(tail -3 "$tmp/resume2.out")"
+python3 - "$tmp/cpu.csv" "$tmp/emu.csv" <<'PY' && ok "40 steps (30, then resumed on the other device): the curves agree within 1e-4" || bad "loss curves differ"
+import csv, sys
+a = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
+b = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))]
+assert len(a) == len(b) == 40, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"  steps {len(a)}, loss {a[0]:.4f} -> {a[-1]:.4f}, worst relative difference {worst:.2e}")
+assert a[-1] < a[0] and worst < 1e-4
+PY
+sample=(--checkpoint "$tmp/cpu.safetensors" --prompt "the cat" --max-tokens 20 --temperature 0 --threads 1)
+s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>&1)
+s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>&1)
+[ -n "$s_cpu" ] && [ "$s_cpu" = "$s_emu" ] && ok "greedy sampling: the same text on both devices" ||
+  bad "sampling differs: cpu '$s_cpu' emulation '$s_emu'"
+finish
