@@ -338,7 +338,7 @@ static void coords(R *r, const Shape *os, const char *body, bool warp) {
   const char *last = rank ? dim(r, os->d[rank - 1]) : "1LL";
   bool need_c[IR_MAX_RANK] = {0}, need_row = uses(body, "row");
   for (int k = 0; k < rank; k++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "c%d", k);
     need_c[k] = uses(body, name);
     if (k < rank - 1) need_row = need_row || need_c[k];

@@ -222,6 +222,12 @@ template <class A> static void run(void (*k)(A), const char *name, const void *a
   }
 }
 
+// Unloading the kernels' library returns the shared memory and the stacks.
+__attribute__((destructor)) static void release() {
+  free(dyn_shared);
+  if (stacks) munmap(stacks, (size_t)MAX_THREADS * STACK_BYTES);
+}
+
 }  // namespace xf_emu
 
 #define XF_EMU_ENTRY(name)                                                                                 \

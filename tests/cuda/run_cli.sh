@@ -97,8 +97,8 @@ print(f"  steps {len(a)}, loss {a[0]:.4f} -> {a[-1]:.4f}, worst relative differe
 assert a[-1] < a[0] and worst < 1e-4
 PY
 sample=(--checkpoint "$tmp/cpu.safetensors" --prompt "the cat" --max-tokens 20 --temperature 0 --threads 1)
-s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>&1)
-s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>&1)
-[ -n "$s_cpu" ] && [ "$s_cpu" = "$s_emu" ] && ok "greedy sampling: the same text on both devices" ||
+s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>&1) && rc_cpu=0 || rc_cpu=$?
+s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>&1) && rc_emu=0 || rc_emu=$?
+[ $rc_cpu -eq 0 ] && [ $rc_emu -eq 0 ] && [ -n "$s_cpu" ] && [ "$s_cpu" = "$s_emu" ] && ok "greedy sampling: the same text on both devices" ||
   bad "sampling differs: cpu '$s_cpu' emulation '$s_emu'"
 finish
