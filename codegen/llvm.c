@@ -45,6 +45,9 @@ typedef struct {
   bool train;          // dropout on (the train program's variant of a kernel)
   const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
+  // the step program's variant: rows of the time axis restricted to [w0, w1)
+  bool win;
+  V w0, w1;
   LLVMBasicBlockRef entry;
   char err[512];
 } Emit;
@@ -570,13 +573,24 @@ static void emit_layernorm(Emit *e, const Node *n) {
   loop_end(e, &lr);
 }
 
+static Ty api_type(Emit *e) {
+  return LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0),
+                                              LLVMPointerType(e->done_t, 0), e->i64, e->i64}, 6, 0);
+}
+
 // Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm, 3: kernel_done).
 static V api_fn(Emit *e, V api, int field) {
-  Ty api_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0),
-                                                  LLVMPointerType(e->done_t, 0)}, 4, 0);
+  Ty api_t = api_type(e);
   V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
   Ty fty = LLVMPointerType(field == 1 ? e->pfor_t : field == 2 ? e->sgemm_t : e->done_t, 0);
   return LLVMBuildLoad2(e->b, fty, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
+}
+
+// The step program's window bound (4: win_lo, 5: win_hi) of the XfApi at api.
+static V api_win(Emit *e, V api, int field) {
+  Ty api_t = api_type(e);
+  V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
+  return LLVMBuildLoad2(e->b, e->i64, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
 }
 
 // api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
@@ -603,7 +617,13 @@ static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
   V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
   Shape bo = *os, bx = *xs, by = *ys;
   bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
-  if (ys->rank == 2 && xs->rank == r) {
+  V row0 = ci64(e, 0);
+  if (e->win) {  // step program, rows are positions: rows [w0, w1) of every batch entry
+    row0 = e->w0;
+    m = LLVMBuildSub(e->b, e->w1, e->w0, "");
+  }
+  V mfull = dim(e, os->d[r - 2]);
+  if (!e->win && ys->rank == 2 && xs->rank == r) {
     // an unbatched right operand: the rows of batch entries [lo, hi) are
     // contiguous in x and out, so one GEMM of (hi - lo) * m rows
     V rows = LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, "");
@@ -620,9 +640,11 @@ static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
     c[a] = LLVMBuildSRem(e->b, rem, d, "");
     rem = LLVMBuildSDiv(e->b, rem, d, "");
   }
-  V ox = LLVMBuildMul(e->b, bcast_offset(e, &bx, &bo, c), LLVMBuildMul(e->b, m, kk, ""), "");
+  V ox = LLVMBuildMul(e->b, bcast_offset(e, &bx, &bo, c), LLVMBuildMul(e->b, mfull, kk, ""), "");
   V oy = LLVMBuildMul(e->b, bcast_offset(e, &by, &bo, c), LLVMBuildMul(e->b, kk, nn, ""), "");
-  V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, m, nn, ""), "");
+  V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, mfull, nn, ""), "");
+  ox = LLVMBuildAdd(e->b, ox, LLVMBuildMul(e->b, row0, kk, ""), "");
+  oo = LLVMBuildAdd(e->b, oo, LLVMBuildMul(e->b, row0, nn, ""), "");
   call_sgemm(e, 0, 0, m, nn, kk, gep(e, x, ox), kk, gep(e, y, oy), nn, 0, gep(e, out, oo), nn);
   loop_end(e, &lb);
 }
@@ -643,6 +665,19 @@ static void emit_conv(Emit *e, const Node *n) {
     Loop lb, lk;
     V b = loop_begin(e, &lb, e->lo, e->hi);
     V orow = LLVMBuildMul(e->b, b, T, "");
+    if (e->win && fwd) {  // step program: output rows [w0, w1), out_i = sum_{k <= i} x_{i-k} W_k
+      zero(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, e->w0, ""), dout, ""),
+           LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->w1, e->w0, ""), dout, ""));
+      V lag = loop_begin(e, &lk, ci64(e, 0), e->w1);
+      V i0 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lag, e->w0, ""), lag, e->w0, "");  // max(lag, w0)
+      V wk = gep(e, w, LLVMBuildMul(e->b, lag, LLVMBuildMul(e->b, din, dout, ""), ""));
+      V a = gep(e, x, LLVMBuildMul(e->b, LLVMBuildSub(e->b, LLVMBuildAdd(e->b, orow, i0, ""), lag, ""), din, ""));
+      V c = gep(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, i0, ""), dout, ""));
+      call_sgemm(e, 0, 0, LLVMBuildSub(e->b, e->w1, i0, ""), dout, din, a, din, wk, dout, 1, c, dout);
+      loop_end(e, &lk);
+      loop_end(e, &lb);
+      return;
+    }
     zero(e, out, LLVMBuildMul(e->b, orow, dout, ""), LLVMBuildMul(e->b, T, dout, ""));
     V lag = loop_begin(e, &lk, ci64(e, 0), T);
     V rows = LLVMBuildSub(e->b, T, lag, "");
@@ -799,7 +834,7 @@ static void emit_attention(Emit *e, const Node *n) {
   V m = loop_begin(e, &ls, e->lo, e->hi);
   V qb = MUL(MUL(m, T), H), vb = MUL(MUL(m, T), EV), ob = MUL(MUL(m, T), W);
   if (grad) zero(e, out, ob, MUL(T, W));
-  V i = loop_begin(e, &li, ci64(e, 0), T);
+  V i = loop_begin(e, &li, e->win ? e->w0 : ci64(e, 0), e->win ? e->w1 : T);
   V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
   V upto = ADD(i, ci64(e, 1));
   for (int64_t c = 0; c < h; c++) qv[c] = FMUL(load(e, q, ADD(qi, ci64(e, c))), scale);
@@ -930,9 +965,9 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
 // ---- functions -------------------------------------------------------------------
 
 // The function of kernel class ki (its representative kernel).
-static V kernel_fn(Emit *e, int ki, bool train) {
+static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   char name[32];
-  snprintf(name, sizeof name, train ? "xf_k%d" : "xf_k%d_infer", ki);
+  snprintf(name, sizeof name, win ? "xf_k%d_step" : train ? "xf_k%d" : "xf_k%d_infer", ki);
   V fn = LLVMAddFunction(e->M, name, e->kernel_t);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   e->fn = fn;
@@ -942,6 +977,8 @@ static V kernel_fn(Emit *e, int ki, bool train) {
   e->bufs = LLVMGetParam(fn, 0), e->B = LLVMGetParam(fn, 1), e->T = LLVMGetParam(fn, 2);
   e->seed = LLVMGetParam(fn, 3), e->step = LLVMGetParam(fn, 4), e->lo = LLVMGetParam(fn, 5);
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
+  e->win = win;
+  if (win) e->w0 = api_win(e, e->api, 4), e->w1 = api_win(e, e->api, 5);
   const Kernel *k = &e->s->kernels[ki];
   const Node *n = &e->g->nodes[k->node];
   if (k->fusion == FG_WEIGHT_GRAD) {
@@ -967,7 +1004,15 @@ static V kernel_fn(Emit *e, int ki, bool train) {
       const Node *mm = &e->g->nodes[k->matmul];
       emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
       V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
-      emit_map(e, n, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+      if (e->win) {  // the window's rows of every batch entry
+        Loop lb;
+        V o = loop_begin(e, &lb, e->lo, e->hi);
+        V base = LLVMBuildMul(e->b, o, rows, "");
+        emit_map(e, n, LLVMBuildAdd(e->b, base, e->w0, ""), LLVMBuildAdd(e->b, base, e->w1, ""));
+        loop_end(e, &lb);
+      } else {
+        emit_map(e, n, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+      }
     } else {
       emit_map(e, n, e->lo, e->hi);
     }
@@ -988,7 +1033,7 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name);
 // api->parallel_for(api, function, slots, B, T, seed, step, outer), then
 // api->kernel_done(api, k) when the runtime set it. The code is the same for
 // every model; the table grows with depth, the code does not.
-static V program_fn(Emit *e, const char *name, int p, V *kfns) {
+static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) {
   Ty kfn_p = LLVMPointerType(e->kernel_t, 0);
   Ty rec_t = LLVMStructTypeInContext(e->C, (Ty[]){kfn_p, LLVMArrayType(e->i32, KS_IMM), e->i64, e->i64, e->i32, e->i32, e->i32},
                                      7, 0);
@@ -1003,7 +1048,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns) {
     for (int j = 0; j < k->nin; j++) ops[KS_IN0 + j] = k->in[j];
     V slot[KS_IMM];
     for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j] < 0 ? -1 : schedule_root(e->s, ops[j]));
-    recs[i] = LLVMConstNamedStruct(rec_t, (V[]){kfns[k->cls], LLVMConstArray(e->i32, slot, KS_IMM),
+    recs[i] = LLVMConstNamedStruct(rec_t, (V[]){kfns[per_kernel ? ki : k->cls], LLVMConstArray(e->i32, slot, KS_IMM),
                                                ci64(e, (int64_t)kernel_imm(e->s, k)), ci64(e, k->outer.coef),
                                                ci32(e, k->outer.pb), ci32(e, k->outer.pt), ci32(e, ki)}, 7);
   }
@@ -1083,6 +1128,105 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
   return LLVMConstBitCast(gv, LLVMPointerType(elem, 0));
 }
 
+// ---- the step program (incremental decoding) ------------------------------------
+// The sampling program's kernels restricted to the positions [w0, w1) of the
+// time axis (passes/causal.c) of their output. Computing more than the window
+// is always correct (earlier positions come out the same, later ones are
+// computed again when their turn comes); computing less is not. So:
+//   STEP_WRAP   the outer index has the time axis among its coordinates: a
+//               wrapper calls the kernel on the outer indices in the window;
+//   STEP_INSIDE the positions are rows inside the kernel's work (products,
+//               matrix-kind convolutions, attention): the kernel's own
+//               windowed variant;
+//   STEP_FULL   no time axis (a function of parameters) or no windowing: the
+//               whole kernel.
+enum { STEP_FULL, STEP_WRAP, STEP_INSIDE };
+
+static int step_kind(Emit *e, const Kernel *k, const int *ta, const Shape **sh, int *nouter) {
+  const Graph *g = e->g;
+  const Node *n = &g->nodes[k->node];
+  const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
+  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
+  int a = ta[n->id], r = n->shape.rank;
+  if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return STEP_FULL;
+  bool inside = false;
+  *sh = &n->shape, *nouter = r - 1;
+  if (mm) *sh = &mm->shape, *nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_ATTENTION) *nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_SOFTMAX) *sh = xs, *nouter = n->axis;
+  else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) *sh = xs, *nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
+           n->op == OP_CONV_DX)
+    return STEP_FULL;
+  if (a < *nouter) return STEP_WRAP;
+  return inside ? STEP_INSIDE : STEP_FULL;
+}
+
+// xf_kN_w: base on the outer indices whose time coordinate is in the window.
+static V wrap_fn(Emit *e, int ki, V base, const Shape *sh, int nouter, int a) {
+  char name[32];
+  snprintf(name, sizeof name, "xf_k%d_w", ki);
+  V fn = LLVMAddFunction(e->M, name, e->kernel_t);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  e->fn = fn;
+  e->entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+  LLVMPositionBuilderAtEnd(e->b, e->entry);
+  V P[8];
+  for (int i = 0; i < 8; i++) P[i] = LLVMGetParam(fn, (unsigned)i);
+  e->B = P[1], e->T = P[2];
+  V w0 = api_win(e, P[7], 4), w1 = api_win(e, P[7], 5);
+  // outer index o = (q Td + t) stride + r: the window is, for each q, the
+  // contiguous range [(q Td + w0) stride, (q Td + w1) stride)
+  V stride = dprod(e, sh, a + 1, nouter), td = dim(e, sh->d[a]), block = LLVMBuildMul(e->b, td, stride, "");
+  V qlo = LLVMBuildSDiv(e->b, P[5], block, "");
+  V qhi = LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, P[6], ci64(e, 1), ""), block, ""), ci64(e, 1), "");
+  Loop L;
+  V q = loop_begin(e, &L, qlo, qhi);
+  V qt = LLVMBuildMul(e->b, q, td, "");
+  V lo = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, qt, w0, ""), stride, "");
+  V hi = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, qt, w1, ""), stride, "");
+  lo = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lo, P[5], ""), lo, P[5], "");
+  hi = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, hi, P[6], ""), hi, P[6], "");
+  LLVMBasicBlockRef call = LLVMAppendBasicBlockInContext(e->C, fn, "call"), next = LLVMAppendBasicBlockInContext(e->C, fn, "next");
+  LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lo, hi, ""), call, next);
+  LLVMPositionBuilderAtEnd(e->b, call);
+  V args[] = {P[0], P[1], P[2], P[3], P[4], lo, hi, P[7]};
+  LLVMBuildCall2(e->b, e->kernel_t, base, args, 8, "");
+  LLVMBuildBr(e->b, next);
+  LLVMPositionBuilderAtEnd(e->b, next);
+  loop_end(e, &L);
+  LLVMBuildRetVoid(e->b);
+  return fn;
+}
+
+// xf_prog_step: the sampling program with every kernel windowed.
+static V step_program(Emit *e, const int *ta, V *kinf) {
+  const Schedule *s = e->s;
+  V *fns = calloc((size_t)s->nkernels + 1, sizeof(V)), *by_class = calloc((size_t)s->nkernels + 1, sizeof(V));
+  int *class_ta = calloc((size_t)s->nkernels + 1, sizeof(int));
+  for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
+    int ki = s->prog[PROG_SAMPLE][i];
+    const Kernel *k = &s->kernels[ki];
+    int a = ta[k->node];
+    if (by_class[k->cls] && class_ta[k->cls] == a) {  // a class's kernels share their windowed function
+      fns[ki] = by_class[k->cls];
+      continue;
+    }
+    const Shape *sh = NULL;
+    int nouter = 0, kind = step_kind(e, &s->kernels[k->cls], ta, &sh, &nouter);
+    if (ta[s->kernels[k->cls].node] != a) kind = step_kind(e, k, ta, &sh, &nouter);
+    V f = kinf[k->cls];
+    if (kind == STEP_WRAP) f = wrap_fn(e, ki, kinf[k->cls], sh, nouter, a);
+    else if (kind == STEP_INSIDE) f = kernel_fn(e, k->cls, false, true);
+    e->win = false;
+    fns[ki] = f;
+    if (!by_class[k->cls]) by_class[k->cls] = f, class_ta[k->cls] = a;
+  }
+  V prog = program_fn(e, "xf_prog_step", PROG_SAMPLE, fns, true);
+  free(fns), free(by_class), free(class_ta);
+  return prog;
+}
+
 static V sym(Emit *e, Ty sym_t, XfSym z) {
   return LLVMConstNamedStruct(sym_t, (V[]){ci64(e, z.coef), ci32(e, z.pb), ci32(e, z.pt)}, 3);
 }
@@ -1136,7 +1280,7 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
 }
 
 // The exported descriptor `xf_model` (runtime/xf_abi.h, field by field).
-static void emit_model(Emit *e, V *progs, const LlvmOptions *o) {
+static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
   const Graph *g = e->g;
   Ty cfg_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->f64}, 3, 0);
   V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
@@ -1165,13 +1309,31 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o) {
   }
   Ty prog_p = LLVMPointerType(e->program_t, 0);
   Ty model_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i32, e->i8p, e->i64, e->i32, LLVMPointerType(cfg_t, 0), e->i32,
-                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32, e->i8p}, 10, 0);
+                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32, e->i8p,
+                                                    prog_p, e->i8p, e->i32, e->i32p}, 14, 0);
+  // the storage roots the step program touches: buffers of its kernels
+  int nstep = 0;
+  V *sb = calloc((size_t)e->s->nbufs + 1, sizeof(V));
+  bool *seen = calloc((size_t)e->s->nbufs + 1, sizeof(bool));
+  for (int i = 0; o && o->time_axis && i < e->s->nprog[PROG_SAMPLE]; i++) {
+    const Kernel *k = &e->s->kernels[e->s->prog[PROG_SAMPLE][i]];
+    int ops[KERNEL_MAX_IN + 2] = {k->out, k->scratch};
+    for (int j = 0; j < k->nin; j++) ops[2 + j] = k->in[j];
+    for (int j = 0; j < k->nin + 2; j++) {
+      if (ops[j] < 0) continue;
+      int b = schedule_root(e->s, ops[j]);
+      if (!seen[b] && e->s->bufs[b].role != BUF_PARAM) seen[b] = true, sb[nstep++] = ci32(e, b);
+    }
+  }
+  V step_bufs = const_array(e, e->i32, sb, nstep, "xf_step_bufs");
+  free(sb), free(seen);
   V fields[] = {ci32(e, XF_ABI_VERSION), cstr(e, g->name), ci64(e, g->t_max), ci32(e, g->nconfig),
                 const_array(e, cfg_t, cfgs, g->nconfig, "xf_config"), ci32(e, e->s->nbufs),
                 const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3),
-                ci32(e, e->s->nkernels), emit_cuda(e, o)};
+                ci32(e, e->s->nkernels), emit_cuda(e, o), step,
+                o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p), ci32(e, nstep), step_bufs};
   V gv = LLVMAddGlobal(e->M, model_t, "xf_model");
-  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 10));
+  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 14));
   LLVMSetGlobalConstant(gv, 1);
   free(cfgs);
   free(bufs);
@@ -1195,12 +1357,13 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   V *kfns = calloc((size_t)s->nkernels + 1, sizeof(V)), *kinf = calloc((size_t)s->nkernels + 1, sizeof(V));
   for (int k = 0; k < s->nkernels; k++) {
     if (s->kernels[k].cls != k) continue;  // one function per class
-    kfns[k] = kernel_fn(&e, k, true);
-    kinf[k] = s->kernels[k].dropout >= 0 ? kernel_fn(&e, k, false) : kfns[k];
+    kfns[k] = kernel_fn(&e, k, true, false);
+    kinf[k] = s->kernels[k].dropout >= 0 ? kernel_fn(&e, k, false, false) : kfns[k];
   }
-  V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf),
-                program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf)};
-  emit_model(&e, progs, o);
+  V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns, false), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf, false),
+                program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf, false)};
+  V step = o && o->time_axis ? step_program(&e, o->time_axis, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
+  emit_model(&e, progs, o, step);
   free(kfns);
   free(kinf);
   LLVMDisposeBuilder(e.b);

@@ -17,6 +17,10 @@ typedef struct {
   // --target=cuda: the rendered kernels and their PTX, embedded as XfCuda
   const CudaModule *cuda;
   const char *ptx, *gpu_arch;
+  // the step program (incremental decoding): time_axis from causal_analyze,
+  // or NULL with step_note saying why there is none
+  const int *time_axis;
+  const char *step_note;
 } LlvmOptions;
 
 // Emits the module for s (kernels, programs, the xf_model descriptor).

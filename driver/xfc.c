@@ -51,6 +51,8 @@ static void usage(FILE *f) {
         "  --batch=N       batch size for --emit=schedule and --stats memory (default 64)\n"
         "  --seq=N         sequence length for them (default: the context)\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
+        "                  the operations per generated token at position t = context\n"
+        "                  (incremental decoding: seed 001 Tables 5-6),\n"
         "                  backward and training operations per token, and the planned\n"
         "                  memory of a training step at --batch, --seq\n"
         "  --check-grad    compare every gradient of the graph that is compiled (fused unless\n"
@@ -149,7 +151,7 @@ static char *cuda_ptx(const Schedule *s, const CudaModule *m, const char *arch) 
     free(log);
     return ptx;
   }
-  fprintf(stderr, "xfc: %s\n", err);
+  fprintf(stderr, "xfc: error: %s\n", err);
   for (const char *p = log; p && *p;) {  // lines "xf_kernels.cu(LINE): error: ..."
     const char *eol = strchr(p, '\n'), *paren = strstr(p, ".cu(");
     int len = eol ? (int)(eol - p) : (int)strlen(p);
@@ -200,14 +202,35 @@ static int codegen(Graph *g, const Options *o) {
     close(fd);
   }
   LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL};
+  // the incremental decoder: positions of every value the logits need
+  int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
+  char why[256];
+  bool has_logits = false;
+  for (int i = 0; i < g->noutputs; i++) has_logits = has_logits || !strcmp(g->outputs[i].name, "logits");
+  if (!has_logits) {
+  } else if (causal_analyze(g, ta, &bad, why, sizeof why)) {
+    lo.time_axis = ta;
+  } else {
+    const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
+    char *note = n && n->loc.file
+                     ? arena_printf(&a, "%s:%d:%d: %s %s", n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, why)
+                     : arena_printf(&a, "%s", why);
+    lo.step_note = note;
+    if (o->output)
+      fprintf(stderr, "xfc: note: no incremental decoder for model '%s': %s; xfrun sample recomputes the whole context "
+                      "for every token\n", g->name, note);
+  }
   char *ptx = NULL;
   if (o->cuda && o->output) {
     lo.cuda = cuda_render(&a, s);
-    if (!(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) ok = false;
+    if (!(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) {  // cuda_ptx said why
+      if (*obj) unlink(obj);
+      arena_free(&a);
+      return 1;
+    }
     lo.ptx = ptx, lo.gpu_arch = o->gpu_arch;
   }
-  if (ok) ok = llvm_compile(s, &lo, err, sizeof err);
-  else snprintf(err, sizeof err, "no model written");
+  ok = llvm_compile(s, &lo, err, sizeof err);
   free(ptx);
   if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
   if (*obj) unlink(obj);

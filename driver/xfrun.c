@@ -76,6 +76,9 @@ static void usage(FILE *f) {
         "  --temperature X    softmax temperature; 0 is greedy (default 1)\n"
         "  --top-k N          keep the N most probable tokens; 0 keeps all (default 0)\n"
         "  --top-p X          keep the most probable tokens up to mass X (default 0.6, seed 001 sec. 6)\n"
+        "  --num-samples N    N continuations of the prompt in one batch (default 1)\n"
+        "  --no-incremental   recompute the whole context for every token instead of the\n"
+        "                     model's incremental decoder (same text; for checking it)\n"
         "  -h, --help         this help\n",
         f);
 }
@@ -120,19 +123,24 @@ typedef struct {
   int ndata;
   const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
   int device;  // XF_DEVICE_*
-  int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k;
+  int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples;
+  bool no_incremental;
   double lr, wd, heldout, temperature, top_p;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
 } Args;
 
 static int parse_args(int argc, char **argv, Args *a) {
   *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16,
-              .max_tokens = 100, .lr = 1e-3, .wd = 0.01, .heldout = 0.01, .temperature = 1, .top_p = 0.6,
+              .max_tokens = 100, .num_samples = 1, .lr = 1e-3, .wd = 0.01, .heldout = 0.01, .temperature = 1, .top_p = 0.6,
               .prompt = "Once upon a time there was a little princess who"};
   for (int i = 3; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok = true;
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), 0;
+    if (!strcmp(o, "--no-incremental")) {
+      a->no_incremental = true;
+      continue;
+    }
     if (!v) return die("%s needs a value", o);
     if (!strcmp(o, "--data")) {
       if (a->ndata == MAX_DATA) return die("more than %d --data arguments", MAX_DATA);
@@ -158,6 +166,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--save-every")) ok = parse_int(v, 1, INT32_MAX, &a->save_every);
     else if (!strcmp(o, "--max-tokens")) ok = parse_int(v, 0, 1 << 24, &a->max_tokens);
     else if (!strcmp(o, "--top-k")) ok = parse_int(v, 0, INT32_MAX, &a->top_k);
+    else if (!strcmp(o, "--num-samples")) ok = parse_int(v, 1, 4096, &a->num_samples);
     else if (!strcmp(o, "--lr")) ok = parse_real(v, &a->lr), a->set_lr = true;
     else if (!strcmp(o, "--weight-decay")) ok = parse_real(v, &a->wd), a->set_wd = true;
     else if (!strcmp(o, "--heldout")) ok = parse_real(v, &a->heldout) && a->heldout < 1;
@@ -327,41 +336,62 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   return 0;
 }
 
+// N continuations of the prompt in one batch through a sampler (incremental
+// unless --no-incremental); sequence i draws from the stream of (seed, i).
+// One sequence streams its tokens; several are printed when done.
 static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   char err[1024];
   XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};
   if (!xf_sampling_check(&s, err, sizeof err)) return die("%s", err);
-  int64_t n, V = xf_vocab(rt), ctx = xf_model(rt)->context;
+  int64_t n, V = xf_vocab(rt), N = a->num_samples;
   int32_t *prompt = xf_tok_encode(t->tok, a->prompt, strlen(a->prompt), &n);
   if (!prompt) return die("out of memory");
   if (n == 0) return free(prompt), die("--prompt is empty: give at least one token of text");
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n + a->max_tokens)), *order = malloc(sizeof(int32_t) * (size_t)V);
+  XfSampler *sm = xf_sampler_open(rt, N, !a->no_incremental, err, sizeof err);
+  if (!sm) return free(prompt), die("%s", err);
+  if (!a->no_incremental && !xf_sampler_incremental(sm))
+    fprintf(stderr, "xfrun: recomputing the whole context for every token: %s\n",
+            xf_model(rt)->step_note ? xf_model(rt)->step_note : "the step program runs on the CPU only");
+  int32_t *feed = malloc(sizeof(int32_t) * (size_t)(n * N)), *order = malloc(sizeof(int32_t) * (size_t)V);
+  int32_t *out = malloc(sizeof(int32_t) * (size_t)(N * (a->max_tokens + 1)));
   float *probs = malloc(sizeof(float) * (size_t)V);
-  if (!ids || !order || !probs) return free(prompt), free(ids), free(order), free(probs), die("out of memory");
-  memcpy(ids, prompt, sizeof(int32_t) * (size_t)n);
-  free(prompt);
-  fputs(a->prompt, stdout);
-  fflush(stdout);
-  int status = 0;
-  for (int64_t k = 0; k < a->max_tokens; k++) {
-    // The last `context` tokens at most: a longer prompt keeps its end.
-    int64_t T = n < ctx ? n : ctx;
-    memcpy(xf_tokens(rt), ids + n - T, sizeof(int32_t) * (size_t)T);
-    const float *logits = xf_forward(rt, 1, T);
-    if (!logits) {
-      status = die("model %s has no 'logits' output to sample from", xf_model(rt)->name);
-      break;
-    }
-    xf_sample_filter(logits + (T - 1) * V, V, &s, probs, order);
-    int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, STREAM_SAMPLE, (uint64_t)k, 0));
-    ids[n++] = id;
-    size_t len;
-    const char *bytes = xf_tok_token_bytes(t->tok, id, &len);
-    if (bytes) fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
+  if (!feed || !order || !probs || !out) {
+    free(prompt), free(feed), free(order), free(probs), free(out), xf_sampler_close(sm);
+    return die("out of memory");
   }
-  fputc('\n', stdout);
-  free(ids), free(order), free(probs);
+  for (int64_t i = 0; i < N; i++) memcpy(feed + i * n, prompt, sizeof(int32_t) * (size_t)n);
+  free(prompt);
+  if (N == 1) fputs(a->prompt, stdout), fflush(stdout);
+  const float *logits = xf_sampler_feed(sm, feed, n);
+  for (int64_t k = 0; k < a->max_tokens && logits; k++) {
+    for (int64_t i = 0; i < N; i++) {
+      xf_sample_filter(logits + i * V, V, &s, probs, order);
+      uint64_t index = ((uint64_t)i << 32) | (uint64_t)k;
+      int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, STREAM_SAMPLE, index, 0));
+      out[i * a->max_tokens + k] = feed[i] = id;
+      if (N == 1) {
+        size_t len;
+        const char *bytes = xf_tok_token_bytes(t->tok, id, &len);
+        if (bytes) fwrite(bytes, 1, len, stdout);
+        fflush(stdout);
+      }
+    }
+    if (k + 1 < a->max_tokens) logits = xf_sampler_feed(sm, feed, 1);
+  }
+  int status = 0;
+  if (!logits) status = die("model %s has no 'logits' output to sample from", xf_model(rt)->name);
+  for (int64_t i = 0; N > 1 && !status && i < N; i++) {
+    printf("--- sample %lld\n%s", (long long)(i + 1), a->prompt);
+    for (int64_t k = 0; k < a->max_tokens; k++) {
+      size_t len;
+      const char *bytes = xf_tok_token_bytes(t->tok, out[i * a->max_tokens + k], &len);
+      if (bytes) fwrite(bytes, 1, len, stdout);
+    }
+    fputc('\n', stdout);
+  }
+  if (N == 1) fputc('\n', stdout);
+  free(feed), free(order), free(probs), free(out);
+  xf_sampler_close(sm);
   return status;
 }
 
@@ -395,7 +425,7 @@ int main(int argc, char **argv) {
     if (!a.set_lr && meta_real(ck, "lr", &x)) a.lr = x;
     if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
   }
-  XfOptions opt = {.batch = is_sample ? 1 : a.batch, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+  XfOptions opt = {.batch = is_sample ? a.num_samples : a.batch, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
   if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
@@ -428,7 +458,7 @@ int main(int argc, char **argv) {
                  (long long)xf_tok_vocab(t.tok), (long long)vocab);
     goto out;
   }
-  xf_init_params(rt, (uint64_t)a.seed);
+  if (!ck) xf_init_params(rt, (uint64_t)a.seed);  // a checkpoint sets every parameter
   if (ck && !xf_checkpoint_load(ck, rt, is_train, err, sizeof err)) {
     status = die("%s", err);
     goto out;

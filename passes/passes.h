@@ -49,6 +49,13 @@ int fuse_attention(Graph *g);
 // Returns how many forward nodes got a copy in the backward (see remat.c).
 int remat(Graph *g);
 
+// ---- causal.c: positions for the incremental decoder ------------------------
+
+// time_axis[n] (nnodes entries): the axis of node n indexing positions, -1
+// for none; false (with *bad the offending node, -1 if none, and why) when
+// the logits are not provably causal (see causal.c).
+bool causal_analyze(const Graph *g, int *time_axis, int *bad, char *why, size_t whylen);
+
 // ---- fuse_groups.c: fusion groups for the schedule --------------------------
 
 enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP, FG_MATMUL_MAP };

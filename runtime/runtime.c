@@ -646,3 +646,104 @@ const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
   rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
 }
+
+// ---- the incremental decoder ------------------------------------------------------------
+
+struct XfSampler {
+  XfRuntime *rt;
+  int64_t nseq, ctx, vocab, len;
+  bool incremental;
+  int32_t *hist;     // [nseq, ctx]: the encoded tokens
+  void **bufs;       // the step program's buffers: parameters, then the cache arena
+  char *arena;
+  float *out;        // [nseq, vocab]
+  XfApi api;
+};
+
+XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen) {
+  const XfModel *m = rt->m;
+  if (rt->logits < 0) return fail(err, errlen, "model %s has no 'logits' output to sample from", m->name), NULL;
+  if (nseq < 1 || nseq > rt->opt.batch)
+    return fail(err, errlen, "%lld sequences: the runtime was opened for at most %lld", (long long)nseq, (long long)rt->opt.batch), NULL;
+  XfSampler *s = calloc(1, sizeof *s);
+  if (!s) return fail(err, errlen, "out of memory"), NULL;
+  s->rt = rt, s->nseq = nseq, s->ctx = m->context, s->vocab = xf_vocab(rt);
+  s->incremental = incremental && m->step && !rt->gpu;
+  s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
+  s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
+  bool ok = s->hist && s->out;
+  if (ok && s->incremental) {
+    // every buffer of the step program at (nseq, context), each its own storage
+    size_t total = 0;
+    for (int i = 0; i < m->nstep_bufs; i++) total += ((size_t)buf_numel(&m->buffers[m->step_bufs[i]], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
+    s->bufs = calloc((size_t)m->nbuffers + 1, sizeof *s->bufs);
+    s->arena = aligned_alloc(64, total ? total : 64);
+    ok = s->bufs && s->arena;
+    if (ok) {
+      memset(s->arena, 0, total);
+      for (int i = 0; i < m->nbuffers; i++)
+        if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->bufs[i];
+      size_t at = 0;
+      for (int i = 0; i < m->nstep_bufs; i++) {
+        int b = m->step_bufs[i];
+        s->bufs[b] = s->arena + at;
+        at += ((size_t)buf_numel(&m->buffers[b], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
+      }
+      ok = s->bufs[rt->tokens] && s->bufs[rt->logits];
+    }
+    s->api = rt->api;
+    s->api.kernel_done = NULL;
+  }
+  if (!ok) {
+    xf_sampler_close(s);
+    return fail(err, errlen, "out of memory for the sampler's caches (%lld sequences of %lld positions)", (long long)nseq,
+                (long long)m->context), NULL;
+  }
+  return s;
+}
+
+void xf_sampler_close(XfSampler *s) {
+  if (!s) return;
+  free(s->hist), free(s->out), free(s->bufs), free(s->arena);
+  free(s);
+}
+
+int64_t xf_sampler_length(const XfSampler *s) { return s->len; }
+bool xf_sampler_incremental(const XfSampler *s) { return s->incremental; }
+
+const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
+  XfRuntime *rt = s->rt;
+  int64_t ctx = s->ctx, V = s->vocab, from = s->len;
+  if (n < 1) return NULL;
+  int64_t use = n;
+  if (s->len + n > ctx) {  // the context rule (xf.h): keep the last K tokens of history + new
+    int64_t K = n < ctx ? n : ctx;
+    if (ctx / 2 > K) K = ctx / 2;
+    use = n < K ? n : K;
+    int64_t keep = K - use < s->len ? K - use : s->len;
+    for (int64_t i = 0; i < s->nseq; i++) {
+      int32_t *h = s->hist + i * ctx;
+      memmove(h, h + s->len - keep, sizeof(int32_t) * (size_t)keep);
+    }
+    s->len = keep, from = 0;
+  }
+  for (int64_t i = 0; i < s->nseq; i++)
+    memcpy(s->hist + i * ctx + s->len, tokens + i * n + (n - use), sizeof(int32_t) * (size_t)use);
+  s->len += use;
+  int64_t T = s->len;
+  if (s->incremental) {
+    int32_t *tok = s->bufs[rt->tokens];
+    for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * ctx, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
+    s->api.win_lo = from, s->api.win_hi = T;
+    rt->m->step(&s->api, s->bufs, s->nseq, ctx, rt->opt.seed, rt->step);
+    const float *lg = s->bufs[rt->logits];
+    for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + T - 1) * V, sizeof(float) * (size_t)V);
+    return s->out;
+  }
+  int32_t *tok = xf_tokens(rt);
+  for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * T, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
+  const float *lg = xf_forward(rt, s->nseq, T);
+  if (!lg) return NULL;
+  for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * T + T - 1) * V, sizeof(float) * (size_t)V);
+  return s->out;
+}

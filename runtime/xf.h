@@ -83,6 +83,33 @@ void xf_set_step(XfRuntime *rt, uint32_t step);
 // Bytes of memory planned at open.
 size_t xf_memory_bytes(const XfRuntime *rt);
 
+// ---- sampling: the incremental decoder --------------------------------------------
+// A sampler continues nseq sequences over rt's parameters. Incrementally (the
+// model's step program, XfModel.step) each call computes only the new
+// positions, reading the earlier ones from per-sequence caches planned and
+// allocated here, once; otherwise (incremental false, no step program, or a
+// CUDA device) each call runs the whole forward over the sequences' tokens.
+// Both give the same logits (to float rounding) under the same rule for the
+// context: when a sequence would exceed the context length, it keeps its
+// last max(context / 2, min(n, context)) tokens (n: the tokens being fed),
+// which are encoded again in one pass.
+//
+//   XfSampler *s = xf_sampler_open(rt, 1, true, err, sizeof err);
+//   const float *logits = xf_sampler_feed(s, prompt, n);   // [nseq, vocab]
+//   logits = xf_sampler_feed(s, &next, 1);                 // one token per sequence
+typedef struct XfSampler XfSampler;
+XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen);
+void xf_sampler_close(XfSampler *s);
+// Appends n >= 1 tokens to every sequence (tokens[i * n + j]: token j of
+// sequence i); returns the logits of each sequence's last position
+// ([nseq, vocab], valid until the next call), or NULL if the model has no
+// 'logits' output.
+const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n);
+// Positions currently encoded per sequence (<= the context length).
+int64_t xf_sampler_length(const XfSampler *s);
+// Whether feed runs the step program.
+bool xf_sampler_incremental(const XfSampler *s);
+
 // Writes a message into err and returns false (the runtime's error convention).
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define XF_ABI_VERSION 3u
+#define XF_ABI_VERSION 4u
 
 struct XfApi;
 
@@ -31,6 +31,9 @@ typedef struct XfApi {
   // kernel order of XfBuffer.first/last) has finished. The runtime's debug
   // mode poisons the storage of the buffers that die there.
   void (*kernel_done)(const struct XfApi *api, int32_t kernel);
+  // The step program's window: positions [win_lo, win_hi) are computed,
+  // earlier ones are in the buffers from earlier calls (XfModel.step).
+  int64_t win_lo, win_hi;
 } XfApi;
 
 typedef void (*XfProgramFn)(const XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
@@ -137,6 +140,16 @@ typedef struct {
   XfProgramFn programs[3];  // XF_PROG_*
   int32_t nkernels;
   const XfCuda *cuda;       // NULL: CPU code only
+  // The incremental decoder (passes/causal.c, llvm.c): the sampling program
+  // over buffers laid out at T = context that keep every earlier position,
+  // computing only positions [api->win_lo, api->win_hi) (run it with T =
+  // context). NULL when the logits are not provably causal; step_note says
+  // which op and where. step_bufs: the storage roots it touches (beside the
+  // parameters), each needing storage of its own.
+  XfProgramFn step;
+  const char *step_note;
+  int32_t nstep_bufs;
+  const int32_t *step_bufs;
 } XfModel;
 
 #endif

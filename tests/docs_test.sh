@@ -19,7 +19,7 @@ for f in "$tmp"/block*.xf; do
 done
 [ $count -ge 2 ] && ok "docs has $count model examples" || bad "docs has only $count model examples"
 ex=$(grep -l 'block LinearAttention' "$tmp"/block*.xf | head -1)
-p=$("$xfc" --stats -D layers=1 "$ex" | awk '$1 == "lm.layers.0.mixer" { print $2, $3 }')
+p=$("$xfc" --stats -D layers=1 "$ex" | awk '$1 == "lm.layers.0.mixer" { print $2, $3; exit }')
 [ "$p" = "LinearAttention 65536" ] && ok "worked example has 4d^2 parameters" || bad "worked example stats: $p"
 sed 's/s = q @ transpose(k, 2, 3)/s = q @ k/' "$ex" > "$tmp/broken.xf"
 msg=$("$xfc" "$tmp/broken.xf" 2>&1 | head -1)

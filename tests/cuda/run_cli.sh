@@ -37,6 +37,12 @@ for f in examples/*.xf tests/grad/op_*.xf tests/fusion/attn_user.xf tests/golden
     fi
   done
 done
+# the seed 001 Table 1 sizes (d 128, context 128, 32 heads), two layers
+for f in examples/transformer.xf examples/she.xf; do
+  "$xfc" --target=cuda --emit=ptx -D layers=2 "$f" > "$tmp/full.ptx" 2> "$tmp/full.err" &&
+    "$ptxas" -arch=sm_80 "$tmp/full.ptx" -o "$tmp/full.cubin" 2>> "$tmp/full.err" &&
+    ok "$f at Table 1 sizes: NVRTC and ptxas sm_80" || bad "$f at Table 1 sizes: $(head -3 "$tmp/full.err")"
+done
 "$xfc" --target=cuda --emit=ptx --gpu-arch=compute_90 examples/she.xf "${small[@]}" | grep -q '^\.target sm_90' &&
   ok "--gpu-arch=compute_90: PTX for sm_90" || bad "--gpu-arch=compute_90"
 "$xfc" --target=cuda --emit=cuda examples/she.xf "${small[@]}" | grep -q '^extern "C" __global__' &&
@@ -97,8 +103,8 @@ print(f"  steps {len(a)}, loss {a[0]:.4f} -> {a[-1]:.4f}, worst relative differe
 assert a[-1] < a[0] and worst < 1e-4
 PY
 sample=(--checkpoint "$tmp/cpu.safetensors" --prompt "the cat" --max-tokens 20 --temperature 0 --threads 1)
-s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>&1) && rc_cpu=0 || rc_cpu=$?
-s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>&1) && rc_emu=0 || rc_emu=$?
+s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>"$tmp/s_cpu.err") && rc_cpu=0 || rc_cpu=$?
+s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>"$tmp/s_emu.err") && rc_emu=0 || rc_emu=$?
 [ $rc_cpu -eq 0 ] && [ $rc_emu -eq 0 ] && [ -n "$s_cpu" ] && [ "$s_cpu" = "$s_emu" ] && ok "greedy sampling: the same text on both devices" ||
   bad "sampling differs: cpu '$s_cpu' emulation '$s_emu'"
 finish

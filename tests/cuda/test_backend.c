@@ -36,6 +36,7 @@
 #include "xf.h"
 
 static int passed, failed;
+static const char *device_name = "cuda-emulation";  // what XF_DEVICE_CUDA must give
 
 // max |a - b| / max(max |a|, floor): the max-norm relative error.
 static double rel_floor(const float *a, const float *b, int64_t n, double floor) {
@@ -126,7 +127,7 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
     xf_close(cpu);
     return;
   }
-  bool ok = !strcmp(xf_device(gpu), "cuda-emulation");
+  bool ok = !strcmp(xf_device(gpu), device_name);
   int64_t vocab = xf_vocab(cpu), n = B * T;
   xf_init_params(cpu, 3), xf_init_params(gpu, 3);
   set_tokens(cpu, n, vocab, 0), set_tokens(gpu, n, vocab, 0);
@@ -211,7 +212,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   unlink(so);
   const XfModel *m = lib ? dlsym(lib, "xf_model") : NULL;
-  XfGpu *g = m ? xf_gpu_emu_open(err, sizeof err) : NULL;
+  XfGpu *g = !m ? NULL : strcmp(device_name, "cuda") ? xf_gpu_emu_open(err, sizeof err) : xf_gpu_cuda_open(0, err, sizeof err);
   if (!g || !g->load(g, m->cuda)) {
     printf("FAIL %s: %s\n", path, g ? g->err : lib ? err : dlerror());
     failed++;
@@ -269,7 +270,21 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
 }
 
 int main(int argc, char **argv) {
-  setenv("XF_CUDA_EMULATE", "1", 1);
+  // --gpu: the same comparisons on a real device (ctest cuda_gpu), skipped without one
+  bool gpu = argc > 1 && !strcmp(argv[1], "--gpu");
+  if (gpu) {
+    char why[1024];
+    XfGpu *g = xf_gpu_cuda_open(0, why, sizeof why);
+    if (!g) {
+      printf("skipped: no GPU (%s)\n", why);
+      return 77;
+    }
+    g->close(g);
+    argc--, argv++;
+    device_name = "cuda";
+  } else {
+    setenv("XF_CUDA_EMULATE", "1", 1);
+  }
   const char *only = argc > 1 ? argv[1] : NULL;
   if (only && !strncmp(only, "raw:", 4)) {  // one model through check_raw (XF_TEST_DEBUG=1: every buffer)
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);

@@ -17,9 +17,17 @@ def stats(example, **defs):
     for k, v in defs.items():
         args += ["-D", f"{k}={v}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    rows, total = {}, None
+    rows, total, per_token = {}, None, None
     for line in out.splitlines():
         parts = line.split()
+        if line.startswith("operations per generated token"):
+            per_token = {}
+        elif per_token is not None and len(parts) == 8 and parts[2].isdigit():
+            per_token[parts[0]] = dict(zip(["block", "mul", "add", "div", "exp", "other", "ops"],
+                                           [parts[1]] + [int(p) for p in parts[2:]]))
+        elif not parts:
+            if per_token is not None:
+                stats.per_token = per_token
         if line.startswith("total parameters:"):
             total = int(parts[-1])
         elif len(parts) == 9 and parts[2].isdigit():
@@ -76,6 +84,30 @@ for d, l, n in [(64, 32, 4), (24, 40, 3), (16, 7, 1)]:
             defs["heads"] = n
         rows, _ = stats(ex, **defs)
         check_row(f"Tables 3-4 {ex} d={d} l={l} n={n}", rows["lm.layers.0.mixer"], **want)
+
+# ---- seed 001 Tables 5 and 6: operations per generated token at position t ----
+# Table 5's attention additions are checked in the table's own sum,
+# (3(d-1)d/n + t(d/n-1) + (t-1)d/n + (t-1))n + (d-1)d = 2td + 4d^2 - 5d - n:
+# its printed closed form, 2td - tn + t + 4d^2 - 5d - 1, equals the sum only
+# for n = 1 (a slip in the paper; Table 3, which it increments, agrees with the sum).
+def per_token_forms(d, t, n):
+    return {
+        "transformer": dict(mul=2*t*d + 4*d*d, add=(3*(d-1)*d//n + t*(d//n-1) + (t-1)*d//n + (t-1))*n + (d-1)*d,
+                            div=2*t*n, exp=t*n),
+        "she": dict(mul=t*d*d + 2*d*d + d, add=t*d*d + 2*d*d - 3*d, div=0, exp=0),
+        "he": dict(mul=t*d + 3*d*d + d, add=t*d + 3*d*d - 4*d, div=0, exp=0),
+        "we": dict(mul=t*d + 2*d*d + d, add=t*d + 2*d*d - 3*d, div=0, exp=0),
+        "me": dict(mul=t*d, add=t*d - d, div=0, exp=0),
+    }
+for d, t, n in [(128, 128, 32), (128, 128, 1), (64, 32, 4), (24, 40, 3), (16, 7, 1)]:
+    for ex, want in per_token_forms(d, t, n).items():
+        if ex != "transformer" and n != 32 and (d, t) == (128, 128):
+            continue
+        defs = dict(d=d, context=t, layers=1)
+        if ex == "transformer":
+            defs["heads"] = n
+        stats(ex, **defs)
+        check_row(f"Tables 5-6 {ex} d={d} t={t} n={n}", stats.per_token["lm.layers.0.mixer"], **want)
 
 # ---- seed 003 Table 6.1 and whole-model totals ---------------------------------
 for d, c, v, l, m, n in [(128, 512, 5000, 128, 18, 32), (32, 96, 300, 16, 3, 4)]:

@@ -1,0 +1,221 @@
+// causal.c: proves that the logits of a model are causal, position by
+// position, and finds each value's time axis: what an incremental decoder
+// (codegen's step program) needs to compute only new positions.
+//
+// Requires: a verified graph with an output "logits".
+// Guarantees: nothing is changed. On success time_axis[n] is, for every node
+// n the logits depend on, the axis of n that indexes positions (-1: none, the
+// value is the same at every step, e.g. a parameter), such that row t of that
+// axis depends only on inputs at positions <= t. On failure *bad is the first
+// node (in order) that breaks it and why says how.
+//
+// Rules (seed 001 section 5: every sublayer is causal):
+//   - token inputs carry positions on their T axis; position-wise ops
+//     (elementwise, layer norm, linear maps, embeddings, reductions and
+//     softmax over other axes) keep them;
+//   - slice(W, axis, 0, T) of a position-free tensor makes positions (learned
+//     positional embeddings: row t is W_t);
+//   - a product q [.., T, h] @ k' [.., h, T] gives scores with a second,
+//     "key" axis; causal_mask makes its future structurally -inf, softmax
+//     over the key axis turns it into exact zeros, and only then may a
+//     product contract the key axis against values at positions
+//     (p [.., T, T] @ v [.., T, e]);
+//   - causal_conv and the fused attention are causal by definition;
+//   - anything else that reads across positions (a reduction or softmax over
+//     the time axis, an unmasked score matrix used, the length T used as a
+//     value) is not incremental.
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { KEY_NONE, KEY_OPEN, KEY_MASKED };  // the key axis' future: free, -inf or 0
+
+typedef struct {
+  int *ta, *key, *kstate;
+  int *bad;
+  char *why;
+  size_t whylen;
+} Causal;
+
+static bool fail(Causal *c, int id, const char *what) {
+  *c->bad = id;
+  snprintf(c->why, c->whylen, "%s", what);
+  return false;
+}
+
+// The axis of output shape (rank ro) aligned with axis a of an input of rank ri.
+static int align(int a, int ri, int ro) { return a < 0 ? -1 : a + ro - ri; }
+
+static int t_axis(const Shape *s) {
+  for (int i = 0; i < s->rank; i++)
+    if (s->d[i].kind == DIM_T) return i;
+  return -1;
+}
+
+// Symbolic product of dims [0, to) of s: the constant part and the powers of B and T.
+static void prefix(const Shape *s, int to, int64_t *c, int *pb, int *pt) {
+  *c = 1, *pb = *pt = 0;
+  for (int i = 0; i < to; i++) {
+    if (s->d[i].kind == DIM_B) (*pb)++;
+    else if (s->d[i].kind == DIM_T) (*pt)++;
+    else *c *= s->d[i].n;
+  }
+}
+
+static bool node(Causal *c, const Graph *g, const Node *n) {
+  int id = n->id, r = n->shape.rank;
+  int *ta = c->ta, *key = c->key, *ks = c->kstate;
+  ta[id] = key[id] = -1, ks[id] = KEY_NONE;
+  const Node *x = n->nin ? &g->nodes[n->in[0]] : NULL;
+  int xa = x ? ta[x->id] : -1, xk = x ? key[x->id] : -1, xr = x ? x->shape.rank : 0;
+  switch (n->op) {
+  case OP_PARAM: case OP_CONST: return true;
+  case OP_IOTA: ta[id] = n->len.kind == DIM_T ? 0 : -1; return true;
+  case OP_SIZE:
+    return n->len.kind == DIM_T ? fail(c, id, "uses the sequence length T as a value") : true;
+  case OP_INPUT: ta[id] = t_axis(&n->shape); return true;
+  case OP_EMBED: case OP_ONEHOT: {
+    const Node *ids = &g->nodes[n->in[n->op == OP_EMBED ? 1 : 0]];
+    ta[id] = ta[ids->id];  // ids [..] -> [.., d]: the same leading axes
+    return true;
+  }
+  case OP_SLICE:
+    if (xa == n->axis) return fail(c, id, "slices along the time axis");
+    if (xa < 0 && n->len.kind == DIM_T && n->start == 0) ta[id] = n->axis;  // positions: row t is W_t
+    else ta[id] = xa;
+    if (xk >= 0) key[id] = xk, ks[id] = ks[x->id];
+    if (xk == n->axis) return fail(c, id, "slices along the key axis");
+    return true;
+  case OP_TRANSPOSE: {
+    int p[IR_MAX_RANK];
+    for (int i = 0; i < r; i++) p[i] = i;
+    p[n->axis] = n->axis2, p[n->axis2] = n->axis;
+    for (int i = 0; i < r; i++) {
+      if (p[i] == xa) ta[id] = i;
+      if (p[i] == xk) key[id] = i, ks[id] = ks[x->id];
+    }
+    return true;
+  }
+  case OP_RESHAPE: {
+    if (xk >= 0) return fail(c, id, "reshapes a score matrix");
+    if (xa < 0) return true;
+    int oa = t_axis(&n->shape);
+    int64_t c1, c2;
+    int b1, b2, t1, t2;
+    prefix(&x->shape, xa, &c1, &b1, &t1);
+    if (oa >= 0) prefix(&n->shape, oa, &c2, &b2, &t2);
+    if (oa < 0 || c1 != c2 || b1 != b2 || t1 || t2) return fail(c, id, "reshapes the time axis into another axis");
+    ta[id] = oa;
+    return true;
+  }
+  case OP_LAYERNORM:
+    if (xa == xr - 1) return fail(c, id, "normalises over the time axis");
+    if (xk >= 0) return fail(c, id, "normalises a score matrix");
+    ta[id] = xa;
+    return true;
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX:
+    if (n->axis == xa) return fail(c, id, n->op == OP_SOFTMAX ? "takes a softmax over the time axis" : "reduces over the time axis");
+    ta[id] = xa;
+    if (xk >= 0 && n->axis == xk) {
+      if (ks[x->id] != KEY_MASKED)
+        return fail(c, id, "mixes positions: a softmax or reduction over scores without a causal mask");
+      if (n->op == OP_SOFTMAX) key[id] = xk, ks[id] = KEY_MASKED;  // the future is now exactly 0
+      return true;
+    }
+    if (xk >= 0) key[id] = xk, ks[id] = ks[x->id];
+    return true;
+  case OP_CAUSAL_MASK:
+    if (xa != xr - 2 || !(xk < 0 || xk == xr - 1)) return fail(c, id, "masks a matrix whose rows are not positions");
+    ta[id] = xa, key[id] = xr - 1, ks[id] = KEY_MASKED;
+    return true;
+  case OP_CAUSAL_CONV:
+    if (xa != xr - 2) return fail(c, id, "convolves along an axis that is not time");
+    ta[id] = xa;
+    return true;
+  case OP_ATTENTION:
+    if (xa != xr - 2 || ta[n->in[1]] != xr - 2 || ta[n->in[2]] != xr - 2) return fail(c, id, "attends across non-positions");
+    ta[id] = xa;
+    return true;
+  case OP_CONCAT: {
+    const Node *y = &g->nodes[n->in[1]];
+    int ya = ta[y->id];
+    if (xk >= 0 || key[y->id] >= 0) return fail(c, id, "concatenates score matrices");
+    if (n->axis == xa || n->axis == ya) return fail(c, id, "concatenates along the time axis");
+    if (xa >= 0 && ya >= 0 && xa != ya) return fail(c, id, "combines values whose time axes differ");
+    ta[id] = xa >= 0 ? xa : ya;
+    return true;
+  }
+  case OP_DROPOUT: case OP_EXPAND:
+    ta[id] = align(xa, xr, r);
+    if (xk >= 0) key[id] = align(xk, xr, r), ks[id] = ks[x->id];
+    return true;
+  case OP_MATMUL: {
+    const Node *y = &g->nodes[n->in[1]];
+    int yr = y->shape.rank, ya = align(ta[y->id], yr, r), yk = key[y->id];
+    int xa2 = align(xa, xr, r), xk2 = align(xk, xr, r);
+    if (yk >= 0) return fail(c, id, "multiplies by a score matrix on the right");
+    if (xk2 == r - 1) {  // p [.., T, T'] @ v [.., T', e]: contracts the key axis
+      if (ks[x->id] != KEY_MASKED) return fail(c, id, "mixes positions: scores without a causal mask weigh values");
+      if (ya != r - 2) return fail(c, id, "weighs values whose rows are not positions");
+      ta[id] = xa2;
+      return true;
+    }
+    if (xa2 == r - 1) return fail(c, id, "contracts the time axis");
+    if (xa2 == r - 2 && ya == r - 1) {  // q [.., T, h] @ k' [.., h, T]: scores
+      ta[id] = r - 2, key[id] = r - 1, ks[id] = KEY_OPEN;
+      return true;
+    }
+    if (ya == r - 2) return fail(c, id, "contracts the time axis");
+    if (xa2 >= 0 && ya >= 0 && xa2 != ya) return fail(c, id, "mixes two time axes");
+    ta[id] = xa2 >= 0 ? xa2 : ya;
+    return true;
+  }
+  default:
+    if (ir_op_info[n->op].cat == OPC_UNARY || ir_op_info[n->op].cat == OPC_BINARY) {
+      for (int i = 0; i < n->nin; i++) {
+        const Node *in = &g->nodes[n->in[i]];
+        int a = align(ta[in->id], in->shape.rank, r), k = align(key[in->id], in->shape.rank, r);
+        if (a >= 0 && ta[id] >= 0 && a != ta[id]) return fail(c, id, "combines values whose time axes differ");
+        if (a >= 0) ta[id] = a;
+        if (k >= 0) {
+          // a key axis stays masked through products and quotients by other
+          // values (-inf or 0 stays so); a sum reopens it
+          bool keeps = (n->op == OP_MUL || n->op == OP_DIV || n->nin == 1) && ks[in->id] == KEY_MASKED;
+          if (key[id] >= 0 && key[id] != k) return fail(c, id, "combines two score matrices");
+          key[id] = k, ks[id] = keeps && ks[id] != KEY_OPEN ? KEY_MASKED : KEY_OPEN;
+        }
+      }
+      return true;
+    }
+    return fail(c, id, "is not an op the incremental decoder knows");
+  }
+}
+
+bool causal_analyze(const Graph *g, int *time_axis, int *bad, char *why, size_t whylen) {
+  int lo = -1;
+  for (int i = 0; i < g->noutputs; i++)
+    if (!strcmp(g->outputs[i].name, "logits")) lo = g->outputs[i].node;
+  *bad = -1;
+  if (lo < 0) return snprintf(why, whylen, "the model has no output 'logits'"), false;
+  bool *need = calloc((size_t)g->nnodes + 1, sizeof *need);
+  int *key = calloc((size_t)g->nnodes + 1, sizeof *key), *ks = calloc((size_t)g->nnodes + 1, sizeof *ks);
+  if (!need || !key || !ks) {
+    free(need), free(key), free(ks);
+    return snprintf(why, whylen, "out of memory"), false;
+  }
+  need[lo] = true;
+  for (int i = lo; i >= 0; i--)
+    if (need[i])
+      for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+  Causal c = {time_axis, key, ks, bad, why, whylen};
+  bool ok = true;
+  for (int i = 0; i < g->nnodes; i++) time_axis[i] = -1;
+  for (int i = 0; i <= lo && ok; i++)
+    if (need[i]) ok = node(&c, g, &g->nodes[i]);
+  if (ok && time_axis[lo] != g->nodes[lo].shape.rank - 2) ok = fail(&c, lo, "has logits whose rows are not positions");
+  if (ok && key[lo] >= 0) ok = fail(&c, lo, "has logits over a score matrix");
+  free(need), free(key), free(ks);
+  return ok;
+}

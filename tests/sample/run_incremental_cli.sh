@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# xfrun sample with the incremental decoder (the default) and with
+# --no-incremental: the same text for a fixed seed, past the context length
+# too; --num-samples draws several continuations in one batch; a model
+# without a step program says why and recomputes.
+# Usage (from the repo root): tests/sample/run_incremental_cli.sh path/to/xfc path/to/xfrun
+set -u
+xfc=$1 xfrun=$2
+. tests/lib.sh
+export XF_CACHE_DIR=$tmp/cache
+python3 -c "import sys; sys.stdout.write('the cat sat on the mat. the dog ran to the tree. ' * 300)" > "$tmp/text.txt"
+for ex in she transformer; do
+  "$xfc" -o "$tmp/$ex.so" examples/$ex.xf -D layers=2 -D d=32 -D context=16 -D ffn=64 -D vocab=256 -D heads=4 2>/dev/null ||
+    "$xfc" -o "$tmp/$ex.so" examples/$ex.xf -D layers=2 -D d=32 -D context=16 -D ffn=64 -D vocab=256 || bad "compile $ex"
+  "$xfrun" train "$tmp/$ex.so" --data "$tmp/text.txt" --tokenizer bytes --steps 40 --batch 8 --save "$tmp/$ex.st" \
+    --threads 2 > /dev/null 2>&1 || bad "train $ex"
+  for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --num-samples 3"; do
+    a=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the cat" --max-tokens 40 --threads 2 $opts 2>&1)
+    b=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the cat" --max-tokens 40 --threads 2 --no-incremental $opts 2>&1)
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "$ex $opts: the same 40 tokens (past context 16) with and without --no-incremental" ||
+      bad "$ex $opts: incremental '$a' vs full '$b'"
+  done
+  n=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the" --max-tokens 10 --num-samples 4 --seed 9 | grep -c '^--- sample')
+  [ "$n" = 4 ] && ok "$ex --num-samples 4: four continuations" || bad "$ex --num-samples 4 printed $n"
+done
+"$xfc" -o "$tmp/near.so" tests/fusion/attn_near.xf 2> "$tmp/near.err"
+grep -q "tests/fusion/attn_near.xf:10:12: softmax mixes positions" "$tmp/near.err" && ok "xfc names the op that is not causal" ||
+  bad "xfc note: $(cat "$tmp/near.err")"
+expect_error "--num-samples 0" "not a valid value" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --num-samples 0
+finish
