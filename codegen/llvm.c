@@ -320,6 +320,7 @@ static int leaf_slot(Emit *e, int id) {
 }
 
 static V map_value(Emit *e, Map *m, int id);
+static V api_win(Emit *e, V api, int field);
 
 // Input i of member n at the current coordinates.
 static V map_operand(Emit *e, Map *m, const Node *n, int i) {
@@ -343,7 +344,11 @@ static V map_value(Emit *e, Map *m, int id) {
   case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p); identity outside training
     V x = map_operand(e, m, n, 0);
     if (!e->train) return x;
-    V u = philox_uniform(e, e->seed, imm32(e), m->o, e->step);
+    // the global element index: local o + row0 * (elements per batch row)
+    V idx = m->o;
+    if (n->shape.rank && n->shape.d[0].kind == DIM_B)
+      idx = LLVMBuildAdd(e->b, idx, LLVMBuildMul(e->b, api_win(e, e->api, 6), dprod(e, &n->shape, 1, n->shape.rank), ""), "");
+    V u = philox_uniform(e, e->seed, imm32(e), idx, e->step);
     V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
     return select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
   }
@@ -575,7 +580,7 @@ static void emit_layernorm(Emit *e, const Node *n) {
 
 static Ty api_type(Emit *e) {
   return LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0),
-                                              LLVMPointerType(e->done_t, 0), e->i64, e->i64}, 6, 0);
+                                              LLVMPointerType(e->done_t, 0), e->i64, e->i64, e->i64}, 7, 0);
 }
 
 // Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm, 3: kernel_done).
@@ -586,7 +591,8 @@ static V api_fn(Emit *e, V api, int field) {
   return LLVMBuildLoad2(e->b, fty, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
 }
 
-// The step program's window bound (4: win_lo, 5: win_hi) of the XfApi at api.
+// An int64 field of the XfApi at api: 4 win_lo, 5 win_hi (the step program's
+// window), 6 row0 (the global batch row of local row 0).
 static V api_win(Emit *e, V api, int field) {
   Ty api_t = api_type(e);
   V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "rng.h"
 #include "sample.h"
+#include "xfrun_dist.h"
 #include "tokenizer.h"
 #include "xf.h"
 #include "xfrun.h"
@@ -83,7 +85,13 @@ static void usage(FILE *f) {
         f);
 }
 
+// The processes of a data-parallel run (size 1: this one alone). Rank 0
+// alone writes the log, the progress, checkpoints and messages: the others
+// meet the same errors.
+static Dist g_dist = {.rank = 0, .size = 1};
+
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
+  if (g_dist.rank != 0) return 1;
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "xfrun: error: ");
@@ -261,8 +269,9 @@ static double heldout_loss(XfRuntime *rt, const XfData *d, int64_t n) {
   const XfOptions *o = xf_options(rt);
   double total = 0;
   for (int64_t b = 0; b < n; b++) {
-    xf_data_batch(d, d->split, d->n, o->batch, o->seq, o->seed ^ 0xe7a1u, (uint32_t)b, xf_tokens(rt), xf_targets(rt));
-    total += xf_eval_step(rt);
+    xf_data_batch_rows(d, d->split, d->n, g_dist.rank * o->batch, o->batch, o->seq, o->seed ^ 0xe7a1u, (uint32_t)b,
+                       xf_tokens(rt), xf_targets(rt));
+    total += dist_mean(&g_dist, xf_eval_step(rt));
   }
   return total / (double)n;
 }
@@ -290,46 +299,57 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   const XfModel *m = xf_model(rt);
   const XfOptions *o = xf_options(rt);
   FILE *lf = NULL;
-  if (a->log) {
+  bool root = g_dist.rank == 0;
+  // test hook: XF_TEST_KILL_RANK=r:s kills rank r with SIGKILL at step s
+  const char *kill_at = getenv("XF_TEST_KILL_RANK");
+  int kill_rank = -1, kill_step = -1;
+  if (kill_at) sscanf(kill_at, "%d:%d", &kill_rank, &kill_step);
+  if (a->log && root) {
     struct stat st;
     bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
     if (!(lf = fopen(a->log, append ? "a" : "w"))) return die("cannot write log %s: %s", a->log, strerror(errno));
     if (!append) fprintf(lf, "step,loss,tokens_per_s,elapsed_s\n");
   }
   uint32_t first = xf_step_count(rt) + 1;
-  fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens, %d parameter tensors, %.1f MiB planned\n",
-          m->name, first, (long long)a->steps, (long long)o->batch, (long long)o->seq, xf_nparams(rt),
-          (double)xf_memory_bytes(rt) / (1 << 20));
-  bool tty = isatty(2);
+  if (root)
+    fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s, %d parameter tensors, %.1f MiB planned\n",
+            m->name, first, (long long)a->steps, (long long)(o->batch * g_dist.size), (long long)o->seq,
+            g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)xf_memory_bytes(rt) / (1 << 20));
+  if (root && g_dist.size > 1)
+    fprintf(stderr, "xfrun: %d processes of %lld sequences each\n", g_dist.size, (long long)o->batch);
+  bool tty = isatty(2) && root;
   int status = 0;
   double t0 = now(), loss = NAN;
   for (int64_t s = first; s <= a->steps; s++) {
-    xf_data_batch(d, 0, d->split, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt), xf_targets(rt));
+    if (s == kill_step && g_dist.rank == kill_rank) raise(SIGKILL);
+    xf_data_batch_rows(d, 0, d->split, g_dist.rank * o->batch, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt),
+                       xf_targets(rt));
     loss = xf_train_step(rt);
-    double el = now() - t0, tps = (double)((s - first + 1) * o->batch * o->seq) / el;
+    double el = now() - t0, tps = (double)((s - first + 1) * o->batch * g_dist.size * o->seq) / el;
     if (lf) fprintf(lf, "%lld,%.9g,%.1f,%.3f\n", (long long)s, loss, tps, el);
     if (!isfinite(loss)) {
       fprintf(stderr, "%sxfrun: error: the loss is %g at step %lld; lower --lr\n", tty ? "\n" : "", loss, (long long)s);
       status = 1;
       break;
     }
-    if (tty || s == a->steps || s % 10 == 0) {
+    if (root && (tty || s == a->steps || s % 10 == 0)) {
       double eta = el / (double)(s - first + 1) * (double)(a->steps - s);
       fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
               (long long)a->steps, loss, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
     }
-    if (a->save_every && s % a->save_every == 0 && s != a->steps &&
+    if (root && a->save_every && s % a->save_every == 0 && s != a->steps &&
         (status = save(rt, a->save, t, data_key, err, sizeof err)))
       break;
   }
   if (tty && first <= a->steps) fputc('\n', stderr);
   if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
   if (status) return status;
-  if (a->save) {
+  if (a->save && root) {
     if ((status = save(rt, a->save, t, data_key, err, sizeof err))) return status;
     fprintf(stderr, "xfrun: saved %s (step %u)\n", a->save, xf_step_count(rt));
   }
   double mean = heldout_loss(rt, d, a->eval_batches);
+  if (!root) return 0;
   if (isnan(loss)) printf("%s: at step %u, held-out loss %.4f, perplexity %.2f\n", m->name, xf_step_count(rt), mean,
                           exp(mean));
   else printf("%s: final training loss %.4f, held-out loss %.4f, perplexity %.2f\n", m->name, loss, mean, exp(mean));
@@ -407,6 +427,15 @@ int main(int argc, char **argv) {
   if (status >= 0) return status;
   status = 0;
   bool is_train = !strcmp(a.cmd, "train"), is_sample = !strcmp(a.cmd, "sample");
+  {
+    char derr[512];
+    if (!dist_init(&argc, &argv, &g_dist, derr, sizeof derr)) return die("%s", derr);
+  }
+  if (g_dist.size > 1 && !is_train) {
+    status = die("only xfrun train runs on several processes (this is %s under an MPI launcher with %d)", a.cmd, g_dist.size);
+    dist_finalize(&g_dist);
+    return status;
+  }
   char err[1024], cache_buf[4096];
   XfCheckpoint *ck = NULL;
   XfRuntime *rt = NULL;
@@ -425,13 +454,21 @@ int main(int argc, char **argv) {
     if (!a.set_lr && meta_real(ck, "lr", &x)) a.lr = x;
     if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
   }
-  XfOptions opt = {.batch = is_sample ? a.num_samples : a.batch, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+  if (g_dist.size > 1 && a.batch % g_dist.size) {
+    status = die("--batch %lld does not divide over %d processes: give a multiple of %d", (long long)a.batch, g_dist.size,
+                 g_dist.size);
+    xf_checkpoint_close(ck);
+    dist_finalize(&g_dist);
+    return status;
+  }
+  XfOptions opt = {.batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
   if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
     goto out;
   }
-  if (xf_device_note(rt)) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (xf_device_note(rt) && g_dist.rank == 0) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (g_dist.size > 1) xf_set_data_parallel(rt, g_dist.rank * opt.batch, dist_reduce, &g_dist);
   int64_t vocab = xf_vocab(rt);
   const char *cache = NULL;
   bool need_data = !is_sample;
@@ -500,5 +537,6 @@ out:
   xf_corpus_free(&corpus);
   xf_close(rt);
   xf_checkpoint_close(ck);
+  dist_finalize(&g_dist);
   return status;
 }

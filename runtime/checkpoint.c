@@ -62,7 +62,8 @@ bool xf_checkpoint_save(XfRuntime *rt, const char *path, const XfMeta *extra, in
                   xf_step_count(rt));
   json_put_printf(&h, "\"optimizer\":\"AdamW\",\"lr\":\"%.17g\",\"beta1\":\"%.17g\",\"beta2\":\"%.17g\",\"eps\":\"%.17g\","
                   "\"weight_decay\":\"%.17g\",", o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
-  json_put_printf(&h, "\"batch\":\"%lld\",\"seq\":\"%lld\"", (long long)o->batch, (long long)o->seq);
+  json_put_printf(&h, "\"batch\":\"%lld\",\"seq\":\"%lld\"", (long long)(o->global_batch ? o->global_batch : o->batch),
+                  (long long)o->seq);
   for (int i = 0; i < nextra; i++) {
     json_put_raw(&h, ",", 1);
     json_put_string(&h, extra[i].key, strlen(extra[i].key)), json_put_raw(&h, ":", 1);

@@ -198,12 +198,18 @@ void xf_data_free(XfData *d) {
   memset(d, 0, sizeof *d);
 }
 
+void xf_data_batch_rows(const XfData *d, int64_t from, int64_t to, int64_t row0, int64_t rows, int64_t seq, uint64_t seed,
+                        uint32_t step, int32_t *tokens, int32_t *targets) {
+  int64_t span = to - from - seq;  // window starts: [from, from + span)
+  for (int64_t i = 0; i < rows; i++) {
+    uint64_t r = (uint64_t)(row0 + i);
+    int64_t start = from + (int64_t)(xf_rand_uniform(seed, STREAM_BATCH, r, step) * (double)span);
+    memcpy(tokens + i * seq, d->tokens + start, sizeof(int32_t) * (size_t)seq);
+    if (targets) memcpy(targets + i * seq, d->tokens + start + 1, sizeof(int32_t) * (size_t)seq);
+  }
+}
+
 void xf_data_batch(const XfData *d, int64_t from, int64_t to, int64_t batch, int64_t seq, uint64_t seed, uint32_t step,
                    int32_t *tokens, int32_t *targets) {
-  int64_t span = to - from - seq;  // window starts: [from, from + span)
-  for (int64_t r = 0; r < batch; r++) {
-    int64_t start = from + (int64_t)(xf_rand_uniform(seed, STREAM_BATCH, (uint64_t)r, step) * (double)span);
-    memcpy(tokens + r * seq, d->tokens + start, sizeof(int32_t) * (size_t)seq);
-    if (targets) memcpy(targets + r * seq, d->tokens + start + 1, sizeof(int32_t) * (size_t)seq);
-  }
+  xf_data_batch_rows(d, from, to, 0, batch, seq, seed, step, tokens, targets);
 }

@@ -165,6 +165,12 @@ struct XfRuntime {
   size_t moments_at; // moments from here to bytes
   bool host_dirty, dev_newer;
   char note[1024];
+  // data-parallel training: the gradient and loss reduction over ranks
+  XfGradReduce reduce;
+  void *reduce_ctx;
+  float **grad_ptrs;
+  int64_t *grad_numel;
+  int ngrads;
 };
 
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
@@ -466,6 +472,7 @@ void xf_close(XfRuntime *rt) {
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
+  free(rt->grad_ptrs), free(rt->grad_numel);
   dlclose(rt->lib);
   free(rt);
 }
@@ -613,6 +620,17 @@ static void device_adamw(XfRuntime *rt) {
 
 // ---- steps ---------------------------------------------------------------------------
 
+void xf_set_data_parallel(XfRuntime *rt, int64_t row0, XfGradReduce reduce, void *ctx) {
+  rt->api.row0 = row0;
+  rt->reduce = reduce, rt->reduce_ctx = ctx;
+  free(rt->grad_ptrs), free(rt->grad_numel);
+  rt->grad_ptrs = calloc((size_t)rt->nparams + 1, sizeof *rt->grad_ptrs);
+  rt->grad_numel = calloc((size_t)rt->nparams + 1, sizeof *rt->grad_numel);
+  rt->ngrads = 0;
+  for (int p = 0; rt->grad_ptrs && rt->grad_numel && p < rt->nparams; p++)
+    if (rt->grads[p] >= 0) rt->grad_ptrs[rt->ngrads] = rt->bufs[rt->grads[p]], rt->grad_numel[rt->ngrads++] = rt->numel[rt->params[p]];
+}
+
 float xf_train_step(XfRuntime *rt) {
   rt->step++;
   if (rt->gpu) {
@@ -622,8 +640,13 @@ float xf_train_step(XfRuntime *rt) {
     return ((float *)rt->bufs[rt->loss])[0];
   }
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  float *loss = rt->bufs[rt->loss];
+  if (rt->reduce && !rt->reduce(rt->reduce_ctx, rt->grad_ptrs, rt->grad_numel, rt->ngrads, loss)) {
+    fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
+    exit(1);
+  }
   adamw(rt);
-  return ((float *)rt->bufs[rt->loss])[0];
+  return loss[0];
 }
 
 float xf_eval_step(XfRuntime *rt) {

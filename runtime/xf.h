@@ -29,6 +29,8 @@ typedef struct {
   double weight_decay;    // 0.01 (PyTorch's default)
   uint64_t seed;          // parameters and dropout masks
   int device;             // XF_DEVICE_*
+  int64_t global_batch;   // data-parallel training: the batch over all ranks, which
+                          // checkpoints record (0: batch, one process)
 } XfOptions;
 
 // XF_DEVICE_AUTO: CUDA when the model has CUDA code and a device opens, else
@@ -66,6 +68,13 @@ int32_t *xf_targets(XfRuntime *rt);
 
 // One training step (dropout on, then AdamW); returns the loss.
 float xf_train_step(XfRuntime *rt);
+// Data-parallel training (driver/xfrun_dist.c): reduce is called in every
+// training step after the backward pass and before AdamW with every
+// gradient (grads[i]: numel[i] floats) and the step's loss, and makes them
+// the means over all ranks. row0 is the global batch row of this process's
+// row 0: dropout then draws from global element indices.
+typedef bool (*XfGradReduce)(void *ctx, float *const *grads, const int64_t *numel, int n, float *loss);
+void xf_set_data_parallel(XfRuntime *rt, int64_t row0, XfGradReduce reduce, void *ctx);
 // The loss without dropout and without updating anything.
 float xf_eval_step(XfRuntime *rt);
 // Logits [batch, seq, vocab] of the first batch x seq tokens of xf_tokens
@@ -149,6 +158,10 @@ void xf_data_free(XfData *d);
 // targets are the tokens one position later. Needs to - from > seq.
 void xf_data_batch(const XfData *d, int64_t from, int64_t to, int64_t batch, int64_t seq, uint64_t seed, uint32_t step,
                    int32_t *tokens, int32_t *targets);
+// Rows [row0, row0 + rows) of the batch xf_data_batch would draw (a rank's
+// share of a global batch in data-parallel training).
+void xf_data_batch_rows(const XfData *d, int64_t from, int64_t to, int64_t row0, int64_t rows, int64_t seq, uint64_t seed,
+                        uint32_t step, int32_t *tokens, int32_t *targets);
 
 // The cache folder: dir if not NULL, else $XF_CACHE_DIR, else
 // $XDG_CACHE_HOME/xf, else $HOME/.cache/xf; created if missing. NULL (with

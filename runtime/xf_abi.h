@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define XF_ABI_VERSION 4u
+#define XF_ABI_VERSION 5u
 
 struct XfApi;
 
@@ -34,6 +34,10 @@ typedef struct XfApi {
   // The step program's window: positions [win_lo, win_hi) are computed,
   // earlier ones are in the buffers from earlier calls (XfModel.step).
   int64_t win_lo, win_hi;
+  // Data-parallel training: the global batch row of local row 0, so that
+  // dropout draws from the global element index (the same masks as one
+  // process over the whole batch). 0 in a single process.
+  int64_t row0;
 } XfApi;
 
 typedef void (*XfProgramFn)(const XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
