@@ -120,7 +120,7 @@ static void prelude(R *r) {
          "#define XF_NSLOTS %d\n"
          "struct XfKernelArgs {\n"
          "  void *slot[XF_NSLOTS];\n"
-         "  xf_i64 B, T, n;\n"
+         "  xf_i64 B, T, n, row0;\n"
          "  xf_u64 seed;\n"
          "  xf_u32 imm, step;\n"
          "};\n"
@@ -279,8 +279,13 @@ static void map_members(R *r, const Shape *os, int *smax, int nsmax) {
       operand(r, os, n, 0, x, sizeof x);
       if (!r->train) out(r, "      float v%d = %s;\n", id, x);
       else
-        out(r, "      float v%d = xf_uniform(a.seed, a.imm, (xf_u64)o, a.step) >= %.17g ? %s * %s : 0.0f;\n", id, n->fval, x,
-            fconst(1 / (1 - n->fval), c));
+      {
+        // the global element index: o + row0 * (elements per batch row), as llvm.c
+        char per[512] = "0LL";
+        if (os->rank && os->d[0].kind == DIM_B) dprod(r, os, 1, os->rank, per, sizeof per);
+        out(r, "      float v%d = xf_uniform(a.seed, a.imm, (xf_u64)(o + a.row0 * %s), a.step) >= %.17g ? %s * %s : 0.0f;\n", id,
+            per, n->fval, x, fconst(1 / (1 - n->fval), c));
+      }
       break;
     case OP_SOFTMAX: {
       int si = 0;

@@ -316,7 +316,8 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
             m->name, first, (long long)a->steps, (long long)(o->batch * g_dist.size), (long long)o->seq,
             g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)xf_memory_bytes(rt) / (1 << 20));
   if (root && g_dist.size > 1)
-    fprintf(stderr, "xfrun: %d processes of %lld sequences each\n", g_dist.size, (long long)o->batch);
+    fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
+            (long long)o->batch, xf_grad_buckets(rt));
   bool tty = isatty(2) && root;
   int status = 0;
   double t0 = now(), loss = NAN;
@@ -461,14 +462,26 @@ int main(int argc, char **argv) {
     dist_finalize(&g_dist);
     return status;
   }
-  XfOptions opt = {.batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");  // one GPU per process of a machine
+  XfOptions opt = {.cuda_device = local ? atoi(local) : 0, .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
   if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
     goto out;
   }
   if (xf_device_note(rt) && g_dist.rank == 0) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
-  if (g_dist.size > 1) xf_set_data_parallel(rt, g_dist.rank * opt.batch, dist_reduce, &g_dist);
+  if (g_dist.size > 1) {
+    // gradients in device memory go over NCCL; in host memory (the CPU, the
+    // CUDA emulation) over the MPI ring
+    int64_t bucket_bytes;
+    XfReducer red = dist_reducer(&g_dist, &bucket_bytes);
+    if (!strcmp(xf_device(rt), "cuda")) red = nccl_reducer(&g_dist, err, sizeof err);
+    if (!red.start) {
+      status = die("%s", strcmp(xf_device(rt), "cuda") ? "cannot start the communication thread" : err);
+      goto out;
+    }
+    xf_set_data_parallel(rt, g_dist.rank * opt.batch, &red, bucket_bytes);
+  }
   int64_t vocab = xf_vocab(rt);
   const char *cache = NULL;
   bool need_data = !is_sample;

@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "xf.h"
+
+typedef struct Comm Comm;
 typedef struct {
   int rank, size;    // size 1: one process, no MPI
-  float *buf, *tmp;  // the packed gradients and loss; a chunk received
-  int64_t cap;
+  Comm *comm;        // the communication thread and its queue of buckets
   double bytes;      // bytes all-reduced per step
 } Dist;
 
@@ -17,9 +19,14 @@ typedef struct {
 // False with a one-line message when it did but this xfrun has no MPI.
 bool dist_init(int *argc, char ***argv, Dist *d, char *err, size_t errlen);
 void dist_finalize(Dist *d);
-// XfGradReduce (runtime/xf.h): gradients and loss become their means over
-// the ranks, summed in a fixed order (a ring), so runs repeat bit for bit.
-bool dist_reduce(void *ctx, float *const *grads, const int64_t *numel, int n, float *loss);
+// The XfReducer (runtime/xf.h) of the ranks: each bucket is all-reduced by
+// a ring on a communication thread while the backward pass continues, its
+// chunks summed in an order fixed by the rank count, so runs repeat bit for
+// bit. bucket_bytes: $XF_BUCKET_BYTES, default 4 MiB.
+XfReducer dist_reducer(Dist *d, int64_t *bucket_bytes);
+// The reducer for gradients on CUDA devices (driver/xfrun_nccl.c): NCCL,
+// one process per GPU. Empty (start NULL) with err when unavailable.
+XfReducer nccl_reducer(Dist *d, char *err, size_t errlen);
 // The mean of v over the ranks.
 double dist_mean(Dist *d, double v);
 

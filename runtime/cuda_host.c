@@ -19,7 +19,7 @@ static int64_t sym(XfSym z, int64_t B, int64_t T) {
 
 enum { MAX_BLOCKS = 1 << 16 };
 
-bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, uint64_t seed,
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t row0, uint64_t seed,
                      uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;
   for (int i = 0; i < c->nlaunch[prog]; i++) {
@@ -34,7 +34,7 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
                    sym(L->stride_c, B, T), count))
         return false;
     } else {
-      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .seed = seed, .imm = L->imm, .step = step};
+      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm, .step = step};
       for (int j = 0; j < XF_NSLOTS; j++) a.slot[j] = slot[j];
       if (a.n > 0) {
         int64_t blocks = (a.n + L->per_block - 1) / L->per_block;

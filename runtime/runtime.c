@@ -165,12 +165,15 @@ struct XfRuntime {
   size_t moments_at; // moments from here to bytes
   bool host_dirty, dev_newer;
   char note[1024];
-  // data-parallel training: the gradient and loss reduction over ranks
-  XfGradReduce reduce;
-  void *reduce_ctx;
+  // data-parallel training: gradient buckets, in the order the backward
+  // finishes them; bucket b holds grad_ptrs[bucket_at[b] .. bucket_at[b+1])
+  // and starts after kernel bucket_ready[b] (-1: after the program)
+  XfReducer reducer;
+  bool parallel, in_train;
   float **grad_ptrs;
   int64_t *grad_numel;
-  int ngrads;
+  int ngrads, nbuckets;
+  int *bucket_at, *bucket_ready;
 };
 
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
@@ -284,7 +287,7 @@ static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errle
   }
   const char *emu = getenv("XF_CUDA_EMULATE");
   char why[900];
-  rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(why, sizeof why) : xf_gpu_cuda_open(0, why, sizeof why);
+  rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(why, sizeof why) : xf_gpu_cuda_open(rt->opt.cuda_device, why, sizeof why);
   if (rt->gpu) return true;
   if (want == XF_DEVICE_CUDA) return fail(err, errlen, "%s", why);
   snprintf(rt->note, sizeof rt->note, "%s: running on the CPU", why);
@@ -472,7 +475,7 @@ void xf_close(XfRuntime *rt) {
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
-  free(rt->grad_ptrs), free(rt->grad_numel);
+  free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   dlclose(rt->lib);
   free(rt);
 }
@@ -582,8 +585,12 @@ static void upload_input(XfRuntime *rt, int b, int64_t B, int64_t T) {
   if (!rt->gpu->upload(rt->gpu, rt->dbufs[b], rt->bufs[b], n)) device_fail(rt);
 }
 
+static void start_buckets(XfRuntime *rt, int32_t kernel);
+
 static void device_poison(void *ctx, int32_t kernel) {
   XfRuntime *rt = ctx;
+  if (rt->in_train) start_buckets(rt, kernel);
+  if (!rt->dead_at) return;
   for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++)
     if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) device_fail(rt);
 }
@@ -592,7 +599,8 @@ static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
   upload_input(rt, rt->tokens, B, T);
   if (prog != XF_PROG_SAMPLE) upload_input(rt, rt->targets, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, rt->opt.seed, rt->step, rt->dead_at ? device_poison : NULL, rt))
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, rt->api.row0, rt->opt.seed, rt->step,
+                       rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
 
@@ -620,31 +628,99 @@ static void device_adamw(XfRuntime *rt) {
 
 // ---- steps ---------------------------------------------------------------------------
 
-void xf_set_data_parallel(XfRuntime *rt, int64_t row0, XfGradReduce reduce, void *ctx) {
+// kernel_done during the training program: poisons dead buffers (debug) and
+// starts the gradient buckets whose last gradient kernel just finished.
+// Starts the buckets whose last gradient kernel is `kernel` (-1: those no
+// kernel writes, after the program).
+static void start_buckets(XfRuntime *rt, int32_t kernel) {
+  for (int b = 0; b < rt->nbuckets; b++)
+    if (rt->bucket_ready[b] == kernel)
+      rt->reducer.start(rt->reducer.ctx, b, rt->grad_ptrs + rt->bucket_at[b], rt->grad_numel + rt->bucket_at[b],
+                        rt->bucket_at[b + 1] - rt->bucket_at[b]);
+}
+
+static void train_kernel_done(const XfApi *api, int32_t kernel) {
+  XfRuntime *rt = ((Pool *)api->ctx)->rt;
+  if (rt->dead_at) poison_dead(api, kernel);
+  if (rt->in_train) start_buckets(rt, kernel);
+}
+
+// The kernel after which gradient g (an index into rt->grads) is final.
+static int grad_final(const XfRuntime *rt, int p) {
+  int b = rt->grads[p];
+  while (rt->m->buffers[b].alias_of >= 0) b = rt->m->buffers[b].alias_of;
+  return rt->m->buffers[b].first;
+}
+
+int xf_grad_buckets(const XfRuntime *rt) { return rt->parallel ? rt->nbuckets : 0; }
+
+void xf_set_data_parallel(XfRuntime *rt, int64_t row0, const XfReducer *r, int64_t bucket_bytes) {
   rt->api.row0 = row0;
-  rt->reduce = reduce, rt->reduce_ctx = ctx;
-  free(rt->grad_ptrs), free(rt->grad_numel);
-  rt->grad_ptrs = calloc((size_t)rt->nparams + 1, sizeof *rt->grad_ptrs);
-  rt->grad_numel = calloc((size_t)rt->nparams + 1, sizeof *rt->grad_numel);
+  rt->reducer = *r, rt->parallel = true;
+  int n = rt->nparams;
+  free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
+  rt->grad_ptrs = calloc((size_t)n + 1, sizeof *rt->grad_ptrs);
+  rt->grad_numel = calloc((size_t)n + 1, sizeof *rt->grad_numel);
+  rt->bucket_at = calloc((size_t)n + 2, sizeof(int));
+  rt->bucket_ready = calloc((size_t)n + 1, sizeof(int));
+  int *order = calloc((size_t)n + 1, sizeof(int));
+  if (!rt->grad_ptrs || !rt->grad_numel || !rt->bucket_at || !rt->bucket_ready || !order) {
+    fprintf(stderr, "xf: error: out of memory\n");
+    exit(1);
+  }
+  // gradients in the order they become final (stable: then parameter order)
   rt->ngrads = 0;
-  for (int p = 0; rt->grad_ptrs && rt->grad_numel && p < rt->nparams; p++)
-    if (rt->grads[p] >= 0) rt->grad_ptrs[rt->ngrads] = rt->bufs[rt->grads[p]], rt->grad_numel[rt->ngrads++] = rt->numel[rt->params[p]];
+  for (int p = 0; p < n; p++)
+    if (rt->grads[p] >= 0) order[rt->ngrads++] = p;
+  for (int i = 1; i < rt->ngrads; i++)
+    for (int j = i; j > 0 && grad_final(rt, order[j - 1]) > grad_final(rt, order[j]); j--) {
+      int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  rt->nbuckets = 0;
+  int64_t bytes = 0;
+  for (int i = 0; i < rt->ngrads; i++) {
+    int p = order[i];
+    if (i == 0 || bytes >= bucket_bytes) rt->bucket_at[rt->nbuckets++] = i, bytes = 0;
+    // on a device the buckets hold device pointers (the reducer is NCCL's there)
+    rt->grad_ptrs[i] = rt->gpu ? rt->dbufs[rt->grads[p]] : rt->bufs[rt->grads[p]];
+    rt->grad_numel[i] = rt->numel[rt->params[p]];
+    bytes += 4 * rt->grad_numel[i];
+    int f = grad_final(rt, p);
+    rt->bucket_ready[rt->nbuckets - 1] = f;  // ascending: the last one is the latest
+  }
+  rt->bucket_at[rt->nbuckets] = rt->ngrads;
+  free(order);
+  rt->api.kernel_done = train_kernel_done;
+}
+
+// After the training program: the buckets no kernel wrote, then the wait
+// for every bucket and the mean loss.
+static void finish_reduction(XfRuntime *rt, float *loss) {
+  if (!rt->parallel) return;
+  start_buckets(rt, -1);
+  if (!rt->reducer.finish(rt->reducer.ctx, loss)) {
+    fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
+    exit(1);
+  }
 }
 
 float xf_train_step(XfRuntime *rt) {
   rt->step++;
   if (rt->gpu) {
+    rt->in_train = true;
     device_run(rt, XF_PROG_TRAIN, rt->opt.batch, rt->opt.seq);
-    device_adamw(rt);
+    rt->in_train = false;
     device_read(rt, rt->loss, 4);
+    finish_reduction(rt, rt->bufs[rt->loss]);
+    device_adamw(rt);
     return ((float *)rt->bufs[rt->loss])[0];
   }
+  rt->in_train = true;
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  rt->in_train = false;
   float *loss = rt->bufs[rt->loss];
-  if (rt->reduce && !rt->reduce(rt->reduce_ctx, rt->grad_ptrs, rt->grad_numel, rt->ngrads, loss)) {
-    fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
-    exit(1);
-  }
+  finish_reduction(rt, loss);
   adamw(rt);
   return loss[0];
 }

@@ -29,6 +29,7 @@ typedef struct {
   double weight_decay;    // 0.01 (PyTorch's default)
   uint64_t seed;          // parameters and dropout masks
   int device;             // XF_DEVICE_*
+  int cuda_device;        // which GPU (data-parallel: one per process)
   int64_t global_batch;   // data-parallel training: the batch over all ranks, which
                           // checkpoints record (0: batch, one process)
 } XfOptions;
@@ -68,13 +69,24 @@ int32_t *xf_targets(XfRuntime *rt);
 
 // One training step (dropout on, then AdamW); returns the loss.
 float xf_train_step(XfRuntime *rt);
-// Data-parallel training (driver/xfrun_dist.c): reduce is called in every
-// training step after the backward pass and before AdamW with every
-// gradient (grads[i]: numel[i] floats) and the step's loss, and makes them
-// the means over all ranks. row0 is the global batch row of this process's
-// row 0: dropout then draws from global element indices.
-typedef bool (*XfGradReduce)(void *ctx, float *const *grads, const int64_t *numel, int n, float *loss);
-void xf_set_data_parallel(XfRuntime *rt, int64_t row0, XfGradReduce reduce, void *ctx);
+// Data-parallel training (driver/xfrun_dist.c). The gradients are reduced
+// over the ranks in buckets (about bucket_bytes each, grouped in the order
+// the backward pass finishes them): start(b) is called for bucket b from
+// inside the training program as soon as its last gradient is final, so the
+// reduction can run while the backward pass goes on; finish is called after
+// the program, before AdamW, and waits for every bucket and averages the
+// loss. Afterwards each gradient and the loss are the means over the ranks.
+// row0 is the global batch row of this process's row 0: dropout draws from
+// global element indices. Bucket composition depends only on the model, so
+// the sums are the same in every run.
+typedef struct {
+  void *ctx;
+  void (*start)(void *ctx, int bucket, float *const *grads, const int64_t *numel, int n);
+  bool (*finish)(void *ctx, float *loss);
+} XfReducer;
+void xf_set_data_parallel(XfRuntime *rt, int64_t row0, const XfReducer *r, int64_t bucket_bytes);
+// The number of gradient buckets (0: one process).
+int xf_grad_buckets(const XfRuntime *rt);
 // The loss without dropout and without updating anything.
 float xf_eval_step(XfRuntime *rt);
 // Logits [batch, seq, vocab] of the first batch x seq tokens of xf_tokens

@@ -87,6 +87,7 @@ typedef struct {
   void *slot[XF_NSLOTS];   /* storage of each operand (NULL: none) */      \
   I64 B, T;                /* the step's batch and sequence length */      \
   I64 n;                   /* work items: elements, rows or sequences */    \
+  I64 row0;                /* global batch row of local row 0 (XfApi.row0) */ \
   U64 seed;                /* dropout: seed, mask stream, step */           \
   U32 imm, step;
 typedef struct {

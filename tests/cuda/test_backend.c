@@ -243,7 +243,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   }
   XfApi api = {.parallel_for = serial_for, .sgemm = blas};
   m->programs[XF_PROG_TRAIN](&api, host, B, T, 99, 7);
-  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 99, 7, NULL, NULL);
+  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, 99, 7, NULL, NULL);
   double worst = 0;
   const char *wname = "";
   for (int i = 0; i < nb && ok; i++) {

@@ -40,13 +40,19 @@ for ex in she transformer; do
   "$xfc" -o "$tmp/$ex.so" examples/$ex.xf "${defs[@]}" || bad "compile $ex"
   "$xfrun" train "$tmp/$ex.so" "${train[@]}" --steps 20 --log "$tmp/$ex.1.csv" > /dev/null 2>&1 || bad "$ex: one process"
   for n in 2 3; do
+    # 2 ranks: small buckets (many, reduced while the backward goes on); 3: the default
+    [ $n = 2 ] && export XF_BUCKET_BYTES=2000 || unset XF_BUCKET_BYTES
     "${mpi[@]}" $n "$xfrun" train "$tmp/$ex.so" "${train[@]}" --steps 20 --log "$tmp/$ex.$n.csv" > "$tmp/$ex.$n.out" 2>&1 ||
       bad "$ex: $n ranks: $(tail -3 "$tmp/$ex.$n.out")"
-    out=$(curve_close "$tmp/$ex.1.csv" "$tmp/$ex.$n.csv") && ok "$ex, $n ranks = one process: $out" || bad "$ex, $n ranks: $out"
+    buckets=$(grep -o 'in [0-9]* buckets' "$tmp/$ex.$n.out")
+    out=$(curve_close "$tmp/$ex.1.csv" "$tmp/$ex.$n.csv") && ok "$ex, $n ranks ($buckets) = one process: $out" ||
+      bad "$ex, $n ranks: $out"
   done
+  unset XF_BUCKET_BYTES
 done
 
-# bit for bit: two runs with 2 ranks; resume across a stop
+# bit for bit: two runs with 2 ranks (small buckets); resume across a stop
+export XF_BUCKET_BYTES=2000
 for run in a b; do
   "${mpi[@]}" 2 "$xfrun" train "$tmp/she.so" "${train[@]}" --steps 20 --log "$tmp/two.$run.csv" --save "$tmp/two.$run.st" > /dev/null 2>&1
 done
@@ -58,6 +64,21 @@ cmp -s "$tmp/resumed.st" "$tmp/two.a.st" && ok "2 ranks, stopped at 10 and resum
   bad "resumed checkpoint differs from the uninterrupted one"
 "${mpi[@]}" 3 "$xfrun" train "$tmp/she.so" "${train[@]}" --steps 14 --resume "$tmp/half.st" > "$tmp/r3.out" 2>&1 &&
   ok "a 2-rank checkpoint resumes with 3 ranks" || bad "resume with 3 ranks: $(tail -2 "$tmp/r3.out")"
+
+unset XF_BUCKET_BYTES
+
+# the device path: gradients in (emulated) device memory reduced through the
+# same bucket interface, the MPI ring standing in for NCCL
+if "$xfc" --target=cuda -o "$tmp/she_cuda.so" examples/she.xf "${small[@]}" 2> "$tmp/cuda.err"; then
+  XF_CUDA_EMULATE=1 XF_BUCKET_BYTES=2000 "${mpi[@]}" 2 -x XF_CUDA_EMULATE -x XF_BUCKET_BYTES "$xfrun" train "$tmp/she_cuda.so" \
+    --device cuda "${train[@]}" --steps 20 --log "$tmp/emu2.csv" > "$tmp/emu2.out" 2>&1 || bad "2 ranks on the emulated device: $(tail -3 "$tmp/emu2.out")"
+  out=$(curve_close "$tmp/she.1.csv" "$tmp/emu2.csv") && ok "2 ranks on the emulated CUDA device = one CPU process: $out" ||
+    bad "2 ranks on the emulated device: $out"
+else
+  echo "skipped: no CUDA toolkit (the device path of data-parallel training)"
+fi
+readelf -d "$xfrun" 2>/dev/null | grep -q 'libnccl' && ok "xfrun links NCCL for gradients on CUDA devices (not run: no GPU here)" ||
+  echo "skipped: xfrun was built without NCCL"
 
 # errors
 out=$("${mpi[@]}" 2 "$xfrun" train "$tmp/she.so" "${train[@]}" --batch 5 --steps 2 2>&1)
