@@ -13,26 +13,11 @@ set -u
 xfc=$1 xfrun=$2
 . tests/lib.sh
 export XF_CACHE_DIR=$tmp/cache
-command -v mpirun >/dev/null || { echo "skipped: no MPI (mpirun not found)"; exit 77; }
-strings "$xfrun" | grep -q MPI_Init || { echo "skipped: xfrun was built without MPI"; exit 77; }
-mpi=(mpirun --oversubscribe -np)
-[ "$(id -u)" -eq 0 ] && mpi=(mpirun --allow-run-as-root --oversubscribe -np)
+. tests/dist/lib.sh
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 python3 -c "import sys; sys.stdout.write('the cat sat on the mat. the dog ran to the tree. ' * 300)" > "$tmp/text.txt"
 train=(--data "$tmp/text.txt" --tokenizer bytes --batch 6 --seq 8 --seed 5 --threads 1)
 small=(-D layers=2 -D d=16 -D context=8 -D ffn=24 -D vocab=256)
-
-curve_close() {  # two logs: the same steps, loss within 1e-5 relative per step
-  python3 - "$1" "$2" <<'PY'
-import csv, sys
-a = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
-b = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))]
-assert len(a) == len(b) == 20, (len(a), len(b))
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print(f"worst relative difference {worst:.1e} over {len(a)} steps")
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
-}
 
 for ex in she transformer; do
   defs=("${small[@]}")
