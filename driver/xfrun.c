@@ -90,6 +90,29 @@ static void usage(FILE *f) {
 // meet the same errors.
 static Dist g_dist = {.rank = 0, .size = 1};
 
+// SIGINT / SIGTERM: the first one asks the run to stop after the current
+// step (train saves its checkpoint first, sample ends its line); a second
+// one ends the process at once, leaving the files as they were.
+static volatile sig_atomic_t g_stop;  // the signal number, 0: none
+
+static void on_signal(int sig) {
+  if (g_stop) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig);
+  }
+  g_stop = sig;
+}
+
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
   if (g_dist.rank != 0) return 1;
   va_list ap;
@@ -341,6 +364,17 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (root && a->save_every && s % a->save_every == 0 && s != a->steps &&
         (status = save(rt, a->save, t, data_key, err, sizeof err)))
       break;
+    if (g_stop && s != a->steps) {  // interrupted: save what the step reached, say how to go on
+      if (tty) fputc('\n', stderr);
+      if (lf) fflush(lf);
+      if (a->save && (status = save(rt, a->save, t, data_key, err, sizeof err))) break;
+      if (a->save)
+        fprintf(stderr, "xfrun: interrupted after step %lld; saved %s: continue with xfrun train %s --resume %s --steps %lld%s%s\n",
+                (long long)s, a->save, a->model, a->save, (long long)a->steps, a->log ? " --log " : "", a->log ? a->log : "");
+      else fprintf(stderr, "xfrun: interrupted after step %lld; nothing saved (no --save)\n", (long long)s);
+      if (lf) fclose(lf);
+      return 128 + g_stop;
+    }
   }
   if (tty && first <= a->steps) fputc('\n', stderr);
   if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
@@ -384,7 +418,7 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   free(prompt);
   if (N == 1) fputs(a->prompt, stdout), fflush(stdout);
   const float *logits = xf_sampler_feed(sm, feed, n);
-  for (int64_t k = 0; k < a->max_tokens && logits; k++) {
+  for (int64_t k = 0; k < a->max_tokens && logits && !g_stop; k++) {
     for (int64_t i = 0; i < N; i++) {
       xf_sample_filter(logits + i * V, V, &s, probs, order);
       uint64_t index = ((uint64_t)i << 32) | (uint64_t)k;
@@ -413,7 +447,7 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   if (N == 1) fputc('\n', stdout);
   free(feed), free(order), free(probs), free(out);
   xf_sampler_close(sm);
-  return status;
+  return g_stop && !status ? 128 + g_stop : status;
 }
 
 int main(int argc, char **argv) {
@@ -432,6 +466,7 @@ int main(int argc, char **argv) {
     char derr[512];
     if (!dist_init(&argc, &argv, &g_dist, derr, sizeof derr)) return die("%s", derr);
   }
+  if (g_dist.size == 1) catch_stop_signals();  // under a launcher, the launcher handles signals
   if (g_dist.size > 1 && !is_train) {
     status = die("only xfrun train runs on several processes (this is %s under an MPI launcher with %d)", a.cmd, g_dist.size);
     dist_finalize(&g_dist);
