@@ -40,6 +40,7 @@ static void usage(FILE *f) {
         "       xfrun sample model.so --checkpoint FILE [--prompt TEXT] [options]\n"
         "       xfrun tokenize --train --vocab N FILE|DIR ... -o tokenizer.json   (see xfrun tokenize --help)\n"
         "       xfrun plot run.csv ... -o curves.svg                             (see xfrun plot --help)\n"
+        "       xfrun compare A.xf B.xf ... --steps N [-D name=value] [-o DIR]   (see xfrun compare --help)\n"
         "\n"
         "train:  AdamW on windows drawn from the training part of the corpus, then the held-out loss.\n"
         "eval:   mean loss and perplexity on the held-out part of the corpus.\n"
@@ -71,6 +72,8 @@ static void usage(FILE *f) {
         "  --resume FILE      continue from a checkpoint: parameters, AdamW state, step, seed, batch,\n"
         "                     seq and learning rate (the loss curve continues exactly)\n"
         "  --eval-batches N   held-out batches to average (default 16)\n"
+        "  --time-limit S     stop training after S seconds (at the end of a step), then save and\n"
+        "                     evaluate as at --steps\n"
         "sampling:\n"
         "  --checkpoint FILE  parameters (and tokenizer) to use\n"
         "  --prompt TEXT      (default \"Once upon a time there was a little princess who\")\n"
@@ -156,7 +159,7 @@ typedef struct {
   int device;  // XF_DEVICE_*
   int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples;
   bool no_incremental;
-  double lr, wd, heldout, temperature, top_p;
+  double lr, wd, heldout, temperature, top_p, time_limit;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
 } Args;
 
@@ -203,13 +206,14 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--heldout")) ok = parse_real(v, &a->heldout) && a->heldout < 1;
     else if (!strcmp(o, "--temperature")) ok = parse_real(v, &a->temperature);
     else if (!strcmp(o, "--top-p")) ok = parse_real(v, &a->top_p) && a->top_p > 0 && a->top_p <= 1;
+    else if (!strcmp(o, "--time-limit")) ok = parse_real(v, &a->time_limit) && a->time_limit > 0;
     else return die("unknown option %s (see xfrun --help)", o);
     if (!ok) return die("%s %s: not a valid value", o, v);
     i++;
   }
   bool train = !strcmp(a->cmd, "train");
-  if (!train && (a->save || a->resume || a->save_every || a->log))
-    return die("--save, --save-every, --resume and --log are options of xfrun train");
+  if (!train && (a->save || a->resume || a->save_every || a->log || a->time_limit))
+    return die("--save, --save-every, --resume, --log and --time-limit are options of xfrun train");
   if (train && a->checkpoint) return die("xfrun train takes --resume FILE, not --checkpoint");
   if (a->save_every && !a->save) return die("--save-every needs --save FILE");
   if (!strcmp(a->cmd, "sample") && !a->checkpoint)
@@ -262,9 +266,6 @@ static bool get_tokenizer(const Args *a, const XfCheckpoint *ck, const XfCorpus 
   snprintf(path, sizeof path, "%s/tokenizer-%016llx-%lld.json", cache, (unsigned long long)corpus->hash,
            (long long)vocab);
   struct stat st;
-  if (vocab < 256)
-    return xf_errorf(err, errlen, "the model's vocabulary of %lld is smaller than the 256 byte tokens a byte-level "
-                     "BPE starts from: compile it with -D vocab=256 or more", (long long)vocab);
   if (stat(path, &st) != 0) {
     fprintf(stderr, "xfrun: training a byte-level BPE tokenizer of %lld tokens on %d file%s (%.1f MB) -> %s\n",
             (long long)vocab, corpus->n, corpus->n == 1 ? "" : "s", (double)corpus->bytes / 1e6, path);
@@ -283,6 +284,41 @@ static bool get_tokenizer(const Args *a, const XfCheckpoint *ck, const XfCorpus 
 static void tok_free(Tok *t) {
   xf_tok_free(t->tok);
   free(t->json);
+}
+
+// A path the run will write (atomically: a temporary beside it, then a
+// rename) must be in a folder this process can write, and not be a folder.
+static bool writable(const char *path, const char *what, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return xf_errorf(err, errlen, "%s %s is a folder", what, path);
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) != 0)
+    return xf_errorf(err, errlen, "cannot write %s %s: folder %s: %s", what, path, dir, strerror(errno));
+  return true;
+}
+
+static bool same_vocab(const Tok *t, const char *model, int64_t vocab, char *err, size_t errlen) {
+  int64_t v = xf_tok_vocab(t->tok);
+  if (v == vocab) return true;
+  return xf_errorf(err, errlen, "tokenizer %s has a vocabulary of %lld, model %s has %lld: compile the model with -D "
+                   "vocab=%lld or use a tokenizer of %lld", t->name, (long long)v, model, (long long)vocab, (long long)v,
+                   (long long)vocab);
+}
+
+// Before encoding: a byte-level tokenizer gives at most one token per byte,
+// so the training part of file i has at most its bytes and the held-out part
+// at most floor(bytes * heldout) tokens; when either bound is <= seq the
+// encoded corpus cannot fit.
+static bool corpus_fits(const XfCorpus *c, double heldout, int64_t seq, char *err, size_t errlen) {
+  int64_t train = 0, held = 0;
+  for (int i = 0; i < c->n; i++) train += (int64_t)c->lens[i], held += (int64_t)((double)c->lens[i] * heldout);
+  if (train > seq && held > seq) return true;
+  return xf_errorf(err, errlen, "the corpus has %lld bytes (at most %lld tokens held out with --heldout %g): too few for "
+                   "--seq %lld (need more than %lld tokens in the training part and in the held-out part)",
+                   (long long)c->bytes, (long long)held, heldout, (long long)seq, (long long)seq);
 }
 
 // ---- commands ------------------------------------------------------------------------
@@ -341,6 +377,11 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   if (root && g_dist.size > 1)
     fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
             (long long)o->batch, xf_grad_buckets(rt));
+  // test hook: XF_TEST_BATCHES=FILE appends "step hash" of every batch's
+  // tokens (rank 0), so tests can prove that runs saw the same batches
+  FILE *bf = NULL;
+  const char *bpath = getenv("XF_TEST_BATCHES");
+  if (bpath && *bpath && root && !(bf = fopen(bpath, "a"))) return die("cannot write %s: %s", bpath, strerror(errno));
   bool tty = isatty(2) && root;
   int status = 0;
   double t0 = now(), loss = NAN;
@@ -348,6 +389,12 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (s == kill_step && g_dist.rank == kill_rank) raise(SIGKILL);
     xf_data_batch_rows(d, 0, d->split, g_dist.rank * o->batch, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt),
                        xf_targets(rt));
+    if (bf) {
+      uint64_t h = 0xcbf29ce484222325ull;
+      const unsigned char *p = (const unsigned char *)xf_tokens(rt);
+      for (size_t i = 0; i < sizeof(int32_t) * (size_t)(o->batch * o->seq); i++) h = (h ^ p[i]) * 0x100000001b3ull;
+      fprintf(bf, "%lld %016llx\n", (long long)s, (unsigned long long)h);
+    }
     loss = xf_train_step(rt);
     double el = now() - t0, tps = (double)((s - first + 1) * o->batch * g_dist.size * o->seq) / el;
     if (lf) fprintf(lf, "%lld,%.9g,%.1f,%.3f\n", (long long)s, loss, tps, el);
@@ -364,6 +411,12 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (root && a->save_every && s % a->save_every == 0 && s != a->steps &&
         (status = save(rt, a->save, t, data_key, err, sizeof err)))
       break;
+    if (a->time_limit > 0 && el >= a->time_limit && s != a->steps && !g_stop) {
+      if (tty) fputc('\n', stderr);
+      if (root) fprintf(stderr, "xfrun: time limit of %g s reached after step %lld\n", a->time_limit, (long long)s);
+      tty = false;
+      break;
+    }
     if (g_stop && s != a->steps) {  // interrupted: save what the step reached, say how to go on
       if (tty) fputc('\n', stderr);
       if (lf) fflush(lf);
@@ -373,10 +426,12 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
                 (long long)s, a->save, a->model, a->save, (long long)a->steps, a->log ? " --log " : "", a->log ? a->log : "");
       else fprintf(stderr, "xfrun: interrupted after step %lld; nothing saved (no --save)\n", (long long)s);
       if (lf) fclose(lf);
+      if (bf) fclose(bf);
       return 128 + g_stop;
     }
   }
   if (tty && first <= a->steps) fputc('\n', stderr);
+  if (bf) fclose(bf);
   if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
   if (status) return status;
   if (a->save && root) {
@@ -454,9 +509,10 @@ int main(int argc, char **argv) {
   if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage(stdout), 0;
   if (argc >= 2 && !strcmp(argv[1], "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "plot")) return xfrun_plot(argc - 1, argv + 1);
+  if (argc >= 2 && !strcmp(argv[1], "compare")) return xfrun_compare(argc - 1, argv + 1);
   if (argc < 3) return usage(stderr), 1;
   if (strcmp(argv[1], "train") && strcmp(argv[1], "eval") && strcmp(argv[1], "sample"))
-    return die("unknown command '%s' (train, eval, sample, tokenize or plot)", argv[1]);
+    return die("unknown command '%s' (train, eval, sample, tokenize, plot or compare)", argv[1]);
   Args a;
   int status = parse_args(argc, argv, &a);
   if (status >= 0) return status;
@@ -497,10 +553,77 @@ int main(int argc, char **argv) {
     dist_finalize(&g_dist);
     return status;
   }
+  if (is_sample) {
+    XfSampling sp = {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p};
+    if (!xf_sampling_check(&sp, err, sizeof err)) {
+      xf_checkpoint_close(ck);
+      return die("%s", err);
+    }
+  }
+  // Every check that can refuse the run comes before memory is allocated
+  // (xf_allocate) and before the corpus is encoded: the model and options
+  // (xf_load), output paths, the checkpoint against the model, the
+  // tokenizer's vocabulary, the corpus size against --seq.
   const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");  // one GPU per process of a machine
   XfOptions opt = {.cuda_device = local ? atoi(local) : 0, .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
-  if (!(rt = xf_open(a.model, &opt, err, sizeof err))) {
+  if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
+    status = die("%s", err);
+    goto out;
+  }
+  if ((a.save && !writable(a.save, "--save", err, sizeof err)) || (a.log && !writable(a.log, "--log", err, sizeof err)) ||
+      (ck && !xf_checkpoint_check(ck, rt, is_train, err, sizeof err))) {
+    status = die("%s", err);
+    goto out;
+  }
+  int64_t vocab = xf_vocab(rt);
+  const char *cache = NULL;
+  bool need_data = !is_sample, own_tok = !a.tokenizer && !ck;
+  if (need_data || own_tok) {
+    if (!(cache = xf_cache_dir(a.cache, cache_buf, sizeof cache_buf, err, sizeof err))) {
+      status = die("%s", err);
+      goto out;
+    }
+  }
+  // the tokenizer given or carried: its vocabulary before the corpus is read
+  if (!own_tok && (!get_tokenizer(&a, ck, NULL, vocab, cache, &t, err, sizeof err) || !same_vocab(&t, a.model, vocab, err, sizeof err))) {
+    status = die("%s", err);
+    goto out;
+  }
+  if (own_tok && vocab < 256) {
+    status = die("the model's vocabulary of %lld is smaller than the 256 byte tokens a byte-level BPE starts from: "
+                 "compile it with -D vocab=256 or more, or give --tokenizer bytes to a model of vocab 256",
+                 (long long)vocab);
+    goto out;
+  }
+  if (need_data) {
+    const char *def[] = {XF_DATA_DIR "/children"};
+    if (!xf_corpus_read(a.ndata ? a.data : def, a.ndata ? a.ndata : 1, &corpus, err, sizeof err) ||
+        !corpus_fits(&corpus, a.heldout, xf_options(rt)->seq, err, sizeof err)) {
+      status = die("%s", err);
+      goto out;
+    }
+  }
+  if (own_tok && (!get_tokenizer(&a, ck, &corpus, vocab, cache, &t, err, sizeof err) ||
+                  !same_vocab(&t, a.model, vocab, err, sizeof err))) {
+    status = die("%s", err);
+    goto out;
+  }
+  int64_t seq = xf_options(rt)->seq;
+  if (need_data) {
+    if (!xf_data_load(&corpus, t.tok, a.heldout, vocab, cache, &d, err, sizeof err)) {
+      status = die("%s", err);
+      goto out;
+    }
+    if (d.split <= seq || d.n - d.split <= seq) {
+      status = die("the corpus has %lld tokens (%lld held out): too few for --seq %lld (need more than %lld in the "
+                   "training part and in the held-out part)", (long long)d.n, (long long)(d.n - d.split),
+                   (long long)seq, (long long)seq);
+      goto out;
+    }
+  }
+  // nothing left to refuse: allocate
+  if (!xf_allocate(rt, err, sizeof err)) {
     status = die("%s", err);
     goto out;
   }
@@ -517,32 +640,6 @@ int main(int argc, char **argv) {
     }
     xf_set_data_parallel(rt, g_dist.rank * opt.batch, &red, bucket_bytes);
   }
-  int64_t vocab = xf_vocab(rt);
-  const char *cache = NULL;
-  bool need_data = !is_sample;
-  if (need_data) {
-    const char *def[] = {XF_DATA_DIR "/children"};
-    if (!xf_corpus_read(a.ndata ? a.data : def, a.ndata ? a.ndata : 1, &corpus, err, sizeof err)) {
-      status = die("%s", err);
-      goto out;
-    }
-  }
-  if (need_data || (!a.tokenizer && !ck)) {
-    if (!(cache = xf_cache_dir(a.cache, cache_buf, sizeof cache_buf, err, sizeof err))) {
-      status = die("%s", err);
-      goto out;
-    }
-  }
-  if (!get_tokenizer(&a, ck, need_data ? &corpus : NULL, vocab, cache, &t, err, sizeof err)) {
-    status = die("%s", err);
-    goto out;
-  }
-  if (xf_tok_vocab(t.tok) != vocab) {
-    status = die("tokenizer %s has a vocabulary of %lld, model %s has %lld: compile the model with -D vocab=%lld or "
-                 "use a tokenizer of %lld", t.name, (long long)xf_tok_vocab(t.tok), a.model, (long long)vocab,
-                 (long long)xf_tok_vocab(t.tok), (long long)vocab);
-    goto out;
-  }
   if (!ck) xf_init_params(rt, (uint64_t)a.seed);  // a checkpoint sets every parameter
   if (ck && !xf_checkpoint_load(ck, rt, is_train, err, sizeof err)) {
     status = die("%s", err);
@@ -550,17 +647,6 @@ int main(int argc, char **argv) {
   }
   if (is_sample) {
     status = sample(&a, rt, &t);
-    goto out;
-  }
-  if (!xf_data_load(&corpus, t.tok, a.heldout, vocab, cache, &d, err, sizeof err)) {
-    status = die("%s", err);
-    goto out;
-  }
-  int64_t seq = xf_options(rt)->seq;
-  if (d.split <= seq || d.n - d.split <= seq) {
-    status = die("the corpus has %lld tokens (%lld held out): too few for --seq %lld (need more than %lld in the "
-                 "training part and in the held-out part)", (long long)d.n, (long long)(d.n - d.split),
-                 (long long)seq, (long long)seq);
     goto out;
   }
   uint64_t data_key = corpus.hash ^ xf_tok_fingerprint(t.tok);

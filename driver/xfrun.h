@@ -5,5 +5,6 @@
 
 int xfrun_tokenize(int argc, char **argv);  // xfrun_tokenize.c
 int xfrun_plot(int argc, char **argv);      // xfrun_plot.c
+int xfrun_compare(int argc, char **argv);   // xfrun_compare.c
 
 #endif

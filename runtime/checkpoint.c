@@ -27,15 +27,19 @@ typedef struct {
   int64_t dims[6];
 } Entry;
 
-static void entry(XfRuntime *rt, int k, Entry *e) {
+// Entry k's name and shape (data: NULL unless with_data, which needs xf_allocate).
+static void entry_of(const XfRuntime *rt, int k, bool with_data, Entry *e) {
   int np = xf_nparams(rt), p = k % np, which = k / np;
-  const char *name;
-  float *w = xf_param(rt, p, &name, &e->numel);
   e->rank = xf_param_shape(rt, p, e->dims);
+  e->numel = 1;
+  for (int d = 0; d < e->rank; d++) e->numel *= e->dims[d];
   static const char *prefix[] = {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
-  snprintf(e->name, sizeof e->name, "%s%s", prefix[which], name);
-  e->data = which ? xf_moment(rt, p, which - 1) : w;
+  snprintf(e->name, sizeof e->name, "%s%s", prefix[which], xf_param_name(rt, p));
+  e->data = NULL;
+  if (with_data) e->data = which ? xf_moment((XfRuntime *)rt, p, which - 1) : xf_param((XfRuntime *)rt, p, NULL, NULL);
 }
+
+static void entry(XfRuntime *rt, int k, Entry *e) { entry_of(rt, k, true, e); }
 
 static bool little_endian(void) {
   uint16_t one = 1;
@@ -232,13 +236,24 @@ static void shape_str(char *o, size_t n, int rank, const int64_t *dims) {
   if (at < n) snprintf(o + at, n - at, "]");
 }
 
-bool xf_checkpoint_load(const XfCheckpoint *c, XfRuntime *rt, bool optimizer, char *err, size_t errlen) {
+// The metadata's 'step' as a uint32 (false: missing or invalid).
+static bool checkpoint_step(const XfCheckpoint *c, uint32_t *step) {
+  const char *s = xf_checkpoint_meta(c, "step");
+  char *end;
+  if (!s || *s < '0' || *s > '9') return false;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end || errno || v > UINT32_MAX) return false;
+  if (step) *step = (uint32_t)v;
+  return true;
+}
+
+bool xf_checkpoint_check(const XfCheckpoint *c, const XfRuntime *rt, bool optimizer, char *err, size_t errlen) {
   int np = xf_nparams(rt), n = (optimizer ? 3 : 1) * np;
   const char *model = xf_model(rt)->name;
   Entry e;
-  // Check everything before touching rt.
   for (int k = 0; k < n; k++) {
-    entry(rt, k, &e);
+    entry_of(rt, k, false, &e);
     const Tensor *t = find_tensor(c, e.name);
     if (!t)
       return fail(err, errlen, "checkpoint %s has no tensor '%s' that model '%s' needs%s", c->path, e.name, model,
@@ -255,25 +270,26 @@ bool xf_checkpoint_load(const XfCheckpoint *c, XfRuntime *rt, bool optimizer, ch
   for (int i = 0; i < c->ntensors; i++) {
     const char *name = c->tensors[i].name;
     bool known = false;
-    for (int k = 0; k < 3 * np && !known; k++) entry(rt, k, &e), known = !strcmp(e.name, name);
+    for (int k = 0; k < 3 * np && !known; k++) entry_of(rt, k, false, &e), known = !strcmp(e.name, name);
     if (!known)
       return fail(err, errlen, "checkpoint %s has tensor '%s' that model '%s' does not have (a checkpoint of another "
                   "model?)", c->path, name, model);
   }
-  uint32_t step = 0;
-  if (optimizer) {
-    const char *s = xf_checkpoint_meta(c, "step");
-    char *end;
-    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-    if (!s || !*s || *end || v > UINT32_MAX)
-      return fail(err, errlen, "checkpoint %s has no valid 'step' in its metadata", c->path);
-    step = (uint32_t)v;
-  }
+  if (optimizer && !checkpoint_step(c, NULL))
+    return fail(err, errlen, "checkpoint %s has no valid 'step' in its metadata", c->path);
+  return true;
+}
+
+bool xf_checkpoint_load(const XfCheckpoint *c, XfRuntime *rt, bool optimizer, char *err, size_t errlen) {
+  if (!xf_checkpoint_check(c, rt, optimizer, err, errlen)) return false;
+  int n = (optimizer ? 3 : 1) * xf_nparams(rt);
+  Entry e;
   for (int k = 0; k < n; k++) {
     entry(rt, k, &e);
     const Tensor *t = find_tensor(c, e.name);
     memcpy((float *)e.data, c->data + t->begin, (size_t)e.numel * 4);
   }
-  if (optimizer) xf_set_step(rt, step);
+  uint32_t step;
+  if (optimizer && checkpoint_step(c, &step)) xf_set_step(rt, step);
   return true;
 }

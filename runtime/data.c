@@ -114,30 +114,47 @@ const char *xf_cache_dir(const char *dir, char *buf, size_t len, char *err, size
 }
 
 // ---- token cache ---------------------------------------------------------------------
-// File: "XFTOKENS", u64 key, u64 ntrain, u64 nheld, then int32 tokens (host
-// byte order; the key includes the byte order's check value).
+// File: "XFTOKEN2", u64 key, u64 ntrain, u64 nheld, u64 sum, then int32
+// tokens (host byte order; the key includes the byte order's check value).
+// key: the corpus, tokenizer and held-out fraction (also in the file name);
+// sum: FNV-1a of ntrain, nheld and the tokens. A file that does not match
+// both is not used (the corpus is encoded again and the file rewritten).
 
 typedef struct {
   char magic[8];
-  uint64_t key, ntrain, nheld;
+  uint64_t key, ntrain, nheld, sum;
 } CacheHeader;
 
+static const uint64_t MAX_CACHED = (uint64_t)1 << 36;  // tokens
+
+static uint64_t cache_sum(uint64_t ntrain, uint64_t nheld, const int32_t *tokens) {
+  uint64_t h = fnv1a(0xcbf29ce484222325ull, &ntrain, sizeof ntrain);
+  h = fnv1a(h, &nheld, sizeof nheld);
+  return fnv1a(h, tokens, 4 * (size_t)(ntrain + nheld));
+}
+
+// false: no such file; a file that exists but does not hold this key's
+// tokens is reported and not used.
 static bool cache_read(const char *path, uint64_t key, XfData *d) {
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   CacheHeader h;
-  bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, "XFTOKENS", 8) && h.key == key &&
-            h.ntrain + h.nheld > 0 && h.ntrain + h.nheld < ((uint64_t)1 << 40);
   struct stat st;
-  ok = ok && fstat(fileno(f), &st) == 0 && (uint64_t)st.st_size == sizeof h + 4 * (h.ntrain + h.nheld);
+  bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, "XFTOKEN2", 8) && h.key == key &&
+            h.ntrain <= MAX_CACHED && h.nheld <= MAX_CACHED && h.ntrain + h.nheld > 0 && fstat(fileno(f), &st) == 0 &&
+            (uint64_t)st.st_size == sizeof h + 4 * (h.ntrain + h.nheld);
   if (ok && (d->tokens = malloc(4 * (h.ntrain + h.nheld)))) {
-    ok = fread(d->tokens, 4, h.ntrain + h.nheld, f) == h.ntrain + h.nheld;
+    ok = fread(d->tokens, 4, h.ntrain + h.nheld, f) == h.ntrain + h.nheld &&
+         cache_sum(h.ntrain, h.nheld, d->tokens) == h.sum;
     d->n = (int64_t)(h.ntrain + h.nheld), d->split = (int64_t)h.ntrain;
   } else {
     ok = false;
   }
   fclose(f);
-  if (!ok) xf_data_free(d);
+  if (!ok) {
+    xf_data_free(d);
+    fprintf(stderr, "xfrun: warning: token cache %s is damaged or of another version: encoding the corpus again\n", path);
+  }
   return ok;
 }
 
@@ -176,7 +193,8 @@ bool xf_data_load(const XfCorpus *c, const XfTokenizer *t, double heldout, int64
     if (!ok) return xf_data_free(d), fail(err, errlen, "out of memory tokenizing the corpus");
     if (cache_dir) {
       CacheHeader h = {.key = key, .ntrain = (uint64_t)d->split, .nheld = (uint64_t)(d->n - d->split)};
-      memcpy(h.magic, "XFTOKENS", 8);
+      h.sum = cache_sum(h.ntrain, h.nheld, d->tokens);
+      memcpy(h.magic, "XFTOKEN2", 8);
       XfSpan parts[] = {{&h, sizeof h}, {d->tokens, sizeof(int32_t) * (size_t)d->n}};
       char werr[512];
       if (!xf_write_atomic(path, parts, 2, werr, sizeof werr))

@@ -148,7 +148,9 @@ struct XfRuntime {
   int tokens, targets, loss, logits;  // buffer indices (-1 if absent)
   uint32_t step;
   size_t bytes;
-  void *arena;
+  size_t *offset;    // per storage root: its byte offset in arena (load_descriptor)
+  void *arena;       // NULL until xf_allocate
+  PlanItem *dead_items;  // per buffer: bytes and lifetime (memplan's input), for XF_DEBUG_POISON
   // XF_DEBUG_POISON=1: after kernel k, NaN fills the storage of every planned
   // buffer whose lifetime ends at k (dead[dead_at[k] .. dead_at[k+1]))
   int *dead_at, *dead;
@@ -224,6 +226,8 @@ float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel) {
   if (numel) *numel = rt->numel[b];
   return rt->bufs[b];
 }
+
+const char *xf_param_name(const XfRuntime *rt, int i) { return rt->m->buffers[rt->params[i]].name; }
 
 float *xf_moment(XfRuntime *rt, int i, int which) {
   host_sync(rt, true);
@@ -313,7 +317,100 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   return true;
 }
 
-XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
+// The options' defaults and ranges, the descriptor's buffer sizes at (batch,
+// seq), the parameter list and the memory plan: arithmetic only, nothing
+// allocated that grows with batch, seq or the model's size (xf_allocate does).
+static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t errlen) {
+  const XfModel *m = rt->m;
+  XfOptions *o = &rt->opt;
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (o->threads <= 0) o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (o->threads < 1) o->threads = 1;
+  if (o->seq == 0) o->seq = m->context;
+  if (o->seq < 1 || o->seq > m->context)
+    return fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
+                (long long)m->context, m->name);
+  if (o->batch < 1 || o->batch > (1 << 24))
+    return fail(err, errlen, "--batch %lld is outside 1..%d", (long long)o->batch, 1 << 24);
+  if (!(o->lr > 0 && o->lr < 1e3) || !(o->weight_decay >= 0 && o->weight_decay < 1e3) || !(o->beta1 >= 0 && o->beta1 < 1) ||
+      !(o->beta2 >= 0 && o->beta2 < 1) || !(o->eps > 0))
+    return fail(err, errlen, "AdamW needs 0 < lr < 1000, 0 <= weight decay < 1000, betas in [0, 1) and eps > 0");
+  if (!open_device(rt, label, err, errlen)) return false;
+  int n = m->nbuffers;
+  rt->numel = calloc((size_t)n, sizeof *rt->numel);
+  rt->offset = calloc((size_t)n, sizeof *rt->offset);
+  rt->params = calloc((size_t)n, sizeof(int));
+  rt->grads = calloc((size_t)n, sizeof(int));
+  PlanItem *items = calloc((size_t)n + 1, sizeof *items);
+  int64_t *planned = calloc((size_t)n + 1, sizeof *planned);
+  bool ok = rt->numel && rt->offset && rt->params && rt->grads && items && planned;
+  if (!ok) fail(err, errlen, "out of memory");
+  // persistent storage first (params, gradients, inputs), then the planned
+  // arena (activations, outputs: memplan over their lifetimes), then moments
+  size_t total = 0;
+  for (int i = 0; ok && i < n; i++) {
+    const XfBuffer *b = &m->buffers[i];
+    rt->numel[i] = buf_numel(b, o->batch, o->seq);
+    if (b->alias_of >= 0) continue;
+    if (rt->numel[i] > ((int64_t)1 << 40) / 4) {
+      ok = fail(err, errlen, "--batch %lld --seq %lld: %s%s%s alone needs more memory than exists",
+                (long long)o->batch, (long long)o->seq, *b->name ? "buffer '" : "an intermediate buffer",
+                b->name, *b->name ? "'" : "");
+      break;
+    }
+    // planned: activations and outputs that some kernel touches (memplan
+    // places nothing without a lifetime); the rest is persistent
+    if ((b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) && b->first >= 0) {
+      items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
+      continue;
+    }
+    rt->offset[i] = total;
+    total += ((size_t)rt->numel[i] * 4 + 63) & ~(size_t)63;
+    if (b->role == XF_BUF_PARAM) {
+      rt->params[rt->nparams] = i;
+      char gname[1100];
+      snprintf(gname, sizeof gname, "grad.%s", b->name);
+      rt->grads[rt->nparams++] = find_buffer(m, XF_BUF_GRAD, gname);
+    }
+  }
+  rt->persist = total;
+  if (ok) {
+    int64_t arena = memplan(items, n, planned);
+    if (arena < 0) ok = fail(err, errlen, "out of memory");
+    for (int i = 0; ok && i < n; i++)
+      if (items[i].bytes > 0) rt->offset[i] = total + (size_t)planned[i];
+    if (ok) total += (size_t)arena;
+  }
+  rt->dead_items = ok ? items : NULL;
+  if (!ok) free(items);
+  free(planned);
+  size_t moments = 0;
+  for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
+  rt->moments_at = total;
+  rt->tokens = find_buffer(m, XF_BUF_INPUT, "tokens");
+  rt->targets = find_buffer(m, XF_BUF_INPUT, "targets");
+  rt->loss = find_buffer(m, XF_BUF_OUTPUT, "loss");
+  rt->logits = find_buffer(m, XF_BUF_OUTPUT, "logits");
+  if (ok && (rt->tokens < 0 || rt->loss < 0))
+    ok = fail(err, errlen, "model %s has no 'tokens' input or no 'loss' output", m->name);
+  // what the machine can hold: its physical memory (an allocation beyond it
+  // would be granted by overcommit and fail only when touched)
+  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  double need = (double)total + (double)moments;
+  if (ok && (need > (double)((size_t)1 << 40) || (have > 0 && need > have)))
+    ok = fail(err, errlen, "--batch %lld --seq %lld needs %.1f GiB, more than this machine has (%.1f GiB)",
+              (long long)o->batch, (long long)o->seq, need / (1 << 30), have / (1 << 30));
+  rt->bytes = total + moments;
+  return ok;
+}
+
+// Loads a model.so: its ELF headers, the xf_model symbol, the ABI version,
+// the descriptor (xf_model_check) and the options against it. Runs no code
+// of the model beyond its constructors.
+XfRuntime *xf_load(const char *path, const XfOptions *opt, char *err, size_t errlen) {
   struct stat st;
   if (stat(path, &st) != 0) return fail(err, errlen, "cannot open model %s: no such file", path), NULL;
   if (!S_ISREG(st.st_mode)) return fail(err, errlen, "cannot open model %s: not a file", path), NULL;
@@ -327,76 +424,41 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
     dlclose(lib);
     return fail(err, errlen, "%s is not an xf model (no xf_model symbol)", path), NULL;
   }
-  if (m->abi_version != XF_ABI_VERSION) {
-    fail(err, errlen, "%s was compiled for model ABI %u, this runtime reads ABI %u: recompile it with this xfc",
-         path, m->abi_version, XF_ABI_VERSION);
-    dlclose(lib);
-    return NULL;
-  }
+  XfRuntime *rt = xf_load_model(m, path, opt, err, errlen);
+  if (!rt) return dlclose(lib), NULL;
+  rt->lib = lib;
+  return rt;
+}
+
+XfRuntime *xf_load_model(const XfModel *m, const char *label, const XfOptions *opt, char *err, size_t errlen) {
+  if (m->abi_version != XF_ABI_VERSION)
+    return fail(err, errlen, "%s was compiled for model ABI %u, this runtime reads ABI %u: recompile it with this xfc",
+                label, m->abi_version, XF_ABI_VERSION), NULL;
+  char why[900];
+  if (!xf_model_check(m, why, sizeof why))
+    return fail(err, errlen, "%s: invalid model descriptor: %s (not made by this xfc?)", label, why), NULL;
   XfRuntime *rt = calloc(1, sizeof *rt);
-  if (!rt) return dlclose(lib), fail(err, errlen, "out of memory"), NULL;
-  rt->lib = lib, rt->m = m, rt->opt = *opt;
-  if (!open_device(rt, path, err, errlen)) {
-    dlclose(lib);
-    free(rt);
+  if (!rt) return fail(err, errlen, "out of memory"), NULL;
+  rt->m = m, rt->opt = *opt;
+  if (!load_descriptor(rt, label, err, errlen)) {
+    xf_close(rt);
     return NULL;
   }
-  XfOptions *o = &rt->opt;
-  if (o->lr == 0) o->lr = 1e-3;
-  if (o->beta1 == 0) o->beta1 = 0.9;
-  if (o->beta2 == 0) o->beta2 = 0.999;
-  if (o->eps == 0) o->eps = 1e-8;
-  if (o->threads <= 0) o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (o->threads < 1) o->threads = 1;
+  return rt;
+}
+
+bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
+  if (rt->arena) return true;
+  const XfModel *m = rt->m;
   bool ok = true;
-  if (o->seq == 0) o->seq = m->context;
-  if (o->seq < 1 || o->seq > m->context)
-    ok = fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
-              (long long)m->context, m->name);
-  else if (o->batch < 1 || o->batch > (1 << 24))
-    ok = fail(err, errlen, "--batch %lld is outside 1..%d", (long long)o->batch, 1 << 24);
-  // memory plan: every buffer at (batch, seq), and two AdamW moments per parameter
   rt->bufs = calloc((size_t)m->nbuffers, sizeof *rt->bufs);
-  rt->numel = calloc((size_t)m->nbuffers, sizeof *rt->numel);
-  size_t *offset = calloc((size_t)m->nbuffers, sizeof *offset);
-  rt->params = calloc((size_t)m->nbuffers, sizeof(int));
-  rt->grads = calloc((size_t)m->nbuffers, sizeof(int));
-  if (ok && (!rt->bufs || !rt->numel || !offset || !rt->params || !rt->grads)) ok = fail(err, errlen, "out of memory");
-  // persistent storage first (params, gradients, inputs), then the planned
-  // arena (activations, outputs: memplan over their lifetimes), then moments
-  size_t total = 0;
-  PlanItem *items = calloc((size_t)m->nbuffers + 1, sizeof *items);
-  int64_t *planned = calloc((size_t)m->nbuffers + 1, sizeof *planned);
-  if (ok && (!items || !planned)) ok = fail(err, errlen, "out of memory");
-  for (int i = 0; ok && i < m->nbuffers; i++) {
-    const XfBuffer *b = &m->buffers[i];
-    rt->numel[i] = buf_numel(b, o->batch, o->seq);
-    if (b->alias_of >= 0) continue;
-    if (rt->numel[i] > ((int64_t)1 << 40) / 4) ok = fail(err, errlen, "--batch %lld needs more memory than exists", (long long)o->batch);
-    if (b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) {
-      items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
-      continue;
-    }
-    offset[i] = total;
-    total += ((size_t)rt->numel[i] * 4 + 63) & ~(size_t)63;
-    if (b->role == XF_BUF_PARAM) {
-      rt->params[rt->nparams] = i;
-      char gname[1024];
-      snprintf(gname, sizeof gname, "grad.%s", b->name);
-      rt->grads[rt->nparams++] = find_buffer(m, XF_BUF_GRAD, gname);
-    }
-  }
-  rt->persist = total;
-  if (ok) {
-    int64_t arena = memplan(items, m->nbuffers, planned);
-    if (arena < 0) ok = fail(err, errlen, "out of memory");
-    for (int i = 0; ok && i < m->nbuffers; i++)
-      if (items[i].bytes > 0) offset[i] = total + (size_t)planned[i];
-    if (ok) total += (size_t)arena;
-  }
+  rt->adam_m = calloc((size_t)rt->nparams + 1, sizeof(float *));
+  rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
+  if (!rt->bufs || !rt->adam_m || !rt->adam_v) return fail(err, errlen, "out of memory");
   const char *poison = getenv("XF_DEBUG_POISON");
-  if (ok && poison && *poison && strcmp(poison, "0")) {
+  if (poison && *poison && strcmp(poison, "0")) {
     // dead[] lists the planned activations by the kernel that last reads them
+    const PlanItem *items = rt->dead_items;
     rt->dead_at = calloc((size_t)m->nkernels + 2, sizeof(int));
     rt->dead = calloc((size_t)m->nbuffers + 1, sizeof(int));
     int *fill = calloc((size_t)m->nkernels + 1, sizeof(int));
@@ -411,72 +473,50 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
       for (int k = 0; pass == 0 && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
     }
     free(fill);
+    if (!ok) return false;
   }
-  free(items);
-  free(planned);
-  size_t moments = 0;
-  for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
-  rt->tokens = find_buffer(m, XF_BUF_INPUT, "tokens");
-  rt->targets = find_buffer(m, XF_BUF_INPUT, "targets");
-  rt->loss = find_buffer(m, XF_BUF_OUTPUT, "loss");
-  rt->logits = find_buffer(m, XF_BUF_OUTPUT, "logits");
-  if (ok && (rt->tokens < 0 || rt->loss < 0))
-    ok = fail(err, errlen, "model %s has no 'tokens' input or no 'loss' output", m->name);
-  if (ok && total + moments > ((size_t)1 << 40))
-    ok = fail(err, errlen, "--batch %lld --seq %lld needs %.1f GiB, more than this machine has", (long long)o->batch,
-              (long long)o->seq, (double)(total + moments) / (1 << 30));
-  if (ok) {
-    rt->bytes = total + moments;
-    rt->arena = aligned_alloc(64, rt->bytes ? rt->bytes : 64);
-    if (!rt->arena)
-      ok = fail(err, errlen, "cannot allocate %.1f MiB for batch %lld, seq %lld", (double)rt->bytes / (1 << 20),
-                (long long)o->batch, (long long)o->seq);
+  rt->arena = aligned_alloc(64, rt->bytes ? (rt->bytes + 63) & ~(size_t)63 : 64);
+  if (!rt->arena)
+    return fail(err, errlen, "cannot allocate %.1f MiB for batch %lld, seq %lld", (double)rt->bytes / (1 << 20),
+                (long long)rt->opt.batch, (long long)rt->opt.seq);
+  memset(rt->arena, 0, rt->bytes);
+  for (int i = 0; i < m->nbuffers; i++) {
+    int k = i;
+    while (m->buffers[k].alias_of >= 0) k = m->buffers[k].alias_of;
+    rt->bufs[i] = (char *)rt->arena + rt->offset[k];
   }
-  if (ok) {
-    memset(rt->arena, 0, rt->bytes);
-    for (int i = 0; i < m->nbuffers; i++) {
-      int k = i;
-      while (m->buffers[k].alias_of >= 0) k = m->buffers[k].alias_of;
-      rt->bufs[i] = (char *)rt->arena + offset[k];
-    }
-    rt->adam_m = calloc((size_t)rt->nparams + 1, sizeof(float *));
-    rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
-    if (!rt->adam_m || !rt->adam_v) ok = fail(err, errlen, "out of memory");
-    char *mp = (char *)rt->arena + total;
-    rt->moments_at = total;
-    for (int p = 0; ok && p < rt->nparams; p++) {
-      size_t sz = ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
-      rt->adam_m[p] = (float *)mp, mp += sz;
-      rt->adam_v[p] = (float *)mp, mp += sz;
-    }
+  char *mp = (char *)rt->arena + rt->moments_at;
+  for (int p = 0; p < rt->nparams; p++) {
+    size_t sz = ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
+    rt->adam_m[p] = (float *)mp, mp += sz;
+    rt->adam_v[p] = (float *)mp, mp += sz;
   }
-  free(offset);
-  if (ok && rt->gpu) ok = attach_device(rt, err, errlen);
-  if (ok && !pool_start(&rt->pool, o->threads)) ok = fail(err, errlen, "cannot start %d threads", o->threads);
-  if (!ok) {
-    if (rt->pool.threads) pool_stop(&rt->pool);
-    close_device(rt);
-    free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
-    free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
-    dlclose(lib);
-    free(rt);
-    return NULL;
-  }
+  if (rt->gpu && !attach_device(rt, err, errlen)) return false;
+  if (!pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
   openblas_set_num_threads(1);  // parallelism comes from the pool, across gemm batches
   rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = blas_sgemm,
                     .kernel_done = rt->dead_at ? poison_dead : NULL};
   rt->pool.rt = rt;
+  return true;
+}
+
+XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t errlen) {
+  XfRuntime *rt = xf_load(path, opt, err, errlen);
+  if (rt && !xf_allocate(rt, err, errlen)) {
+    xf_close(rt);
+    return NULL;
+  }
   return rt;
 }
 
 void xf_close(XfRuntime *rt) {
   if (!rt) return;
-  pool_stop(&rt->pool);
+  if (rt->pool.threads) pool_stop(&rt->pool);
   close_device(rt);
-  free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->params), free(rt->grads);
-  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
+  free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
+  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead), free(rt->dead_items);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
-  dlclose(rt->lib);
+  if (rt->lib) dlclose(rt->lib);
   free(rt);
 }
 

@@ -42,9 +42,29 @@ enum { XF_DEVICE_AUTO, XF_DEVICE_CPU, XF_DEVICE_CUDA };
 typedef struct XfRuntime XfRuntime;
 
 // NULL with a one-line message in err on failure (missing or invalid file,
-// ABI mismatch, seq beyond the context, impossible batch, out of memory).
+// ABI mismatch, invalid descriptor, seq beyond the context, impossible batch,
+// more memory than the machine has, out of memory). xf_open is xf_load, then
+// xf_allocate.
 XfRuntime *xf_open(const char *so_path, const XfOptions *opt, char *err, size_t errlen);
+// Every check that can refuse a model and options, and the memory plan, but
+// no allocation that grows with the model, batch or seq: what a caller can
+// still refuse (tokenizer, checkpoint, data) is checked between xf_load and
+// xf_allocate. Before xf_allocate only xf_model, xf_options, xf_device*,
+// xf_vocab, xf_nparams, xf_param_name, xf_param_shape, xf_memory_bytes and
+// xf_checkpoint_check may be called.
+XfRuntime *xf_load(const char *so_path, const XfOptions *opt, char *err, size_t errlen);
+// The same for a descriptor already in memory (label names it in messages);
+// m must outlive the runtime.
+XfRuntime *xf_load_model(const XfModel *m, const char *label, const XfOptions *opt, char *err, size_t errlen);
+bool xf_allocate(XfRuntime *rt, char *err, size_t errlen);
 void xf_close(XfRuntime *rt);
+// The structural invariants of a descriptor that the runtime relies on
+// (xf_load checks them): counts and indices in range, buffer sizes and
+// shapes consistent, aliases ending at a storage root, lifetimes within the
+// kernel order, unique parameter names, launch tables within their buffers
+// and kernels. Pointers are not checked: a model.so is native code, trusted
+// like any executable (docs/runtime.md).
+bool xf_model_check(const XfModel *m, char *err, size_t errlen);
 
 const XfModel *xf_model(const XfRuntime *rt);
 const XfOptions *xf_options(const XfRuntime *rt);
@@ -61,6 +81,7 @@ int64_t xf_vocab(const XfRuntime *rt);
 void xf_init_params(XfRuntime *rt, uint64_t seed);
 int xf_nparams(const XfRuntime *rt);
 float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel);
+const char *xf_param_name(const XfRuntime *rt, int i);
 const float *xf_grad(XfRuntime *rt, int i);
 
 // Token buffers [batch, seq] of the next step.
@@ -101,7 +122,7 @@ float *xf_moment(XfRuntime *rt, int i, int which);
 int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]);
 // Restores the step counter (with the parameters and moments: a resumed run).
 void xf_set_step(XfRuntime *rt, uint32_t step);
-// Bytes of memory planned at open.
+// Bytes of memory planned (xf_load) and allocated (xf_allocate).
 size_t xf_memory_bytes(const XfRuntime *rt);
 
 // ---- sampling: the incremental decoder --------------------------------------------
@@ -217,9 +238,12 @@ XfCheckpoint *xf_checkpoint_open(const char *path, char *err, size_t errlen);
 void xf_checkpoint_close(XfCheckpoint *c);
 // A metadata value, or NULL.
 const char *xf_checkpoint_meta(const XfCheckpoint *c, const char *key);
+// Whether c fits rt: every tensor rt needs (with optimizer, the moments and
+// a valid 'step' too) with its shape, and no other. A missing, extra or
+// mis-shaped tensor is an error naming it. Needs no allocation (xf_load).
+bool xf_checkpoint_check(const XfCheckpoint *c, const XfRuntime *rt, bool optimizer, char *err, size_t errlen);
 // Copies the parameters (and, with optimizer, the moments and the step) into
-// rt. Checks every tensor first: a missing, extra or mis-shaped tensor is an
-// error naming it, and rt is left untouched.
+// rt after xf_checkpoint_check; on an error rt is left untouched.
 bool xf_checkpoint_load(const XfCheckpoint *c, XfRuntime *rt, bool optimizer, char *err, size_t errlen);
 
 #endif

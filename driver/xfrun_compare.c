@@ -1,0 +1,621 @@
+// xfrun_compare.c: `xfrun compare A.xf|A.so B.xf|B.so ...`: trains every
+// model on the same corpus, tokenizer, batches and budget, over K seeds,
+// and writes per run a CSV log and a checkpoint, the curves (as xfrun plot)
+// and a table of the results (Markdown and CSV) to one folder.
+//
+// Fair by construction: every run is `xfrun train` with the same options
+// except the model and, per seed index k, the same seed; the windows of a
+// step depend only on (corpus, tokenizer, seed, step), so run k of every
+// model sees the same batches in the same order. The .xf inputs are compiled
+// with the same -D values. The vocabularies must agree (one tokenizer).
+//
+// Layout of DIR: runs/<label>.so (compiled inputs), runs/<label>-seed<s>.csv
+// (the log), .safetensors (checkpoint, saved every ~5 % of the budget),
+// .done (the run's results, written when it finished), .seconds (time spent,
+// for --seconds); curves.svg, table.md, table.csv. A run with a .done file is
+// not redone; one with a checkpoint is resumed. Interrupted (SIGINT,
+// SIGTERM), the current run saves and the same command continues.
+//
+// Table statistic (seed 001 Figs. 10-11): the median training loss over the
+// last 10 % of steps (steps > 0.9 * final step); across seeds, each number is
+// the mean, with the sample standard deviation after "±".
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xf.h"
+#include "xfrun.h"
+
+enum { MAX_MODELS = 64, MAX_DEFS = 64, MAX_PASS = 64, MAX_SEEDS = 100 };
+
+__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("xfrun: error: compare: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static void usage(FILE *f) {
+  fputs("usage: xfrun compare MODEL.xf|MODEL.so ... (--steps N | --tokens N | --seconds S) [options]\n"
+        "\n"
+        "Trains every model on the same corpus, tokenizer, batches (same seeds: the same windows\n"
+        "in the same order) and budget, and writes to DIR the logs, checkpoints, curves.svg and\n"
+        "table.md / table.csv: parameters, training ops per token, tokens/s, the median training\n"
+        "loss over the last 10 % of steps, held-out loss and perplexity; over several seeds, the\n"
+        "mean ± the standard deviation. Finished runs are not redone; the same command resumes an\n"
+        "interrupted comparison.\n"
+        "\n"
+        "  -D NAME=VALUE      compile every .xf input with this value (repeatable)\n"
+        "  --steps N          training steps per run\n"
+        "  --tokens N         training tokens per run (steps = N / (batch x seq), rounded up)\n"
+        "  --seconds S        training time per run\n"
+        "  --seeds K          seeds 1..K per model (default 1)\n"
+        "  -o DIR             output folder (default compare-out)\n"
+        "  --xfc PATH         the compiler (default: xfc beside xfrun, else on PATH)\n"
+        "  --data, --tokenizer, --heldout, --cache, --batch, --seq, --lr, --weight-decay,\n"
+        "  --threads, --device, --eval-batches: as for xfrun train, the same for every run\n"
+        "  -h, --help         this help\n",
+        f);
+}
+
+// Paths: the output folder is at most 3000 bytes and labels 255, so every
+// path built here fits (pathf truncates nothing it is given).
+typedef char Path[4096];
+
+__attribute__((format(printf, 2, 3))) static void pathf(char *buf, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(Path), fmt, ap);
+  va_end(ap);
+}
+
+typedef struct {
+  const char *input;   // as given
+  char label[256];
+  Path so;
+  bool compiled;       // from .xf
+  double ops;          // training ops per token (xfc --stats), NaN if unknown
+  int64_t params, vocab, context;
+} Model;
+
+typedef struct {
+  double train, heldout, tps;  // median train loss of the last 10 %, held-out loss, tokens/s
+  int64_t steps;
+  char data[32];               // the checkpoint's data key
+} Result;
+
+static volatile sig_atomic_t g_signal;
+static volatile pid_t g_child;
+
+static void on_signal(int sig) {
+  g_signal = sig;
+  if (g_child > 0) kill(g_child, sig);
+}
+
+// Runs argv (stdout to out_path unless NULL, stderr through unless
+// err_path), in its own process group so that a terminal's signal reaches
+// it once, through us. Returns the exit status, 128 + signal if killed, -1
+// if it could not start.
+// (batches: the run's XF_TEST_BATCHES file, or NULL.)
+static int run(char *const argv[], const char *out_path, const char *err_path, const char *batches) {
+  fflush(stdout), fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+    if (batches) setenv("XF_TEST_BATCHES", batches, 1);
+    if (out_path) {
+      int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || dup2(fd, 1) < 0) _exit(126);
+      close(fd);
+    }
+    if (err_path) {
+      int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || dup2(fd, 2) < 0) _exit(126);
+      close(fd);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "xfrun: error: compare: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  g_child = pid;
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return g_child = 0, -1;
+  g_child = 0;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *path) {
+  char err[256];
+  size_t len;
+  return xf_read_file(path, &len, err, sizeof err);
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+// The directory of this executable.
+static void self_dir(char *buf, size_t n) {
+  ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+  if (k <= 0) {
+    snprintf(buf, n, ".");
+    return;
+  }
+  buf[k] = 0;
+  char *slash = strrchr(buf, '/');
+  if (slash) *slash = 0;
+}
+
+// A label from the file name: its basename without .xf / .so, made unique.
+static void make_label(Model *ms, int i) {
+  const char *base = strrchr(ms[i].input, '/');
+  base = base ? base + 1 : ms[i].input;
+  char stem[200];
+  snprintf(stem, sizeof stem, "%s", base);
+  char *dot = strrchr(stem, '.');
+  if (dot && (!strcmp(dot, ".xf") || !strcmp(dot, ".so"))) *dot = 0;
+  for (char *p = stem; *p; p++)
+    if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+          (*p >= 'A' && *p <= 'Z')))
+      *p = '_';
+  snprintf(ms[i].label, sizeof ms[i].label, "%s", stem);
+  for (int n = 2;; n++) {
+    bool taken = false;
+    for (int j = 0; j < i; j++) taken = taken || !strcmp(ms[j].label, ms[i].label);
+    if (!taken) break;
+    snprintf(ms[i].label, sizeof ms[i].label, "%s-%d", stem, n);
+  }
+}
+
+// The first line of a file that says "error", else its first line.
+static void first_error(const char *path, char *out, size_t n) {
+  char *text = slurp(path);
+  out[0] = 0;
+  if (!text) return;
+  char *line = strstr(text, "error");
+  if (line) {
+    while (line > text && line[-1] != '\n') line--;
+  } else {
+    line = text;
+  }
+  size_t len = strcspn(line, "\n");
+  snprintf(out, n, "%.*s", (int)len, line);
+  free(text);
+}
+
+// The value after `key` in a text, as a double (NaN if absent).
+static double find_number(const char *text, const char *key) {
+  const char *p = text ? strstr(text, key) : NULL;
+  return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+// A training log: rows (step, loss, tokens/s), later rows of a resumed run
+// replacing the rows from their step on (as xfrun plot).
+typedef struct {
+  int64_t n, cap;
+  int64_t *step;
+  double *loss, *tps;
+} Log;
+
+static bool read_log(const char *path, Log *l) {
+  memset(l, 0, sizeof *l);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    long long s;
+    double loss, tps;
+    if (sscanf(line, "%lld,%lf,%lf", &s, &loss, &tps) != 3) continue;
+    while (l->n > 0 && l->step[l->n - 1] >= s) l->n--;
+    if (l->n == l->cap) {
+      l->cap = l->cap ? 2 * l->cap : 1024;
+      l->step = realloc(l->step, sizeof *l->step * (size_t)l->cap);
+      l->loss = realloc(l->loss, sizeof *l->loss * (size_t)l->cap);
+      l->tps = realloc(l->tps, sizeof *l->tps * (size_t)l->cap);
+      if (!l->step || !l->loss || !l->tps) {
+        fclose(f);
+        return false;
+      }
+    }
+    l->step[l->n] = s, l->loss[l->n] = loss, l->tps[l->n] = tps, l->n++;
+  }
+  fclose(f);
+  return l->n > 0;
+}
+
+static void free_log(Log *l) { free(l->step), free(l->loss), free(l->tps); }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+// The median loss of the steps after 0.9 * the last step.
+static double tail_median(const Log *l) {
+  double cut = 0.9 * (double)l->step[l->n - 1], *v = malloc(sizeof *v * (size_t)l->n);
+  int64_t k = 0;
+  for (int64_t i = 0; v && i < l->n; i++)
+    if ((double)l->step[i] > cut) v[k++] = l->loss[i];
+  double med = NAN;
+  if (k > 0) {
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    med = k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+  }
+  free(v);
+  return med;
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd) {
+  double s = 0, q = 0;
+  for (int i = 0; i < n; i++) s += x[i];
+  *mean = s / n;
+  for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+  *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static void put_stat(FILE *f, const double *x, int n, const char *fmt) {
+  double m, sd;
+  mean_sd(x, n, &m, &sd);
+  fprintf(f, fmt, m);
+  if (n > 1) fprintf(f, " ± "), fprintf(f, fmt, sd);
+}
+
+static bool read_result(const char *path, Result *r) {
+  char *t = slurp(path);
+  if (!t) return false;
+  r->train = find_number(t, "train_median_last10=");
+  r->heldout = find_number(t, "heldout_loss=");
+  r->tps = find_number(t, "tokens_per_s=");
+  r->steps = (int64_t)find_number(t, "steps=");
+  const char *d = strstr(t, "data=");
+  snprintf(r->data, sizeof r->data, "%.16s", d ? d + 5 : "?");
+  free(t);
+  return isfinite(r->heldout);
+}
+
+int xfrun_compare(int argc, char **argv) {
+  Model ms[MAX_MODELS];
+  int nm = 0, ndefs = 0, npass = 0;
+  const char *defs[MAX_DEFS], *pass[MAX_PASS], *out = "compare-out", *xfc = NULL;
+  int64_t steps = 0, tokens = 0, seeds = 1, batch = 8, seq = 0;
+  double seconds = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+    if (a[0] != '-') {
+      if (nm == MAX_MODELS) return fail("more than %d models", MAX_MODELS);
+      memset(&ms[nm], 0, sizeof ms[nm]);
+      ms[nm++].input = a;
+      continue;
+    }
+    if (!v) return fail("%s needs a value", a);
+    char *end = NULL;
+    i++;
+    if (!strcmp(a, "-D")) {
+      if (ndefs == MAX_DEFS || !strchr(v, '=')) return fail("-D %s: expected NAME=VALUE", v);
+      defs[ndefs++] = v;
+    } else if (!strcmp(a, "-o")) out = v;
+    else if (!strcmp(a, "--xfc")) xfc = v;
+    else if (!strcmp(a, "--steps") || !strcmp(a, "--tokens") || !strcmp(a, "--seeds")) {
+      long long n = strtoll(v, &end, 10);
+      if (*end || end == v || n < 1 || n > INT32_MAX * (strcmp(a, "--tokens") ? 1LL : 1LL << 20))
+        return fail("%s %s: not a valid value", a, v);
+      if (!strcmp(a, "--steps")) steps = n;
+      else if (!strcmp(a, "--tokens")) tokens = n;
+      else if (n > MAX_SEEDS) return fail("--seeds %s: at most %d", v, MAX_SEEDS);
+      else seeds = n;
+    } else if (!strcmp(a, "--seconds")) {
+      seconds = strtod(v, &end);
+      if (*end || end == v || !(seconds > 0 && seconds < 1e9)) return fail("--seconds %s: not a valid value", v);
+    } else if (!strcmp(a, "--data") || !strcmp(a, "--tokenizer") || !strcmp(a, "--heldout") || !strcmp(a, "--cache") ||
+               !strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--lr") || !strcmp(a, "--weight-decay") ||
+               !strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--eval-batches")) {
+      if (npass + 2 > MAX_PASS) return fail("too many options");
+      pass[npass++] = a, pass[npass++] = v;
+      if (!strcmp(a, "--batch")) batch = strtoll(v, NULL, 10);
+      if (!strcmp(a, "--seq")) seq = strtoll(v, NULL, 10);
+    } else {
+      return fail("unknown option %s (see xfrun compare --help)", a);
+    }
+  }
+  if (nm == 0) return usage(stderr), 1;
+  if ((steps > 0) + (tokens > 0) + (seconds > 0) != 1) return fail("give one budget: --steps N, --tokens N or --seconds S");
+  if (batch < 1) return fail("--batch must be at least 1");
+
+  Path dir, self, xfc_buf, runs;
+  if (strlen(out) > 3000) return fail("-o %.40s...: too long a path", out);
+  self_dir(dir, sizeof dir);
+  pathf(self, "%s/xfrun", dir);
+  if (!xfc) {
+    pathf(xfc_buf, "%s/xfc", dir);
+    xfc = access(xfc_buf, X_OK) == 0 ? xfc_buf : "xfc";
+  }
+  pathf(runs, "%s/runs", out);
+  if ((mkdir(out, 0755) != 0 && errno != EEXIST) || (mkdir(runs, 0755) != 0 && errno != EEXIST))
+    return fail("cannot create %s: %s", runs, strerror(errno));
+
+  // compile, and read each model's descriptor: vocabulary, context, parameters
+  bool used_def[MAX_DEFS] = {false}, any_xf = false;
+  static char notes[MAX_DEFS * 4][300];  // printed once every model compiled and fits
+  int nnotes = 0;
+  for (int i = 0; i < nm; i++) {
+    Model *m = &ms[i];
+    make_label(ms, i);
+    m->ops = NAN;
+    size_t len = strlen(m->input);
+    if (!exists(m->input)) return fail("%s: no such file", m->input);
+    if (len > 3 && !strcmp(m->input + len - 3, ".xf")) {
+      Path errp, statp;
+      char msg[1024];
+      pathf(m->so, "%s/%s.so", runs, m->label);
+      pathf(errp, "%s/%s.xfc.log", runs, m->label);
+      pathf(statp, "%s/%s.stats", runs, m->label);
+      // every -D the model declares; one it lacks is left out for it (and
+      // must be declared by some model)
+      bool skip[MAX_DEFS] = {false};
+      char *args[2 * MAX_DEFS + 8];
+      int n;
+      for (;;) {
+        n = 0;
+        args[n++] = (char *)xfc, args[n++] = (char *)m->input;
+        for (int d = 0; d < ndefs; d++)
+          if (!skip[d]) args[n++] = "-D", args[n++] = (char *)defs[d];
+        args[n++] = "-o", args[n++] = m->so, args[n] = NULL;
+        int rc = run(args, NULL, errp, NULL);
+        if (rc == 0) break;
+        first_error(errp, msg, sizeof msg);
+        const char *q = strstr(msg, "has no config value '");
+        int lacked = -1;
+        for (int d = 0; q && d < ndefs; d++) {
+          size_t k = strcspn(defs[d], "=");
+          if (!skip[d] && !strncmp(q + 21, defs[d], k) && q[21 + k] == '\'') lacked = d;
+        }
+        if (lacked < 0)
+          return fail("%s does not compile: %s", m->input, rc < 0 || rc == 127 ? "cannot run xfc" : msg);
+        skip[lacked] = true;
+        if (nnotes < MAX_DEFS * 4)
+          snprintf(notes[nnotes++], sizeof notes[0], "xfrun compare: %s has no config value '%.*s': compiled without it",
+                   m->input, (int)strcspn(defs[lacked], "="), defs[lacked]);
+      }
+      for (int d = 0; d < ndefs; d++) used_def[d] = used_def[d] || !skip[d];
+      args[n - 2] = "--stats", args[n - 1] = NULL;
+      if (run(args, statp, errp, NULL) == 0) {
+        char *st = slurp(statp);
+        m->ops = find_number(st, "training (forward + backward) ops per token: ");
+        free(st);
+      }
+      m->compiled = true, any_xf = true;
+    } else {
+      pathf(m->so, "%s", m->input);
+    }
+    char err[1024];
+    XfOptions o = {.batch = 1, .seq = 1, .threads = 1, .device = XF_DEVICE_CPU};
+    XfRuntime *rt = xf_load(m->so, &o, err, sizeof err);
+    if (!rt) return fail("%s", err);
+    m->vocab = xf_vocab(rt), m->context = xf_model(rt)->context;
+    for (int p = 0; p < xf_nparams(rt); p++) {
+      int64_t dims[6], n = 1;
+      int r = xf_param_shape(rt, p, dims);
+      for (int d = 0; d < r; d++) n *= dims[d];
+      m->params += n;
+    }
+    xf_close(rt);
+  }
+  for (int d = 0; any_xf && d < ndefs; d++)
+    if (!used_def[d]) return fail("-D %s: no model has a config value of that name", defs[d]);
+  for (int i = 1; i < nm; i++)
+    if (ms[i].vocab != ms[0].vocab)
+      return fail("the models have different vocabularies (%s %lld, %s %lld): one tokenizer serves them all; give "
+                  "them the same -D vocab", ms[0].input, (long long)ms[0].vocab, ms[i].input, (long long)ms[i].vocab);
+  for (int i = 0; i < nnotes; i++) fprintf(stderr, "%s\n", notes[i]);
+  int64_t ctx = ms[0].context;
+  for (int i = 1; i < nm; i++) ctx = ms[i].context < ctx ? ms[i].context : ctx;
+  if (seq == 0) {
+    seq = ctx;
+    pass[npass++] = "--seq";
+    static char seqbuf[32];
+    snprintf(seqbuf, sizeof seqbuf, "%lld", (long long)seq);
+    pass[npass++] = seqbuf;
+  } else if (seq > ctx) {
+    return fail("--seq %lld is beyond the context of a model (smallest %lld)", (long long)seq, (long long)ctx);
+  }
+  if (tokens > 0) steps = (tokens + batch * seq - 1) / (batch * seq);
+  int64_t run_steps = seconds > 0 ? INT32_MAX : steps, save_every = steps > 20 ? steps / 20 : 1;
+  if (seconds > 0) save_every = 200;
+
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+
+  // the runs: seed-major, so that an interrupted comparison has every model at the lower seeds
+  Result *res = calloc((size_t)(nm * seeds), sizeof *res);
+  if (!res) return fail("out of memory");
+  int status = 0;
+  for (int64_t k = 1; k <= seeds && !status; k++) {
+    for (int i = 0; i < nm && !status; i++) {
+      Path base, csv, ck, done, secs_path, outp;
+      char secbuf[64], stepbuf[32], seedbuf[32], evbuf[32];
+      pathf(base, "%s/%s-seed%lld", runs, ms[i].label, (long long)k);
+      pathf(csv, "%s.csv", base), pathf(ck, "%s.safetensors", base);
+      pathf(done, "%s.done", base), pathf(secs_path, "%s.seconds", base);
+      pathf(outp, "%s.out", base);
+      Result *r = &res[(k - 1) * nm + i];
+      if (read_result(done, r)) {
+        fprintf(stderr, "xfrun compare: %s seed %lld: done before\n", ms[i].label, (long long)k);
+        continue;
+      }
+      double used = 0;
+      char *u = slurp(secs_path);
+      if (u) used = strtod(u, NULL), free(u);
+      char *args[MAX_PASS + 32];
+      int n = 0;
+      args[n++] = self, args[n++] = "train", args[n++] = ms[i].so;
+      for (int p = 0; p < npass; p++) args[n++] = (char *)pass[p];
+      snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)run_steps);
+      snprintf(seedbuf, sizeof seedbuf, "%lld", (long long)k);
+      snprintf(evbuf, sizeof evbuf, "%lld", (long long)save_every);
+      args[n++] = "--steps", args[n++] = stepbuf, args[n++] = "--seed", args[n++] = seedbuf;
+      args[n++] = "--log", args[n++] = csv, args[n++] = "--save", args[n++] = ck, args[n++] = "--save-every",
+      args[n++] = evbuf;
+      if (exists(ck)) args[n++] = "--resume", args[n++] = ck;
+      if (seconds > 0) {
+        snprintf(secbuf, sizeof secbuf, "%.3f", seconds - used > 0.001 ? seconds - used : 0.001);
+        args[n++] = "--time-limit", args[n++] = secbuf;
+      }
+      args[n] = NULL;
+      fprintf(stderr, "xfrun compare: %s seed %lld (%d of %lld runs)%s\n", ms[i].label, (long long)k,
+              (int)((k - 1) * nm + i + 1), (long long)(nm * seeds), exists(ck) ? ": resuming" : "");
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      // test hook: with XF_TEST_BATCHES set, each run records its batches in <run>.batches
+      Path bpath;
+      pathf(bpath, "%s.batches", base);
+      int rc = run(args, outp, NULL, getenv("XF_TEST_BATCHES") ? bpath : NULL);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      used += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+      char num[64];
+      snprintf(num, sizeof num, "%.3f\n", used);
+      XfSpan sp = {num, strlen(num)};
+      char err[512];
+      if (seconds > 0 && !xf_write_atomic(secs_path, &sp, 1, err, sizeof err)) return fail("%s", err);
+      if (rc == 130 || rc == 143 || g_signal) {
+        fprintf(stderr, "xfrun compare: interrupted; run the same command again to continue (finished runs are kept)\n");
+        status = rc ? rc : 128 + g_signal;
+        break;
+      }
+      if (rc != 0) {
+        status = fail("training %s (seed %lld) failed with exit status %d; its log is %s", ms[i].label, (long long)k,
+                      rc, csv);
+        break;
+      }
+      // the results: held-out loss from xfrun's last line, the rest from the log
+      char *text = slurp(outp);
+      Log l;
+      bool ok = text && read_log(csv, &l);
+      if (!ok) {
+        free(text);
+        status = fail("run %s seed %lld left no log or result", ms[i].label, (long long)k);
+        break;
+      }
+      r->heldout = find_number(text, "held-out loss ");
+      r->train = tail_median(&l);
+      r->tps = l.tps[l.n - 1];
+      r->steps = l.step[l.n - 1];
+      free(text);
+      free_log(&l);
+      XfCheckpoint *c = xf_checkpoint_open(ck, err, sizeof err);
+      const char *key = c ? xf_checkpoint_meta(c, "data") : NULL;
+      snprintf(r->data, sizeof r->data, "%s", key ? key : "?");
+      xf_checkpoint_close(c);
+      char line[512];
+      snprintf(line, sizeof line, "steps=%lld\ntrain_median_last10=%.9g\nheldout_loss=%.9g\ntokens_per_s=%.3f\ndata=%s\n",
+               (long long)r->steps, r->train, r->heldout, r->tps, r->data);
+      XfSpan dsp = {line, strlen(line)};
+      if (!xf_write_atomic(done, &dsp, 1, err, sizeof err)) {
+        status = fail("%s", err);
+        break;
+      }
+      fprintf(stderr, "xfrun compare: %s seed %lld: %lld steps, median training loss (last 10 %%) %.4f, held-out %.4f\n",
+              ms[i].label, (long long)k, (long long)r->steps, r->train, r->heldout);
+    }
+  }
+  if (status) {
+    free(res);
+    return status;
+  }
+  for (int i = 1; i < nm * seeds; i++)
+    if (strcmp(res[i].data, res[0].data))
+      fprintf(stderr, "xfrun: warning: compare: runs saw different data (keys %s and %s)\n", res[0].data, res[i].data);
+
+  // the curves: every run's log
+  {
+    char **pargs = calloc((size_t)(nm * seeds) + 4, sizeof *pargs);
+    Path *paths = calloc((size_t)(nm * seeds), sizeof *paths);
+    Path svg;
+    pathf(svg, "%s/curves.svg", out);
+    int n = 0;
+    pargs[n++] = "plot";
+    for (int64_t k = 1; k <= seeds; k++)
+      for (int i = 0; i < nm; i++) {
+        pathf(paths[n - 1], "%s/%s-seed%lld.csv", runs, ms[i].label, (long long)k);
+        pargs[n] = paths[n - 1], n++;
+      }
+    pargs[n++] = "-o", pargs[n++] = svg;
+    int rc = xfrun_plot(n, pargs);
+    free(pargs), free(paths);
+    if (rc) return free(res), fail("cannot draw %s", svg);
+  }
+
+  // the table
+  char *md = NULL, *csvt = NULL;
+  size_t mdlen = 0, csvlen = 0;
+  FILE *fm = open_memstream(&md, &mdlen), *fc = open_memstream(&csvt, &csvlen);
+  if (!fm || !fc) return free(res), fail("out of memory");
+  char budget[96];
+  if (seconds > 0) snprintf(budget, sizeof budget, "%g s of training", seconds);
+  else snprintf(budget, sizeof budget, "%lld steps of %lld x %lld tokens", (long long)steps, (long long)batch, (long long)seq);
+  fprintf(fm, "| model | parameters | training ops/token | tokens/s | median training loss (last 10 %%) | held-out loss | perplexity |\n");
+  fprintf(fm, "|---|---:|---:|---:|---:|---:|---:|\n");
+  fprintf(fc, "model,parameters,train_ops_per_token,seeds,steps,tokens_per_s,train_loss_median_last10,train_loss_sd,"
+              "heldout_loss,heldout_loss_sd,perplexity\n");
+  for (int i = 0; i < nm; i++) {
+    double tr[MAX_SEEDS], he[MAX_SEEDS], tp[MAX_SEEDS], pp[MAX_SEEDS], st[MAX_SEEDS];
+    for (int64_t k = 0; k < seeds; k++) {
+      Result *r = &res[k * nm + i];
+      tr[k] = r->train, he[k] = r->heldout, tp[k] = r->tps, pp[k] = exp(r->heldout), st[k] = (double)r->steps;
+    }
+    int K = (int)seeds;
+    fprintf(fm, "| %s | %lld | ", ms[i].label, (long long)ms[i].params);
+    if (isfinite(ms[i].ops)) fprintf(fm, "%.3g", ms[i].ops);
+    else fprintf(fm, "n/a");
+    fprintf(fm, " | ");
+    put_stat(fm, tp, K, "%.0f");
+    fprintf(fm, " | ");
+    put_stat(fm, tr, K, "%.4f");
+    fprintf(fm, " | ");
+    put_stat(fm, he, K, "%.4f");
+    fprintf(fm, " | ");
+    put_stat(fm, pp, K, "%.2f");
+    fprintf(fm, " |\n");
+    double mt, sdt, mh, sdh, ms_, sds, mtp, sdtp, mpp, sdpp;
+    mean_sd(tr, K, &mt, &sdt), mean_sd(he, K, &mh, &sdh), mean_sd(st, K, &ms_, &sds), mean_sd(tp, K, &mtp, &sdtp);
+    mean_sd(pp, K, &mpp, &sdpp);
+    fprintf(fc, "%s,%lld,%.6g,%d,%.0f,%.1f,%.6f,%.6f,%.6f,%.6f,%.4f\n", ms[i].label, (long long)ms[i].params, ms[i].ops, K,
+            ms_, mtp, mt, sdt, mh, sdh, mpp);
+  }
+  fprintf(fm, "\n%s per run, seed%s 1%s%.0lld, batch %lld, seq %lld; data key %s.%s Curves: curves.svg.\n",
+          budget, seeds == 1 ? "" : "s", seeds == 1 ? "" : "..", seeds == 1 ? 0 : (long long)seeds, (long long)batch,
+          (long long)seq, res[0].data, seeds == 1 ? "" : " Mean ± standard deviation over the seeds.");
+  fclose(fm), fclose(fc);
+  Path path;
+  char err[512];
+  XfSpan a = {md, mdlen}, b = {csvt, csvlen};
+  pathf(path, "%s/table.md", out);
+  bool ok = xf_write_atomic(path, &a, 1, err, sizeof err);
+  pathf(path, "%s/table.csv", out);
+  ok = ok && xf_write_atomic(path, &b, 1, err, sizeof err);
+  if (ok) fwrite(md, 1, mdlen, stdout);
+  free(md), free(csvt), free(res);
+  if (!ok) return fail("%s", err);
+  fprintf(stderr, "xfrun compare: wrote %s/table.md, table.csv, curves.svg and runs/\n", out);
+  return 0;
+}
