@@ -7,4 +7,8 @@ int xfrun_tokenize(int argc, char **argv);  // xfrun_tokenize.c
 int xfrun_plot(int argc, char **argv);      // xfrun_plot.c
 int xfrun_compare(int argc, char **argv);   // xfrun_compare.c
 
+// "xfrun: error: " + the message + newline on stderr; returns 1 (the exit
+// status). The subcommands' errors (xfrun_plot.c).
+int xfrun_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

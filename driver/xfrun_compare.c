@@ -40,19 +40,14 @@
 
 enum { MAX_MODELS = 64, MAX_DEFS = 64, MAX_PASS = 64, MAX_SEEDS = 100 };
 
-__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("xfrun: error: compare: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
+// every error names the subcommand; formats are literals
+#define fail(...) xfrun_fail("compare: " __VA_ARGS__)
 
 static void usage(FILE *f) {
   fputs("usage: xfrun compare MODEL.xf|MODEL.so ... (--steps N | --tokens N | --seconds S) [options]\n"
         "\n"
+        "A model is a .xf file (compiled here), FILE.xf:NAME=VALUE,... (compiled with its own\n"
+        "values too, labelled FILE-NAMEVALUE), or a compiled .so.\n"
         "Trains every model on the same corpus, tokenizer, batches (same seeds: the same windows\n"
         "in the same order) and budget, and writes to DIR the logs, checkpoints, curves.svg and\n"
         "table.md / table.csv: parameters, training ops per token, tokens/s, the median training\n"
@@ -63,11 +58,12 @@ static void usage(FILE *f) {
         "  -D NAME=VALUE      compile every .xf input with this value (repeatable)\n"
         "  --steps N          training steps per run\n"
         "  --tokens N         training tokens per run (steps = N / (batch x seq), rounded up)\n"
+        "  --seq N            the same for every model (default: each model's own context)\n"
         "  --seconds S        training time per run\n"
         "  --seeds K          seeds 1..K per model (default 1)\n"
         "  -o DIR             output folder (default compare-out)\n"
         "  --xfc PATH         the compiler (default: xfc beside xfrun, else on PATH)\n"
-        "  --data, --tokenizer, --heldout, --cache, --batch, --seq, --lr, --weight-decay,\n"
+        "  --data, --tokenizer, --heldout, --cache, --batch, --lr, --weight-decay,\n"
         "  --threads, --device, --eval-batches: as for xfrun train, the same for every run\n"
         "  -h, --help         this help\n",
         f);
@@ -84,8 +80,13 @@ __attribute__((format(printf, 2, 3))) static void pathf(char *buf, const char *f
   va_end(ap);
 }
 
+enum { MAX_OWN = 8 };
+
 typedef struct {
   const char *input;   // as given
+  Path file;           // the file: input up to a ':' that starts NAME=VALUE,...
+  char own[MAX_OWN][128];  // this model's own -D values (after the ':'), overriding the common ones
+  int nown;
   char label[256];
   Path so;
   bool compiled;       // from .xf
@@ -165,14 +166,22 @@ static void self_dir(char *buf, size_t n) {
   if (slash) *slash = 0;
 }
 
-// A label from the file name: its basename without .xf / .so, made unique.
+// A label from the file name: its basename without .xf / .so, then its own
+// values as -NAMEVALUE ("transformer.xf:heads=1": transformer-heads1), made
+// unique.
 static void make_label(Model *ms, int i) {
-  const char *base = strrchr(ms[i].input, '/');
-  base = base ? base + 1 : ms[i].input;
+  const char *base = strrchr(ms[i].file, '/');
+  base = base ? base + 1 : ms[i].file;
   char stem[200];
-  snprintf(stem, sizeof stem, "%s", base);
+  snprintf(stem, sizeof stem, "%.80s", base);
   char *dot = strrchr(stem, '.');
   if (dot && (!strcmp(dot, ".xf") || !strcmp(dot, ".so"))) *dot = 0;
+  for (int k = 0; k < ms[i].nown; k++) {
+    size_t at = strlen(stem);
+    if (at + 2 < sizeof stem) stem[at++] = '-', stem[at] = 0;
+    for (const char *c = ms[i].own[k]; *c && at + 1 < sizeof stem; c++)
+      if (*c != '=') stem[at++] = *c, stem[at] = 0;
+  }
   for (char *p = stem; *p; p++)
     if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
           (*p >= 'A' && *p <= 'Z')))
@@ -303,8 +312,19 @@ int xfrun_compare(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
     if (a[0] != '-') {
       if (nm == MAX_MODELS) return fail("more than %d models", MAX_MODELS);
-      memset(&ms[nm], 0, sizeof ms[nm]);
-      ms[nm++].input = a;
+      Model *m = &ms[nm++];
+      memset(m, 0, sizeof *m);
+      m->input = a;
+      pathf(m->file, "%s", a);
+      char *colon = strrchr(m->file, ':');
+      if (colon && strchr(colon, '=')) {
+        *colon = 0;
+        for (char *t = strtok(colon + 1, ","); t; t = strtok(NULL, ",")) {
+          if (m->nown == MAX_OWN || !strchr(t, '=') || strlen(t) >= sizeof m->own[0])
+            return fail("%s: expected FILE:NAME=VALUE[,NAME=VALUE...] (at most %d)", a, MAX_OWN);
+          snprintf(m->own[m->nown++], sizeof m->own[0], "%s", t);
+        }
+      }
       continue;
     }
     if (!v) return fail("%s needs a value", a);
@@ -350,8 +370,14 @@ int xfrun_compare(int argc, char **argv) {
     xfc = access(xfc_buf, X_OK) == 0 ? xfc_buf : "xfc";
   }
   pathf(runs, "%s/runs", out);
-  if ((mkdir(out, 0755) != 0 && errno != EEXIST) || (mkdir(runs, 0755) != 0 && errno != EEXIST))
-    return fail("cannot create %s: %s", runs, strerror(errno));
+  for (char *p = runs + 1; *p; p++) {  // mkdir -p
+    if (*p != '/') continue;
+    *p = 0;
+    bool bad = mkdir(runs, 0755) != 0 && errno != EEXIST;
+    *p = '/';
+    if (bad) return fail("cannot create %.*s: %s", (int)(p - runs), runs, strerror(errno));
+  }
+  if (mkdir(runs, 0755) != 0 && errno != EEXIST) return fail("cannot create %s: %s", runs, strerror(errno));
 
   // compile, and read each model's descriptor: vocabulary, context, parameters
   bool used_def[MAX_DEFS] = {false}, any_xf = false;
@@ -361,9 +387,11 @@ int xfrun_compare(int argc, char **argv) {
     Model *m = &ms[i];
     make_label(ms, i);
     m->ops = NAN;
-    size_t len = strlen(m->input);
-    if (!exists(m->input)) return fail("%s: no such file", m->input);
-    if (len > 3 && !strcmp(m->input + len - 3, ".xf")) {
+    size_t len = strlen(m->file);
+    if (!exists(m->file)) return fail("%s: no such file", m->file);
+    if (m->nown && !(len > 3 && !strcmp(m->file + len - 3, ".xf")))
+      return fail("%s: only a .xf input takes its own NAME=VALUE", m->input);
+    if (len > 3 && !strcmp(m->file + len - 3, ".xf")) {
       Path errp, statp;
       char msg[1024];
       pathf(m->so, "%s/%s.so", runs, m->label);
@@ -372,13 +400,18 @@ int xfrun_compare(int argc, char **argv) {
       // every -D the model declares; one it lacks is left out for it (and
       // must be declared by some model)
       bool skip[MAX_DEFS] = {false};
-      char *args[2 * MAX_DEFS + 8];
+      char *args[2 * MAX_DEFS + 2 * MAX_OWN + 8];
       int n;
       for (;;) {
         n = 0;
-        args[n++] = (char *)xfc, args[n++] = (char *)m->input;
-        for (int d = 0; d < ndefs; d++)
-          if (!skip[d]) args[n++] = "-D", args[n++] = (char *)defs[d];
+        args[n++] = (char *)xfc, args[n++] = m->file;
+        for (int d = 0; d < ndefs; d++) {
+          bool mine = false;  // overridden by the model's own value
+          size_t k = strcspn(defs[d], "=");
+          for (int o = 0; o < m->nown; o++) mine = mine || (!strncmp(m->own[o], defs[d], k) && m->own[o][k] == '=');
+          if (!skip[d] && !mine) args[n++] = "-D", args[n++] = (char *)defs[d];
+        }
+        for (int o = 0; o < m->nown; o++) args[n++] = "-D", args[n++] = m->own[o];
         args[n++] = "-o", args[n++] = m->so, args[n] = NULL;
         int rc = run(args, NULL, errp, NULL);
         if (rc == 0) break;
@@ -405,7 +438,7 @@ int xfrun_compare(int argc, char **argv) {
       }
       m->compiled = true, any_xf = true;
     } else {
-      pathf(m->so, "%s", m->input);
+      pathf(m->so, "%s", m->file);
     }
     char err[1024];
     XfOptions o = {.batch = 1, .seq = 1, .threads = 1, .device = XF_DEVICE_CPU};
@@ -427,20 +460,12 @@ int xfrun_compare(int argc, char **argv) {
       return fail("the models have different vocabularies (%s %lld, %s %lld): one tokenizer serves them all; give "
                   "them the same -D vocab", ms[0].input, (long long)ms[0].vocab, ms[i].input, (long long)ms[i].vocab);
   for (int i = 0; i < nnotes; i++) fprintf(stderr, "%s\n", notes[i]);
-  int64_t ctx = ms[0].context;
-  for (int i = 1; i < nm; i++) ctx = ms[i].context < ctx ? ms[i].context : ctx;
-  if (seq == 0) {
-    seq = ctx;
-    pass[npass++] = "--seq";
-    static char seqbuf[32];
-    snprintf(seqbuf, sizeof seqbuf, "%lld", (long long)seq);
-    pass[npass++] = seqbuf;
-  } else if (seq > ctx) {
-    return fail("--seq %lld is beyond the context of a model (smallest %lld)", (long long)seq, (long long)ctx);
-  }
-  if (tokens > 0) steps = (tokens + batch * seq - 1) / (batch * seq);
-  int64_t run_steps = seconds > 0 ? INT32_MAX : steps, save_every = steps > 20 ? steps / 20 : 1;
-  if (seconds > 0) save_every = 200;
+  // --seq: the same for every model; else each model at its own context
+  for (int i = 0; seq > 0 && i < nm; i++)
+    if (seq > ms[i].context)
+      return fail("--seq %lld is beyond the context of %s (%lld)", (long long)seq, ms[i].input, (long long)ms[i].context);
+  bool same_ctx = true;
+  for (int i = 1; i < nm; i++) same_ctx = same_ctx && ms[i].context == ms[0].context;
 
   struct sigaction sa = {0};
   sa.sa_handler = on_signal;
@@ -470,6 +495,8 @@ int xfrun_compare(int argc, char **argv) {
       int n = 0;
       args[n++] = self, args[n++] = "train", args[n++] = ms[i].so;
       for (int p = 0; p < npass; p++) args[n++] = (char *)pass[p];
+      int64_t mseq = seq ? seq : ms[i].context, msteps = tokens ? (tokens + batch * mseq - 1) / (batch * mseq) : steps;
+      int64_t run_steps = seconds > 0 ? INT32_MAX : msteps, save_every = seconds > 0 ? 200 : msteps > 20 ? msteps / 20 : 1;
       snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)run_steps);
       snprintf(seedbuf, sizeof seedbuf, "%lld", (long long)k);
       snprintf(evbuf, sizeof evbuf, "%lld", (long long)save_every);
@@ -572,7 +599,11 @@ int xfrun_compare(int argc, char **argv) {
   if (!fm || !fc) return free(res), fail("out of memory");
   char budget[96];
   if (seconds > 0) snprintf(budget, sizeof budget, "%g s of training", seconds);
-  else snprintf(budget, sizeof budget, "%lld steps of %lld x %lld tokens", (long long)steps, (long long)batch, (long long)seq);
+  else if (tokens > 0) snprintf(budget, sizeof budget, "%lld training tokens", (long long)tokens);
+  else snprintf(budget, sizeof budget, "%lld steps", (long long)steps);
+  char seqs[64];
+  if (seq || same_ctx) snprintf(seqs, sizeof seqs, "seq %lld", (long long)(seq ? seq : ms[0].context));
+  else snprintf(seqs, sizeof seqs, "seq: each model's context");
   fprintf(fm, "| model | parameters | training ops/token | tokens/s | median training loss (last 10 %%) | held-out loss | perplexity |\n");
   fprintf(fm, "|---|---:|---:|---:|---:|---:|---:|\n");
   fprintf(fc, "model,parameters,train_ops_per_token,seeds,steps,tokens_per_s,train_loss_median_last10,train_loss_sd,"
@@ -602,9 +633,9 @@ int xfrun_compare(int argc, char **argv) {
     fprintf(fc, "%s,%lld,%.6g,%d,%.0f,%.1f,%.6f,%.6f,%.6f,%.6f,%.4f\n", ms[i].label, (long long)ms[i].params, ms[i].ops, K,
             ms_, mtp, mt, sdt, mh, sdh, mpp);
   }
-  fprintf(fm, "\n%s per run, seed%s 1%s%.0lld, batch %lld, seq %lld; data key %s.%s Curves: curves.svg.\n",
+  fprintf(fm, "\n%s per run, seed%s 1%s%.0lld, batch %lld, %s; data key %s.%s Curves: curves.svg.\n",
           budget, seeds == 1 ? "" : "s", seeds == 1 ? "" : "..", seeds == 1 ? 0 : (long long)seeds, (long long)batch,
-          (long long)seq, res[0].data, seeds == 1 ? "" : " Mean ± standard deviation over the seeds.");
+          seqs, res[0].data, seeds == 1 ? "" : " Mean ± standard deviation over the seeds.");
   fclose(fm), fclose(fc);
   Path path;
   char err[512];

@@ -102,7 +102,7 @@ __attribute__((format(printf, 2, 3))) static void bprintf(Buf *b, const char *fm
   }
 }
 
-__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
+int xfrun_fail(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "xfrun: error: ");
@@ -200,7 +200,7 @@ static bool is_blank(const char *s) {
 static bool read_run(PlotRun *r, bool log_y) {
   size_t len;
   char *text = read_file(r->path, &len);
-  if (!text) return fail("cannot read %s: %s", r->path, strerror(errno)), false;
+  if (!text) return xfrun_fail("cannot read %s: %s", r->path, strerror(errno)), false;
   bool ok = false;
   char *p = text, *end = text + len;
   if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3;
@@ -209,7 +209,7 @@ static bool read_run(PlotRun *r, bool log_y) {
   enum { MAX_FIELDS = 256 };
   char *field[MAX_FIELDS];
   if (p == end) {
-    fail("%s: empty file (expected the CSV of xfrun train --log: step,loss,...)", r->path);
+    xfrun_fail("%s: empty file (expected the CSV of xfrun train --log: step,loss,...)", r->path);
     goto out;
   }
   for (char *next; p < end; p = next) {
@@ -225,7 +225,7 @@ static bool read_run(PlotRun *r, bool log_y) {
         if (loss_col < 0 && !strcmp(field[i], "loss")) loss_col = i;
       }
       if (step_col < 0 || loss_col < 0) {
-        fail("%s:1: the header has no '%s' column (expected the CSV of xfrun train --log: step,loss,...)", r->path,
+        xfrun_fail("%s:1: the header has no '%s' column (expected the CSV of xfrun train --log: step,loss,...)", r->path,
              step_col < 0 ? "step" : "loss");
         goto out;
       }
@@ -234,7 +234,7 @@ static bool read_run(PlotRun *r, bool log_y) {
     if (is_blank(p)) continue;
     int n = split_fields(p, e, field, MAX_FIELDS);
     if (n != nfields) {
-      fail("%s:%lld: %d field%s where the header has %d", r->path, (long long)line, n, n == 1 ? "" : "s", nfields);
+      xfrun_fail("%s:%lld: %d field%s where the header has %d", r->path, (long long)line, n, n == 1 ? "" : "s", nfields);
       goto out;
     }
     const char *fs = field[step_col], *fl = field[loss_col];
@@ -242,12 +242,12 @@ static bool read_run(PlotRun *r, bool log_y) {
     errno = 0;
     long long step = strtoll(fs, &stop, 10);
     if (!*fs || *stop || errno || step < -1000000000000000LL || step > 1000000000000000LL) {
-      fail("%s:%lld: step '%s' is not an integer in [-1e15, 1e15]", r->path, (long long)line, fs);
+      xfrun_fail("%s:%lld: step '%s' is not an integer in [-1e15, 1e15]", r->path, (long long)line, fs);
       goto out;
     }
     double loss = strtod(fl, &stop);
     if (!*fl || *stop) {
-      fail("%s:%lld: loss '%s' is not a number", r->path, (long long)line, fl);
+      xfrun_fail("%s:%lld: loss '%s' is not a number", r->path, (long long)line, fl);
       goto out;
     }
     rows++;
@@ -265,18 +265,18 @@ static bool read_run(PlotRun *r, bool log_y) {
       continue;
     }
     if (log_y && loss <= 0) {
-      fail("%s:%lld: loss %g is not positive (--log-y)", r->path, (long long)line, loss);
+      xfrun_fail("%s:%lld: loss %g is not positive (--log-y)", r->path, (long long)line, loss);
       goto out;
     }
     if (r->n == r->cap && !grow_run(r)) {
-      fail("out of memory reading %s", r->path);
+      xfrun_fail("out of memory reading %s", r->path);
       goto out;
     }
     r->step[r->n] = step, r->loss[r->n] = loss;
     r->n++;
   }
   if (!rows) {
-    fail("%s: no rows after the header", r->path);
+    xfrun_fail("%s: no rows after the header", r->path);
     goto out;
   }
   if (nonfinite)
@@ -286,7 +286,7 @@ static bool read_run(PlotRun *r, bool log_y) {
     fprintf(stderr, "xfrun: warning: %s:%lld: the step goes back (a resumed run?); %lld earlier row%s replaced\n",
             r->path, (long long)first_replaced, (long long)replaced, replaced == 1 ? "" : "s");
   if (!r->n) {
-    fail("%s: no row with a finite loss", r->path);
+    xfrun_fail("%s: no row with a finite loss", r->path);
     goto out;
   }
   ok = true;
@@ -654,13 +654,13 @@ static char *default_label(const char *path) {
 
 static bool write_file(const char *path, const Buf *b) {
   FILE *f = fopen(path, "wb");
-  if (!f) return fail("cannot write %s: %s", path, strerror(errno)), false;
+  if (!f) return xfrun_fail("cannot write %s: %s", path, strerror(errno)), false;
   bool ok = fwrite(b->s, 1, b->n, f) == b->n;
   int e = errno;
   if (fclose(f) != 0 && ok) ok = false, e = errno;
   if (!ok) {
     remove(path);
-    return fail("cannot write %s: %s", path, strerror(e ? e : EIO)), false;
+    return xfrun_fail("cannot write %s: %s", path, strerror(e ? e : EIO)), false;
   }
   return true;
 }
@@ -673,7 +673,7 @@ int xfrun_plot(int argc, char **argv) {
   double *scratch = NULL;
   Buf b = {0};
   if (!runs || !labels) {
-    fail("out of memory");
+    xfrun_fail("out of memory");
     goto out;
   }
   bool options = true;
@@ -690,7 +690,7 @@ int xfrun_plot(int argc, char **argv) {
     else if (!strcmp(a, "--log-y")) o.log_y = true;
     else if (!strcmp(a, "-o") || !strcmp(a, "--window") || !strcmp(a, "--title") || !strcmp(a, "--label")) {
       if (!v) {
-        fail("%s needs a value", a);
+        xfrun_fail("%s needs a value", a);
         goto out;
       }
       i++;
@@ -698,24 +698,24 @@ int xfrun_plot(int argc, char **argv) {
       else if (!strcmp(a, "--title")) o.title = v;
       else if (!strcmp(a, "--label")) labels[nlabels++] = v;
       else if (!parse_window(v, &o.window)) {
-        fail("--window %s: must be an integer >= 1", v);
+        xfrun_fail("--window %s: must be an integer >= 1", v);
         goto out;
       }
     } else {
-      fail("plot: unknown option %s (xfrun plot --help)", a);
+      xfrun_fail("plot: unknown option %s (xfrun plot --help)", a);
       goto out;
     }
   }
   if (!nruns) {
-    fail("plot: no input files (usage: xfrun plot RUN.csv... -o FILE.svg)");
+    xfrun_fail("plot: no input files (usage: xfrun plot RUN.csv... -o FILE.svg)");
     goto out;
   }
   if (!o.out) {
-    fail("plot: -o FILE is required (the SVG to write)");
+    xfrun_fail("plot: -o FILE is required (the SVG to write)");
     goto out;
   }
   if (nlabels > nruns) {
-    fail("plot: %d --label options for %d input file%s", nlabels, nruns, nruns == 1 ? "" : "s");
+    xfrun_fail("plot: %d --label options for %d input file%s", nlabels, nruns, nruns == 1 ? "" : "s");
     goto out;
   }
   int64_t maxn = 0;
@@ -723,7 +723,7 @@ int xfrun_plot(int argc, char **argv) {
     PlotRun *r = &runs[i];
     if (i < nlabels) r->label = labels[i];
     else if (!(r->label = default_label(r->path))) {
-      fail("out of memory");
+      xfrun_fail("out of memory");
       goto out;
     } else r->label_owned = true;
     if (!read_run(r, o.log_y)) goto out;
@@ -739,17 +739,17 @@ int xfrun_plot(int argc, char **argv) {
     window = nearest_125(((double)hi - (double)lo + 1) / DEFAULT_WINDOWS);
   }
   if (!(scratch = malloc((size_t)maxn * sizeof *scratch))) {
-    fail("out of memory");
+    xfrun_fail("out of memory");
     goto out;
   }
   for (int i = 0; i < nruns; i++)
     if (!window_medians(&runs[i], window, scratch)) {
-      fail("out of memory");
+      xfrun_fail("out of memory");
       goto out;
     }
   render(&b, runs, nruns, &o, window);
   if (b.oom) {
-    fail("out of memory");
+    xfrun_fail("out of memory");
     goto out;
   }
   if (write_file(o.out, &b)) status = 0;

@@ -33,16 +33,7 @@ static void usage(FILE *f) {
         f);
 }
 
-static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("xfrun: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 1;
-}
+#define die xfrun_fail
 
 // The whole of path ("-": stdin) in *text; false with a message printed.
 static bool slurp(const char *path, char **text, size_t *len) {

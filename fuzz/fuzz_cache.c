@@ -49,15 +49,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     size_t len;
     char *body = xf_read_file(cache_path, &len, err, sizeof err);
     if (!body) fuzz_bug("%s", err);
-    char *seed = malloc(len + 1);
-    seed[0] = 0;
-    memcpy(seed + 1, body, len);
-    snprintf(path, sizeof path, "%s/seed-cache-valid", seeds);
-    fuzz_write(path, seed, len + 1);
-    seed[16] = 1;
-    snprintf(path, sizeof path, "%s/seed-cache-after-key", seeds);
-    fuzz_write(path, seed + 16, len + 1 - 16);
-    free(seed), free(body);
+    fuzz_seed(seeds, "seed-cache-valid", 0, body, len);
+    fuzz_seed(seeds, "seed-cache-after-key", 1, body + sizeof prefix, len - sizeof prefix);
+    free(body);
   }
   return 0;
 }

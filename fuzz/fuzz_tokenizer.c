@@ -30,17 +30,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     size_t len;
     char *text = xf_read_file(path, &len, err, sizeof err);
     if (!text) fuzz_bug("%s", err);
-    char *seed = malloc(len + 1);
-    seed[0] = 1;
-    memcpy(seed + 1, text, len);
-    snprintf(path, sizeof path, "%s/seed-tokenizer-trained", dir);
-    fuzz_write(path, seed, len + 1);
-    seed[0] = 3;
-    snprintf(path, sizeof path, "%s/seed-tokenizer-resave", dir);
-    fuzz_write(path, seed, len + 1);
-    snprintf(path, sizeof path, "%s/trained.json", dir);
     remove(path);
-    free(seed), free(text);
+    fuzz_seed(dir, "seed-tokenizer-trained", 1, text, len);
+    fuzz_seed(dir, "seed-tokenizer-resave", 3, text, len);
+    free(text);
   }
   return 0;
 }

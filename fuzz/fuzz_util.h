@@ -48,6 +48,19 @@ static inline void fuzz_write(const char *path, const void *data, size_t size) {
   if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) fuzz_bug("cannot write %s", path);
 }
 
+// Writes DIR/NAME: the selector byte (if >= 0), then size bytes of data.
+static inline void fuzz_seed(const char *dir, const char *name, int selector, const void *data, size_t size) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  unsigned char *buf = malloc(size + 1);
+  if (!buf) fuzz_bug("out of memory");
+  size_t at = 0;
+  if (selector >= 0) buf[at++] = (unsigned char)selector;
+  memcpy(buf + at, data, size);
+  fuzz_write(path, buf, size + at);
+  free(buf);
+}
+
 static inline XfTokenizer *fuzz_bpe(int64_t vocab) {
   const char *texts[] = {FUZZ_TEXT};
   size_t lens[] = {sizeof FUZZ_TEXT - 1};

@@ -96,6 +96,16 @@ else
   bad "--seconds: $(tail -2 "$tmp/s.err")"
 fi
 
+# a model's own values: FILE.xf:NAME=VALUE
+"$xfrun" compare examples/transformer.xf:heads=1 examples/transformer.xf:heads=4 "${small[@]}" "${common[@]}" --steps 3 \
+  -o "$tmp/h" > "$tmp/h.out" 2> "$tmp/h.err"
+if grep -q '^| transformer-heads1 |' "$tmp/h.out" && grep -q '^| transformer-heads4 |' "$tmp/h.out" &&
+   ! cmp -s "$tmp/h/runs/transformer-heads1.so" "$tmp/h/runs/transformer-heads4.so"; then
+  ok "transformer.xf:heads=1 and :heads=4: two models, labelled by their values"
+else
+  bad "per-model values: $(tail -2 "$tmp/h.err")"
+fi
+
 # bad inputs
 sed 's/SHE(d, context)/SHEE(d, context)/' examples/she.xf > "$tmp/broken.xf"
 line=$(grep -n SHEE "$tmp/broken.xf" | cut -d: -f1)
