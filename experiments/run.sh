@@ -6,7 +6,9 @@
 #   fig11     seed 001 Fig. 11: 1, 2, 4 layers at context 32 (SHE, attention-32)
 #   macaron   seed 004: Lie-Trotter against Strang-Marchuk at equal parameters,
 #             for attention-32 and SHE
-# Usage: experiments/run.sh NAME... [--toy]   (all four when no NAME)
+#   spread    SHE and attention-32 of Fig. 8 over seeds 1..3: how far apart
+#             runs of one model land at this budget
+# Usage: experiments/run.sh NAME... [--toy]   (all five when no NAME)
 # Writes experiments/out/NAME/ (table.md, table.csv, curves.svg, runs/).
 # Corpus: the 18 Gutenberg books (data/gutenberg.tar.xz, unpacked into
 # experiments/out/data/), a byte-level BPE of 5000 tokens trained on them,
@@ -22,12 +24,12 @@ names=() toy=0
 for a in "$@"; do
   case $a in
     --toy) toy=1 ;;
-    fig8 | fig10 | fig11 | macaron) names+=("$a") ;;
-    -h | --help) sed -n '2,19p' "$0" | cut -c3-; exit 0 ;;
-    *) echo "experiments/run.sh: unknown experiment '$a' (fig8, fig10, fig11, macaron, --toy)" >&2; exit 2 ;;
+    fig8 | fig10 | fig11 | macaron | spread) names+=("$a") ;;
+    -h | --help) sed -n '2,21p' "$0" | cut -c3-; exit 0 ;;
+    *) echo "experiments/run.sh: unknown experiment '$a' (fig8, fig10, fig11, macaron, spread, --toy)" >&2; exit 2 ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=(fig8 fig10 fig11 macaron)
+[ ${#names[@]} -gt 0 ] || names=(fig8 fig10 fig11 macaron spread)
 build=${XF_BUILD:-build}
 if [ ! -x "$build/xfrun" ] || [ ! -x "$build/xfc" ]; then
   cmake -S . -B "$build" > /dev/null && cmake --build "$build" -j"$(nproc)" > /dev/null
@@ -64,7 +66,11 @@ for name in "${names[@]}"; do
            defs=(-D context=32 -D heads=32) ;;
     macaron) models=($e/transformer.xf $e/macaron.xf $e/she.xf $e/macaron_she.xf)
              defs=(-D layers=2 -D context=32 -D heads=32) ;;
+    spread) models=($e/she.xf $e/transformer.xf:heads=32)
+            defs=(-D layers=2 -D context=32) ;;
   esac
+  seeds=1
+  [ "$name" = spread ] && [ $toy = 0 ] && seeds=3
   if [ $toy = 1 ]; then defs=(-D layers=1 -D context=16 -D heads=2); fi
-  "$build/xfrun" compare "${models[@]}" "${size[@]}" "${defs[@]}" "${common[@]}" --steps "$steps" -o "$out/$name"
+  "$build/xfrun" compare "${models[@]}" "${size[@]}" "${defs[@]}" "${common[@]}" --steps "$steps" --seeds $seeds -o "$out/$name"
 done
