@@ -389,12 +389,9 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (s == kill_step && g_dist.rank == kill_rank) raise(SIGKILL);
     xf_data_batch_rows(d, 0, d->split, g_dist.rank * o->batch, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt),
                        xf_targets(rt));
-    if (bf) {
-      uint64_t h = 0xcbf29ce484222325ull;
-      const unsigned char *p = (const unsigned char *)xf_tokens(rt);
-      for (size_t i = 0; i < sizeof(int32_t) * (size_t)(o->batch * o->seq); i++) h = (h ^ p[i]) * 0x100000001b3ull;
-      fprintf(bf, "%lld %016llx\n", (long long)s, (unsigned long long)h);
-    }
+    if (bf)
+      fprintf(bf, "%lld %016llx\n", (long long)s,
+              (unsigned long long)xf_fnv1a(XF_FNV1A_BASIS, xf_tokens(rt), sizeof(int32_t) * (size_t)(o->batch * o->seq)));
     loss = xf_train_step(rt);
     double el = now() - t0, tps = (double)((s - first + 1) * o->batch * g_dist.size * o->seq) / el;
     if (lf) fprintf(lf, "%lld,%.9g,%.1f,%.3f\n", (long long)s, loss, tps, el);
@@ -451,8 +448,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
 // One sequence streams its tokens; several are printed when done.
 static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   char err[1024];
-  XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};
-  if (!xf_sampling_check(&s, err, sizeof err)) return die("%s", err);
+  XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};  // checked in main
   int64_t n, V = xf_vocab(rt), N = a->num_samples;
   int32_t *prompt = xf_tok_encode(t->tok, a->prompt, strlen(a->prompt), &n);
   if (!prompt) return die("out of memory");

@@ -400,10 +400,9 @@ int xfrun_compare(int argc, char **argv) {
       // every -D the model declares; one it lacks is left out for it (and
       // must be declared by some model)
       bool skip[MAX_DEFS] = {false};
-      char *args[2 * MAX_DEFS + 2 * MAX_OWN + 8];
-      int n;
+      char *args[2 * MAX_DEFS + 2 * MAX_OWN + 9];
       for (;;) {
-        n = 0;
+        int n = 0;
         args[n++] = (char *)xfc, args[n++] = m->file;
         for (int d = 0; d < ndefs; d++) {
           bool mine = false;  // overridden by the model's own value
@@ -412,8 +411,8 @@ int xfrun_compare(int argc, char **argv) {
           if (!skip[d] && !mine) args[n++] = "-D", args[n++] = (char *)defs[d];
         }
         for (int o = 0; o < m->nown; o++) args[n++] = "-D", args[n++] = m->own[o];
-        args[n++] = "-o", args[n++] = m->so, args[n] = NULL;
-        int rc = run(args, NULL, errp, NULL);
+        args[n++] = "--stats", args[n++] = "-o", args[n++] = m->so, args[n] = NULL;
+        int rc = run(args, statp, errp, NULL);  // the model.so, and its statistics on stdout
         if (rc == 0) break;
         first_error(errp, msg, sizeof msg);
         const char *q = strstr(msg, "has no config value '");
@@ -430,12 +429,9 @@ int xfrun_compare(int argc, char **argv) {
                    m->input, (int)strcspn(defs[lacked], "="), defs[lacked]);
       }
       for (int d = 0; d < ndefs; d++) used_def[d] = used_def[d] || !skip[d];
-      args[n - 2] = "--stats", args[n - 1] = NULL;
-      if (run(args, statp, errp, NULL) == 0) {
-        char *st = slurp(statp);
-        m->ops = find_number(st, "training (forward + backward) ops per token: ");
-        free(st);
-      }
+      char *st = slurp(statp);
+      m->ops = find_number(st, "training (forward + backward) ops per token: ");
+      free(st);
       m->compiled = true, any_xf = true;
     } else {
       pathf(m->so, "%s", m->file);

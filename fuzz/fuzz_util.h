@@ -107,6 +107,18 @@ static const XfModel FUZZ_MODEL = {
     .nbuffers = sizeof FUZZ_BUFFERS / sizeof *FUZZ_BUFFERS, .buffers = FUZZ_BUFFERS,
     .programs = {fuzz_nop, fuzz_nop, fuzz_nop}, .nkernels = 1};
 
+// Saves from's parameters, moments and step to a temporary checkpoint and
+// loads them into into (which may be from); either failing is a bug.
+static inline void fuzz_resave(XfRuntime *from, XfRuntime *into) {
+  char err[1024];
+  const char *path = fuzz_tmp("resave.safetensors");
+  if (!xf_checkpoint_save(from, path, NULL, 0, err, sizeof err)) fuzz_bug("cannot save: %s", err);
+  XfCheckpoint *c = xf_checkpoint_open(path, err, sizeof err);
+  if (!c || !xf_checkpoint_load(c, into, true, err, sizeof err)) fuzz_bug("a saved checkpoint does not load: %s", err);
+  xf_checkpoint_close(c);
+  remove(path);
+}
+
 static inline XfRuntime *fuzz_runtime(const XfModel *m, int64_t batch, int64_t seq) {
   char err[512];
   XfOptions o = {.batch = batch, .seq = seq, .threads = 1, .device = XF_DEVICE_CPU, .seed = 1};

@@ -16,7 +16,7 @@ enum { STREAM_BATCH = 0x62617463u };
 
 // ---- corpora -------------------------------------------------------------------------
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+uint64_t xf_fnv1a(uint64_t h, const void *p, size_t n) {
   const unsigned char *c = p;
   for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
   return h;
@@ -69,7 +69,7 @@ bool xf_corpus_read(const char *const *paths, int npaths, XfCorpus *c, char *err
   if (ok && c->n == 0) ok = fail(err, errlen, "no data files given");
   if (ok && (!(c->texts = calloc((size_t)c->n, sizeof *c->texts)) || !(c->lens = calloc((size_t)c->n, sizeof *c->lens))))
     ok = fail(err, errlen, "out of memory");
-  c->hash = 0xcbf29ce484222325ull;
+  c->hash = XF_FNV1A_BASIS;
   for (int i = 0; ok && i < c->n; i++) {
     char ferr[512];
     if (!(c->texts[i] = xf_read_file(c->files[i], &c->lens[i], ferr, sizeof ferr)))
@@ -77,7 +77,7 @@ bool xf_corpus_read(const char *const *paths, int npaths, XfCorpus *c, char *err
     else if (c->lens[i] == 0) ok = fail(err, errlen, "data file %s is empty", c->files[i]);
     if (!ok) break;
     uint64_t len = c->lens[i];
-    c->hash = fnv1a(fnv1a(c->hash, &len, sizeof len), c->texts[i], c->lens[i]);
+    c->hash = xf_fnv1a(xf_fnv1a(c->hash, &len, sizeof len), c->texts[i], c->lens[i]);
     c->bytes += c->lens[i];
   }
   if (!ok) xf_corpus_free(c);
@@ -128,9 +128,9 @@ typedef struct {
 static const uint64_t MAX_CACHED = (uint64_t)1 << 36;  // tokens
 
 static uint64_t cache_sum(uint64_t ntrain, uint64_t nheld, const int32_t *tokens) {
-  uint64_t h = fnv1a(0xcbf29ce484222325ull, &ntrain, sizeof ntrain);
-  h = fnv1a(h, &nheld, sizeof nheld);
-  return fnv1a(h, tokens, 4 * (size_t)(ntrain + nheld));
+  uint64_t h = xf_fnv1a(XF_FNV1A_BASIS, &ntrain, sizeof ntrain);
+  h = xf_fnv1a(h, &nheld, sizeof nheld);
+  return xf_fnv1a(h, tokens, 4 * (size_t)(ntrain + nheld));
 }
 
 // false: no such file; a file that exists but does not hold this key's
@@ -162,8 +162,8 @@ bool xf_data_load(const XfCorpus *c, const XfTokenizer *t, double heldout, int64
                   XfData *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);
   uint32_t order = 0x01020304;
-  uint64_t key = fnv1a(c->hash, &order, sizeof order), fp = xf_tok_fingerprint(t);
-  key = fnv1a(fnv1a(key, &fp, sizeof fp), &heldout, sizeof heldout);
+  uint64_t key = xf_fnv1a(c->hash, &order, sizeof order), fp = xf_tok_fingerprint(t);
+  key = xf_fnv1a(xf_fnv1a(key, &fp, sizeof fp), &heldout, sizeof heldout);
   char path[4200] = "";
   if (cache_dir) {
     snprintf(path, sizeof path, "%s/tokens-%016llx.bin", cache_dir, (unsigned long long)key);

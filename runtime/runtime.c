@@ -150,7 +150,6 @@ struct XfRuntime {
   size_t bytes;
   size_t *offset;    // per storage root: its byte offset in arena (load_descriptor)
   void *arena;       // NULL until xf_allocate
-  PlanItem *dead_items;  // per buffer: bytes and lifetime (memplan's input), for XF_DEBUG_POISON
   // XF_DEBUG_POISON=1: after kernel k, NaN fills the storage of every planned
   // buffer whose lifetime ends at k (dead[dead_at[k] .. dead_at[k+1]))
   int *dead_at, *dead;
@@ -317,6 +316,29 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   return true;
 }
 
+// XF_DEBUG_POISON: dead[] lists the planned activations (items: memplan's
+// input) by the kernel that last reads them.
+static bool poison_lists(XfRuntime *rt, const PlanItem *items, char *err, size_t errlen) {
+  const char *poison = getenv("XF_DEBUG_POISON");
+  if (!poison || !*poison || !strcmp(poison, "0")) return true;
+  const XfModel *m = rt->m;
+  rt->dead_at = calloc((size_t)m->nkernels + 2, sizeof(int));
+  rt->dead = calloc((size_t)m->nbuffers + 1, sizeof(int));
+  int *fill = calloc((size_t)m->nkernels + 1, sizeof(int));
+  bool ok = rt->dead_at && rt->dead && fill;
+  for (int pass = 0; ok && pass < 2; pass++) {
+    for (int i = 0; i < m->nbuffers; i++) {
+      int last = m->buffers[i].last;
+      if (items[i].bytes == 0 || items[i].first < 0 || m->buffers[i].role != XF_BUF_ACT || last >= m->nkernels) continue;
+      if (pass == 0) rt->dead_at[last + 1]++;
+      else rt->dead[rt->dead_at[last] + fill[last]++] = i;
+    }
+    for (int k = 0; pass == 0 && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
+  }
+  free(fill);
+  return ok || fail(err, errlen, "out of memory");
+}
+
 // The options' defaults and ranges, the descriptor's buffer sizes at (batch,
 // seq), the parameter list and the memory plan: arithmetic only, nothing
 // allocated that grows with batch, seq or the model's size (xf_allocate does).
@@ -384,8 +406,8 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
       if (items[i].bytes > 0) rt->offset[i] = total + (size_t)planned[i];
     if (ok) total += (size_t)arena;
   }
-  rt->dead_items = ok ? items : NULL;
-  if (!ok) free(items);
+  if (ok) ok = poison_lists(rt, items, err, errlen);
+  free(items);
   free(planned);
   size_t moments = 0;
   for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
@@ -450,31 +472,10 @@ XfRuntime *xf_load_model(const XfModel *m, const char *label, const XfOptions *o
 bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   if (rt->arena) return true;
   const XfModel *m = rt->m;
-  bool ok = true;
   rt->bufs = calloc((size_t)m->nbuffers, sizeof *rt->bufs);
   rt->adam_m = calloc((size_t)rt->nparams + 1, sizeof(float *));
   rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
   if (!rt->bufs || !rt->adam_m || !rt->adam_v) return fail(err, errlen, "out of memory");
-  const char *poison = getenv("XF_DEBUG_POISON");
-  if (poison && *poison && strcmp(poison, "0")) {
-    // dead[] lists the planned activations by the kernel that last reads them
-    const PlanItem *items = rt->dead_items;
-    rt->dead_at = calloc((size_t)m->nkernels + 2, sizeof(int));
-    rt->dead = calloc((size_t)m->nbuffers + 1, sizeof(int));
-    int *fill = calloc((size_t)m->nkernels + 1, sizeof(int));
-    if (!rt->dead_at || !rt->dead || !fill) ok = fail(err, errlen, "out of memory");
-    for (int pass = 0; ok && pass < 2; pass++) {
-      for (int i = 0; i < m->nbuffers; i++) {
-        int last = m->buffers[i].last;
-        if (items[i].bytes == 0 || items[i].first < 0 || m->buffers[i].role != XF_BUF_ACT || last >= m->nkernels) continue;
-        if (pass == 0) rt->dead_at[last + 1]++;
-        else rt->dead[rt->dead_at[last] + fill[last]++] = i;
-      }
-      for (int k = 0; pass == 0 && k < m->nkernels; k++) rt->dead_at[k + 1] += rt->dead_at[k];
-    }
-    free(fill);
-    if (!ok) return false;
-  }
   rt->arena = aligned_alloc(64, rt->bytes ? (rt->bytes + 63) & ~(size_t)63 : 64);
   if (!rt->arena)
     return fail(err, errlen, "cannot allocate %.1f MiB for batch %lld, seq %lld", (double)rt->bytes / (1 << 20),
@@ -514,7 +515,7 @@ void xf_close(XfRuntime *rt) {
   if (rt->pool.threads) pool_stop(&rt->pool);
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
-  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead), free(rt->dead_items);
+  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   if (rt->lib) dlclose(rt->lib);
   free(rt);

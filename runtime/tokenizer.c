@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "xf.h"
 
 static bool fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bool fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -331,12 +332,6 @@ static const char *pool_put_chars(XfTokenizer *t, const char *s, size_t n, size_
   return p;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *c = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
-  return h;
-}
-
 // Derives raw, byte_id, fallback, first, rank, identity and the fingerprint from
 // str, merges, added and the flags; t->vocab must be built.
 static bool tok_finish(XfTokenizer *t) {
@@ -364,17 +359,17 @@ static bool tok_finish(XfTokenizer *t) {
   t->identity = !t->nmerges && !t->nadded && !t->add_prefix_space && !t->ignore_merges;
   for (int b = 0; b < 256; b++) t->identity &= t->byte_id[b] == b;
 
-  uint64_t h = fnv(0xcbf29ce484222325ull, "xf-bpe-1", 8);
+  uint64_t h = xf_fnv1a(XF_FNV1A_BASIS, "xf-bpe-1", 8);
   bool flags[] = {t->add_prefix_space, t->use_regex, t->ignore_merges, t->byte_fallback, t->fuse_unk};
-  h = fnv(h, flags, sizeof flags);
+  h = xf_fnv1a(h, flags, sizeof flags);
   int64_t head[] = {t->n, t->nmodel, t->nmerges, t->nadded, t->unk};
-  h = fnv(h, head, sizeof head);
-  for (int64_t id = 0; id < t->n; id++) h = fnv(fnv(h, &t->slen[id], sizeof(size_t)), t->str[id], t->slen[id]);
-  h = fnv(h, t->merges, (size_t)t->nmerges * sizeof *t->merges);
+  h = xf_fnv1a(h, head, sizeof head);
+  for (int64_t id = 0; id < t->n; id++) h = xf_fnv1a(xf_fnv1a(h, &t->slen[id], sizeof(size_t)), t->str[id], t->slen[id]);
+  h = xf_fnv1a(h, t->merges, (size_t)t->nmerges * sizeof *t->merges);
   for (int i = 0; i < t->nadded; i++) {
     const Added *a = &t->added[i];
     bool f[] = {a->lstrip, a->rstrip, a->normalized};
-    h = fnv(fnv(fnv(fnv(h, &a->id, sizeof a->id), f, sizeof f), &a->len, sizeof a->len), a->content, a->len);
+    h = xf_fnv1a(xf_fnv1a(xf_fnv1a(xf_fnv1a(h, &a->id, sizeof a->id), f, sizeof f), &a->len, sizeof a->len), a->content, a->len);
   }
   t->fingerprint = h;
   return true;

@@ -154,6 +154,10 @@ bool xf_sampler_incremental(const XfSampler *s);
 
 // Writes a message into err and returns false (the runtime's error convention).
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// FNV-1a over n bytes, continuing from h (XF_FNV1A_BASIS to start): corpus
+// keys, token cache checksums, tokenizer fingerprints.
+#define XF_FNV1A_BASIS 0xcbf29ce484222325ull
+uint64_t xf_fnv1a(uint64_t h, const void *p, size_t n);
 
 // ---- data.c: corpora, token caches and batches ----------------------------------------
 
