@@ -47,13 +47,16 @@ done
 
 # kill -9 at random moments, three times; the run resumes each time
 "$xfrun" train "$tmp/m.so" "${train[@]}" --steps 1500 --save "$tmp/ref9.st" > /dev/null 2>&1
-rm -f "$tmp/k9.st"
+rm -f "$tmp/k9.st" "$tmp/k9.csv"
 for i in 1 2 3; do
-  args=(--steps 1500 --save-every 25 --save "$tmp/k9.st")
+  args=(--steps 1500 --save-every 25 --save "$tmp/k9.st" --log "$tmp/k9.csv")
   [ -f "$tmp/k9.st" ] && args+=(--resume "$tmp/k9.st")
+  # the moment: 50 to 300 logged steps into this run (random), so three runs
+  # never reach step 1500 however fast the machine
+  logged=$([ -f "$tmp/k9.csv" ] && wc -l < "$tmp/k9.csv" || echo 1)
   "$xfrun" train "$tmp/m.so" "${train[@]}" "${args[@]}" > /dev/null 2>&1 &
   pid=$!
-  sleep "0.$((RANDOM % 5 + 2))"
+  wait_steps "$tmp/k9.csv" $((logged + 50 + RANDOM % 251))
   killed=no
   kill -9 $pid 2>/dev/null && killed=yes
   wait $pid 2>/dev/null
