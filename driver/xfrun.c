@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gemm.h"
 #include "rng.h"
 #include "sample.h"
 #include "xfrun_dist.h"
@@ -41,6 +42,7 @@ static void usage(FILE *f) {
         "       xfrun tokenize --train --vocab N FILE|DIR ... -o tokenizer.json   (see xfrun tokenize --help)\n"
         "       xfrun plot run.csv ... -o curves.svg                             (see xfrun plot --help)\n"
         "       xfrun compare A.xf B.xf ... --steps N [-D name=value] [-o DIR]   (see xfrun compare --help)\n"
+        "       xfrun info [--gemm P] [--threads N]                              (the CPU and its GEMM)\n"
         "\n"
         "train:  AdamW on windows drawn from the training part of the corpus, then the held-out loss.\n"
         "eval:   mean loss and perplexity on the held-out part of the corpus.\n"
@@ -63,6 +65,8 @@ static void usage(FILE *f) {
         "  --weight-decay X   AdamW weight decay (default 0.01)\n"
         "  --seed N           parameters, dropout, batches and sampling (default 1)\n"
         "  --threads N        worker threads (default: all cores)\n"
+        "  --gemm P           GEMM provider: auto, onednn or openblas (default auto: oneDNN,\n"
+        "                     whose kernels follow the CPU's features, when this build has it)\n"
         "  --device D         cpu or cuda (default: cuda when the model was compiled with\n"
         "                     xfc --target=cuda and a GPU is there, else cpu, saying why);\n"
         "                     checkpoints, logs and sampling are the same on both\n"
@@ -157,6 +161,7 @@ typedef struct {
   int ndata;
   const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
   int device;  // XF_DEVICE_*
+  XfGemmKind gemm;
   int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples;
   bool no_incremental;
   double lr, wd, heldout, temperature, top_p, time_limit;
@@ -190,6 +195,9 @@ static int parse_args(int argc, char **argv, Args *a) {
       if (!strcmp(v, "cpu")) a->device = XF_DEVICE_CPU;
       else if (!strcmp(v, "cuda")) a->device = XF_DEVICE_CUDA;
       else return die("--device %s: expected cpu or cuda", v);
+    }
+    else if (!strcmp(o, "--gemm")) {
+      if (!xf_gemm_parse(v, &a->gemm)) return die("--gemm %s: expected auto, onednn or openblas", v);
     }
     else if (!strcmp(o, "--steps")) ok = parse_int(v, 0, INT32_MAX, &a->steps);
     else if (!strcmp(o, "--batch")) ok = parse_int(v, 1, INT32_MAX, &a->batch), a->set_batch = true;
@@ -452,7 +460,6 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   int64_t n, V = xf_vocab(rt), N = a->num_samples;
   int32_t *prompt = xf_tok_encode(t->tok, a->prompt, strlen(a->prompt), &n);
   if (!prompt) return die("out of memory");
-  if (n == 0) return free(prompt), die("--prompt is empty: give at least one token of text");
   XfSampler *sm = xf_sampler_open(rt, N, !a->no_incremental, err, sizeof err);
   if (!sm) return free(prompt), die("%s", err);
   if (!a->no_incremental && !xf_sampler_incremental(sm))
@@ -501,14 +508,51 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   return g_stop && !status ? 128 + g_stop : status;
 }
 
+// The GEMM in use, in one line, and a second one when its kernel is generic
+// on a CPU with AVX2 or AVX-512.
+static void gemm_line(FILE *f, int threads) {
+  char line[300], remedy[400];
+  xf_gemm_describe(xf_gemm_info(), threads, line, sizeof line, remedy, sizeof remedy);
+  fprintf(f, "xfrun: %s\n", line);
+  if (*remedy) fprintf(f, "xfrun: %s\n", remedy);
+}
+
+// xfrun info: the CPU, the GEMM provider that would run and its kernel.
+static int info(int argc, char **argv) {
+  XfGemmKind kind = XF_GEMM_AUTO;
+  int64_t threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+      printf("usage: xfrun info [--gemm auto|onednn|openblas] [--threads N]\n"
+             "Prints the CPU, the GEMM provider xfrun would use with these options, its kernel,\n"
+             "and the providers in this build. Exit status 0; 1 on a bad option.\n");
+      return 0;
+    }
+    if (!v) return die("%s needs a value", o);
+    if (!strcmp(o, "--gemm") && xf_gemm_parse(v, &kind)) i++;
+    else if (!strcmp(o, "--threads") && parse_int(v, 0, 1024, &threads)) i++;
+    else if (!strcmp(o, "--gemm")) return die("--gemm %s: expected auto, onednn or openblas", v);
+    else if (!strcmp(o, "--threads")) return die("%s %s: not a valid value", o, v);
+    else return die("unknown option %s (see xfrun info --help)", o);
+  }
+  if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
+  char err[300];
+  if (!xf_gemm_select(kind, NULL, err, sizeof err)) return die("%s", err);
+  gemm_line(stdout, (int)threads);
+  printf("providers in this build: %s\n", xf_gemm_available());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage(stdout), 0;
+  if (argc >= 2 && !strcmp(argv[1], "info")) return info(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "plot")) return xfrun_plot(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "compare")) return xfrun_compare(argc - 1, argv + 1);
   if (argc < 3) return usage(stderr), 1;
   if (strcmp(argv[1], "train") && strcmp(argv[1], "eval") && strcmp(argv[1], "sample"))
-    return die("unknown command '%s' (train, eval, sample, tokenize, plot or compare)", argv[1]);
+    return die("unknown command '%s' (train, eval, sample, tokenize, plot, compare or info)", argv[1]);
   Args a;
   int status = parse_args(argc, argv, &a);
   if (status >= 0) return status;
@@ -562,7 +606,7 @@ int main(int argc, char **argv) {
   // tokenizer's vocabulary, the corpus size against --seq.
   const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");  // one GPU per process of a machine
   XfOptions opt = {.cuda_device = local ? atoi(local) : 0, .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
-                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device};
+                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm};
   if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
     goto out;
@@ -618,12 +662,22 @@ int main(int argc, char **argv) {
       goto out;
     }
   }
+  if (is_sample) {  // the prompt gives at least one token
+    int64_t n;
+    int32_t *ids = xf_tok_encode(t.tok, a.prompt, strlen(a.prompt), &n);
+    free(ids);
+    if (!ids || n == 0) {
+      status = die(ids ? "--prompt is empty: give at least one token of text" : "out of memory");
+      goto out;
+    }
+  }
   // nothing left to refuse: allocate
   if (!xf_allocate(rt, err, sizeof err)) {
     status = die("%s", err);
     goto out;
   }
   if (xf_device_note(rt) && g_dist.rank == 0) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (g_dist.rank == 0 && strcmp(xf_device(rt), "cuda")) gemm_line(stderr, xf_options(rt)->threads);
   if (g_dist.size > 1) {
     // gradients in device memory go over NCCL; in host memory (the CPU, the
     // CUDA emulation) over the MPI ring

@@ -6,7 +6,6 @@
 // entry point; launch() calls it over the grid; GEMMs go to the CPU BLAS.
 // Nothing here is a GPU: it checks the generated source's numerics and the
 // host code that drives a GPU, on machines without one.
-#include <cblas.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gemm.h"
 #include "gpu.h"
 
 #ifndef XF_CUDA_EMU_HEADER
@@ -131,8 +131,7 @@ static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
                    int64_t stride_c, int64_t count) {
   (void)g;
   for (int64_t i = 0; i < count; i++)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
-                a + i * stride_a, (int)lda, b + i * stride_b, (int)ldb, beta, c + i * stride_c, (int)ldc);
+    xf_sgemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
   return true;
 }
 

@@ -1,6 +1,5 @@
 // runtime.c: loading a model.so, planning its memory, the thread pool,
 // BLAS, parameter initialisation and AdamW (see xf.h).
-#include <cblas.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <math.h>
@@ -13,13 +12,12 @@
 #include <unistd.h>
 
 #include "../passes/passes.h"
+#include "gemm.h"
 #include "gpu.h"
 #include "rng.h"
 #include "xf.h"
 
 #define fail xf_errorf
-
-extern void openblas_set_num_threads(int);
 
 // ---- thread pool ---------------------------------------------------------------
 // parallel_for hands [0, n) to the workers in contiguous chunks, the calling
@@ -57,6 +55,7 @@ static void run_chunk(Pool *p, int index) {
 static void *worker_main(void *arg) {
   Worker *w = arg;
   Pool *p = w->pool;
+  xf_gemm_thread_init();
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -124,11 +123,10 @@ static void pool_stop(Pool *p) {
   pthread_cond_destroy(&p->done);
 }
 
-static void blas_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+static void api_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
   (void)api;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-              alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  xf_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // ---- the runtime ------------------------------------------------------------------
@@ -360,6 +358,9 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   if (!(o->lr > 0 && o->lr < 1e3) || !(o->weight_decay >= 0 && o->weight_decay < 1e3) || !(o->beta1 >= 0 && o->beta1 < 1) ||
       !(o->beta2 >= 0 && o->beta2 < 1) || !(o->eps > 0))
     return fail(err, errlen, "AdamW needs 0 < lr < 1000, 0 <= weight decay < 1000, betas in [0, 1) and eps > 0");
+  // the GEMM provider; each GEMM runs on the thread that calls it:
+  // parallelism comes from the pool, which splits a GEMM's rows or columns
+  if (!xf_gemm_select((XfGemmKind)o->gemm, NULL, err, errlen)) return false;
   if (!open_device(rt, label, err, errlen)) return false;
   int n = m->nbuffers;
   rt->numel = calloc((size_t)n, sizeof *rt->numel);
@@ -484,7 +485,7 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   for (int i = 0; i < m->nbuffers; i++) {
     int k = i;
     while (m->buffers[k].alias_of >= 0) k = m->buffers[k].alias_of;
-    rt->bufs[i] = (char *)rt->arena + rt->offset[k];
+    rt->bufs[i] = rt->offset[k] == SIZE_MAX ? NULL : (char *)rt->arena + rt->offset[k];
   }
   char *mp = (char *)rt->arena + rt->moments_at;
   for (int p = 0; p < rt->nparams; p++) {

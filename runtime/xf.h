@@ -32,6 +32,7 @@ typedef struct {
   int cuda_device;        // which GPU (data-parallel: one per process)
   int64_t global_batch;   // data-parallel training: the batch over all ranks, which
                           // checkpoints record (0: batch, one process)
+  int gemm;               // XfGemmKind (gemm.h): XF_GEMM_AUTO picks by the CPU's features
 } XfOptions;
 
 // XF_DEVICE_AUTO: CUDA when the model has CUDA code and a device opens, else

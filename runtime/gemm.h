@@ -1,0 +1,70 @@
+// gemm.h: the runtime's one single-precision GEMM, from the provider chosen
+// at start by the CPU's features.
+//
+// Providers (each linked when its Debian package was found at build time):
+//   oneDNN (libdnnl-dev): dnnl_sgemm, JIT kernels picked from cpuid (what
+//     PyTorch's CPU build uses for the same job); the default.
+//   OpenBLAS (libopenblas-dev): cblas_sgemm, with the core its dynamic
+//     dispatch picked when it was loaded (OPENBLAS_CORETYPE forces one).
+// Measured on the products the models run (bench/sgemm.c; docs/runtime.md):
+// oneDNN is at least as fast as OpenBLAS on its best core on every shape,
+// and OpenBLAS 0.3.21 runs its generic Prescott kernel on CPUs newer than it
+// knows, so `auto` is oneDNN when linked.
+//
+// Threads: every call computes on the calling thread alone. The runtime's
+// thread pool splits each GEMM's rows (or, for weight gradients, columns)
+// across its workers, so two threads give two independent one-thread GEMMs
+// and the libraries never start threads of their own.
+#ifndef XF_GEMM_H
+#define XF_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  XF_GEMM_AUTO,      // oneDNN if linked, else OpenBLAS
+  XF_GEMM_ONEDNN,    // dnnl_sgemm
+  XF_GEMM_OPENBLAS,  // cblas_sgemm
+} XfGemmKind;
+
+// What runs: shown at the start of xfrun and in bench/run.sh.
+typedef struct {
+  XfGemmKind kind;     // never XF_GEMM_AUTO once selected
+  char library[48];    // "oneDNN 2.6.3", "OpenBLAS 0.3.21"
+  char kernel[48];     // the ISA or core it runs: "avx512_core_bf16", "SkylakeX", "Prescott"
+  char cpu[96];        // the CPU's model name
+  char cpu_isa[16];    // the CPU's widest vector ISA: "avx512", "avx2", "avx", "sse"
+  bool generic;        // the kernel does not use AVX2 although the CPU has it
+} XfGemmInfo;
+
+// Selects the provider for the whole process (the first call decides; a
+// later call with another kind switches). False, with a message, if that
+// provider was not linked into this build.
+bool xf_gemm_select(XfGemmKind want, XfGemmInfo *info, char *err, size_t errlen);
+
+// The provider selected (selecting `auto` if none was).
+const XfGemmInfo *xf_gemm_info(void);
+
+// One line: "GEMM: oneDNN 2.6.3, avx512_core_bf16 kernels, on N threads
+// (CPU: AMD EPYC, avx512)". remedy: when info->generic, a second line saying
+// what to do; "" otherwise.
+void xf_gemm_describe(const XfGemmInfo *info, int threads, char *line, size_t len, char *remedy, size_t rlen);
+
+// Parses "auto", "onednn", "openblas"; false if none.
+bool xf_gemm_parse(const char *s, XfGemmKind *kind);
+
+// Names of the providers linked into this build, space-separated.
+const char *xf_gemm_available(void);
+
+// Makes the calling thread's GEMMs run on that thread alone (the OpenMP
+// runtime under oneDNN keeps a thread count per thread). Called by the
+// runtime on each pool worker and on the thread that starts the pool.
+void xf_gemm_thread_init(void);
+
+// Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm; on the provider
+// selected. A: m x k (k x m if trans_a), B: k x n (n x k if trans_b), C: m x n.
+void xf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+              const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+#endif

@@ -1,0 +1,120 @@
+// The runtime's GEMM (runtime/gemm.h) on every provider in the build:
+// row-major C = alpha op(A) op(B) + beta C for the four transpose cases,
+// leading dimensions wider than the matrices, beta 0 (C not read: NaN there
+// stays out), beta 1 and 0.5, k = 0, against a double-precision oracle; and
+// the same products split over two threads by rows, as the runtime's pool
+// splits them, each thread after xf_gemm_thread_init.
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+
+static int failures;
+
+static float val(int64_t i, int salt) { return (float)((i * 37 + salt * 11) % 17) * 0.125f - 1.0f; }
+
+// max |C - oracle| / (1 + |oracle|) over the m x n block
+static double check(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float beta, const float *c0, const float *c, int64_t ldc) {
+  double worst = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0;
+      for (int64_t p = 0; p < k; p++) s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+      double want = alpha * s + (beta == 0 ? 0 : beta * (double)c0[i * ldc + j]);
+      double e = fabs((double)c[i * ldc + j] - want) / (1 + fabs(want));
+      if (!(e <= worst)) worst = e;  // NaN counts as the worst
+    }
+  return worst;
+}
+
+typedef struct {
+  int ta, tb;
+  int64_t m, n, k, lda, ldb, ldc, lo, hi;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} Job;
+
+static void run_rows(const Job *j) {  // rows [lo, hi) of C
+  const float *a = j->ta ? j->a + j->lo : j->a + j->lo * j->lda;
+  xf_sgemm(j->ta, j->tb, j->hi - j->lo, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb, j->beta, j->c + j->lo * j->ldc, j->ldc);
+}
+
+static void *worker(void *p) {
+  xf_gemm_thread_init();
+  run_rows(p);
+  return NULL;
+}
+
+static void one(const char *prov, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int pad,
+                bool threads) {
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+  float *a = malloc(sizeof(float) * (size_t)(ar * lda + 1)), *b = malloc(sizeof(float) * (size_t)(br * ldb + 1));
+  float *c0 = malloc(sizeof(float) * (size_t)(m * ldc + 1)), *c = malloc(sizeof(float) * (size_t)(m * ldc + 1));
+  if (!a || !b || !c0 || !c) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  for (int64_t i = 0; i < ar * lda; i++) a[i] = val(i, 1);
+  for (int64_t i = 0; i < br * ldb; i++) b[i] = val(i, 2);
+  for (int64_t i = 0; i < m * ldc; i++) c0[i] = beta == 0 ? NAN : val(i, 3);
+  memcpy(c, c0, sizeof(float) * (size_t)(m * ldc));
+  Job j0 = {ta, tb, m, n, k, lda, ldb, ldc, 0, m, alpha, beta, a, b, c};
+  if (threads) {
+    Job j1 = j0;
+    j0.hi = j1.lo = m / 2;
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, &j1)) {
+      fprintf(stderr, "cannot start a thread\n");
+      exit(1);
+    }
+    run_rows(&j0);
+    pthread_join(t, NULL);
+  } else {
+    run_rows(&j0);
+  }
+  double e = check(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, c, ldc);
+  bool pad_ok = true;  // the padding columns of C are not written
+  for (int64_t i = 0; i < m && beta != 0; i++)
+    for (int64_t jj = n; jj < ldc; jj++) pad_ok &= c[i * ldc + jj] == c0[i * ldc + jj];
+  bool ok = e < 1e-4 && pad_ok;
+  printf("%s %-8s %c%c m %3lld n %3lld k %3lld alpha %4.1f beta %3.1f pad %d%s: max rel err %.2e%s\n", ok ? "ok  " : "FAIL",
+         prov, ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)m, (long long)n, (long long)k, alpha, beta, pad,
+         threads ? ", 2 threads" : "", e, pad_ok ? "" : ", padding written");
+  failures += !ok;
+  free(a), free(b), free(c0), free(c);
+}
+
+int main(void) {
+  char avail[64], err[200];
+  snprintf(avail, sizeof avail, "%s", xf_gemm_available());
+  int nprov = 0;
+  for (char *p = strtok(avail, " "); p; p = strtok(NULL, " ")) {
+    XfGemmKind kind;
+    XfGemmInfo info;
+    if (!xf_gemm_parse(p, &kind) || !xf_gemm_select(kind, &info, err, sizeof err)) {
+      printf("FAIL %s: %s\n", p, err);
+      failures++;
+      continue;
+    }
+    nprov++;
+    xf_gemm_thread_init();
+    printf("%s: %s, %s kernels\n", p, info.library, info.kernel);
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        one(p, ta, tb, 37, 29, 53, 1, 0, 0, false);
+        one(p, ta, tb, 64, 96, 128, -0.5f, 1, 3, false);
+        one(p, ta, tb, 130, 17, 9, 1, 0.5f, 5, true);
+      }
+    one(p, 0, 0, 8, 8, 0, 1, 0.5f, 1, false);  // k = 0: C = beta C
+    one(p, 0, 0, 8, 8, 0, 1, 0, 0, false);     // k = 0, beta 0: C = 0
+  }
+  if (nprov == 0) printf("FAIL no GEMM provider in the build\n"), failures++;
+  printf("%d failures\n", failures);
+  return failures != 0;
+}
