@@ -129,9 +129,10 @@ static void print_memory(Graph *g, const Options *o) {
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
-  double params = 0;  // AdamW keeps two moments per parameter
+  double params = 0;  // AdamW keeps two moments per parameter, each rounded up to 64 bytes as in the runtime
   for (int b = 0; b < s->nbufs; b++)
-    if (s->bufs[b].role == BUF_PARAM) params += 4.0 * (double)symsize_eval(s->bufs[b].size, B, T);
+    if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0)
+      params += (double)((4 * symsize_eval(s->bufs[b].size, B, T) + 63) / 64 * 64);
   printf("\nmemory of a training step at batch %lld, seq %lld (%s schedule: %d kernels, %d functions):\n",
          (long long)B, (long long)T, o->no_fuse ? "unfused" : "fused", s->nkernels, s->nclasses);
   printf("  activations and outputs (planned)  %10.1f MiB\n", (double)top / (1 << 20));

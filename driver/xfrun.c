@@ -378,10 +378,16 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (!append) fprintf(lf, "step,loss,tokens_per_s,elapsed_s\n");
   }
   uint32_t first = xf_step_count(rt) + 1;
-  if (root)
+  if (root) {
+    XfMemory mem = xf_memory(rt);
+    const double MiB = 1 << 20;
     fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s, %d parameter tensors, %.1f MiB planned\n",
             m->name, first, (long long)a->steps, (long long)(o->batch * g_dist.size), (long long)o->seq,
-            g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)xf_memory_bytes(rt) / (1 << 20));
+            g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)mem.total / MiB);
+    fprintf(stderr, "xfrun: memory: activations and outputs %.1f MiB, parameters, gradients, inputs %.1f MiB, "
+            "AdamW moments %.1f MiB, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
+            (double)mem.moments / MiB, (double)mem.total / MiB);
+  }
   if (root && g_dist.size > 1)
     fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
             (long long)o->batch, xf_grad_buckets(rt));

@@ -89,7 +89,10 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
       bool ok = (l->kind == XF_LAUNCH_KERNEL || l->kind == XF_LAUNCH_GEMM) && l->kernel >= 0 && l->kernel < m->nkernels &&
                 (l->last == 0 || l->last == 1);
       for (int s = 0; ok && s < XF_NSLOTS; s++)
-        ok = l->slots[s] >= -1 && l->slots[s] < m->nbuffers && (l->slots[s] < 0 || m->buffers[l->slots[s]].alias_of < 0);
+        ok = l->slots[s] >= -1 && l->slots[s] < m->nbuffers &&
+             (l->slots[s] < 0 || (m->buffers[l->slots[s]].alias_of < 0 &&
+                                  // an activation no kernel touches has no storage (runtime.c)
+                                  (m->buffers[l->slots[s]].role != XF_BUF_ACT || m->buffers[l->slots[s]].first >= 0)));
       if (ok && l->kind == XF_LAUNCH_KERNEL)
         ok = l->fn >= 0 && l->fn < c->nnames && sym_ok(l->items) && l->per_block >= 1 && l->threads >= 1 &&
              l->threads <= 1024 && l->shmem >= 0 && l->shmem <= (1 << 20);

@@ -161,6 +161,7 @@ struct XfRuntime {
   void **dbufs;
   double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
+  size_t planned;    // bytes of [persist, moments_at): activations and outputs (memplan)
   size_t moments_at; // moments from here to bytes
   bool host_dirty, dev_newer;
   char note[1024];
@@ -213,6 +214,11 @@ int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }
 int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targets] : NULL; }
 uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
+
+XfMemory xf_memory(const XfRuntime *rt) {
+  return (XfMemory){.planned = rt->planned, .persistent = rt->persist, .moments = rt->bytes - rt->moments_at,
+                    .total = rt->bytes};
+}
 
 static void host_sync(XfRuntime *rt, bool write);
 
@@ -307,7 +313,8 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   rt->dhyper = (double *)(rt->darena + rt->bytes);
   rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
   if (!rt->dbufs) return fail(err, errlen, "out of memory");
-  for (int i = 0; i < rt->m->nbuffers; i++) rt->dbufs[i] = rt->darena + ((char *)rt->bufs[i] - (char *)rt->arena);
+  for (int i = 0; i < rt->m->nbuffers; i++)
+    rt->dbufs[i] = rt->bufs[i] ? rt->darena + ((char *)rt->bufs[i] - (char *)rt->arena) : NULL;
   if (!g->fill(g, rt->darena, 0, rt->bytes) || !g->upload(g, rt->dhyper, hyper, sizeof hyper))
     return fail(err, errlen, "%s", g->err);
   rt->host_dirty = true;
@@ -384,10 +391,17 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
                 b->name, *b->name ? "'" : "");
       break;
     }
-    // planned: activations and outputs that some kernel touches (memplan
-    // places nothing without a lifetime); the rest is persistent
+    // planned: activations and outputs, placed by memplan over their
+    // lifetimes; activations no kernel touches (values computed inside a
+    // fused kernel) get no storage at all, as in xfc's plan (schedule_plan).
+    // An output always has a lifetime in xfc's descriptors; one without is
+    // kept persistent, since the runtime reads it.
     if ((b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) && b->first >= 0) {
       items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
+      continue;
+    }
+    if (b->role == XF_BUF_ACT) {
+      rt->offset[i] = SIZE_MAX;
       continue;
     }
     rt->offset[i] = total;
@@ -405,7 +419,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
     if (arena < 0) ok = fail(err, errlen, "out of memory");
     for (int i = 0; ok && i < n; i++)
       if (items[i].bytes > 0) rt->offset[i] = total + (size_t)planned[i];
-    if (ok) total += (size_t)arena;
+    if (ok) total += (size_t)arena, rt->planned = (size_t)arena;
   }
   if (ok) ok = poison_lists(rt, items, err, errlen);
   free(items);
@@ -494,9 +508,9 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
     rt->adam_v[p] = (float *)mp, mp += sz;
   }
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
+  xf_gemm_thread_init();
   if (!pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
-  openblas_set_num_threads(1);  // parallelism comes from the pool, across gemm batches
-  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = blas_sgemm,
+  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = api_sgemm,
                     .kernel_done = rt->dead_at ? poison_dead : NULL};
   rt->pool.rt = rt;
   return true;

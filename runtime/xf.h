@@ -51,7 +51,7 @@ XfRuntime *xf_open(const char *so_path, const XfOptions *opt, char *err, size_t 
 // no allocation that grows with the model, batch or seq: what a caller can
 // still refuse (tokenizer, checkpoint, data) is checked between xf_load and
 // xf_allocate. Before xf_allocate only xf_model, xf_options, xf_device*,
-// xf_vocab, xf_nparams, xf_param_name, xf_param_shape, xf_memory_bytes and
+// xf_vocab, xf_nparams, xf_param_name, xf_param_shape, xf_memory_bytes, xf_memory and
 // xf_checkpoint_check may be called.
 XfRuntime *xf_load(const char *so_path, const XfOptions *opt, char *err, size_t errlen);
 // The same for a descriptor already in memory (label names it in messages);
@@ -123,8 +123,18 @@ float *xf_moment(XfRuntime *rt, int i, int which);
 int xf_param_shape(const XfRuntime *rt, int i, int64_t dims[6]);
 // Restores the step counter (with the parameters and moments: a resumed run).
 void xf_set_step(XfRuntime *rt, uint32_t step);
-// Bytes of memory planned (xf_load) and allocated (xf_allocate).
+// Bytes of memory planned (xf_load) and allocated, in one block, by
+// xf_allocate: nothing else grows with the model, batch or seq.
 size_t xf_memory_bytes(const XfRuntime *rt);
+// The same, broken down as `xfc --stats` prints it (each buffer rounded up
+// to 64 bytes): total = planned + persistent + moments.
+typedef struct {
+  size_t planned;     // activations and outputs, sharing storage by lifetime
+  size_t persistent;  // parameters, gradients, inputs
+  size_t moments;     // AdamW's two moments per parameter
+  size_t total;
+} XfMemory;
+XfMemory xf_memory(const XfRuntime *rt);
 
 // ---- sampling: the incremental decoder --------------------------------------------
 // A sampler continues nseq sequences over rt's parameters. Incrementally (the
