@@ -5,17 +5,24 @@
 # d 128, FFN 512, 32 heads, dropout 0.1), batch 64 of 128 tokens, AdamW
 # (lr 1e-3, weight decay 0.01), at each layer count of LAYERS.
 #
+# First it prints the machine: the CPU (its model name and the widest of
+# avx512f and avx2 it has), then the runtime's GEMM (build-release/xf-gemm-bench,
+# bench/sgemm.c: the provider's xf_gemm_describe line, its GFLOP/s on each
+# product the models run at THREADS threads split as the runtime splits them,
+# and "rate", their geometric mean), and torch.mm's rate for reference.
+#
 # For every example and layer count it prints, and writes to out/bench/results.md:
 #   xf, torch eager and torch.compile tokens/s over STEPS steady-state training
 #     steps (not timed: xf's first step, PyTorch's first 3, which compile and
-#     settle the allocator), and xf/eager, xf/compile;
+#     settle the allocator), the best torch (the higher of eager and compile),
+#     and xf/eager, xf/compile, xf/best;
 #   xf's planned memory (what xfrun reports, also when it cannot allocate it)
 #     and the peak RSS of each of the three runs, each in its own process;
 #   xf's model GFLOP/s, from the training (forward + backward) ops per token
-#     that `xfc --stats` counts, and that rate as a fraction of the machine's
-#     sgemm rate (the higher of OpenBLAS cblas_sgemm and torch.mm, 1024^3
-#     float32, THREADS threads, measured at the start of the run);
-# then the geometric means of xf/eager and xf/compile over the examples.
+#     that `xfc --stats` counts, and that rate as a fraction of the GEMM rate
+#     (xf-gemm-bench's "rate", measured at the start of the run);
+# then, per layer count, the geometric means of xf/eager, xf/compile and
+# xf/best over the examples and the lowest xf/best with its example.
 # A run that fails (xf out of memory, say) shows "fail" and a note; the
 # benchmark goes on.
 #
@@ -35,6 +42,42 @@ for ex in $examples; do
   [ -f "examples/$ex.xf" ] || { echo "bench: no examples/$ex.xf" >&2; exit 1; }
 done
 mkdir -p "$out"
+notes=()
+note() { notes+=("$*"); echo "bench: $*" >&2; }
+
+# --- the machine: CPU, then the runtime's GEMM ---------------------------------------
+cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
+flags=$(awk -F': *' '/^flags/ { print " " $2 " "; exit }' /proc/cpuinfo 2>/dev/null)
+case $flags in
+  *" avx512f "*) cpu_isa=avx512f ;;
+  *" avx2 "*) cpu_isa=avx2 ;;
+  *) cpu_isa="neither avx512f nor avx2" ;;
+esac
+cpu_line="CPU: ${cpu:-unknown} ($cpu_isa), $(nproc) cores, $threads threads used"
+echo "$cpu_line"
+
+# xf, release build (xfc, xfrun, xf-gemm-bench)
+if ! { cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release && cmake --build build-release -j"$(nproc)"; } \
+     >"$out/build.log" 2>&1; then
+  tail -n 20 "$out/build.log" >&2
+  echo "bench: the release build failed (log: $out/build.log)" >&2
+  exit 1
+fi
+
+# xf-gemm-bench: "GEMM: ..." (xf_gemm_describe), one "m x n x k [ta tb]: G GFLOP/s"
+# line per product, then "rate: X", the geometric mean over the model products
+gemm_line="GEMM: xf-gemm-bench failed" gemm_rates=() sgemm=-
+if build-release/xf-gemm-bench --threads "$threads" >"$out/gemm.txt" 2>"$out/gemm.log"; then
+  gemm_line=$(grep -m1 '^GEMM:' "$out/gemm.txt") || gemm_line="GEMM: ?"
+  mapfile -t gemm_rates < <(grep -v '^GEMM:' "$out/gemm.txt")
+  sgemm=$(awk '/^rate: / { print $2 }' "$out/gemm.txt")
+  [ -n "$sgemm" ] || sgemm=-
+  cat "$out/gemm.txt"
+else
+  cat "$out/gemm.txt"
+  note "xf-gemm-bench: $(tail -n 1 "$out/gemm.log")"
+fi
+echo
 
 # --- PyTorch 2 from PyPI in bench/.venv ---------------------------------------
 has_torch() { [ -x "$py" ] && "$py" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; }
@@ -48,10 +91,6 @@ if ! has_torch; then
 fi
 torch_version=$("$py" -c 'import importlib.metadata as m; print(m.version("torch"))')
 
-# --- xf, release build -----------------------------------------------------------
-cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-release -j"$(nproc)" >/dev/null
-
 # --- helpers -----------------------------------------------------------------------
 # peak_rss FILE CMD...: runs CMD, writes its peak RSS in MiB to FILE, returns its status.
 peak_rss() {
@@ -63,29 +102,32 @@ sys.exit(rc)' "$@"
 }
 # ratio A B: A/B to 2 decimals, or "-" unless both are numbers.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { n = "^[0-9.]+$"; if (a ~ n && b ~ n && b > 0) printf "%.2f", a / b; else printf "-" }'; }
-row() { printf '| %-11s | %2s | %8s | %11s | %13s | %8s | %10s | %11s | %10s | %13s | %15s | %10s | %8s |\n' "$@"; }
+# best A B: the higher of two rates, or the one that is a number, or "-".
+best() { awk -v a="$1" -v b="$2" 'BEGIN { n = "^[0-9.]+$"; if (a ~ n && (b !~ n || a + 0 >= b + 0)) print a; else if (b ~ n) print b; else print "-" }'; }
+row() { printf '| %-11s | %2s | %8s | %11s | %13s | %10s | %8s | %10s | %7s | %11s | %10s | %13s | %15s | %10s | %12s |\n' "$@"; }
 # torch_run MODE (eager or compile) for $ex, $layers: prints "tokens/s peak-RSS-MiB warm-up-s", else "fail - -".
 torch_run() {
   local flag=; [ "$1" = compile ] && flag=--compile
   OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$ex" $flag --layers "$layers" --batch "$batch" \
     --seq "$seq" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || echo "fail - -"
 }
-notes=()
-note() { notes+=("$*"); echo "bench: $*" >&2; }
 
-# --- sgemm rate ----------------------------------------------------------------------
-blas_rate=-
-if cc -O2 bench/sgemm.c -o "$out/sgemm" -lopenblas 2>"$out/sgemm.log"; then blas_rate=$("$out/sgemm" "$threads"); fi
-torch_rate=$(OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py sgemm --threads "$threads" 2>>"$out/sgemm.log") || torch_rate=-
-sgemm=$(awk -v a="$blas_rate" -v b="$torch_rate" 'BEGIN { print (a ~ /^[0-9.]+$/ && (b !~ /^[0-9.]+$/ || a + 0 >= b + 0)) ? a : b }')
+# --- torch.mm, for reference: 1024^3 and the geometric mean over the same products ---
+read -r torch_mm torch_mm_model _ <<<"$(OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py sgemm --threads "$threads" \
+  2>"$out/torch_mm.log" || echo "- -")"
+[ "$torch_mm" = - ] && note "torch.mm: $(tail -n 1 "$out/torch_mm.log")"
+torch_line="torch.mm (torch $torch_version, reference): $torch_mm GFLOP/s at 1024^3, $torch_mm_model on the products above (geometric mean)"
+echo "$torch_line"
+echo
 
 header="xf $(git describe --always --dirty 2>/dev/null || echo "?") against torch $torch_version; $threads threads, batch $batch x $seq tokens,"
-header+=" $steps timed steps; sgemm 1024^3 float32: OpenBLAS $blas_rate, torch.mm $torch_rate GFLOP/s (using $sgemm);"
+header+=" $steps timed steps; GEMM rate (xf-gemm-bench, geometric mean over the model products): $sgemm GFLOP/s;"
 header+=" model FLOPs: xfc --stats, training (forward + backward) ops per token at T = $seq"
 echo "$header"
 echo
-table=$(row example L "xf tok/s" "eager tok/s" "compile tok/s" "xf/eager" "xf/compile" "xf plan MiB" "xf RSS MiB" \
-            "eager RSS MiB" "compile RSS MiB" "xf GFLOP/s" "of sgemm")$'\n'$(row "" "" "" "" "" "" "" "" "" "" "" "" "" | sed 's/ /-/g')
+table=$(row example L "xf tok/s" "eager tok/s" "compile tok/s" "best torch" "xf/eager" "xf/compile" "xf/best" "xf plan MiB" \
+            "xf RSS MiB" "eager RSS MiB" "compile RSS MiB" "xf GFLOP/s" "of GEMM rate")$'\n'
+table+=$(row "" "" "" "" "" "" "" "" "" "" "" "" "" "" "" | sed 's/ /-/g')
 echo "$table"
 
 # --- one row per example and layer count -----------------------------------------------
@@ -110,6 +152,9 @@ for layers in $layers_list; do
       fi
       plan=$(grep -o -m1 -E '[0-9.]+ MiB (planned|for batch)' "$base.xf.log" | cut -d' ' -f1) || plan=-
       [ -z "$plan" ] && plan=-
+      # xfrun's own GEMM line must be the one the GEMM rate was measured on
+      xf_gemm=$(grep -o -m1 'GEMM: .*' "$base.xf.log") || true
+      [ -n "$xf_gemm" ] && [ "$xf_gemm" != "$gemm_line" ] && note "$ex L$layers: xfrun ran on '$xf_gemm', the GEMM rate is of '$gemm_line'"
     fi
     if [ "$xf" != fail ] && [ -n "$ops" ]; then
       gflops=$(awk -v r="$xf" -v o="$ops" 'BEGIN { printf "%.1f", r * o / 1e9 }')
@@ -120,21 +165,27 @@ for layers in $layers_list; do
     read -r compile_tps compile_rss _ <<<"$(torch_run compile)"
     [ "$eager_tps" = fail ] && note "$ex L$layers: torch eager: $(tail -n 1 "$base.eager.log")"
     [ "$compile_tps" = fail ] && note "$ex L$layers: torch.compile: $(tail -n 1 "$base.compile.log")"
-    line=$(row "$ex" "$layers" "$xf" "$eager_tps" "$compile_tps" "$(ratio "$xf" "$eager_tps")" "$(ratio "$xf" "$compile_tps")" \
-               "$plan" "$xf_rss" "$eager_rss" "$compile_rss" "$gflops" "$frac")
+    best_tps=$(best "$eager_tps" "$compile_tps")
+    line=$(row "$ex" "$layers" "$xf" "$eager_tps" "$compile_tps" "$best_tps" "$(ratio "$xf" "$eager_tps")" \
+               "$(ratio "$xf" "$compile_tps")" "$(ratio "$xf" "$best_tps")" "$plan" "$xf_rss" "$eager_rss" "$compile_rss" \
+               "$gflops" "$frac")
     echo "$line"
     table+=$'\n'$line
   done
 done
 
 # --- geometric means over the examples, per layer count ----------------------------------
-summary=$(awk -F'|' 'NR > 2 {
-    L = $3 + 0; e = $7 + 0; c = $8 + 0; seen[L] = 1
+# columns ($1 is empty): 2 example, 3 L, 8 xf/eager, 9 xf/compile, 10 xf/best
+summary=$(awk -F'|' 'function gm(s, n) { return n ? sprintf("%.2f", exp(s / n)) : "-" }
+  NR > 2 {
+    L = $3 + 0; e = $8 + 0; c = $9 + 0; b = $10 + 0; seen[L] = 1
     if (e > 0) { se[L] += log(e); ne[L]++ }
     if (c > 0) { sc[L] += log(c); nc[L]++ }
+    if (b > 0) { sb[L] += log(b); nb[L]++; if (!(L in lo) || b < lo[L]) { lo[L] = b; ex = $2; gsub(/ /, "", ex); lo_ex[L] = ex } }
   }
-  END { for (L in seen) printf "geometric mean, L = %d: xf/eager %s over %d examples, xf/compile %s over %d examples\n", L,
-          ne[L] ? sprintf("%.2f", exp(se[L] / ne[L])) : "-", ne[L], nc[L] ? sprintf("%.2f", exp(sc[L] / nc[L])) : "-", nc[L] }' \
+  END { for (L in seen) printf "geometric mean, L = %d: xf/eager %s over %d examples, xf/compile %s over %d, xf/best %s over %d; lowest xf/best %s (%s)\n",
+          L, gm(se[L], ne[L]), ne[L], gm(sc[L], nc[L]), nc[L], gm(sb[L], nb[L]), nb[L],
+          (L in lo) ? sprintf("%.2f", lo[L]) : "-", (L in lo) ? lo_ex[L] : "none" }' \
   <<<"$table" | sort -t= -k2 -n)
 echo
 echo "$summary"
@@ -143,6 +194,11 @@ echo "$summary"
   echo
   echo "$header."
   echo "Written by bench/run.sh on $(date -u '+%Y-%m-%d %H:%M UTC')."
+  echo
+  echo "- $cpu_line"
+  echo "- $gemm_line"
+  for r in "${gemm_rates[@]}"; do echo "  - $r"; done
+  echo "- $torch_line"
   echo
   echo "$table"
   echo

@@ -18,9 +18,13 @@ process in MiB (ru_maxrss, so run eager and compiled in separate processes)
 and the warm-up seconds.
 
 Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N
-       torch_ref.py sgemm --threads N     (GFLOP/s of torch.mm, 1024^3 float32)
+       torch_ref.py sgemm --threads N
+The sgemm mode prints two GFLOP/s rates of torch.mm in float32 into a
+preallocated output: at 1024^3, and the geometric mean over the products the
+models run that xf-gemm-bench times (bench/sgemm.c), each the best of at
+least 10 after 3 warm-up products (2 m n k flops per product).
 """
-import argparse, resource, time
+import argparse, math, resource, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -116,14 +120,25 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
         logits = s.head(s.ln(x))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
-def sgemm(threads, n=1024, reps=20):
+# The products of xf-gemm-bench (bench/sgemm.c): m, n, k, trans_a, trans_b.
+GEMM_SHAPES = ((8192, 512, 128, 0, 0), (8192, 128, 128, 0, 0), (8192, 5000, 128, 0, 0), (4096, 32, 32, 0, 0),
+               (128, 512, 8192, 1, 0), (8192, 128, 512, 0, 1))
+
+def mm_rate(m, n, k, ta=0, tb=0, reps=10):
+    a = torch.randn(k, m).t() if ta else torch.randn(m, k)
+    b = torch.randn(n, k).t() if tb else torch.randn(k, n)
+    c = torch.empty(m, n)
+    for _ in range(3): torch.mm(a, b, out=c)
+    best, spent, i = float("inf"), 0.0, 0
+    while i < reps or (spent < 0.5 and i < 1000):
+        t0 = time.perf_counter(); torch.mm(a, b, out=c); dt = time.perf_counter() - t0
+        best, spent, i = min(best, dt), spent + dt, i + 1
+    return 2 * m * n * k / best / 1e9
+
+def sgemm(threads):
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(3): torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter(); torch.mm(a, b); best = min(best, time.perf_counter() - t0)
-    print(f"{2 * n ** 3 / best / 1e9:.1f}")
+    rates = [mm_rate(*s) for s in GEMM_SHAPES]
+    print(f"{mm_rate(1024, 1024, 1024):.1f} {math.exp(sum(map(math.log, rates)) / len(rates)):.1f}")
 
 def main():
     a = argparse.ArgumentParser()
