@@ -109,7 +109,12 @@ row() { printf '| %-11s | %2s | %8s | %11s | %13s | %10s | %8s | %10s | %7s | %1
 torch_run() {
   local flag=; [ "$1" = compile ] && flag=--compile
   OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$ex" $flag --layers "$layers" --batch "$batch" \
-    --seq "$seq" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || echo "fail - -"
+    --seq "$seq" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || {
+    local rc=$?
+    # a process killed by a signal (the kernel's out-of-memory killer) leaves no message
+    [ -s "$base.$1.log" ] || echo "exit status $rc$([ $rc -gt 128 ] && echo ", killed by signal $((rc - 128)) (out of memory?)")" >"$base.$1.log"
+    echo "fail - -"
+  }
 }
 
 # --- torch.mm, for reference: 1024^3 and the geometric mean over the same products ---
