@@ -378,6 +378,13 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   int64_t *planned = calloc((size_t)n + 1, sizeof *planned);
   bool ok = rt->numel && rt->offset && rt->params && rt->grads && items && planned;
   if (!ok) fail(err, errlen, "out of memory");
+  // storage roots the runtime itself reads or writes: those of every
+  // buffer that is not an activation (offset 1 marks them until placed)
+  for (int i = 0; ok && i < n; i++) {
+    int r = i;
+    while (m->buffers[r].alias_of >= 0) r = m->buffers[r].alias_of;
+    if (m->buffers[i].role != XF_BUF_ACT) rt->offset[r] = 1;
+  }
   // persistent storage first (params, gradients, inputs), then the planned
   // arena (activations, outputs: memplan over their lifetimes), then moments
   size_t total = 0;
@@ -394,13 +401,14 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
     // planned: activations and outputs, placed by memplan over their
     // lifetimes; activations no kernel touches (values computed inside a
     // fused kernel) get no storage at all, as in xfc's plan (schedule_plan).
-    // An output always has a lifetime in xfc's descriptors; one without is
-    // kept persistent, since the runtime reads it.
+    // An output, or an activation an output aliases, always has a lifetime
+    // in xfc's descriptors; one without is kept persistent, since the
+    // runtime reads it.
     if ((b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) && b->first >= 0) {
       items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
       continue;
     }
-    if (b->role == XF_BUF_ACT) {
+    if (b->role == XF_BUF_ACT && rt->offset[i] != 1) {
       rt->offset[i] = SIZE_MAX;
       continue;
     }
