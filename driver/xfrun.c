@@ -131,6 +131,13 @@ __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
   return 1;
 }
 
+// --gemm's value; false after the one-line error.
+static bool parse_gemm(const char *v, XfGemmKind *kind) {
+  if (xf_gemm_parse(v, kind)) return true;
+  die("--gemm %s: expected auto, onednn or openblas", v);
+  return false;
+}
+
 static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v) {
   char *end;
   errno = 0;
@@ -197,7 +204,7 @@ static int parse_args(int argc, char **argv, Args *a) {
       else return die("--device %s: expected cpu or cuda", v);
     }
     else if (!strcmp(o, "--gemm")) {
-      if (!xf_gemm_parse(v, &a->gemm)) return die("--gemm %s: expected auto, onednn or openblas", v);
+      if (!parse_gemm(v, &a->gemm)) return 1;
     }
     else if (!strcmp(o, "--steps")) ok = parse_int(v, 0, INT32_MAX, &a->steps);
     else if (!strcmp(o, "--batch")) ok = parse_int(v, 1, INT32_MAX, &a->batch), a->set_batch = true;
@@ -460,14 +467,13 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
 // N continuations of the prompt in one batch through a sampler (incremental
 // unless --no-incremental); sequence i draws from the stream of (seed, i).
 // One sequence streams its tokens; several are printed when done.
-static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
+// prompt: the n >= 1 tokens of a->prompt (encoded and checked in main).
+static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *prompt, int64_t n) {
   char err[1024];
   XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};  // checked in main
-  int64_t n, V = xf_vocab(rt), N = a->num_samples;
-  int32_t *prompt = xf_tok_encode(t->tok, a->prompt, strlen(a->prompt), &n);
-  if (!prompt) return die("out of memory");
+  int64_t V = xf_vocab(rt), N = a->num_samples;
   XfSampler *sm = xf_sampler_open(rt, N, !a->no_incremental, err, sizeof err);
-  if (!sm) return free(prompt), die("%s", err);
+  if (!sm) return die("%s", err);
   if (!a->no_incremental && !xf_sampler_incremental(sm))
     fprintf(stderr, "xfrun: recomputing the whole context for every token: %s\n",
             xf_model(rt)->step_note ? xf_model(rt)->step_note : "the step program runs on the CPU only");
@@ -475,11 +481,10 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t) {
   int32_t *out = malloc(sizeof(int32_t) * (size_t)(N * (a->max_tokens + 1)));
   float *probs = malloc(sizeof(float) * (size_t)V);
   if (!feed || !order || !probs || !out) {
-    free(prompt), free(feed), free(order), free(probs), free(out), xf_sampler_close(sm);
+    free(feed), free(order), free(probs), free(out), xf_sampler_close(sm);
     return die("out of memory");
   }
   for (int64_t i = 0; i < N; i++) memcpy(feed + i * n, prompt, sizeof(int32_t) * (size_t)n);
-  free(prompt);
   if (N == 1) fputs(a->prompt, stdout), fflush(stdout);
   const float *logits = xf_sampler_feed(sm, feed, n);
   for (int64_t k = 0; k < a->max_tokens && logits && !g_stop; k++) {
@@ -536,9 +541,10 @@ static int info(int argc, char **argv) {
       return 0;
     }
     if (!v) return die("%s needs a value", o);
-    if (!strcmp(o, "--gemm") && xf_gemm_parse(v, &kind)) i++;
-    else if (!strcmp(o, "--threads") && parse_int(v, 0, 1024, &threads)) i++;
-    else if (!strcmp(o, "--gemm")) return die("--gemm %s: expected auto, onednn or openblas", v);
+    if (!strcmp(o, "--gemm")) {
+      if (!parse_gemm(v, &kind)) return 1;
+      i++;
+    } else if (!strcmp(o, "--threads") && parse_int(v, 0, 1024, &threads)) i++;
     else if (!strcmp(o, "--threads")) return die("%s %s: not a valid value", o, v);
     else return die("unknown option %s (see xfrun info --help)", o);
   }
@@ -580,6 +586,8 @@ int main(int argc, char **argv) {
   XfCorpus corpus = {0};
   XfData d = {0};
   Tok t = {0};
+  int32_t *prompt = NULL;  // xfrun sample: the prompt's tokens
+  int64_t prompt_len = 0;
   const char *ckpath = a.resume ? a.resume : a.checkpoint;
   if (ckpath && !(ck = xf_checkpoint_open(ckpath, err, sizeof err))) return die("%s", err);
   if (a.resume) {
@@ -669,11 +677,12 @@ int main(int argc, char **argv) {
     }
   }
   if (is_sample) {  // the prompt gives at least one token
-    int64_t n;
-    int32_t *ids = xf_tok_encode(t.tok, a.prompt, strlen(a.prompt), &n);
-    free(ids);
-    if (!ids || n == 0) {
-      status = die(ids ? "--prompt is empty: give at least one token of text" : "out of memory");
+    if (!(prompt = xf_tok_encode(t.tok, a.prompt, strlen(a.prompt), &prompt_len))) {
+      status = die("out of memory");
+      goto out;
+    }
+    if (prompt_len == 0) {
+      status = die("--prompt is empty: give at least one token of text");
       goto out;
     }
   }
@@ -702,7 +711,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (is_sample) {
-    status = sample(&a, rt, &t);
+    status = sample(&a, rt, &t, prompt, prompt_len);
     goto out;
   }
   uint64_t data_key = corpus.hash ^ xf_tok_fingerprint(t.tok);
@@ -722,6 +731,7 @@ int main(int argc, char **argv) {
            ck ? "" : "; fresh parameters: no --checkpoint");
   }
 out:
+  free(prompt);
   tok_free(&t);
   xf_data_free(&d);
   xf_corpus_free(&corpus);
