@@ -161,8 +161,7 @@ struct XfRuntime {
   void **dbufs;
   double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
-  size_t planned;    // bytes of [persist, moments_at): activations and outputs (memplan)
-  size_t moments_at; // moments from here to bytes
+  size_t moments_at; // moments from here to bytes; [persist, moments_at): activations and outputs
   bool host_dirty, dev_newer;
   char note[1024];
   // data-parallel training: gradient buckets, in the order the backward
@@ -216,7 +215,7 @@ uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
 XfMemory xf_memory(const XfRuntime *rt) {
-  return (XfMemory){.planned = rt->planned, .persistent = rt->persist, .moments = rt->bytes - rt->moments_at,
+  return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->bytes - rt->moments_at,
                     .total = rt->bytes};
 }
 
@@ -427,7 +426,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
     if (arena < 0) ok = fail(err, errlen, "out of memory");
     for (int i = 0; ok && i < n; i++)
       if (items[i].bytes > 0) rt->offset[i] = total + (size_t)planned[i];
-    if (ok) total += (size_t)arena, rt->planned = (size_t)arena;
+    if (ok) total += (size_t)arena;
   }
   if (ok) ok = poison_lists(rt, items, err, errlen);
   free(items);
