@@ -284,7 +284,7 @@ int main(int argc, char **argv) {
   XfGemmInfo info;
   char err[256], line[256], remedy[256];
   if (!xf_gemm_select(kind, &info, err, sizeof err)) {
-    fprintf(stderr, "xf-gemm-bench: %s (this build has: %s)\n", err, xf_gemm_available());
+    fprintf(stderr, "xf-gemm-bench: %s\n", err);
     return 2;
   }
   xf_gemm_describe(&info, (int)nthreads, line, sizeof line, remedy, sizeof remedy);
