@@ -549,6 +549,53 @@ static int render_layernorm(R *r, const Node *n) {
   return MODE_WARP;
 }
 
+// Layer norm's row statistics inside XF_WARP_LOOP: mu and sigma of the row at base.
+static void ln_stats(R *r, double eps) {
+  char e[48];
+  out(r, "    float sum = 0.0f, sq = 0.0f;\n");
+  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) sum += x[base + c];\n");
+  out(r, "    const float mu = xf_warp_sum(sum) / (float)d;\n");
+  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) { const float dv = x[base + c] - mu; sq += dv * dv; }\n");
+  out(r, "    const float sigma = sqrtf(xf_warp_sum(sq) / (float)d + %s);\n", fconst(eps, e));
+}
+
+// Layer norm's input gradient (interp.c has the equation), one warp per row.
+static int render_layernorm_dx(R *r, const Node *n) {
+  const Shape *xs = &r->g->nodes[n->in[0]].shape;
+  out(r, "  const float *x = (const float *)a.slot[%d], *gn = (const float *)a.slot[%d], *dy = (const float *)a.slot[%d];\n",
+      KS_IN0, KS_IN1, KS_IN2);
+  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s;\n", KS_OUT, dim(r, xs->d[xs->rank - 1]));
+  out(r, "  XF_WARP_LOOP(row, live) {\n    const xf_i64 base = row * d;\n");
+  ln_stats(r, n->fval);
+  out(r, "    float m1 = 0.0f, m2 = 0.0f;\n");
+  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) {\n"
+         "      const float xh = (x[base + c] - mu) / sigma, dxh = dy[base + c] * gn[c];\n"
+         "      m1 += dxh;\n      m2 += dxh * xh;\n    }\n");
+  out(r, "    const float a1 = xf_warp_sum(m1) / (float)d, a2 = xf_warp_sum(m2) / (float)d;\n");
+  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) {\n"
+         "      const float xh = (x[base + c] - mu) / sigma, dxh = dy[base + c] * gn[c];\n"
+         "      out[base + c] = (dxh - a1 - xh * a2) / sigma;\n    }\n");
+  out(r, "  }\n");
+  return MODE_WARP;
+}
+
+// Layer norm's gain gradient: one warp walks the rows in order, lane l
+// owning columns l, l + 32, ... of dg.
+static int render_layernorm_dg(R *r, const Node *n) {
+  const Shape *xs = &r->g->nodes[n->in[0]].shape;
+  char rows[512];
+  dprod(r, xs, 0, xs->rank - 1, rows, sizeof rows);
+  out(r, "  const float *x = (const float *)a.slot[%d], *dy = (const float *)a.slot[%d];\n", KS_IN0, KS_IN1);
+  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s, rows = %s;\n", KS_OUT, dim(r, xs->d[xs->rank - 1]), rows);
+  out(r, "  XF_WARP_LOOP(w, one) {\n    const xf_i64 live = one;\n    (void)w;\n");
+  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) out[c] = 0.0f;\n");
+  out(r, "    for (xf_i64 row = 0; live && row < rows; row++) {\n      const xf_i64 base = row * d;\n");
+  ln_stats(r, n->fval);
+  out(r, "    for (xf_i64 c = lane; c < d; c += 32) out[c] += dy[base + c] * ((x[base + c] - mu) / sigma);\n");
+  out(r, "    }\n  }\n");
+  return MODE_WARP;
+}
+
 // Cross-entropy: phase 0, one warp per row: scratch[r] = logsumexp(x_r) - x_r[id_r];
 // phase 1, one thread: their mean in row order, in double (as llvm.c).
 static int render_cross_entropy(R *r, const Node *n, const Kernel *k) {
@@ -788,7 +835,8 @@ static XfSym items_of(const Graph *g, const Kernel *k, int mode) {
   case OP_ATTENTION: case OP_ATTENTION_GRAD: return sym_prod(&n->shape, 0, n->shape.rank - 2);
   case OP_CROSS_ENTROPY: return k->phase == 1 ? sym_c(1) : sym_prod(xs, 0, xs->rank - 1);
   case OP_SCATTER_ADD: return sym_of(n->shape.d[1]);
-  case OP_LAYERNORM: return sym_prod(xs, 0, xs->rank - 1);
+  case OP_LAYERNORM: case OP_LAYERNORM_DX: return sym_prod(xs, 0, xs->rank - 1);
+  case OP_LAYERNORM_DG: return sym_c(1);
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX:
     if (n->op != OP_SOFTMAX && n->axis < xs->rank - 1) return sym_prod(&n->shape, 0, n->shape.rank);
     return sym_mul(sym_prod(xs, 0, n->axis), sym_prod(xs, n->axis + 1, xs->rank));
@@ -805,6 +853,8 @@ static int render_body(R *r, const Kernel *k, int *shmem) {
   switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: return render_axis(r, n);
   case OP_LAYERNORM: return render_layernorm(r, n);
+  case OP_LAYERNORM_DX: return render_layernorm_dx(r, n);
+  case OP_LAYERNORM_DG: return render_layernorm_dg(r, n);
   case OP_CAUSAL_CONV: case OP_CONV_DX: return render_conv(r, n);
   case OP_CONV_DW: return render_conv_dw(r, n);
   case OP_EMBED: return render_embed(r, n);

@@ -321,6 +321,7 @@ static int leaf_slot(Emit *e, int id) {
 
 static V map_value(Emit *e, Map *m, int id);
 static V api_win(Emit *e, V api, int field);
+static void zero(Emit *e, V base, V from, V count);
 
 // Input i of member n at the current coordinates.
 static V map_operand(Emit *e, Map *m, const Node *n, int i) {
@@ -549,31 +550,90 @@ static void emit_axis(Emit *e, const Node *n) {
   loop_end(e, &lo);
 }
 
-// Layer norm over the last axis, one row per outer index (seed 001 eq. 8).
-static void emit_layernorm(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), bn = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
-  V d = dim(e, xs->d[xs->rank - 1]), df = LLVMBuildSIToFP(e->b, d, e->f32, "");
+// Row statistics of layer norm (seed 001 eq. 8): mu = mean of the d
+// entries at x[base..], sigma = sqrt(biased variance + eps).
+static void ln_stats(Emit *e, V x, V base, V d, double eps, V *mu, V *sigma) {
+  V df = LLVMBuildSIToFP(e->b, d, e->f32, "");
   V sum = var(e, e->f32), sq = var(e, e->f32);
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V base = LLVMBuildMul(e->b, r, d, "");
+  Loop lc;
   LLVMBuildStore(e->b, cf32(e, 0), sum);
   V c = loop_begin(e, &lc, ci64(e, 0), d);
   LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), load(e, x, LLVMBuildAdd(e->b, base, c, "")), ""), sum);
   loop_end(e, &lc);
-  V mu = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), df, "");
+  *mu = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), df, "");
   LLVMBuildStore(e->b, cf32(e, 0), sq);
   c = loop_begin(e, &lc, ci64(e, 0), d);
-  V dv = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), mu, "");
+  V dv = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), *mu, "");
   LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), LLVMBuildFMul(e->b, dv, dv, ""), ""), sq);
   loop_end(e, &lc);
   V var_ = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), df, "");
-  V sigma = call_f32(e, "llvm.sqrt.f32", LLVMBuildFAdd(e->b, var_, cf32(e, n->fval), ""));
-  c = loop_begin(e, &lc, ci64(e, 0), d);
+  *sigma = call_f32(e, "llvm.sqrt.f32", LLVMBuildFAdd(e->b, var_, cf32(e, eps), ""));
+}
+
+// Layer norm over the last axis, one row per outer index (seed 001 eq. 8).
+static void emit_layernorm(Emit *e, const Node *n) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), bn = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
+  V d = dim(e, xs->d[xs->rank - 1]), mu, sigma;
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, e->lo, e->hi);
+  V base = LLVMBuildMul(e->b, r, d, "");
+  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
   V xc = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), mu, "");
   V y = LLVMBuildFAdd(e->b, LLVMBuildFDiv(e->b, LLVMBuildFMul(e->b, load(e, gn, c), xc, ""), sigma, ""), load(e, bn, c), "");
   store(e, out, LLVMBuildAdd(e->b, base, c, ""), y);
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Layer norm's input gradient, one row per outer index (interp.c has the
+// equation): dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma.
+static void emit_layernorm_dx(Emit *e, const Node *n) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), dy = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
+  V d = dim(e, xs->d[xs->rank - 1]), df = LLVMBuildSIToFP(e->b, d, e->f32, ""), mu, sigma;
+  V m1 = var(e, e->f32), m2 = var(e, e->f32);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, e->lo, e->hi);
+  V base = LLVMBuildMul(e->b, r, d, "");
+  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
+  LLVMBuildStore(e->b, cf32(e, 0), m1);
+  LLVMBuildStore(e->b, cf32(e, 0), m2);
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
+  V at = LLVMBuildAdd(e->b, base, c, "");
+  V xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
+  V dxh = LLVMBuildFMul(e->b, load(e, dy, at), load(e, gn, c), "");
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, m1, ""), dxh, ""), m1);
+  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, m2, ""), LLVMBuildFMul(e->b, dxh, xh, ""), ""), m2);
+  loop_end(e, &lc);
+  V a1 = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, m1, ""), df, "");
+  V a2 = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, m2, ""), df, "");
+  c = loop_begin(e, &lc, ci64(e, 0), d);
+  at = LLVMBuildAdd(e->b, base, c, "");
+  xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
+  dxh = LLVMBuildFMul(e->b, load(e, dy, at), load(e, gn, c), "");
+  V t = LLVMBuildFSub(e->b, LLVMBuildFSub(e->b, dxh, a1, ""), LLVMBuildFMul(e->b, xh, a2, ""), "");
+  store(e, out, at, LLVMBuildFDiv(e->b, t, sigma, ""));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
+// Layer norm's gain gradient dg = sum over rows of dy o xhat, rows in order
+// (outer extent 1: the sum's order does not depend on threads).
+static void emit_layernorm_dg(Emit *e, const Node *n) {
+  const Shape *xs = &e->g->nodes[n->in[0]].shape;
+  V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
+  V d = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1), mu, sigma;
+  zero(e, out, ci64(e, 0), d);
+  Loop lr, lc;
+  V r = loop_begin(e, &lr, ci64(e, 0), rows);
+  V base = LLVMBuildMul(e->b, r, d, "");
+  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
+  V c = loop_begin(e, &lc, ci64(e, 0), d);
+  V at = LLVMBuildAdd(e->b, base, c, "");
+  V xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
+  store(e, out, c, LLVMBuildFAdd(e->b, load(e, out, c), LLVMBuildFMul(e->b, load(e, dy, at), xh, ""), ""));
   loop_end(e, &lc);
   loop_end(e, &lr);
 }
@@ -998,6 +1058,8 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
   case OP_LAYERNORM: emit_layernorm(e, n); break;
+  case OP_LAYERNORM_DX: emit_layernorm_dx(e, n); break;
+  case OP_LAYERNORM_DG: emit_layernorm_dg(e, n); break;
   case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); break;
   case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); break;
   case OP_CONV_DW: emit_conv_dw(e, n); break;

@@ -342,6 +342,36 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     }
     return true;
   }
+  case OP_LAYERNORM_DX:
+  case OP_LAYERNORM_DG: {
+    // xhat = (x - mu) / sigma per row; DG: dg = sum_rows dy o xhat; DX with
+    // dxhat = dy o g: dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma
+    const double *dy = in->val[n->in[n->nin - 1]];
+    int64_t d = xd[xs->rank - 1], rows = in->numel[n->in[0]] / d;
+    if (n->op == OP_LAYERNORM_DG) memset(out, 0, sizeof(double) * (size_t)d);
+    for (int64_t i = 0; i < rows; i++) {
+      const double *row = x + i * d, *dyr = dy + i * d;
+      double mu = 0, var = 0;
+      for (int64_t c = 0; c < d; c++) mu += row[c];
+      mu /= (double)d;
+      for (int64_t c = 0; c < d; c++) var += (row[c] - mu) * (row[c] - mu);
+      var /= (double)d;
+      double sigma = sqrt(var + n->fval);
+      if (n->op == OP_LAYERNORM_DG) {
+        for (int64_t c = 0; c < d; c++) out[c] += dyr[c] * (row[c] - mu) / sigma;
+        continue;
+      }
+      double m1 = 0, m2 = 0;
+      for (int64_t c = 0; c < d; c++) {
+        double dxh = dyr[c] * y[c];
+        m1 += dxh, m2 += dxh * (row[c] - mu) / sigma;
+      }
+      m1 /= (double)d, m2 /= (double)d;
+      for (int64_t c = 0; c < d; c++)
+        out[i * d + c] = (dyr[c] * y[c] - m1 - (row[c] - mu) / sigma * m2) / sigma;
+    }
+    return true;
+  }
   case OP_ATTENTION:
   case OP_ATTENTION_GRAD: {
     // P_ij = softmax_j<=i(s q_i . k_j); ATTENTION: o_i = sum_j P_ij v_j.

@@ -127,6 +127,10 @@ typedef enum {
   /* neural-network primitives */                                              \
   X(SOFTMAX, "softmax", 1, OPC_NN, 1)       /* over axis */                    \
   X(LAYERNORM, "layernorm", 3, OPC_NN, 1)   /* x, g, b over last axis; eps */  \
+  /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */  \
+  X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0)                                \
+  /* x, dy -> dg [d] = sum over rows of dy o xhat */                           \
+  X(LAYERNORM_DG, "layernorm_dg", 2, OPC_NN, 0)                                \
   X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1) /* [..., T, T]: fval above diag */ \
   X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1) /* x [..., T, d], w [L, ...] */  \
   X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
@@ -183,7 +187,7 @@ typedef struct {
   int in[IR_MAX_IN];
   // attributes (meaning depends on op; unused ones are zero)
   int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both
-  double fval;           // CONST: value; DROPOUT: p; LAYERNORM: eps;
+  double fval;           // CONST: value; DROPOUT: p; LAYERNORM(_DX, _DG): eps;
                          // ATTENTION(_GRAD): the scale of q k^T;
                          // CAUSAL_MASK: the fill above the diagonal (-inf
                          // in forward graphs, 0 in its gradient)

@@ -166,20 +166,13 @@ static void g_softmax(AD *a, const Node *n, int dy) {  // y o (dy - sum(dy o y))
 }
 static void g_layernorm(AD *a, const Node *n, int dy) {
   // xhat = (x - mu) / sigma, sigma = sqrt(var + eps) (biased variance);
-  // db = sum dy, dg = sum dy o xhat, dxhat = dy o g,
-  // dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma
-  int x = IN(0), r = shape(a, x).rank - 1;
-  int xc = bin(a, OP_SUB, x, reduce(a, OP_MEAN, x, r));
-  int var = reduce(a, OP_MEAN, bin(a, OP_MUL, xc, xc), r);
-  int sigma = un(a, OP_SQRT, bin(a, OP_ADD, var, cst(a, n->fval)));
-  int xhat = bin(a, OP_DIV, xc, sigma);
+  // db = sum dy, dg = sum dy o xhat (LAYERNORM_DG), dx (LAYERNORM_DX):
+  // (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma, dxhat = dy o g
   if (a->needs[IN(2)]) accumulate(a, IN(2), dy);
-  if (a->needs[IN(1)]) accumulate(a, IN(1), bin(a, OP_MUL, dy, xhat));
-  if (!a->needs[x]) return;
-  int dxhat = bin(a, OP_MUL, dy, IN(1));
-  int t = bin(a, OP_SUB, dxhat, reduce(a, OP_MEAN, dxhat, r));
-  t = bin(a, OP_SUB, t, bin(a, OP_MUL, xhat, reduce(a, OP_MEAN, bin(a, OP_MUL, dxhat, xhat), r)));
-  accumulate(a, x, bin(a, OP_DIV, t, sigma));
+  if (a->needs[IN(1)])
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_LAYERNORM_DG, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
+  if (a->needs[IN(0)])
+    accumulate(a, IN(0), emit(a, (Node){.op = OP_LAYERNORM_DX, .nin = 3, .in = {IN(0), IN(1), dy}, .fval = n->fval}));
 }
 static void g_causal_mask(AD *a, const Node *n, int dy) {  // masked entries are constants
   accumulate(a, IN(0), emit(a, (Node){.op = OP_CAUSAL_MASK, .nin = 1, .in = {dy}, .fval = 0}));

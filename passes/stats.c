@@ -169,6 +169,19 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     c->other = sadd(c->other, rows);
     return;
   }
+  case OP_LAYERNORM_DX: case OP_LAYERNORM_DG: {
+    // per row, as the interpreter: mu, sigma (3d + 1 adds, d muls, 2 divs, a
+    // sqrt), xhat (d adds, d divs); DG: dy o xhat into dg (d muls, d adds);
+    // DX: dxhat (d muls), its two means (2d adds, d muls, 2 divs), dx (2d
+    // adds, d muls, d divs)
+    int64_t d = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / d;
+    bool dx = n->op == OP_LAYERNORM_DX;
+    c->add = sadd(c->add, smul(rows, smul(dx ? 8 : 5, d) + 1));
+    c->mul = sadd(c->mul, smul3(rows, dx ? 4 : 2, d));
+    c->div = sadd(c->div, smul(rows, dx ? smul(2, d) + 4 : d + 2));
+    c->other = sadd(c->other, rows);
+    return;
+  }
   case OP_CAUSAL_CONV: {
     const Shape *w = &g->nodes[n->in[1]].shape;
     int64_t t = dimv(x->d[x->rank - 2], T), d = dimv(x->d[x->rank - 1], T);
