@@ -777,14 +777,15 @@ static bool gemm_affine(const Graph *g, const Node *mm) {
 }
 
 // The GEMM record of product mm with operands in slots xs, ys (affine batch).
-static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot) {
+static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot, bool tb) {
   const Shape *xs = &g->nodes[mm->in[0]].shape, *ys = &g->nodes[mm->in[1]].shape, *os = &mm->shape;
   int rank = os->rank;
   XfSym m = sym_of(os->d[rank - 2]), nn = sym_of(os->d[rank - 1]), kk = sym_of(xs->d[xs->rank - 1]);
   XfSym count = sym_prod(os, 0, rank - 2);
   int64_t bx = batch_kind(xs, os), by = batch_kind(ys, os);
   XfLaunch L = {.kind = XF_LAUNCH_GEMM, .ta = 0, .tb = 0, .sa = xslot, .sb = yslot, .sc = KS_OUT, .alpha = 1, .beta = 0};
-  L.m = m, L.n = nn, L.k = kk, L.lda = kk, L.ldb = nn, L.ldc = nn, L.count = count;
+  L.m = m, L.n = nn, L.k = kk, L.lda = kk, L.ldb = tb ? kk : nn, L.ldc = nn, L.count = count;
+  L.tb = tb;
   L.stride_a = bx ? sym_mul(m, kk) : sym_c(0);
   L.stride_b = by ? sym_mul(kk, nn) : sym_c(0);
   L.stride_c = sym_mul(m, nn);
@@ -797,7 +798,7 @@ static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot
 
 // A product whose batch broadcast is not affine: one thread per output
 // element, the dot product in order of k.
-static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot) {
+static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, bool tb) {
   const Shape *xs = &r->g->nodes[mm->in[0]].shape, *ys = &r->g->nodes[mm->in[1]].shape, *os = &mm->shape;
   int rank = os->rank;
   Shape bo = *os, bx = *xs, by = *ys;
@@ -813,8 +814,9 @@ static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot) {
   out(r, "    xf_i64 rem = bidx;\n    (void)rem;\n");
   for (int k = bo.rank - 1; k >= 0; k--)
     out(r, "    const xf_i64 c%d = rem %% %s; rem /= %s;\n", k, dim(r, bo.d[k]), dim(r, bo.d[k]));
-  out(r, "    const float *xr = x + %s * M * K + rowm * K, *yc = y + %s * K * N + col;\n", offx, offy);
-  out(r, "    float acc = 0.0f;\n    for (xf_i64 q = 0; q < K; q++) acc += xr[q] * yc[q * N];\n    out[e] = acc;\n  }\n");
+  out(r, "    const float *xr = x + %s * M * K + rowm * K, *yc = y + %s * K * N + col%s;\n", offx, offy, tb ? " * K" : "");
+  out(r, "    float acc = 0.0f;\n    for (xf_i64 q = 0; q < K; q++) acc += xr[q] * yc[q%s];\n    out[e] = acc;\n  }\n",
+      tb ? "" : " * N");
 }
 
 // ---- functions and launches ----------------------------------------------------------------
@@ -905,7 +907,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       m->name_kernel[m->nnames] = ki, fn_mm[ki] = m->nnames, m->names[m->nnames++] = name;
       fn_open(&r, name, ELEM_THREADS);
       int xs = KS_IN0 + leaf_slot(&r, mm->in[0]), ys = KS_IN0 + leaf_slot(&r, mm->in[1]);
-      render_matmul_direct(&r, mm, xs, ys);
+      render_matmul_direct(&r, mm, xs, ys, k->tb);
       fn_close(&r, name);
     }
     if (n->op == OP_MATMUL) continue;
@@ -985,7 +987,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
           rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_prod(&mm->shape, 0, mm->shape.rank),
                            .per_block = ELEM_THREADS, .threads = ELEM_THREADS};
         } else {
-          rec = gemm_record(g, mm, xs, ys);
+          rec = gemm_record(g, mm, xs, ys, k->tb);
         }
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = n->op == OP_MATMUL;

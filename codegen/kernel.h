@@ -80,6 +80,10 @@ typedef struct {
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)
+  bool tb;        // the product (the kernel's MATMUL, or its group's) reads
+                  // its right operand y [..., k, n] as stored [..., n, k]:
+                  // a TRANSPOSE of y's last two axes folded into the GEMM's
+                  // flag; in[] holds the transpose's input (schedule_build)
   int cls;        // the first kernel computing the same function (op or
                   // group, shapes, attributes): a backend generates code once
                   // per class and calls it with each kernel's operands

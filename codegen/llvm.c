@@ -675,8 +675,10 @@ static void zero(Emit *e, V base, V from, V count) {
   loop_end(e, &lz);
 }
 
-// Batched matmul: one sgemm per batch entry o in [lo, hi).
+// Batched matmul: one sgemm per batch entry o in [lo, hi). Kernel.tb: y
+// [..., k, n] is stored as [..., n, k] (a folded transpose), so ldb = k.
 static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
+  int tb = e->k->tb;
   const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
   int r = os->rank;
   V x = buf(e, xslot, false), y = buf(e, yslot, false), out = buf(e, KS_OUT, false);
@@ -694,7 +696,7 @@ static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
     // contiguous in x and out, so one GEMM of (hi - lo) * m rows
     V rows = LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, "");
     V first = LLVMBuildMul(e->b, e->lo, m, "");
-    call_sgemm(e, 0, 0, rows, nn, kk, gep(e, x, LLVMBuildMul(e->b, first, kk, "")), kk, y, nn, 0,
+    call_sgemm(e, 0, tb, rows, nn, kk, gep(e, x, LLVMBuildMul(e->b, first, kk, "")), kk, y, tb ? kk : nn, 0,
                gep(e, out, LLVMBuildMul(e->b, first, nn, "")), nn);
     return;
   }
@@ -711,7 +713,7 @@ static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
   V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, mfull, nn, ""), "");
   ox = LLVMBuildAdd(e->b, ox, LLVMBuildMul(e->b, row0, kk, ""), "");
   oo = LLVMBuildAdd(e->b, oo, LLVMBuildMul(e->b, row0, nn, ""), "");
-  call_sgemm(e, 0, 0, m, nn, kk, gep(e, x, ox), kk, gep(e, y, oy), nn, 0, gep(e, out, oo), nn);
+  call_sgemm(e, 0, tb, m, nn, kk, gep(e, x, ox), kk, gep(e, y, oy), tb ? kk : nn, 0, gep(e, out, oo), nn);
   loop_end(e, &lb);
 }
 

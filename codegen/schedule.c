@@ -57,19 +57,49 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   }
 }
 
+// The buffer a kernel reads for node id: a folded transpose's input.
+static int read_buf(const Schedule *s, const bool *folded, int id) {
+  return s->buf_of[folded[id] ? s->g->nodes[id].in[0] : id];
+}
+
 // The stored inputs of the group rooted at k->node, depth first, each once;
 // and the group's dropout, if any.
-static void collect_leaves(Schedule *s, Kernel *k, int id) {
+static void collect_leaves(Schedule *s, const bool *folded, Kernel *k, int id) {
   const Node *n = &s->g->nodes[id];
   if (id != k->node && s->group[id] != k->node) {
     for (int i = 0; i < k->nin; i++)
       if (k->leaf[i] == id) return;
-    k->in[k->nin] = s->buf_of[id], k->leaf[k->nin++] = id;
+    k->in[k->nin] = read_buf(s, folded, id), k->leaf[k->nin++] = id;
     return;
   }
   if (n->op == OP_DROPOUT) k->dropout = id;
   if (n->op == OP_MATMUL) k->matmul = id;
-  for (int i = 0; i < n->nin; i++) collect_leaves(s, k, n->in[i]);
+  for (int i = 0; i < n->nin; i++) collect_leaves(s, folded, k, n->in[i]);
+}
+
+// Transposes folded into GEMM flags: folded[t] when t swaps the last two
+// axes of a float tensor, is no output, and every user is a product reading
+// t as its right operand only, outside a weight-gradient group. Such a t gets
+// no kernel and no storage; its products call the GEMM with trans_b.
+static void fold_transposes(const Graph *g, const int *into, const int *kind, bool *folded) {
+  int n = g->nnodes;
+  for (int i = 0; i < n; i++) {
+    const Node *t = &g->nodes[i];
+    int r = t->shape.rank;
+    folded[i] = t->op == OP_TRANSPOSE && r >= 2 && into[i] < 0 && t->dtype == DT_F32 &&
+                ((t->axis == r - 1 && t->axis2 == r - 2) || (t->axis == r - 2 && t->axis2 == r - 1));
+  }
+  for (int o = 0; o < g->noutputs; o++) folded[g->outputs[o].node] = false;
+  for (int i = 0; i < n; i++) {
+    const Node *u = &g->nodes[i];
+    for (int k = 0; k < u->nin; k++) {
+      int t = u->in[k];
+      if (!folded[t]) continue;
+      bool product = u->op == OP_MATMUL && k == 1 && u->in[0] != t;
+      int root = into[i] >= 0 ? into[i] : i;
+      if (!product || kind[root] == FG_WEIGHT_GRAD) folded[t] = false;
+    }
+  }
 }
 
 // Marks every node that a marked node reads, transitively (need[] in, out).
@@ -135,7 +165,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d ", k->fusion, k->phase);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d ", k->fusion, k->phase, k->tb);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -235,6 +265,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     const Node *n = &g->nodes[kn->node];
     fprintf(f, "  k%-5d %-14s %%%d%s", k, ir_op_info[n->op].name, kn->node, fusions[kn->fusion]);
     if (kn->phase) fprintf(f, " phase=%d", kn->phase);
+    if (kn->tb) fprintf(f, " trans_b");
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
@@ -299,6 +330,8 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   s->group = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   fuse_groups(g, fuse, s->group, kind);
+  bool *folded = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
+  if (fuse) fold_transposes(g, s->group, kind, folded);
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
@@ -306,16 +339,18 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op) || s->group[i] >= 0 || !live[i]) continue;
+    if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;
-    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP) collect_leaves(s, k, i);
+    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP) collect_leaves(s, folded, k, i);
     else
-      for (int j = 0; j < n->nin; j++) k->in[k->nin] = s->buf_of[n->in[j]], k->leaf[k->nin++] = n->in[j];
+      for (int j = 0; j < n->nin; j++) k->in[k->nin] = read_buf(s, folded, n->in[j]), k->leaf[k->nin++] = n->in[j];
+    const Node *mm = k->matmul >= 0 ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
+    k->tb = mm && folded[mm->in[1]];
     k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
     k->scratch = -1;
     if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
