@@ -717,16 +717,23 @@ static int render_attention(R *r, const Node *n, int *shmem) {
   out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
   out(r, "  __shared__ float red[32];\n  XF_DYN_SHARED(float, p);\n");
   if (grad) out(r, "  float *dp = p + %lldLL;\n", (long long)g->t_max);
-  out(r, "  const xf_i64 T = %s, H = %lldLL, EV = %lldLL, W = %lldLL;\n  const float scale = %s;\n", dim(r, qs->d[rank - 2]),
+  // axis 1: time-major heads [..., T, NH, c], sequence m = (lead, head) with
+  // row i at ((lead T + i) NH + head) c; axis 0: NH = 1. H, EV, W: widths; HS, ES, WS: row strides.
+  out(r, "  const xf_i64 NH = %s, T = %s;\n", n->axis ? dim(r, qs->d[rank - 2]) : "1LL", dim(r, qs->d[rank - 2 - (n->axis != 0)]));
+  out(r, "  const xf_i64 H = %lldLL, EV = %lldLL, W = %lldLL, HS = NH * H, ES = NH * EV, WS = NH * W;\n  const float scale = %s;\n",
       (long long)h, (long long)ev, (long long)w, fconst(n->fval, scale));
   out(r, "  for (xf_i64 m = blockIdx.x; m < a.n; m += gridDim.x) {\n");
-  out(r, "    const xf_i64 qb = m * T * H, vb = m * T * EV, ob = m * T * W;\n");
-  if (grad) out(r, "    for (xf_i64 e = threadIdx.x; e < T * W; e += blockDim.x) out[ob + e] = 0.0f;\n    __syncthreads();\n");
+  out(r, "    const xf_i64 first = (m / NH) * T * NH + m %% NH;\n");
+  out(r, "    const xf_i64 qb = first * %lldLL, vb = first * %lldLL, ob = first * %lldLL;\n", (long long)h, (long long)ev,
+      (long long)w);
+  if (grad)
+    out(r, "    for (xf_i64 e = threadIdx.x; e < T * %lldLL; e += blockDim.x) out[ob + (e / %lldLL) * WS + e %% %lldLL] = 0.0f;\n"
+           "    __syncthreads();\n", (long long)w, (long long)w, (long long)w);
   out(r, "    for (xf_i64 i = 0; i < T; i++) {\n");
-  out(r, "      const xf_i64 qi = qb + i * H, yi = vb + i * EV, oi = ob + i * W;\n      (void)yi;\n");
+  out(r, "      const xf_i64 qi = qb + i * HS, yi = vb + i * ES, oi = ob + i * WS;\n      (void)yi;\n");
   out(r, "      float mx = -XF_INF;\n");
   out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n        float s = 0.0f;\n");
-  out(r, "        for (xf_i64 c = 0; c < H; c++) s += (q[qi + c] * scale) * k[qb + j * H + c];\n");
+  out(r, "        for (xf_i64 c = 0; c < H; c++) s += (q[qi + c] * scale) * k[qb + j * HS + c];\n");
   out(r, "        p[j] = s;\n        mx = xf_max(s, mx);\n      }\n");
   out(r, "      mx = xf_block_max(mx, red);\n      float sum = 0.0f;\n");
   out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) { p[j] = xf_exp(p[j] - mx); sum += p[j]; }\n");
@@ -734,23 +741,23 @@ static int render_attention(R *r, const Node *n, int *shmem) {
   out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) p[j] = p[j] * inv;\n      __syncthreads();\n");
   if (!grad) {
     out(r, "      for (xf_i64 c = threadIdx.x; c < EV; c += blockDim.x) {\n        float acc = 0.0f;\n");
-    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += p[j] * v[vb + j * EV + c];\n        out[oi + c] = acc;\n      }\n");
+    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += p[j] * v[vb + j * ES + c];\n        out[oi + c] = acc;\n      }\n");
   } else {
     // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij; dS_ij = scale p_ij (dP_ij - D_i)
     out(r, "      float part = 0.0f;\n");
     out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n        float s = 0.0f;\n");
-    out(r, "        for (xf_i64 c = 0; c < EV; c++) s += dy[yi + c] * v[vb + j * EV + c];\n");
+    out(r, "        for (xf_i64 c = 0; c < EV; c++) s += dy[yi + c] * v[vb + j * ES + c];\n");
     out(r, "        dp[j] = s;\n        part += p[j] * s;\n      }\n");
     out(r, "      const float D = xf_block_sum(part, red);\n");
     // dk_j += dS_ij q_i, dv_j += p_ij do_i: thread of j owns rows j
     out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n");
-    out(r, "        const float ds = scale * (p[j] * (dp[j] - D));\n        dp[j] = ds;\n        const xf_i64 oj = ob + j * W;\n");
+    out(r, "        const float ds = scale * (p[j] * (dp[j] - D));\n        dp[j] = ds;\n        const xf_i64 oj = ob + j * WS;\n");
     out(r, "        for (xf_i64 c = 0; c < H; c++) out[oj + H + c] += ds * q[qi + c];\n");
     out(r, "        for (xf_i64 c = 0; c < EV; c++) out[oj + 2 * H + c] += p[j] * dy[yi + c];\n      }\n");
     out(r, "      __syncthreads();\n");
     // dq_i = sum_j dS_ij k_j
     out(r, "      for (xf_i64 c = threadIdx.x; c < H; c += blockDim.x) {\n        float acc = 0.0f;\n");
-    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += dp[j] * k[qb + j * H + c];\n        out[oi + c] += acc;\n      }\n");
+    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += dp[j] * k[qb + j * HS + c];\n        out[oi + c] += acc;\n      }\n");
   }
   out(r, "      __syncthreads();\n    }\n  }\n");
   return MODE_BLOCK;
@@ -834,7 +841,9 @@ static XfSym items_of(const Graph *g, const Kernel *k, int mode) {
   const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   if (k->fusion == FG_WEIGHT_GRAD) return sym_c(0);
   switch (n->op) {
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: return sym_prod(&n->shape, 0, n->shape.rank - 2);
+  case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each: leading axes (and heads)
+    if (n->axis) return sym_mul(sym_prod(&n->shape, 0, n->shape.rank - 3), sym_of(n->shape.d[n->shape.rank - 2]));
+    return sym_prod(&n->shape, 0, n->shape.rank - 2);
   case OP_CROSS_ENTROPY: return k->phase == 1 ? sym_c(1) : sym_prod(xs, 0, xs->rank - 1);
   case OP_SCATTER_ADD: return sym_of(n->shape.d[1]);
   case OP_LAYERNORM: case OP_LAYERNORM_DX: return sym_prod(xs, 0, xs->rank - 1);

@@ -864,14 +864,15 @@ static V dot_const(Emit *e, V *a, V ptr, V base, int64_t len) {
   return acc;
 }
 
-// out[at + c] (+)= sum_{j < upto} row[j] mat[base + j len + c] for c < len,
+// out[at + c] (+)= sum_{j < upto} row[j] mat[base + j stride + c] for c < len,
 // the sums in registers: the row-vector-times-rows product of one query row.
-static void row_times_rows(Emit *e, Ty row_t, V row, V upto, V mat, V base, int64_t len, V out, V at, bool add) {
+static void row_times_rows(Emit *e, Ty row_t, V row, V upto, V mat, V base, V stride, int64_t len, V out, V at,
+                           bool add) {
   V *acc = calloc((size_t)len + 1, sizeof(V));
   for (int64_t c = 0; c < len; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
   Loop lj;
   V j = loop_begin(e, &lj, ci64(e, 0), upto);
-  V p = ld(e, row_at(e, row_t, row, j)), mj = ADD(base, MUL(j, ci64(e, len)));
+  V p = ld(e, row_at(e, row_t, row, j)), mj = ADD(base, MUL(j, stride));
   for (int64_t c = 0; c < len; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(p, load(e, mat, ADD(mj, ci64(e, c))))));
   loop_end(e, &lj);
   for (int64_t c = 0; c < len; c++) {
@@ -891,20 +892,29 @@ static void emit_attention(Emit *e, const Node *n) {
   bool grad = n->op == OP_ATTENTION_GRAD;
   V q = buf(e, KS_IN0, false), k = buf(e, KS_IN1, false), v = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
   V dy = grad ? buf(e, KS_IN0 + 3, false) : NULL;
-  V T = dim(e, qs->d[r - 2]);
+  // axis 1: time-major heads [..., T, NH, c], sequence m = (lead, head) with
+  // row i at ((lead T + i) NH + head) c; axis 0: NH = 1. H, EV, W: row strides.
+  V NH = n->axis ? dim(e, qs->d[r - 2]) : ci64(e, 1), T = dim(e, qs->d[r - 2 - (n->axis != 0)]);
   int64_t h = qs->d[r - 1].n, ev = vs->d[r - 1].n, w = n->shape.d[r - 1].n;
-  V H = ci64(e, h), EV = ci64(e, ev), W = ci64(e, w), scale = cf32(e, n->fval);
+  V H = MUL(NH, ci64(e, h)), EV = MUL(NH, ci64(e, ev)), W = MUL(NH, ci64(e, w)), scale = cf32(e, n->fval);
   Ty row_t = LLVMArrayType(e->f32, (unsigned)g->t_max);
   V prow = var(e, row_t), dprow = grad ? var(e, row_t) : NULL;
   V mx = var(e, e->f32), sum = var(e, e->f32), D = var(e, e->f32);
   V *qv = calloc((size_t)(h + ev + 1), sizeof(V)), *yv = qv + h;
   Loop ls, li, lj;
   V m = loop_begin(e, &ls, e->lo, e->hi);
-  V qb = MUL(MUL(m, T), H), vb = MUL(MUL(m, T), EV), ob = MUL(MUL(m, T), W);
-  if (grad) zero(e, out, ob, MUL(T, W));
+  V first = ADD(MUL(MUL(LLVMBuildSDiv(e->b, m, NH, ""), T), NH), LLVMBuildSRem(e->b, m, NH, ""));
+  V qb = MUL(first, ci64(e, h)), vb = MUL(first, ci64(e, ev)), ob = MUL(first, ci64(e, w));
+  if (grad) {
+    Loop lz;
+    V z = loop_begin(e, &lz, ci64(e, 0), T);
+    zero(e, out, ADD(ob, MUL(z, W)), ci64(e, w));
+    loop_end(e, &lz);
+  }
   V i = loop_begin(e, &li, e->win ? e->w0 : ci64(e, 0), e->win ? e->w1 : T);
   V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
   V upto = ADD(i, ci64(e, 1));
+  // qv: q_i scaled
   for (int64_t c = 0; c < h; c++) qv[c] = FMUL(load(e, q, ADD(qi, ci64(e, c))), scale);
   // s_ij = scale q_i . k_j
   V j = loop_begin(e, &lj, ci64(e, 0), upto);
@@ -929,7 +939,7 @@ static void emit_attention(Emit *e, const Node *n) {
   st(e, row_at(e, row_t, prow, j), FMUL(ld(e, row_at(e, row_t, prow, j)), inv));
   loop_end(e, &lj);
   if (!grad) {  // o_i = sum_j p_ij v_j
-    row_times_rows(e, row_t, prow, upto, v, vb, ev, out, oi, false);
+    row_times_rows(e, row_t, prow, upto, v, vb, EV, ev, out, oi, false);
   } else {
     // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij
     for (int64_t c = 0; c < ev; c++) yv[c] = load(e, dy, ADD(yi, ci64(e, c)));
@@ -957,7 +967,7 @@ static void emit_attention(Emit *e, const Node *n) {
     }
     loop_end(e, &lj);
     // dq_i = sum_j dS_ij k_j
-    row_times_rows(e, row_t, dprow, upto, k, qb, h, out, oi, true);
+    row_times_rows(e, row_t, dprow, upto, k, qb, H, h, out, oi, true);
   }
   free(qv);
   loop_end(e, &li);
@@ -1222,6 +1232,7 @@ static int step_kind(Emit *e, const Kernel *k, const int *ta, const Shape **sh, 
   bool inside = false;
   *sh = &n->shape, *nouter = r - 1;
   if (mm) *sh = &mm->shape, *nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_ATTENTION && n->axis) return a == r - 3 ? STEP_INSIDE : STEP_FULL;  // time inside
   else if (n->op == OP_ATTENTION) *nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_SOFTMAX) *sh = xs, *nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) *sh = xs, *nouter = r - 2, inside = a == r - 2;

@@ -380,18 +380,22 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i.
     const double *q = x, *k = y, *v = in->val[n->in[2]], *dy = n->nin > 3 ? in->val[n->in[3]] : NULL;
     dims(in, &g->nodes[n->in[2]].shape, yd);
-    int64_t T = xd[r - 2], h = xd[r - 1], e = yd[r - 1];
+    // axis 1 (time-major heads): q [..., T, H, h], sequence m = (lead, head),
+    // row i of it at ((lead T + i) H + head) h; axis 0: H = 1.
+    int64_t heads = n->axis ? xd[r - 2] : 1, T = xd[r - 2 - (n->axis != 0)], h = xd[r - 1], e = yd[r - 1];
     int64_t seqs = N / (T * od[r - 1]), w = od[r - 1];
     double *p = malloc(sizeof(double) * (size_t)T), *dp = malloc(sizeof(double) * (size_t)T);
     memset(out, 0, sizeof(double) * (size_t)N);
     for (int64_t m = 0; m < seqs; m++) {
-      const double *qm = q + m * T * h, *km = k + m * T * h, *vm = v + m * T * e, *dym = dy ? dy + m * T * e : NULL;
-      double *om = out + m * T * w;
+      int64_t first = (m / heads) * T * heads + m % heads;  // row 0 of sequence m, in rows of the layout
+      const double *qm = q + first * h, *km = k + first * h, *vm = v + first * e, *dym = dy ? dy + first * e : NULL;
+      double *om = out + first * w;
+      const int64_t hs = h * heads, es = e * heads, ws = w * heads;  // row strides
       for (int64_t i = 0; i < T; i++) {
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j <= i; j++) {
           double sc = 0;
-          for (int64_t c = 0; c < h; c++) sc += qm[i * h + c] * km[j * h + c];
+          for (int64_t c = 0; c < h; c++) sc += qm[i * hs + c] * km[j * hs + c];
           p[j] = sc * n->fval;
           mx = p[j] > mx ? p[j] : mx;
         }
@@ -399,22 +403,22 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
         for (int64_t j = 0; j <= i; j++) p[j] /= sum;
         if (!dym) {
           for (int64_t j = 0; j <= i; j++)
-            for (int64_t c = 0; c < e; c++) om[i * w + c] += p[j] * vm[j * e + c];
+            for (int64_t c = 0; c < e; c++) om[i * ws + c] += p[j] * vm[j * es + c];
           continue;
         }
         double D = 0;
         for (int64_t j = 0; j <= i; j++) {
           dp[j] = 0;
-          for (int64_t c = 0; c < e; c++) dp[j] += dym[i * e + c] * vm[j * e + c];
+          for (int64_t c = 0; c < e; c++) dp[j] += dym[i * es + c] * vm[j * es + c];
           D += p[j] * dp[j];
         }
         for (int64_t j = 0; j <= i; j++) {
           double ds = n->fval * p[j] * (dp[j] - D);
           for (int64_t c = 0; c < h; c++) {
-            om[i * w + c] += ds * km[j * h + c];
-            om[j * w + h + c] += ds * qm[i * h + c];
+            om[i * ws + c] += ds * km[j * hs + c];
+            om[j * ws + h + c] += ds * qm[i * hs + c];
           }
-          for (int64_t c = 0; c < e; c++) om[j * w + 2 * h + c] += p[j] * dym[i * e + c];
+          for (int64_t c = 0; c < e; c++) om[j * ws + 2 * h + c] += p[j] * dym[i * es + c];
         }
       }
     }

@@ -398,7 +398,8 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
         ok = ds->rank == x->rank && dim_eq(ds->d[x->rank - 1], vs->d[x->rank - 1]);
         for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ds->d[i]);
       }
-      if (!ok) return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
+      if (!ok || (n->axis != 0 && (n->axis != 1 || x->rank < 3)))
+        return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
       *out = *x;
       out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;
       for (int i = 0; i < n->nin; i++)

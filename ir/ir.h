@@ -138,7 +138,9 @@ typedef enum {
   X(DROPOUT, "dropout", 1, OPC_NN, 1)       /* p = fval, mask stream = seed */ \
   X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */ \
   /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */   \
-  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e] */      \
+  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */     \
+  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */    \
+  /* [..., T, H, e], one attention per (..., head) over T */                 \
   X(ATTENTION, "attention", 3, OPC_NN, 1)                                      \
   /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */            \
   X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0)

@@ -50,6 +50,9 @@ void ir_print(FILE *f, const Graph *g) {
     case OP_TRANSPOSE: fprintf(f, " axes=%d,%d", n->axis, n->axis2); break;
     case OP_SLICE: case OP_PAD: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;
     case OP_CAUSAL_MASK: fprintf(f, " fill=%g", n->fval); break;
+    case OP_ATTENTION: case OP_ATTENTION_GRAD:
+      fprintf(f, " scale=%g%s", n->fval, n->axis ? " heads=time_major" : "");
+      break;
     case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DG: fprintf(f, " eps=%g", n->fval); break;
     case OP_CAUSAL_CONV: fprintf(f, " kernel=%s", conv_names[n->conv]); break;
     case OP_DROPOUT: fprintf(f, " p=%g stream=%u", n->fval, n->seed); break;

@@ -204,7 +204,8 @@ static void g_attention(AD *a, const Node *n, int dy) {
   Shape qs = shape(a, IN(0)), vs = shape(a, IN(2));
   int r = qs.rank;
   int64_t h = qs.d[r - 1].n, e = vs.d[r - 1].n;
-  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = 4, .in = {IN(0), IN(1), IN(2), dy}, .fval = n->fval});
+  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = 4, .in = {IN(0), IN(1), IN(2), dy}, .fval = n->fval,
+                                 .axis = n->axis});
   int64_t start[3] = {0, h, 2 * h}, len[3] = {h, h, e};
   for (int k = 0; k < 3; k++)
     if (a->needs[IN(k)])

@@ -134,10 +134,12 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     if (xa != xr - 2) return fail(c, id, "convolves along an axis that is not time");
     ta[id] = xa;
     return true;
-  case OP_ATTENTION:
-    if (xa != xr - 2 || ta[n->in[1]] != xr - 2 || ta[n->in[2]] != xr - 2) return fail(c, id, "attends across non-positions");
+  case OP_ATTENTION: {
+    int at = n->axis ? xr - 3 : xr - 2;  // the time axis of q, k, v
+    if (xa != at || ta[n->in[1]] != at || ta[n->in[2]] != at) return fail(c, id, "attends across non-positions");
     ta[id] = xa;
     return true;
+  }
   case OP_CONCAT: {
     const Node *y = &g->nodes[n->in[1]];
     int ya = ta[y->id];

@@ -13,7 +13,11 @@
 // intermediates lose their last user and drop out of every program. Seed 001
 // eqs. (13)-(15): A = softmax(mask(Q K^T / sqrt(h))), O = A V.
 // A softmax without the causal mask, a mask with another fill, or scores used
-// elsewhere (say, as an output) are not matched. The graph verifies.
+// elsewhere (say, as an output) are not matched. When q, k and v are each a
+// transpose of the head and position axes of [..., T, H, c] and o's one user
+// transposes it back (split and merged heads, seed 001 eqs. 10-16), that
+// user becomes ATTENTION(q', k', v') with axis 1 (time-major heads) over the
+// untransposed tensors, and the four transposes drop out. The graph verifies.
 #include <math.h>
 #include <stdlib.h>
 
@@ -49,10 +53,17 @@ static bool same_lead(const Shape *a, const Shape *b) {
   return true;
 }
 
+// A transpose swapping the position and head axes [..., H, T, c] <-> [..., T, H, c].
+static bool heads_swap(const Graph *g, const Node *t) {
+  int r = t->shape.rank;
+  (void)g;
+  return t->op == OP_TRANSPOSE && r >= 3 && t->axis + t->axis2 == 2 * r - 5 && (t->axis == r - 3 || t->axis2 == r - 3);
+}
+
 int fuse_attention(Graph *g) {
-  int *users = calloc((size_t)g->nnodes + 1, sizeof(int));
+  int *users = calloc((size_t)g->nnodes + 1, sizeof(int)), *user = calloc((size_t)g->nnodes + 1, sizeof(int));
   for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
+    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++, user[g->nodes[i].in[k]] = i;
   for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2;  // an output is never internal
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -90,7 +101,16 @@ int fuse_attention(Graph *g) {
     o->fval = scale;
     users[a->id]--;
     fused++;
+    int u = users[i] == 1 ? user[i] : -1;
+    if (u >= 0 && heads_swap(g, &g->nodes[u]) && heads_swap(g, q) && heads_swap(g, k) && heads_swap(g, v)) {
+      Node *t = &g->nodes[u];
+      int qs = q->in[0], ks = k->in[0], vs = v->in[0];
+      *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = 3, .in = {qs, ks, vs},
+                  .axis = 1, .fval = scale, .scope = o->scope, .loc = o->loc};
+      users[i]--, users[qi]--, users[ki]--, users[vi]--;
+    }
   }
   free(users);
+  free(user);
   return fused;
 }
