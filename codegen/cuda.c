@@ -484,10 +484,10 @@ static int render_map(R *r, const Node *n) {
 // t in order (llvm.c emit_reduce_rows), one thread per output element.
 static int render_reduce_rows(R *r, const Node *n) {
   const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  int rank = xs->rank, ax = n->axis;
-  char K[64], M[512], L[64];
-  snprintf(K, sizeof K, "%s", dim(r, xs->d[ax]));
-  dprod(r, xs, ax + 1, rank - 1, M, sizeof M);
+  int rank = xs->rank, ax = n->axis, end = ir_reduce_end(n);
+  char K[512], M[512], L[64];
+  dprod(r, xs, ax, end + 1, K, sizeof K);
+  dprod(r, xs, end + 1, rank - 1, M, sizeof M);
   snprintf(L, sizeof L, "%s", dim(r, xs->d[rank - 1]));
   out(r, "  const float *x = (const float *)a.slot[%d];\n  float *out = (float *)a.slot[%d];\n", KS_IN0, KS_OUT);
   out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 o = e / %s, c = e - o * %s, m = o %% %s, p = o / %s;\n", L, L, M, M);
@@ -504,10 +504,11 @@ static int render_reduce_rows(R *r, const Node *n) {
 // the lanes over t; elements at (o K + t) inner + j.
 static int render_axis(R *r, const Node *n) {
   const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  if (n->op != OP_SOFTMAX && n->axis < xs->rank - 1) return render_reduce_rows(r, n);
-  char K[64], inner[512];
-  snprintf(K, sizeof K, "%s", dim(r, xs->d[n->axis]));
-  dprod(r, xs, n->axis + 1, xs->rank, inner, sizeof inner);
+  int end = ir_reduce_end(n);
+  if (n->op != OP_SOFTMAX && end < xs->rank - 1) return render_reduce_rows(r, n);
+  char K[512], inner[512];
+  dprod(r, xs, n->axis, end + 1, K, sizeof K);
+  dprod(r, xs, end + 1, xs->rank, inner, sizeof inner);
   out(r, "  const float *x = (const float *)a.slot[%d];\n  float *out = (float *)a.slot[%d];\n", KS_IN0, KS_OUT);
   out(r, "  const xf_i64 inner = %s;\n", inner);
   out(r, "  XF_WARP_LOOP(item, live) {\n    const xf_i64 o = item / inner, j = item - o * inner;\n");
@@ -849,8 +850,8 @@ static XfSym items_of(const Graph *g, const Kernel *k, int mode) {
   case OP_LAYERNORM: case OP_LAYERNORM_DX: return sym_prod(xs, 0, xs->rank - 1);
   case OP_LAYERNORM_DG: return sym_c(1);
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX:
-    if (n->op != OP_SOFTMAX && n->axis < xs->rank - 1) return sym_prod(&n->shape, 0, n->shape.rank);
-    return sym_mul(sym_prod(xs, 0, n->axis), sym_prod(xs, n->axis + 1, xs->rank));
+    if (n->op != OP_SOFTMAX && ir_reduce_end(n) < xs->rank - 1) return sym_prod(&n->shape, 0, n->shape.rank);
+    return sym_mul(sym_prod(xs, 0, n->axis), sym_prod(xs, ir_reduce_end(n) + 1, xs->rank));
   default:
     if (mode == MODE_WARP) return n->shape.rank ? sym_prod(&n->shape, 0, n->shape.rank - 1) : sym_c(1);
     return sym_prod(&n->shape, 0, n->shape.rank);

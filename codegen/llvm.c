@@ -476,9 +476,9 @@ static void emit_map(Emit *e, const Node *n, V lo, V hi) {
 // (the order of the one-row-at-a-time loop, so results are the same).
 static void emit_reduce_rows(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  int r = xs->rank, ax = n->axis;
+  int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
   V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
-  V K = dim(e, xs->d[ax]), M = dprod(e, xs, ax + 1, r - 1), L = dim(e, xs->d[r - 1]);
+  V K = dprod(e, xs, ax, end + 1), M = dprod(e, xs, end + 1, r - 1), L = dim(e, xs->d[r - 1]);
   Loop lo, lt, lc;
   V o = loop_begin(e, &lo, e->lo, e->hi);  // o = p * M + m
   V m = LLVMBuildSRem(e->b, o, M, ""), p = LLVMBuildSDiv(e->b, o, M, "");
@@ -506,12 +506,13 @@ static void emit_reduce_rows(Emit *e, const Node *n) {
 // reduce / softmax over axis: outer index o in [lo, hi), inner j.
 static void emit_axis(Emit *e, const Node *n) {
   const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  if (n->op != OP_SOFTMAX && n->axis < xs->rank - 1) {
+  int end = ir_reduce_end(n);
+  if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
     emit_reduce_rows(e, n);
     return;
   }
   V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
-  V K = dim(e, xs->d[n->axis]), inner = dprod(e, xs, n->axis + 1, xs->rank);
+  V K = dprod(e, xs, n->axis, end + 1), inner = dprod(e, xs, end + 1, xs->rank);
   V acc = var(e, e->f32), mx = var(e, e->f32);
   Loop lo, li, lt;
   V o = loop_begin(e, &lo, e->lo, e->hi);

@@ -45,7 +45,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each: leading axes (and heads)
     return n->axis ? sym_mul(sym_prod(s, 0, s->rank - 3), sym_of(s->d[s->rank - 2])) : sym_prod(s, 0, s->rank - 2);
   case OP_SUM: case OP_MEAN: case OP_MAX:  // rows of the output (llvm.c: emit_reduce_rows)
-    if (n->axis < x->rank - 1) return sym_mul(sym_prod(x, 0, n->axis), sym_prod(x, n->axis + 1, x->rank - 1));
+    if (ir_reduce_end(n) < x->rank - 1) return sym_mul(sym_prod(x, 0, n->axis), sym_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
     return sym_prod(x, 0, n->axis);
   case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
   case OP_CROSS_ENTROPY: return sym_prod(x, 0, x->rank - 1);          // phase 0: rows

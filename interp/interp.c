@@ -204,7 +204,8 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     return true;
   }
   case OP_SUM: case OP_MEAN: case OP_MAX: {
-    int64_t outer = prod(xd, 0, n->axis), k = xd[n->axis], inner = prod(xd, n->axis + 1, xs->rank);
+    int end = ir_reduce_end(n);
+    int64_t outer = prod(xd, 0, n->axis), k = prod(xd, n->axis, end + 1), inner = prod(xd, end + 1, xs->rank);
     for (int64_t o = 0; o < outer; o++)
       for (int64_t j = 0; j < inner; j++) {
         double acc = n->op == OP_MAX ? -INFINITY : 0;

@@ -103,6 +103,10 @@ const char *shape_str(Arena *a, const Shape *s) {
   return arena_strdup(a, buf);
 }
 
+int ir_reduce_end(const Node *n) {
+  return ir_op_info[n->op].cat == OPC_REDUCE && n->axis2 > n->axis ? n->axis2 : n->axis;
+}
+
 int ir_norm_axis(int axis, int rank) {
   if (axis < 0) axis += rank;
   return axis >= 0 && axis < rank ? axis : -1;
@@ -212,8 +216,10 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
   case OPC_REDUCE: {
     int ax = ir_norm_axis(n->axis, x->rank);
     if (ax < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sx);
+    int end = n->axis2 > ax ? n->axis2 : ax;
+    if (end >= x->rank) return fail(err, errlen, "axes %d..%d are out of range for %s", ax, end, sx);
     *out = *x;
-    out->d[ax] = dconst(1);
+    for (int i = ax; i <= end; i++) out->d[i] = dconst(1);
     return want_f32(g, n, 0, err, errlen);
   }
   case OPC_MATMUL: {

@@ -188,7 +188,8 @@ typedef struct {
   int nin;
   int in[IR_MAX_IN];
   // attributes (meaning depends on op; unused ones are zero)
-  int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both
+  int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both;
+                         // REDUCE: axes [axis, axis2] when axis2 > axis
   double fval;           // CONST: value; DROPOUT: p; LAYERNORM(_DX, _DG): eps;
                          // ATTENTION(_GRAD): the scale of q k^T;
                          // CAUSAL_MASK: the fill above the diagonal (-inf
@@ -267,6 +268,10 @@ int64_t shape_numel_const(const Shape *s, int64_t b, int64_t t);
 const char *shape_str(Arena *a, const Shape *s);
 void shape_fmt(char *buf, size_t n, const Shape *s);
 int ir_norm_axis(int axis, int rank);  // -1 -> rank-1; returns -1 if bad
+// The last axis a reduction (SUM, MEAN, MAX) reduces: it reduces the axes
+// [axis, axis2] when axis2 > axis (autodiff sums a broadcast over several
+// leading axes at once), else axis alone. Any other node: its axis.
+int ir_reduce_end(const Node *n);
 
 // Writes a message into err and returns false: the error convention of the
 // IR, the verifier and the interpreter.

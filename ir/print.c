@@ -45,7 +45,8 @@ void ir_print(FILE *f, const Graph *g) {
       break;
     case OP_CONV_DX: case OP_CONV_DW: fprintf(f, " kernel=%s", conv_names[n->conv]); break;
     case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: case OP_CONCAT:
-      fprintf(f, " axis=%d", n->axis);
+      if (ir_reduce_end(n) > n->axis) fprintf(f, " axes=%d..%d", n->axis, ir_reduce_end(n));
+      else fprintf(f, " axis=%d", n->axis);
       break;
     case OP_TRANSPOSE: fprintf(f, " axes=%d,%d", n->axis, n->axis2); break;
     case OP_SLICE: case OP_PAD: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;

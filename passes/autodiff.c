@@ -64,14 +64,18 @@ static int size_of(AD *a, Dim d) {
 
 static bool is_one(Dim d) { return d.kind == DIM_CONST && d.n == 1; }
 
-// Sums grad over the axes along which a tensor of shape `to` was broadcast.
+// Sums grad over the axes along which a tensor of shape `to` was broadcast,
+// each run of adjacent such axes in one SUM over [axis, axis2].
 static int unbroadcast(AD *a, int grad, const Shape *to) {
   Shape gs = shape(a, grad);
   if (shape_eq(&gs, to)) return grad;
   int lead = gs.rank - to->rank;
   for (int i = 0; i < gs.rank; i++) {
-    bool broadcast = i < lead || (is_one(to->d[i - lead]) && !is_one(gs.d[i]));
-    if (broadcast) grad = reduce(a, OP_SUM, grad, i);
+    int end = i - 1;
+    while (end + 1 < gs.rank && (end + 1 < lead || (is_one(to->d[end + 1 - lead]) && !is_one(gs.d[end + 1])))) end++;
+    if (end < i) continue;
+    grad = emit(a, (Node){.op = OP_SUM, .nin = 1, .in = {grad}, .axis = i, .axis2 = end});
+    i = end;
   }
   gs = shape(a, grad);
   return shape_eq(&gs, to) ? grad : reshape(a, grad, *to);
@@ -130,7 +134,9 @@ static void g_sum(AD *a, const Node *n, int dy) { accumulate(a, IN(0), expand(a,
 static void g_mean(AD *a, const Node *n, int dy) {
   Shape x = shape(a, IN(0));
   int e = expand(a, dy, x);
-  accumulate(a, IN(0), bin(a, OP_DIV, e, size_of(a, x.d[n->axis])));
+  int count = size_of(a, x.d[n->axis]);
+  for (int i = n->axis + 1; i <= ir_reduce_end(n); i++) count = bin(a, OP_MUL, count, size_of(a, x.d[i]));
+  accumulate(a, IN(0), bin(a, OP_DIV, e, count));
 }
 static void g_max(AD *a, const Node *n, int dy) {  // to every maximal entry (ties each get dy)
   int e = expand(a, dy, shape(a, IN(0)));

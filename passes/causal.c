@@ -115,9 +115,12 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     if (xk >= 0) return fail(c, id, "normalises a score matrix");
     ta[id] = xa;
     return true;
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX:
-    if (n->axis == xa) return fail(c, id, n->op == OP_SOFTMAX ? "takes a softmax over the time axis" : "reduces over the time axis");
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: {
+    int end = ir_reduce_end(n);
+    if (xa >= n->axis && xa <= end)
+      return fail(c, id, n->op == OP_SOFTMAX ? "takes a softmax over the time axis" : "reduces over the time axis");
     ta[id] = xa;
+    if (xk >= 0 && xk >= n->axis && xk <= end && end > n->axis) return fail(c, id, "reduces scores over several axes");
     if (xk >= 0 && n->axis == xk) {
       if (ks[x->id] != KEY_MASKED)
         return fail(c, id, "mixes positions: a softmax or reduction over scores without a causal mask");
@@ -126,6 +129,7 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     }
     if (xk >= 0) key[id] = xk, ks[id] = ks[x->id];
     return true;
+  }
   case OP_CAUSAL_MASK:
     if (xa != xr - 2 || !(xk < 0 || xk == xr - 1)) return fail(c, id, "masks a matrix whose rows are not positions");
     ta[id] = xa, key[id] = xr - 1, ks[id] = KEY_MASKED;

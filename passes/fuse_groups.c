@@ -45,7 +45,7 @@ static bool joins(const Graph *g, const Node *n) {
 static void weight_grads(const Graph *g, const int *users, int *into, int *kind) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *s = &g->nodes[i];
-    if (s->op != OP_SUM || s->axis != 0) continue;
+    if (s->op != OP_SUM || s->axis != 0 || ir_reduce_end(s) != 0) continue;
     const Node *m = &g->nodes[s->in[0]];
     if (m->op != OP_MATMUL || users[m->id] != 1 || m->shape.rank != 3) continue;
     const Node *t = &g->nodes[m->in[0]], *dy = &g->nodes[m->in[1]];

@@ -121,7 +121,8 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     return;
   }
   case OPC_REDUCE: {
-    int64_t k = dimv(x->d[n->axis], T), out = numel(s, T);
+    int64_t k = 1, out = numel(s, T);
+    for (int i = n->axis; i <= ir_reduce_end(n); i++) k = smul(k, dimv(x->d[i], T));
     if (n->op == OP_MAX) c->other = sadd(c->other, smul(out, k - 1));
     else c->add = sadd(c->add, smul(out, k - 1));
     if (n->op == OP_MEAN) c->div = sadd(c->div, out);
