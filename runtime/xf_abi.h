@@ -6,9 +6,18 @@
 // generated code calls nothing but libc/libm and the functions the runtime
 // hands it in XfApi (BLAS, the thread pool). Bump XF_ABI_VERSION on any
 // change to these structs or to the meaning of a field.
+//
+// Each struct is written once, as a field list XF_<S>_FIELDS(F, A, P): in
+// order, F(P, TAG, name) a field of type tag TAG, A(P, TAG, name, N) an array
+// of N of them; P is handed through unchanged. From the lists come the C
+// typedefs, the field indices XF_<S>_F_<name> (XF_<S>_NFIELDS of them), the
+// struct ids of XfAbiStruct, the layout checks at the end of this file, and
+// in codegen/llvm.c the LLVM types of the structs (one LLVM type per tag)
+// and the constants of the generated descriptor, addressed by field index.
 #ifndef XF_ABI_H
 #define XF_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define XF_ABI_VERSION 5u
@@ -18,58 +27,86 @@ struct XfApi;
 // One kernel over the outer index range [lo, hi).
 typedef void (*XfKernelFn)(void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo,
                            int64_t hi, const struct XfApi *api);
+// Runs fn over [0, n) split across the pool; returns when all are done.
+typedef void (*XfParallelForFn)(const struct XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T,
+                                uint64_t seed, uint32_t step, int64_t n);
+// Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm.
+typedef void (*XfSgemmFn)(const struct XfApi *api, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc);
+// After kernel `kernel` (index in the global kernel order of
+// XfBuffer.first/last) has finished.
+typedef void (*XfKernelDoneFn)(const struct XfApi *api, int32_t kernel);
+typedef void (*XfProgramFn)(const struct XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
 
-typedef struct XfApi {
-  void *ctx;
-  // Runs fn over [0, n) split across the pool; returns when all are done.
-  void (*parallel_for)(const struct XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed,
-                       uint32_t step, int64_t n);
-  // Row-major C = alpha op(A) op(B) + beta C, as cblas_sgemm.
-  void (*sgemm)(const struct XfApi *api, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
-  // Optional (NULL: not called): after kernel `kernel` (index in the global
-  // kernel order of XfBuffer.first/last) has finished. The runtime's debug
-  // mode poisons the storage of the buffers that die there.
-  void (*kernel_done)(const struct XfApi *api, int32_t kernel);
-  // The step program's window: positions [win_lo, win_hi) are computed,
-  // earlier ones are in the buffers from earlier calls (XfModel.step).
-  int64_t win_lo, win_hi;
-  // Data-parallel training: the global batch row of local row 0, so that
-  // dropout draws from the global element index (the same masks as one
-  // process over the whole batch). 0 in a single process.
-  int64_t row0;
-} XfApi;
+// The type tags of the fields: T(TAG, C type). XfAbi_TAG is the C type,
+// XF_TAG_TAG its XfAbiTag.
+#define XF_ABI_TAGS(T)                                                                                           \
+  T(I32, int32_t) T(U32, uint32_t) T(I64, int64_t) T(U64, uint64_t) T(F32, float) T(F64, double)                \
+  T(PTR, void *)                             /* untyped storage or context */                                    \
+  T(STR, const char *)                       /* NUL-terminated */                                                \
+  T(P_STR, const char *const *)                                                                                  \
+  T(P_I32, const int32_t *)                                                                                      \
+  T(SYM, struct XfSym)                                                                                           \
+  T(P_CONFIG, const struct XfConfigEntry *)                                                                      \
+  T(P_BUFFER, const struct XfBuffer *)                                                                           \
+  T(P_LAUNCH, const struct XfLaunch *)                                                                           \
+  T(P_CUDA, const struct XfCuda *)                                                                               \
+  T(FN_KERNEL, XfKernelFn) T(FN_PARALLEL_FOR, XfParallelForFn) T(FN_SGEMM, XfSgemmFn)                           \
+  T(FN_KERNEL_DONE, XfKernelDoneFn) T(FN_PROGRAM, XfProgramFn)
 
-typedef void (*XfProgramFn)(const XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
+#define XF_TAG_TYPEDEF(tag, ctype) typedef ctype XfAbi_##tag;
+#define XF_TAG_ID(tag, ctype) XF_TAG_##tag,
+XF_ABI_TAGS(XF_TAG_TYPEDEF)
+typedef enum { XF_ABI_TAGS(XF_TAG_ID) XF_NTAGS } XfAbiTag;
 
 enum { XF_BUF_PARAM, XF_BUF_GRAD, XF_BUF_INPUT, XF_BUF_ACT, XF_BUF_OUTPUT };
 enum { XF_INIT_NORMAL = 1, XF_INIT_UNIFORM, XF_INIT_ZEROS, XF_INIT_ONES };
 enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE };
 
-typedef struct {
-  const char *name;
-  int32_t is_float;
-  double value;
-} XfConfigEntry;
+// XfApi: what the runtime hands the generated code.
+#define XF_API_FIELDS(F, A, P)                                                                                   \
+  F(P, PTR, ctx)                                                                                                 \
+  F(P, FN_PARALLEL_FOR, parallel_for)                                                                            \
+  F(P, FN_SGEMM, sgemm)                                                                                          \
+  /* Optional (NULL: not called). The runtime's debug mode poisons the storage                                   \
+     of the buffers that die at the kernel. */                                                                   \
+  F(P, FN_KERNEL_DONE, kernel_done)                                                                              \
+  /* The step program's window: positions [win_lo, win_hi) are computed,                                         \
+     earlier ones are in the buffers from earlier calls (XfModel.step). */                                       \
+  F(P, I64, win_lo)                                                                                              \
+  F(P, I64, win_hi)                                                                                              \
+  /* Data-parallel training: the global batch row of local row 0, so that                                        \
+     dropout draws from the global element index (the same masks as one                                          \
+     process over the whole batch). 0 in a single process. */                                                    \
+  F(P, I64, row0)
 
-// Elements of a buffer: coef * B^pow_b * T^pow_t.
-typedef struct {
-  const char *name;   // params, grads (grad.<param>), inputs, outputs; "" for scratch
-  int32_t role;       // XF_BUF_*
-  int32_t is_int;     // token ids (int32) rather than float
-  int64_t coef;
-  int32_t pow_b, pow_t;
-  int32_t alias_of;   // >= 0: shares that buffer's storage
-  int32_t rank;
-  int64_t dims[6];    // 0 = B, -1 = T, else the size
-  int32_t init;       // params: XF_INIT_*
-  double init_a, init_b;
-  // Lifetime in the global kernel order, inclusive: the kernels that first
-  // write and last read it (storage roots only; -1, -1 if no kernel touches
-  // it; outputs: last = nkernels). Every program runs a subsequence of that
-  // order, so buffers of disjoint lifetimes may share storage.
-  int32_t first, last;
-} XfBuffer;
+// XfConfigEntry: one configuration value of the model.
+#define XF_CONFIG_ENTRY_FIELDS(F, A, P)                                                                          \
+  F(P, STR, name)                                                                                                \
+  F(P, I32, is_float)                                                                                            \
+  F(P, F64, value)
+
+// XfBuffer: elements of a buffer: coef * B^pow_b * T^pow_t.
+#define XF_BUFFER_FIELDS(F, A, P)                                                                                \
+  F(P, STR, name)      /* params, grads (grad.<param>), inputs, outputs; "" for scratch */                       \
+  F(P, I32, role)      /* XF_BUF_* */                                                                            \
+  F(P, I32, is_int)    /* token ids (int32) rather than float */                                                 \
+  F(P, I64, coef)                                                                                                \
+  F(P, I32, pow_b)                                                                                               \
+  F(P, I32, pow_t)                                                                                               \
+  F(P, I32, alias_of)  /* >= 0: shares that buffer's storage */                                                  \
+  F(P, I32, rank)                                                                                                \
+  A(P, I64, dims, 6)   /* 0 = B, -1 = T, else the size */                                                        \
+  F(P, I32, init)      /* params: XF_INIT_* */                                                                   \
+  F(P, F64, init_a)                                                                                              \
+  F(P, F64, init_b)                                                                                              \
+  /* Lifetime in the global kernel order, inclusive: the kernels that first                                      \
+     write and last read it (storage roots only; -1, -1 if no kernel touches                                     \
+     it; outputs: last = nkernels). Every program runs a subsequence of that                                     \
+     order, so buffers of disjoint lifetimes may share storage. */                                               \
+  F(P, I32, first)                                                                                               \
+  F(P, I32, last)
 
 // ---- the CUDA target (xfc --target=cuda, codegen/cuda.c) -----------------------
 // A model.so compiled for CUDA carries, beside its CPU code, the CUDA C source
@@ -80,81 +117,134 @@ typedef struct {
 // Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH).
 #define XF_NSLOTS 10
 
-// The one argument of every generated kernel, passed by value. The generated
-// source declares the same struct from XF_KERNEL_ARGS_FIELDS (with its own
-// names for the integer types, since NVRTC has no <stdint.h>).
-#define XF_KERNEL_ARGS_FIELDS(I64, U64, U32) \
-  void *slot[XF_NSLOTS];   /* storage of each operand (NULL: none) */      \
-  I64 B, T;                /* the step's batch and sequence length */      \
-  I64 n;                   /* work items: elements, rows or sequences */    \
-  I64 row0;                /* global batch row of local row 0 (XfApi.row0) */ \
-  U64 seed;                /* dropout: seed, mask stream, step */           \
-  U32 imm, step;
-typedef struct {
-  XF_KERNEL_ARGS_FIELDS(int64_t, uint64_t, uint32_t)
-} XfKernelArgs;
+// XfKernelArgs: the one argument of every generated kernel, passed by value.
+// The generated source declares the same struct from this list (codegen/cuda.c,
+// with its own names for the integer types, since NVRTC has no <stdint.h>).
+#define XF_KERNEL_ARGS_FIELDS(F, A, P)                                                                           \
+  A(P, PTR, slot, XF_NSLOTS)  /* storage of each operand (NULL: none) */                                         \
+  F(P, I64, B)                /* the step's batch and sequence length */                                         \
+  F(P, I64, T)                                                                                                   \
+  F(P, I64, n)                /* work items: elements, rows or sequences */                                      \
+  F(P, I64, row0)             /* global batch row of local row 0 (XfApi.row0) */                                 \
+  F(P, U64, seed)             /* dropout: seed, mask stream, step */                                             \
+  F(P, U32, imm)                                                                                                 \
+  F(P, U32, step)
 
-// coef * B^pb * T^pt at the step's B and T
-typedef struct {
-  int64_t coef;
-  int32_t pb, pt;
-} XfSym;
+// XfSym: coef * B^pb * T^pt at the step's B and T
+#define XF_SYM_FIELDS(F, A, P)                                                                                   \
+  F(P, I64, coef)                                                                                                \
+  F(P, I32, pb)                                                                                                  \
+  F(P, I32, pt)
 
 enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
 
-typedef struct {
-  int32_t kind;          // XF_LAUNCH_*
-  int32_t kernel;        // its kernel in the global order (XfBuffer.first/last)
-  int32_t last;          // 1: the last launch of that kernel (kernel_done after it)
-  int32_t slots[XF_NSLOTS];  // buffer (storage root) of each slot, -1: none
-  uint32_t imm;          // KS_IMM: the dropout mask stream
-  // XF_LAUNCH_KERNEL: function fn of XfCuda.names over `items` work items,
-  // `per_block` items per block of `threads` threads, `shmem` bytes of
-  // dynamic shared memory; the kernels loop grid-stride over the items, so
-  // any grid computes the same values. sync: the kernel synchronises its
-  // block (__syncthreads, warp shuffles).
-  int32_t fn;
-  XfSym items;
-  int32_t per_block, threads, shmem, sync;
-  // XF_LAUNCH_GEMM, row-major, for i < count:
-  //   C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = slot sX + i * stride_X
-  int32_t ta, tb, sa, sb, sc;
-  XfSym m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, count;
-  float alpha, beta;
-} XfLaunch;
+// XfLaunch: one launch of a program's table.
+#define XF_LAUNCH_FIELDS(F, A, P)                                                                                \
+  F(P, I32, kind)              /* XF_LAUNCH_* */                                                                 \
+  F(P, I32, kernel)            /* its kernel in the global order (XfBuffer.first/last) */                        \
+  F(P, I32, last)              /* 1: the last launch of that kernel (kernel_done after it) */                    \
+  A(P, I32, slots, XF_NSLOTS)  /* buffer (storage root) of each slot, -1: none */                                \
+  F(P, U32, imm)               /* KS_IMM: the dropout mask stream */                                             \
+  /* XF_LAUNCH_KERNEL: function fn of XfCuda.names over `items` work items,                                      \
+     `per_block` items per block of `threads` threads, `shmem` bytes of                                          \
+     dynamic shared memory; the kernels loop grid-stride over the items, so                                      \
+     any grid computes the same values. sync: the kernel synchronises its                                        \
+     block (__syncthreads, warp shuffles). */                                                                    \
+  F(P, I32, fn)                                                                                                  \
+  F(P, SYM, items)                                                                                               \
+  F(P, I32, per_block)                                                                                           \
+  F(P, I32, threads)                                                                                             \
+  F(P, I32, shmem)                                                                                               \
+  F(P, I32, sync)                                                                                                \
+  /* XF_LAUNCH_GEMM, row-major, for i < count:                                                                   \
+       C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = slot sX + i * stride_X */                                  \
+  F(P, I32, ta)                                                                                                  \
+  F(P, I32, tb)                                                                                                  \
+  F(P, I32, sa)                                                                                                  \
+  F(P, I32, sb)                                                                                                  \
+  F(P, I32, sc)                                                                                                  \
+  F(P, SYM, m)                                                                                                   \
+  F(P, SYM, n)                                                                                                   \
+  F(P, SYM, k)                                                                                                   \
+  F(P, SYM, lda)                                                                                                 \
+  F(P, SYM, ldb)                                                                                                 \
+  F(P, SYM, ldc)                                                                                                 \
+  F(P, SYM, stride_a)                                                                                            \
+  F(P, SYM, stride_b)                                                                                            \
+  F(P, SYM, stride_c)                                                                                            \
+  F(P, SYM, count)                                                                                               \
+  F(P, F32, alpha)                                                                                               \
+  F(P, F32, beta)
 
-typedef struct {
-  const char *source;    // the CUDA C source NVRTC compiled
-  const char *ptx;       // its PTX, NUL-terminated
-  const char *arch;      // the virtual architecture, e.g. "compute_80"
-  int32_t nnames;
-  const char *const *names;  // kernel entry points (extern "C")
-  int32_t nlaunch[3];        // XF_PROG_*
-  const XfLaunch *launch[3];
-  int32_t adamw;             // the AdamW kernel: names[adamw], slots w, m, v, g
-} XfCuda;
+// XfCuda: the CUDA code of a model.so.
+#define XF_CUDA_FIELDS(F, A, P)                                                                                  \
+  F(P, STR, source)             /* the CUDA C source NVRTC compiled */                                           \
+  F(P, STR, ptx)                /* its PTX, NUL-terminated */                                                    \
+  F(P, STR, arch)               /* the virtual architecture, e.g. "compute_80" */                                \
+  F(P, I32, nnames)                                                                                              \
+  F(P, P_STR, names)            /* kernel entry points (extern "C") */                                           \
+  A(P, I32, nlaunch, 3)         /* XF_PROG_* */                                                                  \
+  A(P, P_LAUNCH, launch, 3)                                                                                      \
+  F(P, I32, adamw)              /* the AdamW kernel: names[adamw], slots w, m, v, g */
 
-typedef struct {
-  uint32_t abi_version;
-  const char *name;
-  int64_t context;    // T <= context
-  int32_t nconfig;
-  const XfConfigEntry *config;
-  int32_t nbuffers;
-  const XfBuffer *buffers;
-  XfProgramFn programs[3];  // XF_PROG_*
-  int32_t nkernels;
-  const XfCuda *cuda;       // NULL: CPU code only
-  // The incremental decoder (passes/causal.c, llvm.c): the sampling program
-  // over buffers laid out at T = context that keep every earlier position,
-  // computing only positions [api->win_lo, api->win_hi) (run it with T =
-  // context). NULL when the logits are not provably causal; step_note says
-  // which op and where. step_bufs: the storage roots it touches (beside the
-  // parameters), each needing storage of its own.
-  XfProgramFn step;
-  const char *step_note;
-  int32_t nstep_bufs;
-  const int32_t *step_bufs;
-} XfModel;
+// XfModel: the exported descriptor `xf_model`.
+#define XF_MODEL_FIELDS(F, A, P)                                                                                 \
+  F(P, U32, abi_version)                                                                                         \
+  F(P, STR, name)                                                                                                \
+  F(P, I64, context)            /* T <= context */                                                               \
+  F(P, I32, nconfig)                                                                                             \
+  F(P, P_CONFIG, config)                                                                                         \
+  F(P, I32, nbuffers)                                                                                            \
+  F(P, P_BUFFER, buffers)                                                                                        \
+  A(P, FN_PROGRAM, programs, 3) /* XF_PROG_* */                                                                  \
+  F(P, I32, nkernels)                                                                                            \
+  F(P, P_CUDA, cuda)            /* NULL: CPU code only */                                                        \
+  /* The incremental decoder (passes/causal.c, llvm.c): the sampling program                                     \
+     over buffers laid out at T = context that keep every earlier position,                                      \
+     computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \
+     context). NULL when the logits are not provably causal; step_note says                                      \
+     which op and where. step_bufs: the storage roots it touches (beside the                                     \
+     parameters), each needing storage of its own. */                                                            \
+  F(P, FN_PROGRAM, step)                                                                                         \
+  F(P, STR, step_note)                                                                                           \
+  F(P, I32, nstep_bufs)                                                                                          \
+  F(P, P_I32, step_bufs)
+
+// Every struct of the ABI, S(C type, prefix of its field list), each after
+// the structs its fields hold by value.
+#define XF_ABI_STRUCTS(S)                                                                                        \
+  S(XfApi, XF_API) S(XfConfigEntry, XF_CONFIG_ENTRY) S(XfBuffer, XF_BUFFER) S(XfKernelArgs, XF_KERNEL_ARGS)      \
+  S(XfSym, XF_SYM) S(XfLaunch, XF_LAUNCH) S(XfCuda, XF_CUDA) S(XfModel, XF_MODEL)
+
+#define XF_C_FIELD(P, tag, name) XfAbi_##tag name;
+#define XF_C_ARRAY(P, tag, name, n) XfAbi_##tag name[n];
+#define XF_FIELD_ID(P, tag, name) P##_F_##name,
+#define XF_ARRAY_ID(P, tag, name, n) P##_F_##name,
+#define XF_STRUCT_ID(T, P) P,
+#define XF_STRUCT_TYPEDEF(T, P)                                                                                  \
+  typedef struct T { P##_FIELDS(XF_C_FIELD, XF_C_ARRAY, P) } T;                                                  \
+  enum { P##_FIELDS(XF_FIELD_ID, XF_ARRAY_ID, P) P##_NFIELDS };
+
+typedef enum { XF_ABI_STRUCTS(XF_STRUCT_ID) XF_NSTRUCTS } XfAbiStruct;
+XF_ABI_STRUCTS(XF_STRUCT_TYPEDEF)
+
+// The layout the field list implies, checked against the C compiler's: each
+// field at the first offset aligned for its tag after the end of the field
+// before it, and the size the end of the last field rounded up to the
+// struct's alignment. That is the layout LLVM gives the same list (llvm.c
+// checks its types against the target's data layout). XF_LAYOUT_NEXT closes
+// the assertion the field before it opened, on the end of that field.
+#define XF_LAYOUT_NEXT(T, tag, name, n)                                                                          \
+  _Alignof(XfAbi_##tag) - 1) / _Alignof(XfAbi_##tag) * _Alignof(XfAbi_##tag) == offsetof(T, name),              \
+      #T "." #name ": not where the field list puts it");                                                        \
+  _Static_assert((offsetof(T, name) + sizeof(XfAbi_##tag) * (n) +
+#define XF_LAYOUT_FIELD(T, tag, name) XF_LAYOUT_NEXT(T, tag, name, 1)
+#define XF_LAYOUT_ARRAY(T, tag, name, n) XF_LAYOUT_NEXT(T, tag, name, n)
+#define XF_LAYOUT(T, P)                                                                                          \
+  _Static_assert((0 + P##_FIELDS(XF_LAYOUT_FIELD, XF_LAYOUT_ARRAY, T) _Alignof(T) - 1) / _Alignof(T) *           \
+                     _Alignof(T) == sizeof(T),                                                                   \
+                 #T ": not the size the field list implies");
+
+XF_ABI_STRUCTS(XF_LAYOUT)
 
 #endif
