@@ -33,6 +33,21 @@
 typedef LLVMValueRef V;
 typedef LLVMTypeRef Ty;
 
+// The launch record of a program's table (program_fn), private to the
+// generated code; a field list as those of runtime/xf_abi.h. Its C twin only
+// gives abi_structs a C layout to describe.
+#define LAUNCH_REC_FIELDS(F, A, P)                                                                               \
+  F(P, FN_KERNEL, fn)       /* the kernel's class function */                                                    \
+  A(P, I32, slots, KS_IMM)  /* storage roots of the slots KS_OUT..KS_SCRATCH, -1: none */                        \
+  F(P, I64, imm)            /* KS_IMM */                                                                         \
+  F(P, I64, coef)           /* outer extent coef * B^pb * T^pt */                                                \
+  F(P, I32, pb)                                                                                                  \
+  F(P, I32, pt)                                                                                                  \
+  F(P, I32, kernel)         /* its index in the global kernel order (kernel_done) */
+XF_STRUCT_TYPEDEF(LaunchRec, LAUNCH_REC)
+// Ids of the structs llvm.c builds: XfAbiStruct, then the launch record.
+enum { LAUNCH_REC = XF_NSTRUCTS, ABI_NSTRUCTS };
+
 typedef struct {
   LLVMContextRef C;
   LLVMModuleRef M;
@@ -41,6 +56,7 @@ typedef struct {
   const Graph *g;
   Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
   Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
+  Ty abi[ABI_NSTRUCTS];  // LLVM types of the ABI structs, built on first use (abi_type)
   V fn;                // function being emitted
   bool train;          // dropout on (the train program's variant of a kernel)
   const Kernel *k;     // kernel being emitted
@@ -55,6 +71,129 @@ typedef struct {
 static V ci64(Emit *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
 static V ci32(Emit *e, int64_t v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
 static V cf32(Emit *e, double v) { return LLVMConstReal(e->f32, v); }
+
+// ---- the ABI structs (runtime/xf_abi.h) -----------------------------------------
+// Each struct's LLVM type is built from its field list, one LLVM type per
+// field type tag; its fields are addressed by their XF_<S>_F_* index.
+
+typedef struct {
+  XfAbiTag tag;
+  int n;          // array length; 0: a single value
+  size_t offset;  // offsetof in the C struct
+  const char *name;
+} AbiField;
+
+typedef struct {
+  const char *name;
+  const AbiField *fields;
+  int nfields;
+  size_t size, align;  // of the C struct
+} AbiStruct;
+
+#define ABI_FIELD(T, tag, name) {XF_TAG_##tag, 0, offsetof(T, name), #name},
+#define ABI_ARRAY(T, tag, name, n) {XF_TAG_##tag, n, offsetof(T, name), #name},
+#define ABI_FIELDS(T, P) static const AbiField fields_##T[] = {P##_FIELDS(ABI_FIELD, ABI_ARRAY, T)};
+#define ABI_STRUCT(T, P) [P] = {#T, fields_##T, P##_NFIELDS, sizeof(T), _Alignof(T)},
+XF_ABI_STRUCTS(ABI_FIELDS)
+ABI_FIELDS(LaunchRec, LAUNCH_REC)
+static const AbiStruct abi_structs[ABI_NSTRUCTS] = {XF_ABI_STRUCTS(ABI_STRUCT) ABI_STRUCT(LaunchRec, LAUNCH_REC)};
+
+// Bytes of one value of each tag in C.
+#define TAG_SIZE(tag, ctype) sizeof(ctype),
+static const size_t tag_size[XF_NTAGS] = {XF_ABI_TAGS(TAG_SIZE)};
+
+static Ty abi_type(Emit *e, int s);
+
+// The LLVM type of a field type tag.
+static Ty tag_type(Emit *e, XfAbiTag tag) {
+  switch (tag) {
+  case XF_TAG_I32: case XF_TAG_U32: return e->i32;
+  case XF_TAG_I64: case XF_TAG_U64: return e->i64;
+  case XF_TAG_F32: return e->f32;
+  case XF_TAG_F64: return e->f64;
+  case XF_TAG_PTR: case XF_TAG_STR: return e->i8p;
+  case XF_TAG_P_STR: return e->i8pp;
+  case XF_TAG_P_I32: return e->i32p;
+  case XF_TAG_SYM: return abi_type(e, XF_SYM);
+  case XF_TAG_P_CONFIG: return LLVMPointerType(abi_type(e, XF_CONFIG_ENTRY), 0);
+  case XF_TAG_P_BUFFER: return LLVMPointerType(abi_type(e, XF_BUFFER), 0);
+  case XF_TAG_P_LAUNCH: return LLVMPointerType(abi_type(e, XF_LAUNCH), 0);
+  case XF_TAG_P_CUDA: return LLVMPointerType(abi_type(e, XF_CUDA), 0);
+  case XF_TAG_FN_KERNEL: return LLVMPointerType(e->kernel_t, 0);
+  case XF_TAG_FN_PARALLEL_FOR: return LLVMPointerType(e->pfor_t, 0);
+  case XF_TAG_FN_SGEMM: return LLVMPointerType(e->sgemm_t, 0);
+  case XF_TAG_FN_KERNEL_DONE: return LLVMPointerType(e->done_t, 0);
+  case XF_TAG_FN_PROGRAM: return LLVMPointerType(e->program_t, 0);
+  case XF_NTAGS: break;
+  }
+  return NULL;
+}
+
+// The LLVM struct of ABI struct s (XfAbiStruct or LAUNCH_REC): its fields in
+// order, an array of n for a field of n > 0.
+static Ty abi_type(Emit *e, int s) {
+  if (e->abi[s]) return e->abi[s];
+  const AbiStruct *a = &abi_structs[s];
+  Ty *f = calloc((size_t)a->nfields, sizeof(Ty));
+  for (int i = 0; i < a->nfields; i++) {
+    Ty t = tag_type(e, a->fields[i].tag);
+    f[i] = a->fields[i].n ? LLVMArrayType(t, (unsigned)a->fields[i].n) : t;
+  }
+  e->abi[s] = LLVMStructTypeInContext(e->C, f, (unsigned)a->nfields, 0);
+  free(f);
+  return e->abi[s];
+}
+
+static _Noreturn void abi_internal(const AbiStruct *a, int i, const char *what) {
+  fprintf(stderr, "xfc: internal error: llvm.c: %s.%s %s\n", a->name, a->fields[i].name, what);
+  abort();
+}
+
+// The constant of ABI struct s from f[XF_<S>_F_*], every field set.
+static V abi_const(Emit *e, int s, V *f) {
+  const AbiStruct *a = &abi_structs[s];
+  for (int i = 0; i < a->nfields; i++)
+    if (!f[i]) abi_internal(a, i, "has no value");
+  return LLVMConstNamedStruct(abi_type(e, s), f, (unsigned)a->nfields);
+}
+
+static V abi_value(Emit *e, int s, const void *c);
+
+// The constant of the tag's C value at p (numbers and structs of numbers).
+static V tag_value(Emit *e, XfAbiTag tag, const char *p, const AbiStruct *a, int i) {
+  switch (tag) {
+  case XF_TAG_I32: { int32_t v; memcpy(&v, p, sizeof v); return ci32(e, v); }
+  case XF_TAG_U32: { uint32_t v; memcpy(&v, p, sizeof v); return LLVMConstInt(e->i32, v, 0); }
+  case XF_TAG_I64: { int64_t v; memcpy(&v, p, sizeof v); return ci64(e, v); }
+  case XF_TAG_U64: { uint64_t v; memcpy(&v, p, sizeof v); return LLVMConstInt(e->i64, v, 0); }
+  case XF_TAG_F32: { float v; memcpy(&v, p, sizeof v); return LLVMConstReal(e->f32, v); }
+  case XF_TAG_F64: { double v; memcpy(&v, p, sizeof v); return LLVMConstReal(e->f64, v); }
+  case XF_TAG_SYM: return abi_value(e, XF_SYM, p);
+  default: abi_internal(a, i, "is no number: no constant of its C value");
+  }
+}
+
+// The constant of ABI struct s holding the C struct at c, field by field
+// (structs whose fields are numbers or such structs: XfSym, XfLaunch).
+static V abi_value(Emit *e, int s, const void *c) {
+  const AbiStruct *a = &abi_structs[s];
+  V *f = calloc((size_t)a->nfields, sizeof(V));
+  for (int i = 0; i < a->nfields; i++) {
+    const AbiField *fl = &a->fields[i];
+    const char *p = (const char *)c + fl->offset;
+    if (!fl->n) {
+      f[i] = tag_value(e, fl->tag, p, a, i);
+      continue;
+    }
+    V *el = calloc((size_t)fl->n, sizeof(V));
+    for (int j = 0; j < fl->n; j++) el[j] = tag_value(e, fl->tag, p + (size_t)j * tag_size[fl->tag], a, i);
+    f[i] = LLVMConstArray(tag_type(e, fl->tag), el, (unsigned)fl->n);
+    free(el);
+  }
+  V v = abi_const(e, s, f);
+  free(f);
+  return v;
+}
 
 static V dim(Emit *e, Dim d) { return d.kind == DIM_B ? e->B : d.kind == DIM_T ? e->T : ci64(e, d.n); }
 
@@ -320,7 +459,7 @@ static int leaf_slot(Emit *e, int id) {
 }
 
 static V map_value(Emit *e, Map *m, int id);
-static V api_win(Emit *e, V api, int field);
+static V api_field(Emit *e, V api, int f);
 static void zero(Emit *e, V base, V from, V count);
 
 // Input i of member n at the current coordinates.
@@ -348,7 +487,7 @@ static V map_value(Emit *e, Map *m, int id) {
     // the global element index: local o + row0 * (elements per batch row)
     V idx = m->o;
     if (n->shape.rank && n->shape.d[0].kind == DIM_B)
-      idx = LLVMBuildAdd(e->b, idx, LLVMBuildMul(e->b, api_win(e, e->api, 6), dprod(e, &n->shape, 1, n->shape.rank), ""), "");
+      idx = LLVMBuildAdd(e->b, idx, LLVMBuildMul(e->b, api_field(e, e->api, XF_API_F_row0), dprod(e, &n->shape, 1, n->shape.rank), ""), "");
     V u = philox_uniform(e, e->seed, imm32(e), idx, e->step);
     V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
     return select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
@@ -639,30 +778,16 @@ static void emit_layernorm_dg(Emit *e, const Node *n) {
   loop_end(e, &lr);
 }
 
-static Ty api_type(Emit *e) {
-  return LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, LLVMPointerType(e->pfor_t, 0), LLVMPointerType(e->sgemm_t, 0),
-                                              LLVMPointerType(e->done_t, 0), e->i64, e->i64, e->i64}, 7, 0);
-}
-
-// Loads function pointer `field` of the XfApi at api (1: parallel_for, 2: sgemm, 3: kernel_done).
-static V api_fn(Emit *e, V api, int field) {
-  Ty api_t = api_type(e);
+// Field f (XF_API_F_*) of the XfApi at api (an i8*).
+static V api_field(Emit *e, V api, int f) {
+  Ty api_t = abi_type(e, XF_API);
   V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
-  Ty fty = LLVMPointerType(field == 1 ? e->pfor_t : field == 2 ? e->sgemm_t : e->done_t, 0);
-  return LLVMBuildLoad2(e->b, fty, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
-}
-
-// An int64 field of the XfApi at api: 4 win_lo, 5 win_hi (the step program's
-// window), 6 row0 (the global batch row of local row 0).
-static V api_win(Emit *e, V api, int field) {
-  Ty api_t = api_type(e);
-  V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
-  return LLVMBuildLoad2(e->b, e->i64, LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)field, ""), "");
+  return LLVMBuildLoad2(e->b, LLVMStructGetTypeAtIndex(api_t, (unsigned)f), LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)f, ""), "");
 }
 
 // api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
-  V fn = api_fn(e, e->api, 2);
+  V fn = api_field(e, e->api, XF_API_F_sgemm);
   V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, 1), a, lda, b, ldb, cf32(e, beta), c, ldc};
   LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
 }
@@ -1057,7 +1182,7 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->seed = LLVMGetParam(fn, 3), e->step = LLVMGetParam(fn, 4), e->lo = LLVMGetParam(fn, 5);
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
   e->win = win;
-  if (win) e->w0 = api_win(e, e->api, 4), e->w1 = api_win(e, e->api, 5);
+  if (win) e->w0 = api_field(e, e->api, XF_API_F_win_lo), e->w1 = api_field(e, e->api, XF_API_F_win_hi);
   const Kernel *k = &e->s->kernels[ki];
   const Node *n = &e->g->nodes[k->node];
   if (k->fusion == FG_WEIGHT_GRAD) {
@@ -1107,17 +1232,13 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
 
 static V const_array(Emit *e, Ty elem, V *items, int n, const char *name);
 
-// A program is a constant table of launches, one per kernel k in order,
-//   {class function, storage roots of the slots KS_OUT..KS_SCRATCH (-1: none),
-//    immediate, outer extent coef * B^pb * T^pt, k}
-// and a loop over it: fill the slots from the buffer table, call
+// A program is a constant table of launches (LaunchRec), one per kernel k in
+// order, and a loop over it: fill the slots from the buffer table, call
 // api->parallel_for(api, function, slots, B, T, seed, step, outer), then
 // api->kernel_done(api, k) when the runtime set it. The code is the same for
 // every model; the table grows with depth, the code does not.
 static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) {
-  Ty kfn_p = LLVMPointerType(e->kernel_t, 0);
-  Ty rec_t = LLVMStructTypeInContext(e->C, (Ty[]){kfn_p, LLVMArrayType(e->i32, KS_IMM), e->i64, e->i64, e->i32, e->i32, e->i32},
-                                     7, 0);
+  Ty rec_t = abi_type(e, LAUNCH_REC);
   int n = e->s->nprog[p];
   V *recs = calloc((size_t)n + 1, sizeof(V));
   for (int i = 0; i < n; i++) {
@@ -1129,9 +1250,13 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
     for (int j = 0; j < k->nin; j++) ops[KS_IN0 + j] = k->in[j];
     V slot[KS_IMM];
     for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j] < 0 ? -1 : schedule_root(e->s, ops[j]));
-    recs[i] = LLVMConstNamedStruct(rec_t, (V[]){kfns[per_kernel ? ki : k->cls], LLVMConstArray(e->i32, slot, KS_IMM),
-                                               ci64(e, (int64_t)kernel_imm(e->s, k)), ci64(e, k->outer.coef),
-                                               ci32(e, k->outer.pb), ci32(e, k->outer.pt), ci32(e, ki)}, 7);
+    recs[i] = abi_const(e, LAUNCH_REC,
+                        (V[LAUNCH_REC_NFIELDS]){[LAUNCH_REC_F_fn] = kfns[per_kernel ? ki : k->cls],
+                                                [LAUNCH_REC_F_slots] = LLVMConstArray(e->i32, slot, KS_IMM),
+                                                [LAUNCH_REC_F_imm] = ci64(e, (int64_t)kernel_imm(e->s, k)),
+                                                [LAUNCH_REC_F_coef] = ci64(e, k->outer.coef),
+                                                [LAUNCH_REC_F_pb] = ci32(e, k->outer.pb),
+                                                [LAUNCH_REC_F_pt] = ci32(e, k->outer.pt), [LAUNCH_REC_F_kernel] = ci32(e, ki)});
   }
   char tname[64];
   snprintf(tname, sizeof tname, "%s_launches", name);
@@ -1146,28 +1271,30 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
   V api = LLVMGetParam(fn, 0), bufs = LLVMGetParam(fn, 1), B = LLVMGetParam(fn, 2), T = LLVMGetParam(fn, 3);
   V seed = LLVMGetParam(fn, 4), step = LLVMGetParam(fn, 5);
   V slots = LLVMBuildArrayAlloca(e->b, e->i8p, ci64(e, KS_COUNT), "slots");
-  V pfor = api_fn(e, api, 1), done = api_fn(e, api, 3);
+  V pfor = api_field(e, api, XF_API_F_parallel_for), done = api_field(e, api, XF_API_F_kernel_done);
   V has_done = LLVMBuildICmp(e->b, LLVMIntNE, LLVMBuildPtrToInt(e->b, done, e->i64, ""), ci64(e, 0), "");
   Loop L;
   V i = loop_begin(e, &L, ci64(e, 0), ci64(e, n));
   V rec = LLVMBuildGEP2(e->b, rec_t, table, &i, 1, "");
-#define FIELD(f) LLVMBuildStructGEP2(e->b, rec_t, rec, f, "")
-  V kfn = LLVMBuildLoad2(e->b, kfn_p, FIELD(0), "");
+#define FIELD(f) LLVMBuildStructGEP2(e->b, rec_t, rec, LAUNCH_REC_F_##f, "")
+#define LOAD(f) LLVMBuildLoad2(e->b, LLVMStructGetTypeAtIndex(rec_t, LAUNCH_REC_F_##f), FIELD(f), "")
+  V kfn = LOAD(fn);
   for (int j = 0; j < KS_IMM; j++) {
-    V bidx = LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, FIELD(1), (V[]){ci64(e, j)}, 1, ""), "");
+    V bidx = LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, FIELD(slots), (V[]){ci64(e, j)}, 1, ""), "");
     V none = LLVMBuildICmp(e->b, LLVMIntSLT, bidx, ci32(e, 0), "");
     V safe = LLVMBuildSExt(e->b, LLVMBuildSelect(e->b, none, ci32(e, 0), bidx, ""), e->i64, "");
     V ptr = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, bufs, &safe, 1, ""), "");
     LLVMBuildStore(e->b, LLVMBuildSelect(e->b, none, LLVMConstNull(e->i8p), ptr, ""),
                    LLVMBuildGEP2(e->b, e->i8p, slots, (V[]){ci64(e, j)}, 1, ""));
   }
-  V imm = LLVMBuildLoad2(e->b, e->i64, FIELD(2), "");
+  V imm = LOAD(imm);
   LLVMBuildStore(e->b, LLVMBuildIntToPtr(e->b, imm, e->i8p, ""), LLVMBuildGEP2(e->b, e->i8p, slots, (V[]){ci64(e, KS_IMM)}, 1, ""));
   V outer = var(e, e->i64);
-  LLVMBuildStore(e->b, LLVMBuildLoad2(e->b, e->i64, FIELD(3), ""), outer);
-  V pb = LLVMBuildSExt(e->b, LLVMBuildLoad2(e->b, e->i32, FIELD(4), ""), e->i64, "");
-  V pt = LLVMBuildSExt(e->b, LLVMBuildLoad2(e->b, e->i32, FIELD(5), ""), e->i64, "");
-  V kid = LLVMBuildLoad2(e->b, e->i32, FIELD(6), "");
+  LLVMBuildStore(e->b, LOAD(coef), outer);
+  V pb = LLVMBuildSExt(e->b, LOAD(pb), e->i64, "");
+  V pt = LLVMBuildSExt(e->b, LOAD(pt), e->i64, "");
+  V kid = LOAD(kernel);
+#undef LOAD
 #undef FIELD
   Loop Lb, Lt;
   loop_begin(e, &Lb, ci64(e, 0), pb);
@@ -1256,7 +1383,7 @@ static V wrap_fn(Emit *e, int ki, V base, const Shape *sh, int nouter, int a) {
   V P[8];
   for (int i = 0; i < 8; i++) P[i] = LLVMGetParam(fn, (unsigned)i);
   e->B = P[1], e->T = P[2];
-  V w0 = api_win(e, P[7], 4), w1 = api_win(e, P[7], 5);
+  V w0 = api_field(e, P[7], XF_API_F_win_lo), w1 = api_field(e, P[7], XF_API_F_win_hi);
   // outer index o = (q Td + t) stride + r: the window is, for each q, the
   // contiguous range [(q Td + w0) stride, (q Td + w1) stride)
   V stride = dprod(e, sh, a + 1, nouter), td = dim(e, sh->d[a]), block = LLVMBuildMul(e->b, td, stride, "");
@@ -1309,36 +1436,16 @@ static V step_program(Emit *e, const int *ta, V *kinf) {
   return prog;
 }
 
-static V sym(Emit *e, Ty sym_t, XfSym z) {
-  return LLVMConstNamedStruct(sym_t, (V[]){ci64(e, z.coef), ci32(e, z.pb), ci32(e, z.pt)}, 3);
-}
-
-// XfCuda (runtime/xf_abi.h, field by field) of --target=cuda: source, PTX,
-// entry names and the launch tables. Returns a pointer constant, or null.
+// XfCuda of --target=cuda: source, PTX, entry names and the launch tables.
+// Returns a pointer constant, or null.
 static V emit_cuda(Emit *e, const LlvmOptions *o) {
   const CudaModule *m = o ? o->cuda : NULL;
-  if (!m) return LLVMConstNull(e->i8p);
-  Ty sym_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i64, e->i32, e->i32}, 3, 0);
-  Ty f32 = e->f32, i32 = e->i32;
-  Ty fields_t[] = {i32, i32, i32, LLVMArrayType(i32, XF_NSLOTS), i32, i32, sym_t, i32, i32, i32, i32,
-                   i32, i32, i32, i32, i32, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, sym_t, f32, f32};
-  int nf = (int)(sizeof fields_t / sizeof *fields_t);
-  Ty launch_t = LLVMStructTypeInContext(e->C, fields_t, (unsigned)nf, 0);
+  Ty cuda_t = abi_type(e, XF_CUDA), launch_t = abi_type(e, XF_LAUNCH);
+  if (!m) return LLVMConstNull(LLVMPointerType(cuda_t, 0));
   V tables[3], counts[3];
   for (int p = 0; p < 3; p++) {
     V *recs = calloc((size_t)m->nlaunch[p] + 1, sizeof(V));
-    for (int i = 0; i < m->nlaunch[p]; i++) {
-      const XfLaunch *L = &m->launch[p][i];
-      V slots[XF_NSLOTS];
-      for (int j = 0; j < XF_NSLOTS; j++) slots[j] = ci32(e, L->slots[j]);
-      V f[] = {ci32(e, L->kind), ci32(e, L->kernel), ci32(e, L->last), LLVMConstArray(i32, slots, XF_NSLOTS),
-               ci32(e, (int32_t)L->imm), ci32(e, L->fn), sym(e, sym_t, L->items), ci32(e, L->per_block), ci32(e, L->threads),
-               ci32(e, L->shmem), ci32(e, L->sync), ci32(e, L->ta), ci32(e, L->tb), ci32(e, L->sa), ci32(e, L->sb),
-               ci32(e, L->sc), sym(e, sym_t, L->m), sym(e, sym_t, L->n), sym(e, sym_t, L->k), sym(e, sym_t, L->lda),
-               sym(e, sym_t, L->ldb), sym(e, sym_t, L->ldc), sym(e, sym_t, L->stride_a), sym(e, sym_t, L->stride_b),
-               sym(e, sym_t, L->stride_c), sym(e, sym_t, L->count), cf32(e, L->alpha), cf32(e, L->beta)};
-      recs[i] = LLVMConstNamedStruct(launch_t, f, (unsigned)nf);
-    }
+    for (int i = 0; i < m->nlaunch[p]; i++) recs[i] = abi_value(e, XF_LAUNCH, &m->launch[p][i]);
     char name[32];
     snprintf(name, sizeof name, "xf_cuda_launch%d", p);
     tables[p] = const_array(e, launch_t, recs, m->nlaunch[p], name);
@@ -1347,31 +1454,30 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
   }
   V *names = calloc((size_t)m->nnames + 1, sizeof(V));
   for (int i = 0; i < m->nnames; i++) names[i] = cstr(e, m->names[i]);
-  Ty launch_p = LLVMPointerType(launch_t, 0);
-  Ty cuda_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i8p, e->i8p, i32, LLVMPointerType(e->i8p, 0),
-                                                   LLVMArrayType(i32, 3), LLVMArrayType(launch_p, 3), i32}, 8, 0);
-  V f[] = {cstr(e, m->source), cstr(e, o->ptx), cstr(e, o->gpu_arch), ci32(e, m->nnames),
-           const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"), LLVMConstArray(i32, counts, 3),
-           LLVMConstArray(launch_p, tables, 3), ci32(e, m->adamw)};
+  V init = abi_const(e, XF_CUDA,
+                     (V[XF_CUDA_NFIELDS]){[XF_CUDA_F_source] = cstr(e, m->source), [XF_CUDA_F_ptx] = cstr(e, o->ptx),
+                                          [XF_CUDA_F_arch] = cstr(e, o->gpu_arch), [XF_CUDA_F_nnames] = ci32(e, m->nnames),
+                                          [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
+                                          [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, 3),
+                                          [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, 3),
+                                          [XF_CUDA_F_adamw] = ci32(e, m->adamw)});
   free(names);
   V gv = LLVMAddGlobal(e->M, cuda_t, "xf_cuda");
-  LLVMSetInitializer(gv, LLVMConstNamedStruct(cuda_t, f, 8));
+  LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);
   LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  return LLVMConstBitCast(gv, e->i8p);
+  return gv;
 }
 
-// The exported descriptor `xf_model` (runtime/xf_abi.h, field by field).
+// The exported descriptor `xf_model` (XfModel).
 static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
   const Graph *g = e->g;
-  Ty cfg_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->f64}, 3, 0);
   V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
   for (int i = 0; i < g->nconfig; i++)
-    cfgs[i] = LLVMConstNamedStruct(cfg_t, (V[]){cstr(e, g->config[i].name), ci32(e, g->config[i].is_float),
-                                               LLVMConstReal(e->f64, g->config[i].value)}, 3);
-  Ty dims_t = LLVMArrayType(e->i64, 6);
-  Ty buf_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i32, e->i32, e->i32, e->i32,
-                                                  dims_t, e->i32, e->f64, e->f64, e->i32, e->i32}, 14, 0);
+    cfgs[i] = abi_const(e, XF_CONFIG_ENTRY,
+                        (V[XF_CONFIG_ENTRY_NFIELDS]){[XF_CONFIG_ENTRY_F_name] = cstr(e, g->config[i].name),
+                                                     [XF_CONFIG_ENTRY_F_is_float] = ci32(e, g->config[i].is_float),
+                                                     [XF_CONFIG_ENTRY_F_value] = LLVMConstReal(e->f64, g->config[i].value)});
   V *bufs = calloc((size_t)e->s->nbufs + 1, sizeof(V));
   for (int i = 0; i < e->s->nbufs; i++) {
     const Buffer *b = &e->s->bufs[i];
@@ -1383,16 +1489,18 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
       d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
     int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NORMAL ? XF_INIT_NORMAL : n->init.kind == INIT_UNIFORM ? XF_INIT_UNIFORM
                : n->init.kind == INIT_ONES ? XF_INIT_ONES : XF_INIT_ZEROS;
-    V fields[] = {cstr(e, b->name), ci32(e, roles[b->role]), ci32(e, b->dtype == DT_I32), ci64(e, b->size.coef),
-                  ci32(e, b->size.pb), ci32(e, b->size.pt), ci32(e, b->alias_of), ci32(e, n->shape.rank),
-                  LLVMConstArray(e->i64, d, 6), ci32(e, init), LLVMConstReal(e->f64, n->init.a), LLVMConstReal(e->f64, n->init.b),
-                  ci32(e, b->first), ci32(e, b->last)};
-    bufs[i] = LLVMConstNamedStruct(buf_t, fields, 14);
+    bufs[i] = abi_const(e, XF_BUFFER,
+                        (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
+                                               [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),
+                                               [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
+                                               [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt),
+                                               [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),
+                                               [XF_BUFFER_F_rank] = ci32(e, n->shape.rank),
+                                               [XF_BUFFER_F_dims] = LLVMConstArray(e->i64, d, 6), [XF_BUFFER_F_init] = ci32(e, init),
+                                               [XF_BUFFER_F_init_a] = LLVMConstReal(e->f64, n->init.a),
+                                               [XF_BUFFER_F_init_b] = LLVMConstReal(e->f64, n->init.b),
+                                               [XF_BUFFER_F_first] = ci32(e, b->first), [XF_BUFFER_F_last] = ci32(e, b->last)});
   }
-  Ty prog_p = LLVMPointerType(e->program_t, 0);
-  Ty model_t = LLVMStructTypeInContext(e->C, (Ty[]){e->i32, e->i8p, e->i64, e->i32, LLVMPointerType(cfg_t, 0), e->i32,
-                                                    LLVMPointerType(buf_t, 0), LLVMArrayType(prog_p, 3), e->i32, e->i8p,
-                                                    prog_p, e->i8p, e->i32, e->i32p}, 14, 0);
   // the storage roots the step program touches: buffers of its kernels
   int nstep = 0;
   V *sb = calloc((size_t)e->s->nbufs + 1, sizeof(V));
@@ -1409,33 +1517,46 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
   }
   V step_bufs = const_array(e, e->i32, sb, nstep, "xf_step_bufs");
   free(sb), free(seen);
-  V fields[] = {ci32(e, XF_ABI_VERSION), cstr(e, g->name), ci64(e, g->t_max), ci32(e, g->nconfig),
-                const_array(e, cfg_t, cfgs, g->nconfig, "xf_config"), ci32(e, e->s->nbufs),
-                const_array(e, buf_t, bufs, e->s->nbufs, "xf_buffers"), LLVMConstArray(prog_p, progs, 3),
-                ci32(e, e->s->nkernels), emit_cuda(e, o), step,
-                o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p), ci32(e, nstep), step_bufs};
-  V gv = LLVMAddGlobal(e->M, model_t, "xf_model");
-  LLVMSetInitializer(gv, LLVMConstNamedStruct(model_t, fields, 14));
+  V init = abi_const(
+      e, XF_MODEL,
+      (V[XF_MODEL_NFIELDS]){[XF_MODEL_F_abi_version] = ci32(e, XF_ABI_VERSION), [XF_MODEL_F_name] = cstr(e, g->name),
+                            [XF_MODEL_F_context] = ci64(e, g->t_max), [XF_MODEL_F_nconfig] = ci32(e, g->nconfig),
+                            [XF_MODEL_F_config] = const_array(e, abi_type(e, XF_CONFIG_ENTRY), cfgs, g->nconfig, "xf_config"),
+                            [XF_MODEL_F_nbuffers] = ci32(e, e->s->nbufs),
+                            [XF_MODEL_F_buffers] = const_array(e, abi_type(e, XF_BUFFER), bufs, e->s->nbufs, "xf_buffers"),
+                            [XF_MODEL_F_programs] = LLVMConstArray(tag_type(e, XF_TAG_FN_PROGRAM), progs, 3),
+                            [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_cuda] = emit_cuda(e, o),
+                            [XF_MODEL_F_step] = step,
+                            [XF_MODEL_F_step_note] = o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p),
+                            [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs});
+  V gv = LLVMAddGlobal(e->M, abi_type(e, XF_MODEL), "xf_model");
+  LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);
   free(cfgs);
   free(bufs);
 }
 
+// The types of e in context C: numbers, pointers and the function types of the ABI.
+static void emit_types(Emit *e, LLVMContextRef C) {
+  e->C = C;
+  e->void_t = LLVMVoidTypeInContext(C), e->i1 = LLVMInt1TypeInContext(C), e->i8 = LLVMInt8TypeInContext(C);
+  e->i32 = LLVMInt32TypeInContext(C), e->i64 = LLVMInt64TypeInContext(C);
+  e->f32 = LLVMFloatTypeInContext(C), e->f64 = LLVMDoubleTypeInContext(C);
+  e->i8p = LLVMPointerType(e->i8, 0), e->i8pp = LLVMPointerType(e->i8p, 0);
+  e->f32p = LLVMPointerType(e->f32, 0), e->i32p = LLVMPointerType(e->i32, 0);
+  e->kernel_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8pp, e->i64, e->i64, e->i64, e->i32, e->i64, e->i64, e->i8p}, 8, 0);
+  e->program_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i8pp, e->i64, e->i64, e->i64, e->i32}, 6, 0);
+  e->pfor_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, LLVMPointerType(e->kernel_t, 0), e->i8pp, e->i64, e->i64, e->i64, e->i32, e->i64}, 8, 0);
+  e->done_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i32}, 2, 0);
+  e->sgemm_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i64, e->i64, e->f32, e->f32p, e->i64, e->f32p,
+                                                  e->i64, e->f32, e->f32p, e->i64}, 14, 0);
+}
+
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o) {
-  Emit e = {.C = C, .s = s, .g = s->g};
+  Emit e = {.s = s, .g = s->g};
+  emit_types(&e, C);
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
   e.b = LLVMCreateBuilderInContext(C);
-  e.void_t = LLVMVoidTypeInContext(C), e.i1 = LLVMInt1TypeInContext(C), e.i8 = LLVMInt8TypeInContext(C);
-  e.i32 = LLVMInt32TypeInContext(C), e.i64 = LLVMInt64TypeInContext(C);
-  e.f32 = LLVMFloatTypeInContext(C), e.f64 = LLVMDoubleTypeInContext(C);
-  e.i8p = LLVMPointerType(e.i8, 0), e.i8pp = LLVMPointerType(e.i8p, 0);
-  e.f32p = LLVMPointerType(e.f32, 0), e.i32p = LLVMPointerType(e.i32, 0);
-  e.kernel_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64, e.i64, e.i8p}, 8, 0);
-  e.program_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i8pp, e.i64, e.i64, e.i64, e.i32}, 6, 0);
-  e.pfor_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, LLVMPointerType(e.kernel_t, 0), e.i8pp, e.i64, e.i64, e.i64, e.i32, e.i64}, 8, 0);
-  e.done_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i32}, 2, 0);
-  e.sgemm_t = LLVMFunctionType(e.void_t, (Ty[]){e.i8p, e.i32, e.i32, e.i64, e.i64, e.i64, e.f32, e.f32p, e.i64, e.f32p,
-                                                e.i64, e.f32, e.f32p, e.i64}, 14, 0);
   V *kfns = calloc((size_t)s->nkernels + 1, sizeof(V)), *kinf = calloc((size_t)s->nkernels + 1, sizeof(V));
   for (int k = 0; k < s->nkernels; k++) {
     if (s->kernels[k].cls != k) continue;  // one function per class
