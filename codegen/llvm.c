@@ -1552,6 +1552,26 @@ static void emit_types(Emit *e, LLVMContextRef C) {
                                                   e->i64, e->f32, e->f32p, e->i64}, 14, 0);
 }
 
+bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t errlen) {
+  Emit e = {0};
+  emit_types(&e, C);
+  for (int s = 0; s < ABI_NSTRUCTS; s++) {
+    const AbiStruct *a = &abi_structs[s];
+    Ty t = abi_type(&e, s);
+    for (int i = 0; i < a->nfields; i++) {
+      unsigned long long off = LLVMOffsetOfElement(dl, t, (unsigned)i);
+      if (off != a->fields[i].offset)
+        return snprintf(err, errlen, "ABI: %s.%s: LLVM offset %llu, C %zu", a->name, a->fields[i].name, off,
+                        a->fields[i].offset), false;
+    }
+    unsigned long long size = LLVMABISizeOfType(dl, t), align = LLVMABIAlignmentOfType(dl, t);
+    if (size != a->size || align != a->align)
+      return snprintf(err, errlen, "ABI: %s: LLVM size %llu, alignment %llu; C %zu, %zu", a->name, size, align, a->size,
+                      a->align), false;
+  }
+  return true;
+}
+
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o) {
   Emit e = {.s = s, .g = s->g};
   emit_types(&e, C);
@@ -1600,8 +1620,11 @@ bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t err
     LLVMSetTarget(M, triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(M, dl);
+    char abi_err[256];
+    bool abi_ok = llvm_abi_check(C, dl, abi_err, sizeof abi_err);
     LLVMDisposeTargetData(dl);
-    if (LLVMVerifyModule(M, LLVMReturnStatusAction, &msg)) ok = fail(err, errlen, "internal error: generated LLVM IR is invalid", msg);
+    if (!abi_ok) ok = false, snprintf(err, errlen, "internal error: %s", abi_err);
+    else if (LLVMVerifyModule(M, LLVMReturnStatusAction, &msg)) ok = fail(err, errlen, "internal error: generated LLVM IR is invalid", msg);
     else if (msg) LLVMDisposeMessage(msg), msg = NULL;
   }
   if (ok && o->opt_level) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
 
 #include "cuda.h"
 #include "kernel.h"
@@ -23,6 +24,10 @@ typedef struct {
   const char *step_note;
 } LlvmOptions;
 
+// Checks the LLVM type of every ABI struct (runtime/xf_abi.h) against its C
+// layout under dl: size, alignment and the offset of each field. false with
+// err set at the first difference.
+bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t errlen);
 // Emits the module for s (kernels, programs, the xf_model descriptor).
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o);
 // Emits, verifies, optimises and writes the object (and/or the IR text).

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <llvm-c/TargetMachine.h>
+
 #include "../model_so.h"
 #include "passes.h"
 #include "interp.h"
@@ -189,7 +191,36 @@ out:
   arena_free(&a);
 }
 
+// Every ABI struct as llvm.c builds it for the generated code against the C
+// struct of runtime/xf_abi.h, under the host's data layout: size, alignment
+// and each field's offset (both come from the same field list; a field
+// whose tag differs in width between C and LLVM shows up here).
+static void check_abi_layout(void) {
+  LLVMInitializeNativeTarget();
+  char *triple = LLVMGetDefaultTargetTriple(), *msg = NULL, err[256] = "";
+  LLVMTargetRef target;
+  bool ok = !LLVMGetTargetFromTriple(triple, &target, &msg);
+  if (!ok) snprintf(err, sizeof err, "%s", msg ? msg : "no target");
+  LLVMTargetMachineRef tm = ok ? LLVMCreateTargetMachine(target, triple, "", "", LLVMCodeGenLevelNone, LLVMRelocPIC,
+                                                         LLVMCodeModelDefault)
+                               : NULL;
+  if (ok && !tm) ok = false, snprintf(err, sizeof err, "no target machine for %s", triple);
+  if (ok) {
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMContextRef C = LLVMContextCreate();
+    ok = llvm_abi_check(C, dl, err, sizeof err);
+    LLVMContextDispose(C);
+    LLVMDisposeTargetData(dl);
+  }
+  printf("%s ABI layout (%s)%s%s\n", ok ? "ok  " : "FAIL", triple, ok ? "" : ": ", err);
+  ok ? passed++ : failed++;
+  if (tm) LLVMDisposeTargetMachine(tm);
+  if (msg) LLVMDisposeMessage(msg);
+  LLVMDisposeMessage(triple);
+}
+
 int main(void) {
+  check_abi_layout();
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
