@@ -18,6 +18,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -264,6 +265,24 @@ static void loop_end(Emit *e, Loop *L) {
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
   LLVMAddIncoming(L->phi, &next, &latch, 1);
   LLVMBuildBr(e->b, L->head);
+  LLVMPositionBuilderAtEnd(e->b, L->exit);
+}
+
+// loop_end of a loop the vectoriser must leave scalar (its strided
+// read-modify-writes would become gathers and scatters): the back edge
+// carries the loop ID !{self, !{"llvm.loop.vectorize.enable", false}}.
+static void loop_end_scalar(Emit *e, Loop *L) {
+  V next = LLVMBuildAdd(e->b, L->phi, ci64(e, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
+  LLVMAddIncoming(L->phi, &next, &latch, 1);
+  V br = LLVMBuildBr(e->b, L->head);
+  LLVMMetadataRef self = LLVMTemporaryMDNode(e->C, NULL, 0);
+  LLVMMetadataRef flag[] = {LLVMMDStringInContext2(e->C, "llvm.loop.vectorize.enable", 26),
+                            LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(e->C), 0, 0))};
+  LLVMMetadataRef ops[] = {self, LLVMMDNodeInContext2(e->C, flag, 2)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(e->C, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(self, id);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, id));
   LLVMPositionBuilderAtEnd(e->b, L->exit);
 }
 
@@ -1008,6 +1027,25 @@ static void row_times_rows(Emit *e, Ty row_t, V row, V upto, V mat, V base, V st
   free(acc);
 }
 
+// A stack block of t_max rows of `width` floats (float *).
+static V block(Emit *e, int64_t width) {
+  V a = var(e, LLVMArrayType(e->f32, (unsigned)(e->g->t_max * width)));
+  return LLVMBuildBitCast(e->b, a, e->f32p, "");
+}
+
+// Rows [0, rows) of `width` floats at src[base + row stride] into a new
+// stack block, contiguous.
+static V copy_rows(Emit *e, V src, V base, V stride, V rows, int64_t width) {
+  V dst = block(e, width);
+  Loop lr, lc;
+  V rr = loop_begin(e, &lr, ci64(e, 0), rows);
+  V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, width));
+  store(e, dst, ADD(MUL(rr, ci64(e, width)), c), load(e, src, ADD(ADD(base, MUL(rr, stride)), c)));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+  return dst;
+}
+
 // Loops of one query row, split so that every loop either vectorises (no
 // dependence between iterations j) or is a short scalar reduction over the
 // row: scores, maximum, exponentials, sum, then the products.
@@ -1031,13 +1069,17 @@ static void emit_attention(Emit *e, const Node *n) {
   V m = loop_begin(e, &ls, e->lo, e->hi);
   V first = ADD(MUL(MUL(LLVMBuildSDiv(e->b, m, NH, ""), T), NH), LLVMBuildSRem(e->b, m, NH, ""));
   V qb = MUL(first, ci64(e, h)), vb = MUL(first, ci64(e, ev)), ob = MUL(first, ci64(e, w));
-  if (grad) {
-    Loop lz;
-    V z = loop_begin(e, &lz, ci64(e, 0), T);
-    zero(e, out, ADD(ob, MUL(z, W)), ci64(e, w));
-    loop_end(e, &lz);
+  V iend = e->win ? e->w1 : T, gout = out, gob = ob, gW = W;
+  if (n->axis) {
+    // time-major: the sequence's rows [0, iend) copied into contiguous stack
+    // blocks (fuse_attention bounds their size), the gradient accumulated
+    // there and copied out at the end; the forward output written in place
+    q = copy_rows(e, q, qb, H, iend, h), k = copy_rows(e, k, qb, H, iend, h), v = copy_rows(e, v, vb, EV, iend, ev);
+    if (grad) dy = copy_rows(e, dy, vb, EV, iend, ev), out = block(e, w), ob = ci64(e, 0), W = ci64(e, w);
+    qb = vb = ci64(e, 0), H = ci64(e, h), EV = ci64(e, ev);
   }
-  V i = loop_begin(e, &li, e->win ? e->w0 : ci64(e, 0), e->win ? e->w1 : T);
+  if (grad) zero(e, out, ob, MUL(T, W));  // contiguous: NH = 1 or the stack block
+  V i = loop_begin(e, &li, e->win ? e->w0 : ci64(e, 0), iend);
   V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
   V upto = ADD(i, ci64(e, 1));
   // qv: q_i scaled
@@ -1091,12 +1133,20 @@ static void emit_attention(Emit *e, const Node *n) {
       V a3 = ADD(oj, ci64(e, 2 * h + c));
       store(e, out, a3, FADD(load(e, out, a3), FMUL(p, yv[c])));
     }
-    loop_end(e, &lj);
+    loop_end_scalar(e, &lj);
     // dq_i = sum_j dS_ij k_j
     row_times_rows(e, row_t, dprow, upto, k, qb, H, h, out, oi, true);
   }
   free(qv);
   loop_end(e, &li);
+  if (grad && n->axis) {  // the block's rows out to the time-major output
+    Loop lr, lc;
+    V rr = loop_begin(e, &lr, ci64(e, 0), T);
+    V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, w));
+    store(e, gout, ADD(ADD(gob, MUL(rr, gW)), c), load(e, out, ADD(MUL(rr, ci64(e, w)), c)));
+    loop_end(e, &lc);
+    loop_end(e, &lr);
+  }
   loop_end(e, &ls);
 }
 #undef ADD

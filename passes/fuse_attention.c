@@ -101,8 +101,12 @@ int fuse_attention(Graph *g) {
     o->fval = scale;
     users[a->id]--;
     fused++;
+    // the CPU kernel copies a time-major sequence's q, k, v, dy and its
+    // gradient block to the stack: at most 512 KiB of them
+    int64_t hh = q->shape.d[r - 1].n, ee = v->shape.d[r - 1].n;
+    bool small = g->t_max * (4 * hh + 3 * ee) * 4 <= 512 * 1024;
     int u = users[i] == 1 ? user[i] : -1;
-    if (u >= 0 && heads_swap(g, &g->nodes[u]) && heads_swap(g, q) && heads_swap(g, k) && heads_swap(g, v)) {
+    if (u >= 0 && small && heads_swap(g, &g->nodes[u]) && heads_swap(g, q) && heads_swap(g, k) && heads_swap(g, v)) {
       Node *t = &g->nodes[u];
       int qs = q->in[0], ks = k->in[0], vs = v->in[0];
       *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = 3, .in = {qs, ks, vs},
