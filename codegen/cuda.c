@@ -38,6 +38,8 @@ typedef struct {
   const Graph *g;
   const Kernel *k;
   bool train;
+  char *err;  // the first op without a lowering here (unlowered), located; or NULL
+  Arena *a;
 } R;
 
 static void out(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -233,6 +235,16 @@ static void bcast_offset(R *r, const Shape *xs, const Shape *os, char *buf, size
   if (n < len) snprintf(buf + n, len - n, ")");
 }
 
+// An op this backend cannot compute where it stands: the first such is
+// reported (file:line:col) in CudaModule.error; never an identity.
+static void unlowered(R *r, const Node *n) {
+  if (r->err) return;
+  r->err = n->loc.file ? arena_printf(r->a, "%s:%d:%d: error: the CUDA backend has no lowering for op '%s' (node %%%d)",
+                                      n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, n->id)
+                       : arena_printf(r->a, "error: the CUDA backend has no lowering for op '%s' (node %%%d)",
+                                      ir_op_info[n->op].name, n->id);
+}
+
 static const char *unary_fmt(OpKind op) {
   switch (op) {
   case OP_NEG: return "(-%s)";
@@ -245,7 +257,7 @@ static const char *unary_fmt(OpKind op) {
   case OP_RELU: return "xf_max(%s, 0.0f)";
   case OP_STEP: return "(%s > 0.0f ? 1.0f : 0.0f)";
   case OP_SIGMOID: return "(1.0f / (1.0f + xf_exp(-%s)))";
-  default: return "(%s)";
+  default: return NULL;
   }
 }
 
@@ -307,10 +319,17 @@ static void map_members(R *r, const Shape *os, int *smax, int nsmax) {
           id, x, x, x, x);
       break;
     default:
+      if (ir_op_info[n->op].cat != OPC_UNARY && ir_op_info[n->op].cat != OPC_BINARY) {
+        unlowered(r, n);
+        out(r, "      float v%d = 0.0f;\n", id);
+        break;
+      }
       operand(r, os, n, 0, x, sizeof x);
       if (n->nin == 1) {
         char e[1200];
-        snprintf(e, sizeof e, unary_fmt(n->op), x);
+        const char *fmt = unary_fmt(n->op);
+        if (!fmt) unlowered(r, n), fmt = "0.0f * %s";
+        snprintf(e, sizeof e, fmt, x);
         out(r, "      float v%d = %s;\n", id, e);
         break;
       }
@@ -321,7 +340,7 @@ static void map_members(R *r, const Shape *os, int *smax, int nsmax) {
       case OP_MUL: out(r, "      float v%d = %s * %s;\n", id, x, y); break;
       case OP_DIV: out(r, "      float v%d = %s / %s;\n", id, x, y); break;
       case OP_EQ: out(r, "      float v%d = %s == %s ? 1.0f : 0.0f;\n", id, x, y); break;
-      default: out(r, "      float v%d = %s;\n", id, x); break;
+      default: unlowered(r, n), out(r, "      float v%d = 0.0f;\n", id); break;
       }
       break;
     }
@@ -902,7 +921,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
   int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int));
   char *buf = NULL;
   size_t len = 0;
-  R r = {.f = open_memstream(&buf, &len), .s = s, .g = g};
+  R r = {.f = open_memstream(&buf, &len), .s = s, .g = g, .a = a};
   // test hook: XF_TEST_CUDA_BREAK=k breaks kernel k's source (xfc's NVRTC error path)
   const char *hook = getenv("XF_TEST_CUDA_BREAK");
   int broken = hook && *hook ? atoi(hook) : -1;
@@ -1020,6 +1039,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
   free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem);
+  m->error = r.err;
   return m;
 }
 

@@ -16,6 +16,8 @@ typedef struct {
   int adamw;                  // names[adamw]: the AdamW update
   int *name_line;             // first source line of names[i]'s function
   int *name_kernel;           // the kernel whose class names[i] computes (-1: AdamW)
+  const char *error;          // NULL, or the first op without a lowering (file:line:col:
+                              // error: ...); the source is then not to be compiled
 } CudaModule;
 
 // Renders every kernel class of s (a verified graph's schedule) as CUDA C,

@@ -66,7 +66,7 @@ typedef struct {
   bool win;
   V w0, w1;
   LLVMBasicBlockRef entry;
-  char err[512];
+  char err[512];  // the first op without a lowering here (unlowered), located
 } Emit;
 
 static V ci64(Emit *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
@@ -364,7 +364,22 @@ static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase
   return v[0];
 }
 
-static V unary(Emit *e, OpKind op, V x) {
+// An op this backend cannot compute where it stands: the first such is
+// reported (file:line:col) and the module is not compiled; never an identity.
+static V unlowered(Emit *e, const Node *n) {
+  if (!e->err[0]) {
+    if (n->loc.file)
+      snprintf(e->err, sizeof e->err, "%s:%d:%d: error: the CPU backend has no lowering for op '%s' (node %%%d)",
+               n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, n->id);
+    else
+      snprintf(e->err, sizeof e->err, "error: the CPU backend has no lowering for op '%s' (node %%%d)",
+               ir_op_info[n->op].name, n->id);
+  }
+  return LLVMGetUndef(e->f32);
+}
+
+static V unary(Emit *e, const Node *n, V x) {
+  OpKind op = n->op;
   LLVMBuilderRef b = e->b;
   switch (op) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
@@ -389,18 +404,18 @@ static V unary(Emit *e, OpKind op, V x) {
                           exp_f32(e, LLVMBuildFMul(b, cf32(e, -0.5), LLVMBuildFMul(b, x, x, ""), "")), "");
     return LLVMBuildFAdd(b, Phi, LLVMBuildFMul(b, x, phi, ""), "");
   }
-  default: return x;
+  default: return unlowered(e, n);
   }
 }
 
-static V binary(Emit *e, OpKind op, V x, V y) {
-  switch (op) {
+static V binary(Emit *e, const Node *n, V x, V y) {
+  switch (n->op) {
   case OP_ADD: return LLVMBuildFAdd(e->b, x, y, "");
   case OP_SUB: return LLVMBuildFSub(e->b, x, y, "");
   case OP_MUL: return LLVMBuildFMul(e->b, x, y, "");
   case OP_DIV: return LLVMBuildFDiv(e->b, x, y, "");
   case OP_EQ: return select_f(e, LLVMBuildFCmp(e->b, LLVMRealOEQ, x, y, ""), cf32(e, 1), cf32(e, 0));
-  default: return x;
+  default: return unlowered(e, n);
   }
 }
 
@@ -520,8 +535,9 @@ static V map_value(Emit *e, Map *m, int id) {
       }
     return cf32(e, NAN);
   default:
-    if (n->nin == 1) return unary(e, n->op, map_operand(e, m, n, 0));
-    return binary(e, n->op, map_operand(e, m, n, 0), map_operand(e, m, n, 1));
+    if (ir_op_info[n->op].cat == OPC_UNARY) return unary(e, n, map_operand(e, m, n, 0));
+    if (ir_op_info[n->op].cat == OPC_BINARY) return binary(e, n, map_operand(e, m, n, 0), map_operand(e, m, n, 1));
+    return unlowered(e, n);
   }
 }
 
@@ -1622,7 +1638,7 @@ bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t er
   return true;
 }
 
-LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o) {
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
   Emit e = {.s = s, .g = s->g};
   emit_types(&e, C);
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
@@ -1640,6 +1656,11 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   free(kfns);
   free(kinf);
   LLVMDisposeBuilder(e.b);
+  if (e.err[0]) {
+    snprintf(err, errlen, "%s", e.err);
+    LLVMDisposeModule(e.M);
+    return NULL;
+  }
   return e.M;
 }
 
@@ -1655,7 +1676,11 @@ bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t err
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   LLVMContextRef C = LLVMContextCreate();
-  LLVMModuleRef M = llvm_emit_module(C, s, o);
+  LLVMModuleRef M = llvm_emit_module(C, s, o, err, errlen);
+  if (!M) {
+    LLVMContextDispose(C);
+    return false;
+  }
   char *msg = NULL, *triple = LLVMGetDefaultTargetTriple(), *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
   LLVMTargetRef target;
   bool ok = true;

@@ -28,8 +28,9 @@ typedef struct {
 // layout under dl: size, alignment and the offset of each field. false with
 // err set at the first difference.
 bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t errlen);
-// Emits the module for s (kernels, programs, the xf_model descriptor).
-LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o);
+// Emits the module for s (kernels, programs, the xf_model descriptor); NULL
+// with err set (file:line:col) when an op has no lowering in this backend.
+LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o, char *err, size_t errlen);
 // Emits, verifies, optimises and writes the object (and/or the IR text).
 bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t errlen);
 // Links an object into a shared library with the system C driver ($XF_CC or cc).

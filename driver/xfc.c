@@ -183,6 +183,11 @@ static int codegen(Graph *g, const Options *o) {
   }
   if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) {
     CudaModule *cm = cuda_render(&a, s);
+    if (cm->error) {
+      fprintf(stderr, "%s\n", cm->error);
+      arena_free(&a);
+      return 1;
+    }
     char *ptx = NULL;
     if (o->emit[0] == 'c') fputs(cm->source, stdout);
     else if ((ptx = cuda_ptx(s, cm, o->gpu_arch))) fputs(ptx, stdout);
@@ -224,7 +229,8 @@ static int codegen(Graph *g, const Options *o) {
   char *ptx = NULL;
   if (o->cuda && o->output) {
     lo.cuda = cuda_render(&a, s);
-    if (!(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) {  // cuda_ptx said why
+    if (lo.cuda->error) fprintf(stderr, "%s\n", lo.cuda->error);
+    if (lo.cuda->error || !(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) {  // cuda_ptx said why
       if (*obj) unlink(obj);
       arena_free(&a);
       return 1;
@@ -236,7 +242,8 @@ static int codegen(Graph *g, const Options *o) {
   if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
   if (*obj) unlink(obj);
   arena_free(&a);
-  if (!ok) fprintf(stderr, "xfc: error: %s\n", err);
+  if (!ok && strstr(err, ": error: ")) fprintf(stderr, "%s\n", err);  // located already
+  else if (!ok) fprintf(stderr, "xfc: error: %s\n", err);
   return ok ? 0 : 1;
 }
 

@@ -21,6 +21,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "../model_so.h"
+#include "cuda.h"
 #include "passes.h"
 #include "interp.h"
 #include "xf_abi.h"
@@ -219,8 +220,54 @@ static void check_abi_layout(void) {
   LLVMDisposeMessage(triple);
 }
 
+// An op a backend has no lowering for, where it stands, is a located error
+// in both backends, never an identity: the first fused map member of the
+// transformer (an elementwise op) relabelled as `embed`.
+static void check_unlowered(void) {
+  jmp_buf on_error;
+  Arena a = {0};
+  Diag d = {.arena = &a, .out = stderr, .on_error = &on_error};
+  SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
+  char err[1024] = "";
+  if (setjmp(on_error)) {
+    printf("FAIL unlowered op: examples/transformer.xf does not compile\n"), failed++;
+    arena_free(&a);
+    return;
+  }
+  Define defs[] = {{"layers", "1"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"}};
+  Graph *g = elaborate(&d, load_program(&d, "examples/transformer.xf", &sp), defs, 6);
+  bool ok = autodiff(g, err, sizeof err);
+  Schedule *s = ok ? schedule_build(&a, g, true) : NULL;
+  int victim = -1;
+  for (int i = 0; s && i < g->nnodes && victim < 0; i++)
+    if (s->group[i] >= 0 && ir_op_info[g->nodes[i].op].cat == OPC_BINARY) victim = i;
+  if (victim < 0) {
+    printf("FAIL unlowered op: no fused elementwise member to relabel (%s)\n", err), failed++;
+    arena_free(&a);
+    return;
+  }
+  g->nodes[victim].op = OP_EMBED;
+  char want[512];
+  const Loc *l = &g->nodes[victim].loc;
+  snprintf(want, sizeof want, "%s:%d:%d: error: the CPU backend has no lowering for op 'embed'", l->file, l->line, l->col);
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMModuleRef M = llvm_emit_module(C, s, &(LlvmOptions){0}, err, sizeof err);
+  bool llvm_ok = !M && strstr(err, want);
+  if (M) LLVMDisposeModule(M);
+  LLVMContextDispose(C);
+  printf("%s unlowered op, LLVM: %s\n", llvm_ok ? "ok  " : "FAIL", M ? "compiled" : err);
+  llvm_ok ? passed++ : failed++;
+  CudaModule *cm = cuda_render(&a, s);
+  snprintf(want, sizeof want, "%s:%d:%d: error: the CUDA backend has no lowering for op 'embed'", l->file, l->line, l->col);
+  bool cuda_ok = cm->error && strstr(cm->error, want);
+  printf("%s unlowered op, CUDA: %s\n", cuda_ok ? "ok  " : "FAIL", cm->error ? cm->error : "rendered");
+  cuda_ok ? passed++ : failed++;
+  arena_free(&a);
+}
+
 int main(void) {
   check_abi_layout();
+  check_unlowered();
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};

@@ -62,7 +62,7 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, ch
   jmp_buf on_error;
   Diag d = {.arena = &a, .out = stderr, .on_error = &on_error};
   SearchPath sp = {NULL, 0, XF_STDLIB_DIR};
-  bool ok = false;
+  volatile bool ok = false;  // set after setjmp
   if (setjmp(on_error)) {
     snprintf(err, errlen, "%s does not compile", path);
     arena_free(&a);
@@ -73,6 +73,10 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, ch
   if (!autodiff(g, err, errlen)) goto out;
   Schedule *s = schedule_build(&a, g, fuse);
   CudaModule *cm = cuda_render(&a, s);
+  if (cm->error) {
+    snprintf(err, errlen, "%s", cm->error);
+    goto out;
+  }
   char *log = NULL, *ptx = NULL;
 #ifdef XF_HAVE_CUDA
   ptx = nvrtc_compile(cm->source, "xf_kernels.cu", "compute_80", &log, err, errlen);
