@@ -1,6 +1,7 @@
-// xfc: the xf compiler driver. The pipeline is a flat list of stages; with
-// --emit=STAGE the IR (or AST) after that stage is printed and xfc stops.
-// The IR verifier runs after every stage that produces IR.
+// xfc: the xf compiler driver. The pipeline is the table `stages` (name,
+// function, the --emit= values printed after it); --emit=NAME prints that
+// stage's result and xfc stops. The IR verifier runs after every stage that
+// produces IR.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,80 +249,145 @@ static int codegen(Graph *g, const Options *o) {
 }
 
 
+// ---- the pipeline: a table of stages ----------------------------------------------
+
+typedef struct {
+  const Options *o;
+  Arena arena;
+  Diag diag;
+  Program *prog;
+  Graph *g;     // the graph as written: --stats, --emit=ir, --emit=grad
+  Graph *code;  // the graph compiled: fused unless --no-fuse, rematerialised with --remat
+  int status;   // the exit status when a stage stops the pipeline
+} Pipeline;
+
+typedef struct {
+  const char *name;            // the stage, in IR verifier messages
+  const char *emit;            // the --emit= values it answers (space-separated), or NULL
+  bool (*run)(Pipeline *p);    // false: the pipeline stops with p->status
+  void (*print)(Pipeline *p);  // prints what --emit= asked for, then the pipeline stops
+} Stage;
+
+static bool wants_code(const Options *o) { return o->emit || o->stats || o->check.enabled || o->output; }
+
+static bool st_parse(Pipeline *p) {
+  SearchPath sp = {p->o->incs, p->o->ninc, p->o->stdlib_dir};
+  p->prog = load_program(&p->diag, p->o->input, &sp);
+  return true;
+}
+static void pr_ast(Pipeline *p) { ast_dump(stdout, p->prog->modules[0]); }
+
+static bool st_elaborate(Pipeline *p) {
+  p->g = elaborate(&p->diag, p->prog, p->o->defs, p->o->ndefs);
+  check_ir(p->g, "elaboration");
+  if (p->o->seq > p->g->t_max) {
+    fprintf(stderr, "xfc: error: --seq=%lld is beyond the context length %lld of model '%s'\n", (long long)p->o->seq,
+            (long long)p->g->t_max, p->g->name);
+    p->status = 1;
+    return false;
+  }
+  return true;
+}
+static void pr_ir(Pipeline *p) { ir_print(stdout, p->g); }
+
+// Code, memory and --check-grad come from the fused graph (unless --no-fuse).
+static bool st_fuse(Pipeline *p) {
+  if (!wants_code(p->o)) return false;  // a check only: the model is well formed
+  p->code = p->g;
+  if (!p->o->no_fuse) {
+    p->code = ir_graph_clone(&p->arena, p->g);
+    fuse_attention(p->code);
+    check_ir(p->code, "fuse_attention");
+  }
+  return true;
+}
+static void pr_fused(Pipeline *p) { ir_print(stdout, p->code); }
+
+static bool st_autodiff(Pipeline *p) {
+  char msg[512];
+  for (int k = 0; k < 2; k++) {
+    Graph *g = k == 0 ? p->code : p->g;
+    if (k == 1 && g == p->code) break;
+    if (!autodiff(g, msg, sizeof msg)) {
+      fprintf(stderr, "xfc: %s\n", msg);
+      exit(3);
+    }
+    check_ir(g, "autodiff");
+  }
+  return true;
+}
+
+static bool st_remat(Pipeline *p) {
+  bool want = p->o->remat;
+  for (int i = 0; i < p->g->nconfig; i++)
+    if (!strcmp(p->g->config[i].name, "remat") && p->g->config[i].value != 0) want = true;
+  if (!want) return true;
+  if (p->code == p->g) p->code = ir_graph_clone(&p->arena, p->g);  // statistics stay those of the graph as written
+  remat(p->code);
+  check_ir(p->code, "remat");
+  return true;
+}
+
+static bool st_stats(Pipeline *p) {
+  if (p->o->stats) stats_print(stdout, p->g), print_memory(p->code, p->o);
+  return true;
+}
+
+static bool st_check_grad(Pipeline *p) {
+  if (p->o->check.enabled) p->status = check_grad(p->code, &p->o->check);
+  return p->status == 0;
+}
+
+// Schedule, kernels, object, shared object; codegen() prints --emit=schedule,
+// llvm, cuda and ptx itself.
+static bool st_codegen(Pipeline *p) {
+  const char *e = p->o->emit;
+  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
+  if (code) p->status = codegen(p->code, p->o);
+  return false;
+}
+
+static const Stage stages[] = {
+    {"parse", "ast", st_parse, pr_ast},                // frontend/lexer.l, parser.y, source.c
+    {"elaboration", "ir", st_elaborate, pr_ir},        // frontend/elaborate.c
+    {"fuse_attention", "fused", st_fuse, pr_fused},    // passes/fuse_attention.c
+    {"autodiff", "grad", st_autodiff, pr_ir},          // passes/autodiff.c (the graph as written)
+    {"remat", NULL, st_remat, NULL},                   // passes/remat.c
+    {"stats", NULL, st_stats, NULL},                   // passes/stats.c, codegen/schedule.c (memory)
+    {"check-grad", NULL, st_check_grad, NULL},         // interp/gradcheck.c
+    {"codegen", "schedule llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, llvm.c, cuda.c
+};
+
+static bool emits(const char *list, const char *want) {
+  size_t n = strlen(want);
+  for (const char *q = list; q && *q;) {
+    const char *end = strchr(q, ' ');
+    size_t len = end ? (size_t)(end - q) : strlen(q);
+    if (len == n && !strncmp(q, want, n)) return true;
+    q = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+// Runs the stages in order. Returns the exit status: 0, or 1 after a user error.
 static int compile(const Options *o) {
-  const char *input = o->input, *emit = o->emit, *stdlib_dir = o->stdlib_dir;
-  bool stats = o->stats;
-  const CheckOptions *check = &o->check;
-  const Define *defs = o->defs;
-  int ndefs = o->ndefs;
-  const char **incs = o->incs;
-  int ninc = o->ninc;
-  Arena arena = {0};
   jmp_buf on_error;
-  Diag diag = {.arena = &arena, .out = stderr, .on_error = &on_error};
+  Pipeline p = {.o = o};
+  p.diag = (Diag){.arena = &p.arena, .out = stderr, .on_error = &on_error};
   if (setjmp(on_error)) {
-    arena_free(&arena);
+    arena_free(&p.arena);
     return 1;
   }
-  SearchPath sp = {incs, ninc, stdlib_dir};
-  Program *prog = load_program(&diag, input, &sp);
-  if (emit && !strcmp(emit, "ast")) {
-    ast_dump(stdout, prog->modules[0]);
-  } else {
-    Graph *g = elaborate(&diag, prog, defs, ndefs);
-    check_ir(g, "elaboration");
-    if (o->seq > g->t_max) {
-      fprintf(stderr, "xfc: error: --seq=%lld is beyond the context length %lld of model '%s'\n", (long long)o->seq,
-              (long long)g->t_max, g->name);
-      arena_free(&arena);
-      return 1;
-    }
-    if (emit && !strcmp(emit, "ir")) {
-      ir_print(stdout, g);
-    } else if (emit && !strcmp(emit, "fused")) {
-      if (!o->no_fuse) fuse_attention(g);
-      check_ir(g, "fuse_attention");
-      ir_print(stdout, g);
-    } else if (emit || stats || check->enabled || o->output) {
-      char msg[512];
-      // code, memory and --check-grad come from the fused graph (unless
-      // --no-fuse); statistics and --emit=grad from the graph as written
-      Graph *fused = ir_graph_clone(&arena, g);
-      if (!o->no_fuse) {
-        fuse_attention(fused);
-        check_ir(fused, "fuse_attention");
-        if (!autodiff(fused, msg, sizeof msg)) {
-          fprintf(stderr, "xfc: %s\n", msg);
-          exit(3);
-        }
-        check_ir(fused, "autodiff");
-      }
-      if (!autodiff(g, msg, sizeof msg)) {
-        fprintf(stderr, "xfc: %s\n", msg);
-        exit(3);
-      }
-      check_ir(g, "autodiff");
-      Graph *code = o->no_fuse ? g : fused;  // the graph that is compiled
-      bool want_remat = o->remat;
-      for (int i = 0; i < g->nconfig; i++)
-        if (!strcmp(g->config[i].name, "remat") && g->config[i].value != 0) want_remat = true;
-      if (want_remat) {
-        if (code == g) code = ir_graph_clone(&arena, g);  // statistics stay those of the graph as written
-        remat(code);
-        check_ir(code, "remat");
-      }
-      if (stats) stats_print(stdout, g), print_memory(code, o);
-      if (emit && !strcmp(emit, "grad")) ir_print(stdout, g);
-      int status = 0;
-      if (check->enabled) status = check_grad(code, check);
-      if (!status && ((emit && (!strcmp(emit, "llvm") || !strcmp(emit, "schedule") || !strcmp(emit, "cuda") || !strcmp(emit, "ptx"))) || o->output))
-        status = codegen(code, o);
-      arena_free(&arena);
-      return status;
+  for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
+    const Stage *st = &stages[i];
+    if (!st->run(&p)) break;
+    if (st->print && o->emit && emits(st->emit, o->emit)) {
+      st->print(&p);
+      break;
     }
   }
-  arena_free(&arena);
-  return 0;
+  arena_free(&p.arena);
+  return p.status;
 }
 
 // Fills o from argv; returns -1 to go on compiling, else the exit status.
