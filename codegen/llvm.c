@@ -1049,16 +1049,21 @@ static V block(Emit *e, int64_t width) {
   return LLVMBuildBitCast(e->b, a, e->f32p, "");
 }
 
+// Rows [0, rows) of `width` floats: dst[dbase + r dstride + c] = src[sbase + r sstride + c].
+static void move_rows(Emit *e, V dst, V dbase, V dstride, V src, V sbase, V sstride, V rows, int64_t width) {
+  Loop lr, lc;
+  V rr = loop_begin(e, &lr, ci64(e, 0), rows);
+  V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, width));
+  store(e, dst, ADD(ADD(dbase, MUL(rr, dstride)), c), load(e, src, ADD(ADD(sbase, MUL(rr, sstride)), c)));
+  loop_end(e, &lc);
+  loop_end(e, &lr);
+}
+
 // Rows [0, rows) of `width` floats at src[base + row stride] into a new
 // stack block, contiguous.
 static V copy_rows(Emit *e, V src, V base, V stride, V rows, int64_t width) {
   V dst = block(e, width);
-  Loop lr, lc;
-  V rr = loop_begin(e, &lr, ci64(e, 0), rows);
-  V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, width));
-  store(e, dst, ADD(MUL(rr, ci64(e, width)), c), load(e, src, ADD(ADD(base, MUL(rr, stride)), c)));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
+  move_rows(e, dst, ci64(e, 0), ci64(e, width), src, base, stride, rows, width);
   return dst;
 }
 
@@ -1155,14 +1160,8 @@ static void emit_attention(Emit *e, const Node *n) {
   }
   free(qv);
   loop_end(e, &li);
-  if (grad && n->axis) {  // the block's rows out to the time-major output
-    Loop lr, lc;
-    V rr = loop_begin(e, &lr, ci64(e, 0), T);
-    V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, w));
-    store(e, gout, ADD(ADD(gob, MUL(rr, gW)), c), load(e, out, ADD(MUL(rr, ci64(e, w)), c)));
-    loop_end(e, &lc);
-    loop_end(e, &lr);
-  }
+  if (grad && n->axis)  // the block's rows out to the time-major output
+    move_rows(e, gout, gob, gW, out, ci64(e, 0), ci64(e, w), T, w);
   loop_end(e, &ls);
 }
 #undef ADD

@@ -171,6 +171,16 @@ static double binary(OpKind op, double x, double y) {
   }
 }
 
+// Layer norm's row statistics (seed 001 eq. 8): mu, and sigma = sqrt(biased
+// variance + eps), of the d entries at row.
+static void ln_stats(const double *row, int64_t d, double eps, double *mu, double *sigma) {
+  double m = 0, var = 0;
+  for (int64_t c = 0; c < d; c++) m += row[c];
+  m /= (double)d;
+  for (int64_t c = 0; c < d; c++) var += (row[c] - m) * (row[c] - m);
+  *mu = m, *sigma = sqrt(var / (double)d + eps);
+}
+
 static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   const Graph *g = in->g;
   const Node *n = &g->nodes[id];
@@ -333,12 +343,8 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     int64_t d = xd[xs->rank - 1], rows = N / d;
     for (int64_t i = 0; i < rows; i++) {
       const double *row = x + i * d;
-      double mu = 0, var = 0;
-      for (int64_t c = 0; c < d; c++) mu += row[c];
-      mu /= (double)d;
-      for (int64_t c = 0; c < d; c++) var += (row[c] - mu) * (row[c] - mu);
-      var /= (double)d;
-      double sigma = sqrt(var + n->fval);
+      double mu, sigma;
+      ln_stats(row, d, n->fval, &mu, &sigma);
       for (int64_t c = 0; c < d; c++) out[i * d + c] = gain[c] * (row[c] - mu) / sigma + bias[c];
     }
     return true;
@@ -352,12 +358,8 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     if (n->op == OP_LAYERNORM_DG) memset(out, 0, sizeof(double) * (size_t)d);
     for (int64_t i = 0; i < rows; i++) {
       const double *row = x + i * d, *dyr = dy + i * d;
-      double mu = 0, var = 0;
-      for (int64_t c = 0; c < d; c++) mu += row[c];
-      mu /= (double)d;
-      for (int64_t c = 0; c < d; c++) var += (row[c] - mu) * (row[c] - mu);
-      var /= (double)d;
-      double sigma = sqrt(var + n->fval);
+      double mu, sigma;
+      ln_stats(row, d, n->fval, &mu, &sigma);
       if (n->op == OP_LAYERNORM_DG) {
         for (int64_t c = 0; c < d; c++) out[c] += dyr[c] * (row[c] - mu) / sigma;
         continue;
