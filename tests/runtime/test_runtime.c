@@ -31,18 +31,28 @@ static int passed, failed;
     }                                        \
   } while (0)
 
-static void check_model(const char *path, Define *defs, int ndefs) {
+// The model at path compiled (fused) and opened with opt at batch 4 and T =
+// its context; its graph in *g. NULL after a failed CHECK.
+static XfRuntime *open_model(Arena *a, const char *path, Define *defs, int ndefs, XfOptions opt, Graph **g) {
   char err[1024], so[64];
-  Arena a = {0};
   Schedule *s;
-  Graph *g = build_model_so(&a, path, defs, ndefs, true, &s, so, err, sizeof err);
-  CHECK(g != NULL, "%s", err);
-  if (!g) goto out;
-  const int64_t B = 4, T = g->t_max;
-  XfRuntime *rt = xf_open(so, &(XfOptions){.batch = B, .seq = T, .threads = 2, .seed = 3}, err, sizeof err);
+  *g = build_model_so(a, path, defs, ndefs, true, &s, so, err, sizeof err);
+  CHECK(*g != NULL, "%s", err);
+  if (!*g) return NULL;
+  opt.batch = 4, opt.seq = (*g)->t_max;
+  XfRuntime *rt = xf_open(so, &opt, err, sizeof err);
   unlink(so);
   CHECK(rt != NULL, "%s", err);
+  return rt;
+}
+
+static void check_model(const char *path, Define *defs, int ndefs) {
+  char err[1024];
+  Arena a = {0};
+  Graph *g;
+  XfRuntime *rt = open_model(&a, path, defs, ndefs, (XfOptions){.threads = 2, .seed = 3}, &g);
   if (!rt) goto out;
+  const int64_t B = 4, T = g->t_max;
   Interp *in = interp_new(g, (InterpConfig){.B = B, .T = T, .f32 = true, .training = true, .seed = 3, .step = 1}, err, sizeof err);
   interp_init_params(in, 42);
   xf_init_params(rt, 42);
@@ -130,19 +140,13 @@ static double adamw_tol(double theta, double lr, int t) { return t * 0x1p-24 * (
 enum { ADAM_STEPS = 12 };
 
 static void check_adamw(const char *path, Define *defs, int ndefs) {
-  char err[1024], so[64];
   Arena a = {0};
-  Schedule *s;
-  Graph *g = build_model_so(&a, path, defs, ndefs, true, &s, so, err, sizeof err);
-  CHECK(g != NULL, "%s", err);
-  if (!g) goto out;
-  const int64_t B = 4, T = g->t_max;
-  XfOptions opt = {.batch = B, .seq = T, .threads = 2, .seed = 5, .lr = 1e-2, .beta1 = 0.8, .beta2 = 0.95,
-                   .eps = 1e-8, .weight_decay = 0.1};
-  XfRuntime *rt = xf_open(so, &opt, err, sizeof err);
-  unlink(so);
-  CHECK(rt != NULL, "%s", err);
+  Graph *g;
+  const XfOptions opt = {.threads = 2, .seed = 5, .lr = 1e-2, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-8,
+                         .weight_decay = 0.1};
+  XfRuntime *rt = open_model(&a, path, defs, ndefs, opt, &g);
   if (!rt) goto out;
+  const int64_t B = 4, T = g->t_max;
   xf_init_params(rt, 7);
   int np = xf_nparams(rt);
   int64_t *at = calloc((size_t)np + 1, sizeof *at);
