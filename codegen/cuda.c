@@ -239,10 +239,9 @@ static void bcast_offset(R *r, const Shape *xs, const Shape *os, char *buf, size
 // reported (file:line:col) in CudaModule.error; never an identity.
 static void unlowered(R *r, const Node *n) {
   if (r->err) return;
-  r->err = n->loc.file ? arena_printf(r->a, "%s:%d:%d: error: the CUDA backend has no lowering for op '%s' (node %%%d)",
-                                      n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, n->id)
-                       : arena_printf(r->a, "error: the CUDA backend has no lowering for op '%s' (node %%%d)",
-                                      ir_op_info[n->op].name, n->id);
+  char msg[512];
+  kernel_unlowered(msg, sizeof msg, "CUDA", n);
+  r->err = arena_strdup(r->a, msg);
 }
 
 static const char *unary_fmt(OpKind op) {
@@ -865,9 +864,8 @@ static XfSym items_of(const Graph *g, const Kernel *k, int mode) {
   const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   if (k->fusion == FG_WEIGHT_GRAD) return sym_c(0);
   switch (n->op) {
-  case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each: leading axes (and heads)
-    if (n->axis) return sym_mul(sym_prod(&n->shape, 0, n->shape.rank - 3), sym_of(n->shape.d[n->shape.rank - 2]));
-    return sym_prod(&n->shape, 0, n->shape.rank - 2);
+  case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each, as the schedule's outer extent
+    return (XfSym){k->outer.coef, k->outer.pb, k->outer.pt};
   case OP_CROSS_ENTROPY: return k->phase == 1 ? sym_c(1) : sym_prod(xs, 0, xs->rank - 1);
   case OP_SCATTER_ADD: return sym_of(n->shape.d[1]);
   case OP_LAYERNORM: case OP_LAYERNORM_DX: return sym_prod(xs, 0, xs->rank - 1);

@@ -109,6 +109,10 @@ typedef struct {
 
 // The root buffer holding buffer b's storage (aliases resolved).
 int schedule_root(const Schedule *s, int b);
+// The error of a backend ("CPU", "CUDA") that has no lowering for node n
+// where it stands, located: "file:line:col: error: the B backend has no
+// lowering for op 'X' (node %N)".
+void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Prints the kernels in order with their classes and fusion, and every

@@ -260,22 +260,23 @@ static V loop_begin(Emit *e, Loop *L, V lo, V hi) {
   return L->phi;
 }
 
-static void loop_end(Emit *e, Loop *L) {
+// Closes loop L: the increment and the back edge (returned), then the
+// builder at the exit.
+static V loop_latch(Emit *e, Loop *L) {
   V next = LLVMBuildAdd(e->b, L->phi, ci64(e, 1), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
   LLVMAddIncoming(L->phi, &next, &latch, 1);
-  LLVMBuildBr(e->b, L->head);
+  V br = LLVMBuildBr(e->b, L->head);
   LLVMPositionBuilderAtEnd(e->b, L->exit);
+  return br;
 }
+static void loop_end(Emit *e, Loop *L) { loop_latch(e, L); }
 
 // loop_end of a loop the vectoriser must leave scalar (its strided
 // read-modify-writes would become gathers and scatters): the back edge
 // carries the loop ID !{self, !{"llvm.loop.vectorize.enable", false}}.
 static void loop_end_scalar(Emit *e, Loop *L) {
-  V next = LLVMBuildAdd(e->b, L->phi, ci64(e, 1), "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
-  LLVMAddIncoming(L->phi, &next, &latch, 1);
-  V br = LLVMBuildBr(e->b, L->head);
+  V br = loop_latch(e, L);
   LLVMMetadataRef self = LLVMTemporaryMDNode(e->C, NULL, 0);
   LLVMMetadataRef flag[] = {LLVMMDStringInContext2(e->C, "llvm.loop.vectorize.enable", 26),
                             LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(e->C), 0, 0))};
@@ -283,7 +284,6 @@ static void loop_end_scalar(Emit *e, Loop *L) {
   LLVMMetadataRef id = LLVMMDNodeInContext2(e->C, ops, 2);
   LLVMMetadataReplaceAllUsesWith(self, id);
   LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, id));
-  LLVMPositionBuilderAtEnd(e->b, L->exit);
 }
 
 // ---- math --------------------------------------------------------------------
@@ -367,14 +367,7 @@ static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase
 // An op this backend cannot compute where it stands: the first such is
 // reported (file:line:col) and the module is not compiled; never an identity.
 static V unlowered(Emit *e, const Node *n) {
-  if (!e->err[0]) {
-    if (n->loc.file)
-      snprintf(e->err, sizeof e->err, "%s:%d:%d: error: the CPU backend has no lowering for op '%s' (node %%%d)",
-               n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, n->id);
-    else
-      snprintf(e->err, sizeof e->err, "error: the CPU backend has no lowering for op '%s' (node %%%d)",
-               ir_op_info[n->op].name, n->id);
-  }
+  if (!e->err[0]) kernel_unlowered(e->err, sizeof e->err, "CPU", n);
   return LLVMGetUndef(e->f32);
 }
 

@@ -119,6 +119,13 @@ int schedule_root(const Schedule *s, int b) {
   return b;
 }
 
+void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n) {
+  int at = n->loc.file ? snprintf(buf, len, "%s:%d:%d: ", n->loc.file, n->loc.line, n->loc.col) : 0;
+  if (at < 0 || (size_t)at >= len) at = 0;
+  snprintf(buf + at, len - (size_t)at, "error: the %s backend has no lowering for op '%s' (node %%%d)", backend,
+           ir_op_info[n->op].name, n->id);
+}
+
 uint64_t kernel_imm(const Schedule *s, const Kernel *k) { return k->dropout >= 0 ? s->g->nodes[k->dropout].seed : 0; }
 
 // ---- kernel classes: what a kernel computes, without where ------------------
