@@ -54,9 +54,8 @@ static bool same_lead(const Shape *a, const Shape *b) {
 }
 
 // A transpose swapping the position and head axes [..., H, T, c] <-> [..., T, H, c].
-static bool heads_swap(const Graph *g, const Node *t) {
+static bool heads_swap(const Node *t) {
   int r = t->shape.rank;
-  (void)g;
   return t->op == OP_TRANSPOSE && r >= 3 && t->axis + t->axis2 == 2 * r - 5 && (t->axis == r - 3 || t->axis2 == r - 3);
 }
 
@@ -106,7 +105,7 @@ int fuse_attention(Graph *g) {
     int64_t hh = q->shape.d[r - 1].n, ee = v->shape.d[r - 1].n;
     bool small = g->t_max * (4 * hh + 3 * ee) * 4 <= 512 * 1024;
     int u = users[i] == 1 ? user[i] : -1;
-    if (u >= 0 && small && heads_swap(g, &g->nodes[u]) && heads_swap(g, q) && heads_swap(g, k) && heads_swap(g, v)) {
+    if (u >= 0 && small && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
       Node *t = &g->nodes[u];
       int qs = q->in[0], ks = k->in[0], vs = v->in[0];
       *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = 3, .in = {qs, ks, vs},
