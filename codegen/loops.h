@@ -1,0 +1,148 @@
+// loops.h: the loop-level kernel description, between the schedule and the
+// backends.
+//
+// lower.c turns a kernel class of the Schedule (kernel.h) into an LKernel:
+// what each output element is, as loops over indices, affine loads and
+// stores on the kernel's operand slots (KS_*), scalar ALU expressions and
+// reductions, plus the launch shape the middle chose for it. The backends
+// print it: llvm.c as LLVM IR (one function over outer indices [lo, hi)),
+// cuda.c as CUDA C (a grid over the outer indices), lower.c's lkernel_print
+// as text (xfc --emit=loops). A backend decides nothing about what a kernel
+// computes; it only chooses how to print each construct (an 8-lane tree on
+// the CPU, a warp shuffle on the GPU for a reduction).
+//
+// Semantics of an LKernel, for each outer index o in [0, outer) (variable 0):
+// run body. The outer indices are independent; a backend may run them in any
+// order and in parallel. Variables are single-assignment: every LS_LET,
+// LS_FOR and LS_REDUCE defines a fresh variable, visible to the statements
+// after it in its block and inside them.
+//
+// Kernels of the ops lower.c does not describe (matrix products and their
+// groups' GEMM, causal convolutions, attention) are still lowered by each
+// backend; lower_kernel returns NULL for them.
+#ifndef XF_LOOPS_H
+#define XF_LOOPS_H
+
+#include <stdio.h>
+
+#include "kernel.h"
+
+typedef enum {
+  LT_I64,   // indices, sizes, token ids (loaded i32, sign-extended)
+  LT_F32,   // values
+  LT_BOOL,  // comparisons
+} LType;
+
+// Expressions: trees (a subexpression is not shared between parents; reuse
+// goes through an LS_LET). Arithmetic kinds are typed by their operands
+// (both LT_I64 or both LT_F32); integer division and remainder truncate.
+typedef enum {
+  // leaves
+  LX_INT,     // i64 constant ival
+  LX_FLT,     // f32 constant fval (may be +-inf or NaN)
+  LX_DIM,     // i64: the batch size B (ival 0) or the time length T (ival 1)
+  LX_VAR,     // the value of variable var
+  LX_ROW0,    // i64: the global batch row of this call's row 0 (XfApi.row0;
+              // data-parallel ranks see disjoint rows): dropout's element index
+  LX_LOAD,    // element a[0] (i64) of operand slot: f32, or (type LT_I64) an
+              // int32 token id sign-extended
+  // f32 -> f32 (x = a[0]): -x, e^x (the Cephes polynomial of both backends,
+  // relative error about 1e-7), and libm's float functions
+  LX_NEG, LX_EXP, LX_LOG, LX_SQRT, LX_SIN, LX_COS, LX_TANH, LX_ERF,
+  // f32 or i64, two operands
+  LX_ADD, LX_SUB, LX_MUL, LX_DIV,
+  LX_REM,     // i64 only
+  LX_MAX,     // a[0] > a[1] ? a[0] : a[1] (so max(NaN, y) = y, max(x, NaN) = NaN)
+  // -> LT_BOOL; ordered comparisons for floats (false if either is NaN)
+  LX_LT, LX_GT, LX_GE, LX_EQ,
+  LX_AND,     // bool, bool
+  LX_SELECT,  // a[0] (bool) ? a[1] : a[2]
+  LX_TOF,     // i64 -> f32
+  LX_KEEP,    // bool: dropout's draw: uniform(seed, KS_IMM, a[0], step) >= fval,
+              // Philox4x32-10 of runtime/rng.h in double; only in training kernels
+  LX_COUNT
+} LExprKind;
+
+typedef struct LExpr LExpr;
+struct LExpr {
+  LExprKind kind;
+  LType type;
+  int slot;      // LX_LOAD: the operand slot (KS_*)
+  int var;       // LX_VAR
+  int64_t ival;  // LX_INT, LX_DIM
+  double fval;   // LX_FLT, LX_KEEP (p)
+  LExpr *a[3];
+};
+
+typedef enum {
+  LS_LET,     // var = val
+  LS_STORE,   // slot[idx] = val (f32)
+  LS_FOR,     // for var in [lo, hi): body. par: the iterations are independent
+              // (no iteration reads what another writes), so a backend may
+              // vectorise them or spread them over the lanes of a row's
+              // threads; else they run in order
+  LS_REDUCE,  // var = op over ivar in [lo, hi) of val (op LX_ADD: the sum from
+              // 0; LX_MAX: the maximum from -inf). The association is the
+              // backend's, fixed by its code (never by thread timing); wide:
+              // accumulate in double, in index order (the loss mean), then
+              // round to f32
+  LS_COUNT
+} LStmtKind;
+
+typedef struct LStmt LStmt;
+struct LStmt {
+  LStmtKind kind;
+  int var;              // LET, FOR (the index), REDUCE (the result)
+  int ivar;             // REDUCE: the index
+  LExprKind op;         // REDUCE: LX_ADD or LX_MAX
+  bool par;             // FOR
+  bool wide;            // REDUCE
+  int slot;             // STORE
+  LExpr *lo, *hi;       // FOR, REDUCE: the range
+  LExpr *idx;           // STORE
+  LExpr *val;           // LET, STORE, REDUCE (a function of ivar)
+  LStmt *body;          // FOR: the first statement of the body
+  LStmt *next;          // the next statement of the block
+};
+
+// How the outer indices and the body are spread over threads: the middle's
+// decision, which every backend follows.
+typedef enum {
+  LK_ELEMENTS,  // the body is one par LS_FOR over [0, inner) whose body is
+                // LS_LETs and LS_STOREs only: every (outer index, inner index)
+                // pair is independent (a GPU thread each; a CPU loop nest)
+  LK_ROWS,      // anything else: the body runs for one outer index at a
+                // time, its par loops and reductions cooperatively (a warp
+                // per outer index on a GPU, vector lanes on a CPU)
+} LKernelShape;
+
+typedef struct {
+  const char *name;     // what it computes, for dumps: "layernorm", "map"
+  LKernelShape shape;
+  int nvars;            // variables 0 .. nvars-1; variable 0 is the outer index
+  LType *types;         // [nvars]
+  const char **names;   // [nvars] for printing ("o", "j", "mu"); "" unnamed
+  LExpr *outer;         // the outer extent (i64, a function of B and T only)
+  LExpr *inner;         // LK_ELEMENTS: the inner extent; else NULL
+  SymSize nouter, ninner;  // the same as polynomials (ninner {1,0,0} for LK_ROWS):
+                        // launch geometry for a backend's table
+  LStmt *body;          // run for each outer index
+  bool dropout;         // holds a dropout: the training variant draws the mask
+                        // (LX_KEEP), the inference one is the identity; a
+                        // backend makes both (lower_kernel's train)
+  bool slot_int[KS_COUNT];  // slot holds int32 token ids
+  bool slot_read[KS_COUNT], slot_written[KS_COUNT];
+} LKernel;
+
+// lower.c: the loop description of kernel k (its class), or NULL when k is
+// one lower.c leaves to the backends (GEMMs, convolutions, attention). For a
+// FG_MATMUL_MAP kernel: the epilogue after the product, over the rows of the
+// product's output (the GEMM has written them to KS_OUT first). An op inside
+// a kernel that has no lowering is reported in err (file:line:col, the
+// op's name) and NULL returned with err set; err[0] == 0 otherwise. train:
+// the training variant (dropout draws its mask), else dropout is the identity.
+LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen);
+// Text of an LKernel (xfc --emit=loops): one line per statement.
+void lkernel_print(FILE *f, const LKernel *lk);
+
+#endif
