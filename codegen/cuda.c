@@ -24,6 +24,8 @@
 // uniform over the block (runtime/cuda_emu.h relies on it).
 #include "cuda.h"
 
+#include "loops.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +155,7 @@ static void prelude(R *r) {
          "  return x > hi ? XF_INF : res;\n"
          "}\n"
          "__device__ __forceinline__ float xf_max(float x, float y) { return x > y ? x : y; }\n"
+         "__device__ __forceinline__ xf_i64 xf_max(xf_i64 x, xf_i64 y) { return x > y ? x : y; }\n"
          "\n"
          "// Philox4x32-10 (runtime/rng.h): uniform in [0, 1) from (seed, stream, index, step).\n"
          "__device__ __forceinline__ double xf_uniform(xf_u64 seed, xf_u32 stream, xf_u64 index, xf_u32 step) {\n"
@@ -849,6 +852,310 @@ static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, boo
       tb ? "" : " * N");
 }
 
+// ---- loop descriptions (loops.h) ----------------------------------------------------------
+//
+// A kernel lower.c describes is printed from its LKernel:
+//   LK_ELEMENTS  ELEM mode: a thread per (outer, inner) pair, grid-stride over
+//                e < nouter ninner, the outer index e / inner and the body's par
+//                loop index e % inner (one 64-bit division per element, as a
+//                map's row always had).
+//   LK_ROWS      WARP mode: a warp per outer index (XF_WARP_LOOP). Statements
+//                at row level run cooperatively: every lane computes a let
+//                (rows' values are warp-uniform), a par loop spreads its
+//                iterations over the lanes (j = lo + lane, step 32: coalesced
+//                over a contiguous axis), a reduction sums lane-strided
+//                partials and combines them with a butterfly (every lane gets
+//                the result), a store is lane 0's, and a serial loop runs in
+//                lockstep on every lane (its bounds are row-level values), its
+//                body cooperative again. Inside a par loop everything is the
+//                lane's own serial code. A wide reduction (the loss mean) is
+//                lane 0's serial sum in double, in index order, broadcast with
+//                a shuffle. After a par loop or a store whose slot the kernel
+//                loads anywhere, __syncwarp(): a later statement (or the next
+//                iteration of a serial loop) may read what another lane wrote.
+// `live` is uniform over a warp, so the warp's whole row runs under it: the
+// shuffles are executed by all 32 lanes of a live warp and by none of a warp
+// past the last row (the emulation pairs shuffles within a warp only).
+
+typedef struct {
+  R *r;
+  const LKernel *lk;
+  char **name;              // [nvars]: the C name of each variable
+  bool loaded[KS_COUNT];    // slots some LX_LOAD reads
+  bool stored[KS_COUNT];    // slots some LS_STORE writes
+  int ind;                  // indentation (spaces)
+} LP;
+
+static void lk_slots_expr(LP *p, const LExpr *e) {
+  if (!e) return;
+  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < KS_COUNT) p->loaded[e->slot] = true;
+  for (int i = 0; i < 3; i++) lk_slots_expr(p, e->a[i]);
+}
+static void lk_slots(LP *p, const LStmt *st) {
+  for (; st; st = st->next) {
+    lk_slots_expr(p, st->lo), lk_slots_expr(p, st->hi), lk_slots_expr(p, st->idx), lk_slots_expr(p, st->val);
+    if (st->kind == LS_STORE && st->slot >= 0 && st->slot < KS_COUNT) p->stored[st->slot] = true;
+    lk_slots(p, st->body);
+  }
+}
+
+// The slot's view: S<n> (written, maybe read), I<n> (token ids), L<n> (read-only floats).
+static char view_of(const LP *p, int slot) { return p->stored[slot] ? 'S' : p->lk->slot_int[slot] ? 'I' : 'L'; }
+
+// Variable names: "v<index>", or "<name>_<index>" (the last '_' separates the
+// index, so two variables never share a name, nor one of the fixed names
+// here: a, e, inner, row, live, lane, S/I/L<n>).
+static void lk_names(LP *p) {
+  const LKernel *lk = p->lk;
+  p->name = arena_alloc(p->r->a, sizeof(char *) * (size_t)(lk->nvars ? lk->nvars : 1));
+  for (int v = 0; v < lk->nvars; v++) {
+    const char *n = lk->names ? lk->names[v] : NULL;
+    if (!n || !*n) {
+      p->name[v] = arena_printf(p->r->a, "v%d", v);
+      continue;
+    }
+    char *s = arena_printf(p->r->a, "%s%s_%d", (n[0] >= '0' && n[0] <= '9') ? "v" : "", n, v);
+    for (char *c = s; *c; c++)
+      if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) *c = '_';
+    p->name[v] = s;
+  }
+}
+
+static const char *ltype(LType t) { return t == LT_I64 ? "xf_i64" : t == LT_F32 ? "float" : "bool"; }
+
+static void lx(LP *p, const LExpr *e);
+
+static void lx_call(LP *p, const char *fn, const LExpr *e) {
+  out(p->r, "%s(", fn);
+  lx(p, e->a[0]);
+  if (e->a[1]) out(p->r, ", "), lx(p, e->a[1]);
+  out(p->r, ")");
+}
+static void lx_bin(LP *p, const char *op, const LExpr *e) {
+  out(p->r, "(");
+  lx(p, e->a[0]);
+  out(p->r, " %s ", op);
+  lx(p, e->a[1]);
+  out(p->r, ")");
+}
+
+// An expression as C; every composite one parenthesised.
+static void lx(LP *p, const LExpr *e) {
+  R *r = p->r;
+  char c[48];
+  switch (e->kind) {
+  case LX_INT: out(r, e->ival < 0 ? "(%lldLL)" : "%lldLL", (long long)e->ival); return;
+  case LX_FLT: {  // an f32 constant: rounded to float first, then printed exactly
+    const char *s = fconst((double)(float)e->fval, c);
+    out(r, s[0] == '-' ? "(%s)" : "%s", s);
+    return;
+  }
+  case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
+  case LX_VAR: out(r, "%s", p->name[e->var]); return;
+  case LX_ROW0: out(r, "a.row0"); return;
+  case LX_LOAD:
+    if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
+    else out(r, "%c%d[", view_of(p, e->slot), e->slot);
+    lx(p, e->a[0]);
+    out(r, "]");
+    return;
+  case LX_NEG: out(r, "(-"), lx(p, e->a[0]), out(r, ")"); return;
+  case LX_EXP: lx_call(p, "xf_exp", e); return;
+  case LX_LOG: lx_call(p, "logf", e); return;
+  case LX_SQRT: lx_call(p, "sqrtf", e); return;
+  case LX_SIN: lx_call(p, "sinf", e); return;
+  case LX_COS: lx_call(p, "cosf", e); return;
+  case LX_TANH: lx_call(p, "tanhf", e); return;
+  case LX_ERF: lx_call(p, "erff", e); return;
+  case LX_ADD: lx_bin(p, "+", e); return;
+  case LX_SUB: lx_bin(p, "-", e); return;
+  case LX_MUL: lx_bin(p, "*", e); return;
+  case LX_DIV: lx_bin(p, "/", e); return;
+  case LX_REM: lx_bin(p, "%", e); return;
+  case LX_MAX: lx_call(p, "xf_max", e); return;  // float, or the xf_i64 overload
+  case LX_LT: lx_bin(p, "<", e); return;
+  case LX_GT: lx_bin(p, ">", e); return;
+  case LX_GE: lx_bin(p, ">=", e); return;
+  case LX_EQ: lx_bin(p, "==", e); return;
+  case LX_AND: lx_bin(p, "&&", e); return;
+  case LX_SELECT:
+    out(r, "(");
+    lx(p, e->a[0]);
+    out(r, " ? ");
+    lx(p, e->a[1]);
+    out(r, " : ");
+    lx(p, e->a[2]);
+    out(r, ")");
+    return;
+  case LX_TOF: out(r, "(float)"), lx(p, e->a[0]); return;
+  case LX_KEEP:  // dropout's draw, compared in double (runtime/rng.h)
+    out(r, "(xf_uniform(a.seed, a.imm, (xf_u64)");
+    lx(p, e->a[0]);
+    out(r, ", a.step) >= %.17g)", e->fval);
+    return;
+  case LX_COUNT: break;
+  }
+  out(r, "0");
+}
+
+static void lk_line(LP *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void lk_line(LP *p, const char *fmt, ...) {
+  va_list ap;
+  fprintf(p->r->f, "%*s", p->ind, "");
+  va_start(ap, fmt);
+  vfprintf(p->r->f, fmt, ap);
+  va_end(ap);
+}
+
+// "for (xf_i64 v = lo<plus>, v_end = hi; v < v_end; v += step) {"
+static void lk_for_open(LP *p, int var, const LExpr *lo, const char *plus, const LExpr *hi, const char *step) {
+  const char *v = p->name[var];
+  lk_line(p, "for (xf_i64 %s = ", v);
+  if (*plus && lo->kind == LX_INT && lo->ival == 0) out(p->r, "%s", plus + 3);  // " + lane": "lane"
+  else lx(p, lo), out(p->r, "%s", plus);
+  out(p->r, ", %s_end = ", v);
+  lx(p, hi);
+  out(p->r, "; %s < %s_end; %s += %s) {\n", v, v, v, step);
+}
+
+static void lk_block(LP *p, const LStmt *st, bool coop);
+
+// A reduction as the lane's own serial loop (index order) into float var
+// (declared by the caller), or, wide, into a double.
+static void lk_reduce_serial(LP *p, const LStmt *st) {
+  const char *v = p->name[st->var];
+  bool wide = st->wide && st->op == LX_ADD;
+  if (wide) lk_line(p, "double %s_w = 0.0;\n", v);
+  lk_for_open(p, st->ivar, st->lo, "", st->hi, "1");
+  p->ind += 2;
+  if (wide) {
+    lk_line(p, "%s_w += (double)", v);
+    lx(p, st->val);
+  } else if (st->op == LX_MAX) {
+    lk_line(p, "%s = xf_max(", v);
+    lx(p, st->val);
+    out(p->r, ", %s)", v);
+  } else {
+    lk_line(p, "%s = %s + ", v, v);
+    lx(p, st->val);
+  }
+  out(p->r, ";\n");
+  p->ind -= 2;
+  lk_line(p, "}\n");
+  if (wide) lk_line(p, "%s = (float)%s_w;\n", v, v);
+}
+
+// Whether a par loop's body (or a store) writes a slot the kernel reads.
+static bool lk_writes_read(const LP *p, const LStmt *st) {
+  for (; st; st = st->next) {
+    if (st->kind == LS_STORE && p->loaded[st->slot]) return true;
+    if (lk_writes_read(p, st->body)) return true;
+  }
+  return false;
+}
+
+static void lk_stmt(LP *p, const LStmt *st, bool coop) {
+  R *r = p->r;
+  switch (st->kind) {
+  case LS_LET:
+    lk_line(p, "const %s %s = ", ltype(p->lk->types[st->var]), p->name[st->var]);
+    lx(p, st->val);
+    out(r, ";\n");
+    return;
+  case LS_STORE:
+    lk_line(p, "%sS%d[", coop ? "if (lane == 0) " : "", st->slot);
+    lx(p, st->idx);
+    out(r, "] = ");
+    lx(p, st->val);
+    out(r, ";\n");
+    if (coop && p->loaded[st->slot]) lk_line(p, "__syncwarp();\n");
+    return;
+  case LS_FOR: {
+    bool spread = coop && st->par;
+    lk_for_open(p, st->var, st->lo, spread ? " + lane" : "", st->hi, spread ? "32" : "1");
+    p->ind += 2;
+    lk_block(p, st->body, coop && !st->par);
+    p->ind -= 2;
+    lk_line(p, "}\n");
+    if (spread && lk_writes_read(p, st->body)) lk_line(p, "__syncwarp();\n");
+    return;
+  }
+  case LS_REDUCE: {
+    const char *v = p->name[st->var];
+    lk_line(p, "float %s = %s;\n", v, st->op == LX_MAX ? "-XF_INF" : "0.0f");
+    if (!coop) {
+      lk_reduce_serial(p, st);
+      return;
+    }
+    if (st->wide && st->op == LX_ADD) {  // lane 0 in index order, then every lane
+      lk_line(p, "if (lane == 0) {\n");
+      p->ind += 2;
+      lk_reduce_serial(p, st);
+      p->ind -= 2;
+      lk_line(p, "}\n");
+      lk_line(p, "%s = __shfl_sync(0xffffffffu, %s, 0);\n", v, v);
+      return;
+    }
+    lk_for_open(p, st->ivar, st->lo, " + lane", st->hi, "32");
+    if (st->op == LX_MAX) {
+      lk_line(p, "  %s = xf_max(", v);
+      lx(p, st->val);
+      out(r, ", %s);\n", v);
+    } else {
+      lk_line(p, "  %s = %s + ", v, v);
+      lx(p, st->val);
+      out(r, ";\n");
+    }
+    lk_line(p, "}\n");
+    lk_line(p, "%s = %s(%s);\n", v, st->op == LX_MAX ? "xf_warp_max" : "xf_warp_sum", v);
+    return;
+  }
+  case LS_COUNT: break;
+  }
+}
+
+static void lk_block(LP *p, const LStmt *st, bool coop) {
+  for (; st; st = st->next) lk_stmt(p, st, coop);
+}
+
+// Prints the body of the __global__ function of lk; returns its mode.
+static int render_lkernel(R *r, const LKernel *lk) {
+  LP p = {.r = r, .lk = lk};
+  lk_names(&p);
+  lk_slots(&p, lk->body);
+  for (int s = 0; s < KS_COUNT; s++) {
+    if (p.stored[s]) out(r, "  float *__restrict__ S%d = (float *)a.slot[%d];\n", s, s);
+    else if (p.loaded[s] && lk->slot_int[s]) out(r, "  const int *__restrict__ I%d = (const int *)a.slot[%d];\n", s, s);
+    else if (p.loaded[s]) out(r, "  const float *__restrict__ L%d = (const float *)a.slot[%d];\n", s, s);
+  }
+  const char *o = p.name[0];
+  if (lk->shape == LK_ROWS) {
+    out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n      const xf_i64 %s = row;\n      (void)%s;\n", o, o);
+    p.ind = 6;
+    lk_block(&p, lk->body, true);
+    out(r, "    }\n  }\n");
+    return MODE_WARP;
+  }
+  // LK_ELEMENTS: lets, then the one par loop over [lo, lo + inner)
+  out(r, "  const xf_i64 inner = ");
+  lx(&p, lk->inner);
+  out(r, ";\n  XF_ELEM_LOOP(e) {\n    const xf_i64 %s = e / inner;\n    (void)%s;\n", o, o);
+  p.ind = 4;
+  const LStmt *st = lk->body;
+  for (; st && st->kind == LS_LET; st = st->next) lk_stmt(&p, st, false);
+  if (st && st->kind == LS_FOR && st->par && !st->next) {
+    const char *j = p.name[st->var];
+    out(r, "    const xf_i64 %s = ", j);
+    if (!(st->lo->kind == LX_INT && st->lo->ival == 0)) lx(&p, st->lo), out(r, " + ");
+    out(r, "(e - %s * inner);\n", o);
+    lk_block(&p, st->body, false);
+  } else if (st && !r->err) {
+    r->err = arena_printf(r->a, "internal error: kernel %s: the body of an elements kernel is not one par loop", lk->name);
+  }
+  out(r, "  }\n");
+  return MODE_ELEM;
+}
+
 // ---- functions and launches ----------------------------------------------------------------
 
 static void fn_open(R *r, const char *name, int threads) {
@@ -917,6 +1224,9 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
   int *fn_train = calloc((size_t)s->nkernels + 1, sizeof(int)), *fn_infer = calloc((size_t)s->nkernels + 1, sizeof(int));
   int *fn_mm = calloc((size_t)s->nkernels + 1, sizeof(int)), *mode = calloc((size_t)s->nkernels + 1, sizeof(int));
   int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int));
+  // per class described by lower.c: its launch's work items
+  bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
+  XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
   char *buf = NULL;
   size_t len = 0;
   R r = {.f = open_memstream(&buf, &len), .s = s, .g = g, .a = a};
@@ -942,7 +1252,19 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       fn_close(&r, name);
     }
     if (n->op == OP_MATMUL) continue;
-    for (int variant = 0; variant < (k->dropout >= 0 ? 2 : 1); variant++) {
+    // the loop description (training variant, and inference when it holds a
+    // dropout), or NULL for the kernels rendered here, or an error
+    char lerr[512] = "";
+    LKernel *lk[2] = {lower_kernel(a, s, k, true, lerr, sizeof lerr), NULL};
+    if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, false, lerr, sizeof lerr);
+    if (lerr[0] && !r.err) r.err = arena_strdup(a, lerr);
+    int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
+    if (lk[0]) {
+      SymSize z = lk[0]->nouter;
+      if (lk[0]->shape == LK_ELEMENTS) z = (SymSize){z.coef * lk[0]->ninner.coef, z.pb + lk[0]->ninner.pb, z.pt + lk[0]->ninner.pt};
+      lowered[ki] = true, litems[ki] = (XfSym){z.coef, z.pb, z.pt};
+    }
+    for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
       r.train = variant == 0;
       // the mode decides the launch bounds: render into a scratch stream first
@@ -950,7 +1272,10 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       size_t blen = 0;
       FILE *saved = r.f;
       r.f = open_memstream(&body, &blen);
-      mode[ki] = render_body(&r, k, &shmem[ki]);
+      shmem[ki] = 0;
+      if (lk[variant]) mode[ki] = render_lkernel(&r, lk[variant]);
+      else if (lerr[0]) mode[ki] = MODE_ELEM, lowered[ki] = true;  // an error: an empty function, no items
+      else mode[ki] = render_body(&r, k, &shmem[ki]);
       fclose(r.f);
       r.f = saved;
       fflush(r.f), name_off[m->nnames] = (long)len;
@@ -1026,7 +1351,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
         if (n->op == OP_MATMUL) continue;
       }
       int md = mode[c];
-      rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c], .items = items_of(g, k, md),
+      rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
+                       .items = lowered[c] ? litems[c] : items_of(g, k, md),
                        .threads = mode_threads(md), .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? WARP_THREADS / 32 : 1;
       memcpy(rec.slots, slots, sizeof slots);
@@ -1036,7 +1362,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
     }
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
-  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem);
+  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems);
   m->error = r.err;
   return m;
 }
