@@ -9,19 +9,24 @@
 // by value and reading its operands only through its slots (KS_*); per
 // program a launch table in kernel order where matrix products are GEMM
 // records (cuBLAS strided-batched on a device) and everything else a kernel
-// launch; and xf_adamw. The values are those of llvm.c: the same loop
-// bodies, the same exp polynomial, the same Philox dropout stream, the same
-// serial order where the CPU's order is fixed (scatter_add, the loss mean,
-// reductions over a non-last axis); parallel reductions (rows, attention)
-// sum in a different order, within float rounding.
+// launch; and xf_adamw. The kernels lower.c describes (maps, reductions,
+// norms, losses, embeddings: codegen/loops.h) are printed from their LKernel,
+// construct by construct (render_lkernel); the others (the GEMMs and their
+// non-affine fallback, causal convolutions, attention) are rendered here.
+// The values are those of llvm.c: the same loops, the same exp polynomial,
+// the same Philox dropout stream, the same serial order where the
+// description fixes one (serial loops, wide reductions); parallel
+// reductions (rows, attention) sum in a different order, within float
+// rounding.
 //
 // Parallel shape of a kernel (its launch mode):
-//   ELEM   one thread per element, grid-stride (maps, convolutions, embed)
-//   WARP   one warp per row, four rows per block (softmax, layer norm,
-//          cross-entropy rows, last-axis reductions, maps with a softmax)
+//   ELEM   one thread per element, grid-stride (LK_ELEMENTS, convolutions)
+//   WARP   one warp per outer index, four per block (LK_ROWS)
 //   BLOCK  one block per sequence (fused attention and its gradient)
-// Every loop that contains a barrier or a shuffle has a trip count that is
-// uniform over the block (runtime/cuda_emu.h relies on it).
+// Every loop that contains a barrier has a trip count uniform over the
+// block, and every loop that contains a shuffle or __syncwarp one uniform
+// over the warp (runtime/cuda_emu.h pairs shuffles within a warp; on the GPU
+// every lane of the full mask takes part).
 #include "cuda.h"
 
 #include "loops.h"
@@ -39,7 +44,6 @@ typedef struct {
   const Schedule *s;
   const Graph *g;
   const Kernel *k;
-  bool train;
   char *err;  // the first op without a lowering here (unlowered), located; or NULL
   Arena *a;
 } R;
@@ -214,9 +218,7 @@ static void prelude(R *r) {
          "\n");
 }
 
-// ---- elementwise values ------------------------------------------------------------------
-
-static bool member(R *r, int id) { return id == r->k->node || r->s->group[id] == r->k->node; }
+// ---- operands ------------------------------------------------------------------------------
 
 static int leaf_slot(R *r, int id) {
   for (int i = 0; i < r->k->nin; i++)
@@ -245,430 +247,6 @@ static void unlowered(R *r, const Node *n) {
   char msg[512];
   kernel_unlowered(msg, sizeof msg, "CUDA", n);
   r->err = arena_strdup(r->a, msg);
-}
-
-static const char *unary_fmt(OpKind op) {
-  switch (op) {
-  case OP_NEG: return "(-%s)";
-  case OP_EXP: return "xf_exp(%s)";
-  case OP_LOG: return "logf(%s)";
-  case OP_SQRT: return "sqrtf(%s)";
-  case OP_SIN: return "sinf(%s)";
-  case OP_COS: return "cosf(%s)";
-  case OP_TANH: return "tanhf(%s)";
-  case OP_RELU: return "xf_max(%s, 0.0f)";
-  case OP_STEP: return "(%s > 0.0f ? 1.0f : 0.0f)";
-  case OP_SIGMOID: return "(1.0f / (1.0f + xf_exp(-%s)))";
-  default: return NULL;
-  }
-}
-
-// The operand expression (into buf) of input i of member n.
-static void operand(R *r, const Shape *os, const Node *n, int i, char *buf, size_t len) {
-  int id = n->in[i];
-  if (member(r, id)) {
-    snprintf(buf, len, "v%d", id);
-    return;
-  }
-  char off[1024];
-  bcast_offset(r, &r->g->nodes[id].shape, os, off, sizeof off);
-  snprintf(buf, len, "L%d[%s]", leaf_slot(r, id), off);
-}
-
-// Defines float v<id> for every member of the group, in topological order.
-static void map_members(R *r, const Shape *os, int *smax, int nsmax) {
-  const Graph *g = r->g;
-  int rank = os->rank;
-  for (int id = 0; id <= r->k->node; id++) {
-    if (!member(r, id)) continue;
-    const Node *n = &g->nodes[id];
-    char x[1100], y[1100], c[48];
-    switch (n->op) {
-    case OP_EXPAND: operand(r, os, n, 0, x, sizeof x); out(r, "      float v%d = %s;\n", id, x); break;
-    case OP_MATMUL: out(r, "      float v%d = out[o];\n", id); break;  // the GEMM wrote it
-    case OP_CAUSAL_MASK:
-      operand(r, os, n, 0, x, sizeof x);
-      out(r, "      float v%d = c%d > c%d ? %s : %s;\n", id, rank - 1, rank - 2, fconst(n->fval, c), x);
-      break;
-    case OP_ONEHOT:
-      out(r, "      float v%d = (xf_i64)I%d[row] == j ? 1.0f : 0.0f;\n", id, leaf_slot(r, n->in[0]));
-      break;
-    case OP_DROPOUT:
-      operand(r, os, n, 0, x, sizeof x);
-      if (!r->train) out(r, "      float v%d = %s;\n", id, x);
-      else
-      {
-        // the global element index: o + row0 * (elements per batch row), as llvm.c
-        char per[512] = "0LL";
-        if (os->rank && os->d[0].kind == DIM_B) dprod(r, os, 1, os->rank, per, sizeof per);
-        out(r, "      float v%d = xf_uniform(a.seed, a.imm, (xf_u64)(o + a.row0 * %s), a.step) >= %.17g ? %s * %s : 0.0f;\n", id,
-            per, n->fval, x, fconst(1 / (1 - n->fval), c));
-      }
-      break;
-    case OP_SOFTMAX: {
-      int si = 0;
-      while (si < nsmax && smax[si] != id) si++;
-      out(r, "      float v%d = xf_exp(L%d[o] - mx%d) * inv%d;\n", id, leaf_slot(r, n->in[0]), si, si);
-      break;
-    }
-    case OP_GELU:
-      operand(r, os, n, 0, x, sizeof x);
-      out(r, "      float v%d = 0.5f * %s * (1.0f + erff(%s * 0.707106781f));\n", id, x, x);
-      break;
-    case OP_DGELU:
-      operand(r, os, n, 0, x, sizeof x);
-      out(r, "      float v%d = 0.5f * (1.0f + erff(%s * 0.707106781f)) + %s * (0.398942280f * xf_exp(-0.5f * (%s * %s)));\n",
-          id, x, x, x, x);
-      break;
-    default:
-      if (ir_op_info[n->op].cat != OPC_UNARY && ir_op_info[n->op].cat != OPC_BINARY) {
-        unlowered(r, n);
-        out(r, "      float v%d = 0.0f;\n", id);
-        break;
-      }
-      operand(r, os, n, 0, x, sizeof x);
-      if (n->nin == 1) {
-        char e[1200];
-        const char *fmt = unary_fmt(n->op);
-        if (!fmt) unlowered(r, n), fmt = "0.0f * %s";
-        snprintf(e, sizeof e, fmt, x);
-        out(r, "      float v%d = %s;\n", id, e);
-        break;
-      }
-      operand(r, os, n, 1, y, sizeof y);
-      switch (n->op) {
-      case OP_ADD: out(r, "      float v%d = %s + %s;\n", id, x, y); break;
-      case OP_SUB: out(r, "      float v%d = %s - %s;\n", id, x, y); break;
-      case OP_MUL: out(r, "      float v%d = %s * %s;\n", id, x, y); break;
-      case OP_DIV: out(r, "      float v%d = %s / %s;\n", id, x, y); break;
-      case OP_EQ: out(r, "      float v%d = %s == %s ? 1.0f : 0.0f;\n", id, x, y); break;
-      default: unlowered(r, n), out(r, "      float v%d = 0.0f;\n", id); break;
-      }
-      break;
-    }
-  }
-}
-
-// Whether identifier id occurs in text as a whole word.
-static bool uses(const char *text, const char *id) {
-  size_t n = strlen(id);
-  for (const char *p = strstr(text, id); p; p = strstr(p + 1, id)) {
-    char before = p == text ? ' ' : p[-1], after = p[n];
-    bool word = !(before == '_' || (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z') || (before >= '0' && before <= '9'));
-    bool end = !(after == '_' || (after >= 'a' && after <= 'z') || (after >= 'A' && after <= 'Z') || (after >= '0' && after <= '9'));
-    if (word && end) return true;
-  }
-  return false;
-}
-
-// The definitions body needs of: row (= o / last in ELEM mode), j (the
-// column) and the coordinates c0..c(rank-1) of the element, c(rank-1) = j.
-static void coords(R *r, const Shape *os, const char *body, bool warp) {
-  int rank = os->rank;
-  const char *last = rank ? dim(r, os->d[rank - 1]) : "1LL";
-  bool need_c[IR_MAX_RANK] = {0}, need_row = uses(body, "row");
-  for (int k = 0; k < rank; k++) {
-    char name[16];
-    snprintf(name, sizeof name, "c%d", k);
-    need_c[k] = uses(body, name);
-    if (k < rank - 1) need_row = need_row || need_c[k];
-  }
-  bool need_j = uses(body, "j") || (rank && need_c[rank - 1]);
-  if (!warp && need_row) out(r, "      const xf_i64 row = o / %s;\n", last);
-  if (!warp && need_j) out(r, "      const xf_i64 j = o %% %s;\n", last);
-  for (int k = 0; k < rank - 1; k++) {
-    char inner[512];
-    if (!need_c[k]) continue;
-    dprod(r, os, k + 1, rank - 1, inner, sizeof inner);
-    out(r, "      const xf_i64 c%d = (row / %s) %% %s;\n", k, inner, dim(r, os->d[k]));
-  }
-  if (rank && need_c[rank - 1]) out(r, "      const xf_i64 c%d = j;\n", rank - 1);
-}
-
-// Views of the leaves that body reads (L<i>: floats, I<i>: token ids), and out.
-static void leaf_views(R *r, const char *body) {
-  for (int i = 0; i < r->k->nin; i++) {
-    char lf[16], li[16];
-    snprintf(lf, sizeof lf, "L%d[", i), snprintf(li, sizeof li, "I%d[", i);
-    if (strstr(body, lf)) out(r, "  const float *L%d = (const float *)a.slot[%d];\n", i, KS_IN0 + i);
-    if (strstr(body, li)) out(r, "  const int *I%d = (const int *)a.slot[%d];\n", i, KS_IN0 + i);
-  }
-  out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
-}
-
-// Defines v for a solo data-movement root (llvm.c emit_map's switch); false for other ops.
-static bool move_value(R *r, const Node *n) {
-  const Graph *g = r->g;
-  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
-  int rank = n->shape.rank;
-  char c[48];
-  StrideExpr st[IR_MAX_RANK], sy[IR_MAX_RANK];
-  if (xs) strides(r, xs, st);
-  switch (n->op) {
-  case OP_CONST: out(r, "      float v = %s;\n", fconst(n->fval, c)); return true;
-  case OP_SIZE: out(r, "      float v = (float)%s;\n", dim(r, n->len)); return true;
-  case OP_IOTA: out(r, "      float v = (float)j;\n"); return true;
-  case OP_TRANSPOSE: {
-    StrideExpr tmp;
-    memcpy(tmp, st[n->axis], sizeof tmp);
-    memcpy(st[n->axis], st[n->axis2], sizeof tmp);
-    memcpy(st[n->axis2], tmp, sizeof tmp);
-    out(r, "      float v = L0[0LL");
-    for (int k = 0; k < rank; k++) out(r, " + c%d*%s", k, st[k]);
-    out(r, "];\n");
-    return true;
-  }
-  case OP_SLICE:
-    out(r, "      float v = L0[%lldLL*%s", (long long)n->start, st[n->axis]);
-    for (int k = 0; k < rank; k++) out(r, " + c%d*%s", k, st[k]);
-    out(r, "];\n");
-    return true;
-  case OP_PAD:
-    out(r, "      const xf_i64 rel = c%d - %lldLL;\n", n->axis, (long long)n->start);
-    out(r, "      const bool inside = rel >= 0 && rel < %s;\n", dim(r, xs->d[n->axis]));
-    out(r, "      float v = inside ? L0[0LL");
-    for (int k = 0; k < rank; k++)
-      if (k == n->axis) out(r, " + rel*%s", st[k]);
-      else out(r, " + c%d*%s", k, st[k]);
-    out(r, "] : 0.0f;\n");
-    return true;
-  case OP_CONCAT: {
-    strides(r, &g->nodes[n->in[1]].shape, sy);
-    const char *split = dim(r, xs->d[n->axis]);
-    out(r, "      float v;\n      if (c%d < %s) v = L0[0LL", n->axis, split);
-    for (int k = 0; k < rank; k++) out(r, " + c%d*%s", k, st[k]);
-    out(r, "];\n      else v = L1[0LL");
-    for (int k = 0; k < rank; k++)
-      if (k == n->axis) out(r, " + (c%d - %s)*%s", k, split, sy[k]);
-      else out(r, " + c%d*%s", k, sy[k]);
-    out(r, "];\n");
-    return true;
-  }
-  default: return false;
-  }
-}
-
-// Maps (elementwise kernels, FG_MAP and FG_MATMUL_MAP groups): ELEM mode over
-// the output's elements, or WARP mode over its rows when a softmax member
-// needs its row's maximum and sum.
-static int render_map(R *r, const Node *n) {
-  const Graph *g = r->g;
-  const Shape *os = &n->shape;
-  int rank = os->rank;
-  char last[64];
-  snprintf(last, sizeof last, "%s", rank ? dim(r, os->d[rank - 1]) : "1LL");
-  int smax[KERNEL_MAX_IN], nsmax = 0;
-  for (int i = 0; i < g->nnodes && nsmax < KERNEL_MAX_IN; i++)
-    if (member(r, i) && g->nodes[i].op == OP_SOFTMAX && r->k->fusion == FG_MAP) smax[nsmax++] = i;
-  // the element's value, then what it needs defined before it
-  char *body = NULL;
-  size_t blen = 0;
-  FILE *saved = r->f;
-  r->f = open_memstream(&body, &blen);
-  if (nsmax || !move_value(r, n)) {
-    map_members(r, os, smax, nsmax);
-    out(r, "      out[o] = v%d;\n", n->id);
-  } else {
-    out(r, "      out[o] = v;\n");
-  }
-  fclose(r->f);
-  char *loop = NULL;
-  r->f = open_memstream(&loop, &blen);
-  int mode = MODE_ELEM;
-  if (!nsmax) {
-    out(r, "  XF_ELEM_LOOP(o) {\n");
-    coords(r, os, body, false);
-    out(r, "%s  }\n", body);
-  } else {
-    mode = MODE_WARP;
-    out(r, "  XF_WARP_LOOP(row, live) {\n");
-    for (int i = 0; i < nsmax; i++) {
-      int x = leaf_slot(r, g->nodes[smax[i]].in[0]);
-      out(r, "    float mx%d = -XF_INF, sum%d = 0.0f;\n", i, i);
-      out(r, "    if (live) for (xf_i64 j = lane; j < %s; j += 32) mx%d = xf_max(L%d[row * %s + j], mx%d);\n", last, i, x, last, i);
-      out(r, "    mx%d = xf_warp_max(mx%d);\n", i, i);
-      out(r, "    if (live) for (xf_i64 j = lane; j < %s; j += 32) sum%d += xf_exp(L%d[row * %s + j] - mx%d);\n", last, i, x, last, i);
-      out(r, "    const float inv%d = 1.0f / xf_warp_sum(sum%d);\n", i, i);
-    }
-    out(r, "    if (live) for (xf_i64 j = lane; j < %s; j += 32) {\n      const xf_i64 o = row * %s + j;\n", last, last);
-    coords(r, os, body, true);
-    out(r, "%s    }\n  }\n", body);
-  }
-  fclose(r->f);
-  r->f = saved;
-  leaf_views(r, loop);
-  fputs(loop, r->f);
-  free(body);
-  free(loop);
-  return mode;
-}
-
-// ---- reductions, layer norm, cross-entropy ------------------------------------------------
-
-// SUM/MEAN/MAX over an axis before the last: out[p, m, c] = reduce_t x[p, t, m, c],
-// t in order (llvm.c emit_reduce_rows), one thread per output element.
-static int render_reduce_rows(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  int rank = xs->rank, ax = n->axis, end = ir_reduce_end(n);
-  char K[512], M[512], L[64];
-  dprod(r, xs, ax, end + 1, K, sizeof K);
-  dprod(r, xs, end + 1, rank - 1, M, sizeof M);
-  snprintf(L, sizeof L, "%s", dim(r, xs->d[rank - 1]));
-  out(r, "  const float *x = (const float *)a.slot[%d];\n  float *out = (float *)a.slot[%d];\n", KS_IN0, KS_OUT);
-  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 o = e / %s, c = e - o * %s, m = o %% %s, p = o / %s;\n", L, L, M, M);
-  out(r, "    float acc = %s;\n", n->op == OP_MAX ? "-XF_INF" : "0.0f");
-  out(r, "    for (xf_i64 t = 0; t < %s; t++) {\n      const float xv = x[((p * %s + t) * %s + m) * %s + c];\n", K, K, M, L);
-  out(r, n->op == OP_MAX ? "      acc = xf_max(xv, acc);\n" : "      acc = acc + xv;\n");
-  out(r, "    }\n");
-  if (n->op == OP_MEAN) out(r, "    acc = acc / (float)%s;\n", K);
-  out(r, "    out[e] = acc;\n  }\n");
-  return MODE_ELEM;
-}
-
-// SOFTMAX over any axis and SUM/MEAN/MAX over the last: one warp per (o, j),
-// the lanes over t; elements at (o K + t) inner + j.
-static int render_axis(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  int end = ir_reduce_end(n);
-  if (n->op != OP_SOFTMAX && end < xs->rank - 1) return render_reduce_rows(r, n);
-  char K[512], inner[512];
-  dprod(r, xs, n->axis, end + 1, K, sizeof K);
-  dprod(r, xs, end + 1, xs->rank, inner, sizeof inner);
-  out(r, "  const float *x = (const float *)a.slot[%d];\n  float *out = (float *)a.slot[%d];\n", KS_IN0, KS_OUT);
-  out(r, "  const xf_i64 inner = %s;\n", inner);
-  out(r, "  XF_WARP_LOOP(item, live) {\n    const xf_i64 o = item / inner, j = item - o * inner;\n");
-  out(r, "    const xf_i64 base = o * %s * inner + j;\n", K);
-  if (n->op == OP_SOFTMAX) {
-    out(r, "    float mx = -XF_INF, sum = 0.0f;\n");
-    out(r, "    if (live) for (xf_i64 t = lane; t < %s; t += 32) mx = xf_max(x[base + t * inner], mx);\n", K);
-    out(r, "    mx = xf_warp_max(mx);\n");
-    out(r, "    if (live) for (xf_i64 t = lane; t < %s; t += 32) sum += xf_exp(x[base + t * inner] - mx);\n", K);
-    out(r, "    const float inv = 1.0f / xf_warp_sum(sum);\n");
-    out(r, "    if (live) for (xf_i64 t = lane; t < %s; t += 32) out[base + t * inner] = xf_exp(x[base + t * inner] - mx) * inv;\n", K);
-  } else {
-    out(r, "    float acc = %s;\n", n->op == OP_MAX ? "-XF_INF" : "0.0f");
-    out(r, "    if (live) for (xf_i64 t = lane; t < %s; t += 32) acc = %s;\n", K,
-        n->op == OP_MAX ? "xf_max(x[base + t * inner], acc)" : "acc + x[base + t * inner]");
-    out(r, "    acc = %s(acc);\n", n->op == OP_MAX ? "xf_warp_max" : "xf_warp_sum");
-    if (n->op == OP_MEAN) out(r, "    acc = acc / (float)%s;\n", K);
-    out(r, "    if (live && lane == 0) out[o * inner + j] = acc;\n");
-  }
-  out(r, "  }\n");
-  return MODE_WARP;
-}
-
-// Layer norm over the last axis (seed 001 eq. 8), one warp per row.
-static int render_layernorm(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  const char *d = dim(r, xs->d[xs->rank - 1]);
-  char eps[48];
-  out(r, "  const float *x = (const float *)a.slot[%d], *gn = (const float *)a.slot[%d], *bn = (const float *)a.slot[%d];\n",
-      KS_IN0, KS_IN1, KS_IN2);
-  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s;\n", KS_OUT, d);
-  out(r, "  XF_WARP_LOOP(row, live) {\n    const xf_i64 base = row * d;\n    float sum = 0.0f, sq = 0.0f;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) sum += x[base + c];\n");
-  out(r, "    const float mu = xf_warp_sum(sum) / (float)d;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) { const float dv = x[base + c] - mu; sq += dv * dv; }\n");
-  out(r, "    const float sigma = sqrtf(xf_warp_sum(sq) / (float)d + %s);\n", fconst(n->fval, eps));
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) out[base + c] = gn[c] * (x[base + c] - mu) / sigma + bn[c];\n");
-  out(r, "  }\n");
-  return MODE_WARP;
-}
-
-// Layer norm's row statistics inside XF_WARP_LOOP: mu and sigma of the row at base.
-static void ln_stats(R *r, double eps) {
-  char e[48];
-  out(r, "    float sum = 0.0f, sq = 0.0f;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) sum += x[base + c];\n");
-  out(r, "    const float mu = xf_warp_sum(sum) / (float)d;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) { const float dv = x[base + c] - mu; sq += dv * dv; }\n");
-  out(r, "    const float sigma = sqrtf(xf_warp_sum(sq) / (float)d + %s);\n", fconst(eps, e));
-}
-
-// Layer norm's input gradient (interp.c has the equation), one warp per row.
-static int render_layernorm_dx(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  out(r, "  const float *x = (const float *)a.slot[%d], *gn = (const float *)a.slot[%d], *dy = (const float *)a.slot[%d];\n",
-      KS_IN0, KS_IN1, KS_IN2);
-  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s;\n", KS_OUT, dim(r, xs->d[xs->rank - 1]));
-  out(r, "  XF_WARP_LOOP(row, live) {\n    const xf_i64 base = row * d;\n");
-  ln_stats(r, n->fval);
-  out(r, "    float m1 = 0.0f, m2 = 0.0f;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) {\n"
-         "      const float xh = (x[base + c] - mu) / sigma, dxh = dy[base + c] * gn[c];\n"
-         "      m1 += dxh;\n      m2 += dxh * xh;\n    }\n");
-  out(r, "    const float a1 = xf_warp_sum(m1) / (float)d, a2 = xf_warp_sum(m2) / (float)d;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) {\n"
-         "      const float xh = (x[base + c] - mu) / sigma, dxh = dy[base + c] * gn[c];\n"
-         "      out[base + c] = (dxh - a1 - xh * a2) / sigma;\n    }\n");
-  out(r, "  }\n");
-  return MODE_WARP;
-}
-
-// Layer norm's gain gradient: one warp walks the rows in order, lane l
-// owning columns l, l + 32, ... of dg.
-static int render_layernorm_dg(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  char rows[512];
-  dprod(r, xs, 0, xs->rank - 1, rows, sizeof rows);
-  out(r, "  const float *x = (const float *)a.slot[%d], *dy = (const float *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s, rows = %s;\n", KS_OUT, dim(r, xs->d[xs->rank - 1]), rows);
-  out(r, "  XF_WARP_LOOP(w, one) {\n    const xf_i64 live = one;\n    (void)w;\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < d; c += 32) out[c] = 0.0f;\n");
-  out(r, "    for (xf_i64 row = 0; live && row < rows; row++) {\n      const xf_i64 base = row * d;\n");
-  ln_stats(r, n->fval);
-  out(r, "    for (xf_i64 c = lane; c < d; c += 32) out[c] += dy[base + c] * ((x[base + c] - mu) / sigma);\n");
-  out(r, "    }\n  }\n");
-  return MODE_WARP;
-}
-
-// Cross-entropy: phase 0, one warp per row: scratch[r] = logsumexp(x_r) - x_r[id_r];
-// phase 1, one thread: their mean in row order, in double (as llvm.c).
-static int render_cross_entropy(R *r, const Node *n, const Kernel *k) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape;
-  char rows[512];
-  dprod(r, xs, 0, xs->rank - 1, rows, sizeof rows);
-  if (k->phase == 1) {
-    out(r, "  float *out = (float *)a.slot[%d];\n  const float *scratch = (const float *)a.slot[%d];\n", KS_OUT, KS_SCRATCH);
-    out(r, "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n    double total = 0.0;\n");
-    out(r, "    for (xf_i64 i = 0; i < %s; i++) total += (double)scratch[i];\n", rows);
-    out(r, "    out[0] = (float)(total / (double)%s);\n  }\n", rows);
-    return MODE_ELEM;
-  }
-  const char *V = dim(r, xs->d[xs->rank - 1]);
-  out(r, "  const float *x = (const float *)a.slot[%d];\n  const int *ids = (const int *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *scratch = (float *)a.slot[%d];\n", KS_SCRATCH);
-  out(r, "  XF_WARP_LOOP(row, live) {\n    const xf_i64 base = row * %s;\n    float mx = -XF_INF, s = 0.0f;\n", V);
-  out(r, "    if (live) for (xf_i64 c = lane; c < %s; c += 32) mx = xf_max(x[base + c], mx);\n", V);
-  out(r, "    mx = xf_warp_max(mx);\n");
-  out(r, "    if (live) for (xf_i64 c = lane; c < %s; c += 32) s += xf_exp(x[base + c] - mx);\n", V);
-  out(r, "    s = xf_warp_sum(s);\n");
-  out(r, "    if (live && lane == 0) scratch[row] = (mx + logf(s)) - x[base + ids[row]];\n  }\n");
-  return MODE_WARP;
-}
-
-// ---- embeddings ---------------------------------------------------------------------------
-
-static int render_embed(R *r, const Node *n) {
-  const char *d = dim(r, r->g->nodes[n->in[0]].shape.d[1]);
-  out(r, "  const float *w = (const float *)a.slot[%d];\n  const int *ids = (const int *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 d = %s;\n", KS_OUT, d);
-  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 row = e / d, c = e - row * d;\n    out[e] = w[(xf_i64)ids[row] * d + c];\n  }\n");
-  return MODE_ELEM;
-}
-
-// out = 0; out[ids[r], c] += dy[r, c], rows in order: one thread per column c,
-// so the sums are those of the serial CPU loop, bit for bit.
-static int render_scatter_add(R *r, const Node *n) {
-  const Shape *is = &r->g->nodes[n->in[1]].shape;
-  char rows[512];
-  dprod(r, is, 0, is->rank, rows, sizeof rows);
-  out(r, "  const float *dy = (const float *)a.slot[%d];\n  const int *ids = (const int *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *out = (float *)a.slot[%d];\n  const xf_i64 V = %s, d = %s;\n", KS_OUT, dim(r, n->shape.d[0]),
-      dim(r, n->shape.d[1]));
-  out(r, "  XF_ELEM_LOOP(c) {\n    for (xf_i64 v = 0; v < V; v++) out[v * d + c] = 0.0f;\n");
-  out(r, "    for (xf_i64 i = 0; i < %s; i++) out[(xf_i64)ids[i] * d + c] += dy[i * d + c];\n  }\n", rows);
-  return MODE_ELEM;
 }
 
 // ---- causal convolutions (seed 001 eqs. 23, 26, 28, 29; ir.h ConvKind) ---------------------
@@ -1165,43 +743,26 @@ static void fn_close(R *r, const char *name) { out(r, "}\nXF_EMU_ENTRY(%s)\n\n",
 
 static int mode_threads(int mode) { return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : BLOCK_THREADS; }
 
-// Work items of kernel k in its mode.
-static XfSym items_of(const Graph *g, const Kernel *k, int mode) {
+// Work items of a kernel rendered here (the others' come from their LKernel):
+// sequences for attention, output elements for the convolutions.
+static XfSym items_of(const Graph *g, const Kernel *k) {
   const Node *n = &g->nodes[k->node];
-  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
-  if (k->fusion == FG_WEIGHT_GRAD) return sym_c(0);
-  switch (n->op) {
-  case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each, as the schedule's outer extent
+  if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD)  // one sequence each, as the schedule's outer extent
     return (XfSym){k->outer.coef, k->outer.pb, k->outer.pt};
-  case OP_CROSS_ENTROPY: return k->phase == 1 ? sym_c(1) : sym_prod(xs, 0, xs->rank - 1);
-  case OP_SCATTER_ADD: return sym_of(n->shape.d[1]);
-  case OP_LAYERNORM: case OP_LAYERNORM_DX: return sym_prod(xs, 0, xs->rank - 1);
-  case OP_LAYERNORM_DG: return sym_c(1);
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX:
-    if (n->op != OP_SOFTMAX && ir_reduce_end(n) < xs->rank - 1) return sym_prod(&n->shape, 0, n->shape.rank);
-    return sym_mul(sym_prod(xs, 0, n->axis), sym_prod(xs, ir_reduce_end(n) + 1, xs->rank));
-  default:
-    if (mode == MODE_WARP) return n->shape.rank ? sym_prod(&n->shape, 0, n->shape.rank - 1) : sym_c(1);
-    return sym_prod(&n->shape, 0, n->shape.rank);
-  }
+  return sym_prod(&n->shape, 0, n->shape.rank);
 }
 
-// Renders the body of kernel k's class function; returns its mode.
+// Renders the body of the class function of a kernel lower.c leaves to the
+// backends (convolutions, attention); returns its mode. Any other op here has
+// no lowering: an error, and an empty function.
 static int render_body(R *r, const Kernel *k, int *shmem) {
   const Node *n = &r->g->nodes[k->node];
   *shmem = 0;
   switch (n->op) {
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: return render_axis(r, n);
-  case OP_LAYERNORM: return render_layernorm(r, n);
-  case OP_LAYERNORM_DX: return render_layernorm_dx(r, n);
-  case OP_LAYERNORM_DG: return render_layernorm_dg(r, n);
   case OP_CAUSAL_CONV: case OP_CONV_DX: return render_conv(r, n);
   case OP_CONV_DW: return render_conv_dw(r, n);
-  case OP_EMBED: return render_embed(r, n);
-  case OP_SCATTER_ADD: return render_scatter_add(r, n);
-  case OP_CROSS_ENTROPY: return render_cross_entropy(r, n, k);
   case OP_ATTENTION: case OP_ATTENTION_GRAD: return render_attention(r, n, shmem);
-  default: return render_map(r, n);
+  default: unlowered(r, n); return MODE_ELEM;
   }
 }
 
@@ -1266,7 +827,6 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
     }
     for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
-      r.train = variant == 0;
       // the mode decides the launch bounds: render into a scratch stream first
       char *body = NULL;
       size_t blen = 0;
@@ -1352,7 +912,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       }
       int md = mode[c];
       rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
-                       .items = lowered[c] ? litems[c] : items_of(g, k, md),
+                       .items = lowered[c] ? litems[c] : items_of(g, k),
                        .threads = mode_threads(md), .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? WARP_THREADS / 32 : 1;
       memcpy(rec.slots, slots, sizeof slots);
