@@ -22,6 +22,7 @@
 // Parallel shape of a kernel (its launch mode):
 //   ELEM   one thread per element, grid-stride (LK_ELEMENTS, convolutions)
 //   WARP   one warp per outer index, four per block (LK_ROWS)
+//   ROW_BLOCK  one block per outer index (LK_ROWS with a constant few)
 //   BLOCK  one block per sequence (fused attention and its gradient)
 // Every loop that contains a barrier has a trip count uniform over the
 // block, and every loop that contains a shuffle or __syncwarp one uniform
@@ -36,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MODE_ELEM, MODE_WARP, MODE_BLOCK };
-enum { ELEM_THREADS = 256, WARP_THREADS = 128, BLOCK_THREADS = 128 };
+enum { MODE_ELEM, MODE_WARP, MODE_BLOCK, MODE_ROW_BLOCK };
+enum { ELEM_THREADS = 256, WARP_THREADS = 128, BLOCK_THREADS = 128, ROW_BLOCK_THREADS = 512 };
 
 typedef struct {
   FILE *f;
@@ -454,6 +455,8 @@ static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, boo
 // `live` is uniform over a warp, so the warp's whole row runs under it: the
 // shuffles are executed by all 32 lanes of a live warp and by none of a warp
 // past the last row (the emulation pairs shuffles within a warp only).
+// ROW_BLOCK is the same with the block's threads for the lanes (block
+// reductions, __syncthreads, the wide result broadcast through shared memory).
 
 typedef struct {
   R *r;
@@ -462,7 +465,20 @@ typedef struct {
   bool loaded[KS_COUNT];    // slots some LX_LOAD reads
   bool stored[KS_COUNT];    // slots some LS_STORE writes
   int ind;                  // indentation (spaces)
+  bool block;               // LK_ROWS: a block per outer index, not a warp
 } LP;
+
+// An LK_ROWS kernel with a few outer indices (a constant number, at most
+// ROW_BLOCK_MAX: the serial kernels, the reductions over every row) gets a
+// block of ROW_BLOCK_THREADS per outer index instead of a warp, its par loops
+// and reductions spread over the block.
+enum { ROW_BLOCK_MAX = 64 };
+static bool lk_has_reduce(const LStmt *st) {
+  for (; st; st = st->next)
+    if (st->kind == LS_REDUCE || lk_has_reduce(st->body)) return true;
+  return false;
+}
+static bool lk_row_block(const LKernel *lk) { return lk->nouter.pb == 0 && lk->nouter.pt == 0 && lk->nouter.coef <= ROW_BLOCK_MAX; }
 
 static void lk_slots_expr(LP *p, const LExpr *e) {
   if (!e) return;
@@ -585,26 +601,30 @@ static void lk_line(LP *p, const char *fmt, ...) {
   va_end(ap);
 }
 
-// "for (xf_i64 v = lo<plus>, v_end = hi; v < v_end; v += step) {"
-static void lk_for_open(LP *p, int var, const LExpr *lo, const char *plus, const LExpr *hi, const char *step) {
+// The threads of a row: a warp's lanes, or (ROW_BLOCK) the block's threads.
+static const char *g_id(const LP *p) { return p->block ? "threadIdx.x" : "lane"; }
+static const char *g_sync(const LP *p) { return p->block ? "__syncthreads();" : "__syncwarp();"; }
+
+// "for (xf_i64 v = lo, v_end = hi; v < v_end; v++) {", or spread over the
+// row's threads: from lo + the thread's index, stepping by their number.
+static void lk_for_open(LP *p, int var, const LExpr *lo, const LExpr *hi, bool spread) {
   const char *v = p->name[var];
   lk_line(p, "for (xf_i64 %s = ", v);
-  if (*plus && lo->kind == LX_INT && lo->ival == 0) out(p->r, "%s", plus + 3);  // " + lane": "lane"
-  else lx(p, lo), out(p->r, "%s", plus);
+  if (!spread) lx(p, lo);
+  else if (lo->kind == LX_INT && lo->ival == 0) out(p->r, "%s", g_id(p));
+  else lx(p, lo), out(p->r, " + %s", g_id(p));
   out(p->r, ", %s_end = ", v);
   lx(p, hi);
-  out(p->r, "; %s < %s_end; %s += %s) {\n", v, v, v, step);
+  if (spread) out(p->r, "; %s < %s_end; %s += %s) {\n", v, v, v, p->block ? "blockDim.x" : "32");
+  else out(p->r, "; %s < %s_end; %s++) {\n", v, v, v);
 }
 
 static void lk_block(LP *p, const LStmt *st, bool coop);
 
-// A reduction as the lane's own serial loop (index order) into float var
-// (declared by the caller), or, wide, into a double.
-static void lk_reduce_serial(LP *p, const LStmt *st) {
+// Accumulates the value of reduction st into var (declared by the caller)
+// over the loop just opened: a float sum or maximum, or (wide) a double.
+static void lk_accumulate(LP *p, const LStmt *st, bool wide) {
   const char *v = p->name[st->var];
-  bool wide = st->wide && st->op == LX_ADD;
-  if (wide) lk_line(p, "double %s_w = 0.0;\n", v);
-  lk_for_open(p, st->ivar, st->lo, "", st->hi, "1");
   p->ind += 2;
   if (wide) {
     lk_line(p, "%s_w += (double)", v);
@@ -620,10 +640,19 @@ static void lk_reduce_serial(LP *p, const LStmt *st) {
   out(p->r, ";\n");
   p->ind -= 2;
   lk_line(p, "}\n");
+}
+
+// A reduction as the thread's own serial loop, in index order.
+static void lk_reduce_serial(LP *p, const LStmt *st) {
+  const char *v = p->name[st->var];
+  bool wide = st->wide && st->op == LX_ADD;
+  if (wide) lk_line(p, "double %s_w = 0.0;\n", v);
+  lk_for_open(p, st->ivar, st->lo, st->hi, false);
+  lk_accumulate(p, st, wide);
   if (wide) lk_line(p, "%s = (float)%s_w;\n", v, v);
 }
 
-// Whether a par loop's body (or a store) writes a slot the kernel reads.
+// Whether statements st (a par loop's body) store to a slot the kernel reads.
 static bool lk_writes_read(const LP *p, const LStmt *st) {
   for (; st; st = st->next) {
     if (st->kind == LS_STORE && p->loaded[st->slot]) return true;
@@ -632,6 +661,8 @@ static bool lk_writes_read(const LP *p, const LStmt *st) {
   return false;
 }
 
+// One statement, at row level (coop: the row's threads together) or as a
+// thread's own serial code.
 static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   R *r = p->r;
   switch (st->kind) {
@@ -641,21 +672,21 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     out(r, ";\n");
     return;
   case LS_STORE:
-    lk_line(p, "%sS%d[", coop ? "if (lane == 0) " : "", st->slot);
+    lk_line(p, "%s%s%sS%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", st->slot);
     lx(p, st->idx);
     out(r, "] = ");
     lx(p, st->val);
     out(r, ";\n");
-    if (coop && p->loaded[st->slot]) lk_line(p, "__syncwarp();\n");
+    if (coop && p->loaded[st->slot]) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_FOR: {
     bool spread = coop && st->par;
-    lk_for_open(p, st->var, st->lo, spread ? " + lane" : "", st->hi, spread ? "32" : "1");
+    lk_for_open(p, st->var, st->lo, st->hi, spread);
     p->ind += 2;
     lk_block(p, st->body, coop && !st->par);
     p->ind -= 2;
     lk_line(p, "}\n");
-    if (spread && lk_writes_read(p, st->body)) lk_line(p, "__syncwarp();\n");
+    if (spread && lk_writes_read(p, st->body)) lk_line(p, "%s\n", g_sync(p));
     return;
   }
   case LS_REDUCE: {
@@ -665,27 +696,21 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
       lk_reduce_serial(p, st);
       return;
     }
-    if (st->wide && st->op == LX_ADD) {  // lane 0 in index order, then every lane
-      lk_line(p, "if (lane == 0) {\n");
+    if (st->wide && st->op == LX_ADD) {  // thread 0 in index order, then broadcast
+      lk_line(p, "if (%s == 0) {\n", g_id(p));
       p->ind += 2;
       lk_reduce_serial(p, st);
+      if (p->block) lk_line(p, "red[0] = %s;\n", v);
       p->ind -= 2;
       lk_line(p, "}\n");
-      lk_line(p, "%s = __shfl_sync(0xffffffffu, %s, 0);\n", v, v);
+      if (p->block) lk_line(p, "__syncthreads();\n"), lk_line(p, "%s = red[0];\n", v), lk_line(p, "__syncthreads();\n");
+      else lk_line(p, "%s = __shfl_sync(0xffffffffu, %s, 0);\n", v, v);
       return;
     }
-    lk_for_open(p, st->ivar, st->lo, " + lane", st->hi, "32");
-    if (st->op == LX_MAX) {
-      lk_line(p, "  %s = xf_max(", v);
-      lx(p, st->val);
-      out(r, ", %s);\n", v);
-    } else {
-      lk_line(p, "  %s = %s + ", v, v);
-      lx(p, st->val);
-      out(r, ";\n");
-    }
-    lk_line(p, "}\n");
-    lk_line(p, "%s = %s(%s);\n", v, st->op == LX_MAX ? "xf_warp_max" : "xf_warp_sum", v);
+    lk_for_open(p, st->ivar, st->lo, st->hi, true);
+    lk_accumulate(p, st, false);
+    const char *fn = st->op == LX_MAX ? (p->block ? "xf_block_max" : "xf_warp_max") : (p->block ? "xf_block_sum" : "xf_warp_sum");
+    lk_line(p, "%s = %s(%s%s);\n", v, fn, v, p->block ? ", red" : "");
     return;
   }
   case LS_COUNT: break;
@@ -708,11 +733,16 @@ static int render_lkernel(R *r, const LKernel *lk) {
   }
   const char *o = p.name[0];
   if (lk->shape == LK_ROWS) {
-    out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n      const xf_i64 %s = row;\n      (void)%s;\n", o, o);
+    p.block = lk_row_block(lk);
+    if (p.block)
+      out(r, "%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
+          lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "");
+    else out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n");
+    out(r, "      const xf_i64 %s = row;\n      (void)%s;\n", o, o);
     p.ind = 6;
     lk_block(&p, lk->body, true);
     out(r, "    }\n  }\n");
-    return MODE_WARP;
+    return p.block ? MODE_ROW_BLOCK : MODE_WARP;
   }
   // LK_ELEMENTS: lets, then the one par loop over [lo, lo + inner)
   out(r, "  const xf_i64 inner = ");
@@ -741,7 +771,9 @@ static void fn_open(R *r, const char *name, int threads) {
 }
 static void fn_close(R *r, const char *name) { out(r, "}\nXF_EMU_ENTRY(%s)\n\n", name); }
 
-static int mode_threads(int mode) { return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : BLOCK_THREADS; }
+static int mode_threads(int mode) {
+  return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : mode == MODE_ROW_BLOCK ? ROW_BLOCK_THREADS : BLOCK_THREADS;
+}
 
 // Work items of a kernel rendered here (the others' come from their LKernel):
 // sequences for attention, output elements for the convolutions.
