@@ -652,11 +652,23 @@ static void lk_reduce_serial(LP *p, const LStmt *st) {
   if (wide) lk_line(p, "%s = (float)%s_w;\n", v, v);
 }
 
-// Whether statements st (a par loop's body) store to a slot the kernel reads.
-static bool lk_writes_read(const LP *p, const LStmt *st) {
-  for (; st; st = st->next) {
+// Whether expression e loads a slot the kernel writes.
+static bool lk_reads_written(const LP *p, const LExpr *e) {
+  if (!e) return false;
+  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < KS_COUNT && p->stored[e->slot]) return true;
+  return lk_reads_written(p, e->a[0]) || lk_reads_written(p, e->a[1]) || lk_reads_written(p, e->a[2]);
+}
+
+// Whether statements st (and their bodies) store to a slot the kernel reads
+// or read a slot it writes: run by the row's threads, each on its share, they
+// are followed by a barrier, so that no thread reads before another's store
+// is done, or stores over what another has still to read.
+static bool lk_shares(const LP *p, const LStmt *st, bool one) {
+  for (; st; st = one ? NULL : st->next) {
     if (st->kind == LS_STORE && p->loaded[st->slot]) return true;
-    if (lk_writes_read(p, st->body)) return true;
+    if (lk_reads_written(p, st->lo) || lk_reads_written(p, st->hi) || lk_reads_written(p, st->idx) || lk_reads_written(p, st->val))
+      return true;
+    if (lk_shares(p, st->body, false)) return true;
   }
   return false;
 }
@@ -670,6 +682,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     lk_line(p, "const %s %s = ", ltype(p->lk->types[st->var]), p->name[st->var]);
     lx(p, st->val);
     out(r, ";\n");
+    if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_STORE:
     lk_line(p, "%s%s%sS%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", st->slot);
@@ -677,7 +690,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     out(r, "] = ");
     lx(p, st->val);
     out(r, ";\n");
-    if (coop && p->loaded[st->slot]) lk_line(p, "%s\n", g_sync(p));
+    if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_FOR: {
     bool spread = coop && st->par;
@@ -686,7 +699,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     lk_block(p, st->body, coop && !st->par);
     p->ind -= 2;
     lk_line(p, "}\n");
-    if (spread && lk_writes_read(p, st->body)) lk_line(p, "%s\n", g_sync(p));
+    if (spread && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   }
   case LS_REDUCE: {
