@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../runtime/xf_abi.h"
+#include "loops.h"
 
 typedef LLVMValueRef V;
 typedef LLVMTypeRef Ty;
@@ -325,43 +326,58 @@ static V exp_f32(Emit *e, V x) {
   return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, hi), ""), cf32(e, INFINITY), res);
 }
 
-// Reductions of a stored row x[base .. base + len): RR_MAX the maximum,
-// RR_SUMEXP sum exp(x - shift), RR_DOT sum x y (y from ybase). Eight independent partial results over
-// lanes t mod 8, then a fixed tree; the lanes are isomorphic straight-line
+// The element t of a reduction over an index range, emitted where it is
+// called (once per lane and once in the tail loop of row_reduce).
+typedef V (*RowElem)(Emit *e, const void *ctx, V t);
+
+// op (LX_ADD: sum from 0; LX_MAX: maximum from -inf, acc = x > acc ? x : acc)
+// of elem(t) for t in [lo, hi). Eight independent partial results over lanes
+// (t - lo) mod 8, then a fixed tree; the lanes are isomorphic straight-line
 // code that the SLP vectoriser packs into vector registers. The order is
 // fixed by the code, so results do not depend on threads.
-enum { RR_MAX, RR_SUMEXP, RR_DOT };
 #define RR_LANES 8
-static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase) {
+static V row_reduce(Emit *e, LExprKind op, V lo, V hi, RowElem elem, const void *ctx) {
   LLVMBuilderRef b = e->b;
+  bool mx = op == LX_MAX;
   V acc[RR_LANES];
-  V init = cf32(e, kind == RR_MAX ? -INFINITY : 0);
+  V init = cf32(e, mx ? -INFINITY : 0);
   for (int u = 0; u < RR_LANES; u++) acc[u] = var(e, e->f32), LLVMBuildStore(b, init, acc[u]);
-#define RR_STEP(u, t)                                                                                        \
-  do {                                                                                                       \
-    V xv_ = load(e, x, LLVMBuildAdd(b, base, (t), "")), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
-    V nv_ = kind == RR_MAX      ? max_f(e, xv_, a_)             \
-            : kind == RR_SUMEXP ? LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "")      \
-                                : LLVMBuildFAdd(b, a_, LLVMBuildFMul(b, xv_, load(e, y, LLVMBuildAdd(b, ybase, (t), "")), ""), ""); \
-    LLVMBuildStore(b, nv_, acc[u]);                                                                          \
+#define RR_STEP(u, t)                                                                \
+  do {                                                                               \
+    V x_ = elem(e, ctx, (t)), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
+    LLVMBuildStore(b, mx ? max_f(e, x_, a_) : LLVMBuildFAdd(b, a_, x_, ""), acc[u]); \
   } while (0)
   Loop lb, lt;
-  V blocks = LLVMBuildSDiv(b, len, ci64(e, RR_LANES), "");
+  V blocks = LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), ci64(e, RR_LANES), "");
   V blk = loop_begin(e, &lb, ci64(e, 0), blocks);
-  V t0 = LLVMBuildMul(b, blk, ci64(e, RR_LANES), "");
+  V t0 = LLVMBuildAdd(b, lo, LLVMBuildMul(b, blk, ci64(e, RR_LANES), ""), "");
   for (int u = 0; u < RR_LANES; u++) RR_STEP(u, LLVMBuildAdd(b, t0, ci64(e, u), ""));
   loop_end(e, &lb);
-  V t = loop_begin(e, &lt, LLVMBuildMul(b, blocks, ci64(e, RR_LANES), ""), len);
+  V t = loop_begin(e, &lt, LLVMBuildAdd(b, lo, LLVMBuildMul(b, blocks, ci64(e, RR_LANES), ""), ""), hi);
   RR_STEP(0, t);
   loop_end(e, &lt);
 #undef RR_STEP
   V v[RR_LANES];
   for (int u = 0; u < RR_LANES; u++) v[u] = LLVMBuildLoad2(b, e->f32, acc[u], "");
   for (int w = RR_LANES / 2; w >= 1; w /= 2)
-    for (int u = 0; u < w; u++)
-      v[u] = kind == RR_MAX ? max_f(e, v[u + w], v[u])
-                            : LLVMBuildFAdd(b, v[u], v[u + w], "");
+    for (int u = 0; u < w; u++) v[u] = mx ? max_f(e, v[u + w], v[u]) : LLVMBuildFAdd(b, v[u], v[u + w], "");
   return v[0];
+}
+
+// Elements of stored rows for row_reduce: RR_X x[base + t], RR_EXP
+// exp(x[base + t] - shift), RR_DOT x[base + t] y[ybase + t].
+enum { RR_X, RR_EXP, RR_DOT };
+typedef struct {
+  int kind;
+  V x, base, shift, y, ybase;
+} RowAt;
+
+static V row_at_elem(Emit *e, const void *ctx, V t) {
+  const RowAt *r = ctx;
+  V x = load(e, r->x, LLVMBuildAdd(e->b, r->base, t, ""));
+  if (r->kind == RR_EXP) return exp_f32(e, LLVMBuildFSub(e->b, x, r->shift, ""));
+  if (r->kind == RR_DOT) return LLVMBuildFMul(e->b, x, load(e, r->y, LLVMBuildAdd(e->b, r->ybase, t, "")), "");
+  return x;
 }
 
 // An op this backend cannot compute where it stands: the first such is
@@ -536,8 +552,9 @@ static V map_value(Emit *e, Map *m, int id) {
 
 // Row statistics of softmax member sm over the stored row at base: max, 1/sum.
 static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, last, NULL, NULL, NULL), mx);
-  V sum = row_reduce(e, RR_SUMEXP, x, base, last, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL);
+  LLVMBuildStore(e->b, row_reduce(e, LX_MAX, ci64(e, 0), last, row_at_elem, &(RowAt){.kind = RR_X, .x = x, .base = base}), mx);
+  RowAt ex = {.kind = RR_EXP, .x = x, .base = base, .shift = LLVMBuildLoad2(e->b, e->f32, mx, "")};
+  V sum = row_reduce(e, LX_ADD, ci64(e, 0), last, row_at_elem, &ex);
   LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), sum, ""), inv);
 }
 
@@ -967,7 +984,7 @@ static void emit_conv_dw(Emit *e, const Node *n) {
     V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
     V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, i, ""), ew, "");
     if (n->conv == CONV_SCALAR) {  // dw_lag += x_{i-lag} . dy_i, a dot product in eight lanes
-      store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, RR_DOT, x, xr, d, NULL, dy, yr), ""));
+      store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, LX_ADD, ci64(e, 0), d, row_at_elem, &(RowAt){.kind = RR_DOT, .x = x, .base = xr, .y = dy, .ybase = yr}), ""));
       loop_end(e, &li);
       loop_end(e, &lb);
       loop_end(e, &lk);
@@ -1216,8 +1233,9 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   V mx = var(e, e->f32), s = var(e, e->f32);
   V r = loop_begin(e, &lr, e->lo, e->hi);
   V base = LLVMBuildMul(e->b, r, Vn, "");
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, Vn, NULL, NULL, NULL), mx);
-  LLVMBuildStore(e->b, row_reduce(e, RR_SUMEXP, x, base, Vn, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL), s);
+  LLVMBuildStore(e->b, row_reduce(e, LX_MAX, ci64(e, 0), Vn, row_at_elem, &(RowAt){.kind = RR_X, .x = x, .base = base}), mx);
+  RowAt ex = {.kind = RR_EXP, .x = x, .base = base, .shift = LLVMBuildLoad2(e->b, e->f32, mx, "")};
+  LLVMBuildStore(e->b, row_reduce(e, LX_ADD, ci64(e, 0), Vn, row_at_elem, &ex), s);
   V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
   V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
   store(e, scratch, r, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""));
