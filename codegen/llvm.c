@@ -67,6 +67,7 @@ typedef struct {
   bool win;
   V w0, w1;
   LLVMBasicBlockRef entry;
+  Arena arena;    // the LKernels of lower_kernel and the printer's tables
   char err[512];  // the first op without a lowering here (unlowered), located
 } Emit;
 
@@ -1242,7 +1243,178 @@ static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
   loop_end(e, &lr);
 }
 
+// ---- loop-level kernels (loops.h) ----------------------------------------------------
+// An LKernel printed as IR: the loop over the outer index (variable 0), its
+// statements as loop nests in the current function, its expressions as
+// straight-line code at each use.
+
+typedef struct {
+  V *vals;           // [nvars]: each variable's value where it is visible
+  V slot[KS_IMM];    // operand pointers (f32*, i32* where slot_int) of the
+                     // slots the kernel reads or writes, loaded before its loops
+  V row0, imm;       // XfApi.row0 (i64) and KS_IMM (i32), where the kernel uses them
+} LPrint;
+
+static _Noreturn void lk_internal(const char *what, int n) {
+  fprintf(stderr, "xfc: internal error: llvm.c: LKernel: %s %d\n", what, n);
+  abort();
+}
+
+static bool lexpr_has(const LExpr *x, LExprKind k) {
+  if (!x) return false;
+  if (x->kind == k) return true;
+  for (int i = 0; i < 3; i++)
+    if (lexpr_has(x->a[i], k)) return true;
+  return false;
+}
+
+// Whether an expression of kind k occurs in the statements from s on (and inside them).
+static bool lstmt_has(const LStmt *s, LExprKind k) {
+  for (; s; s = s->next)
+    if (lexpr_has(s->lo, k) || lexpr_has(s->hi, k) || lexpr_has(s->idx, k) || lexpr_has(s->val, k) || lstmt_has(s->body, k))
+      return true;
+  return false;
+}
+
+static V lslot(LPrint *p, int slot) {
+  if (slot < 0 || slot >= KS_IMM || !p->slot[slot]) lk_internal("access to a slot it does not mark read or written:", slot);
+  return p->slot[slot];
+}
+
+// The value of x; arithmetic is integer or float as its operands are.
+static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
+  LLVMBuilderRef b = e->b;
+  V a[3] = {0};
+  for (int i = 0; i < 3; i++)
+    if (x->a[i]) a[i] = lexpr(e, p, x->a[i]);
+  bool f = (x->a[0] ? x->a[0]->type : x->type) == LT_F32;
+  switch (x->kind) {
+  case LX_INT: return ci64(e, x->ival);
+  case LX_FLT: return cf32(e, x->fval);
+  case LX_DIM: return x->ival ? e->T : e->B;
+  case LX_VAR: return p->vals[x->var];
+  case LX_ROW0: return p->row0;
+  case LX_LOAD:
+    if (x->type == LT_I64) return LLVMBuildSExt(b, load_i(e, lslot(p, x->slot), a[0]), e->i64, "");
+    return load(e, lslot(p, x->slot), a[0]);
+  case LX_NEG: return f ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildNeg(b, a[0], "");
+  case LX_EXP: return exp_f32(e, a[0]);
+  case LX_LOG: return call_f32(e, "llvm.log.f32", a[0]);
+  case LX_SQRT: return call_f32(e, "llvm.sqrt.f32", a[0]);
+  case LX_SIN: return call_f32(e, "llvm.sin.f32", a[0]);
+  case LX_COS: return call_f32(e, "llvm.cos.f32", a[0]);
+  case LX_TANH: return call_f32(e, "tanhf", a[0]);
+  case LX_ERF: return call_f32(e, "erff", a[0]);
+  case LX_ADD: return f ? LLVMBuildFAdd(b, a[0], a[1], "") : LLVMBuildAdd(b, a[0], a[1], "");
+  case LX_SUB: return f ? LLVMBuildFSub(b, a[0], a[1], "") : LLVMBuildSub(b, a[0], a[1], "");
+  case LX_MUL: return f ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
+  case LX_DIV: return f ? LLVMBuildFDiv(b, a[0], a[1], "") : LLVMBuildSDiv(b, a[0], a[1], "");
+  case LX_REM: return LLVMBuildSRem(b, a[0], a[1], "");
+  case LX_MAX: return f ? max_f(e, a[0], a[1]) : select_f(e, LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], ""), a[0], a[1]);
+  case LX_LT: return f ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
+  case LX_GT: return f ? LLVMBuildFCmp(b, LLVMRealOGT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], "");
+  case LX_GE: return f ? LLVMBuildFCmp(b, LLVMRealOGE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGE, a[0], a[1], "");
+  case LX_EQ: return f ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
+  case LX_AND: return LLVMBuildAnd(b, a[0], a[1], "");
+  case LX_SELECT: return select_f(e, a[0], a[1], a[2]);
+  case LX_TOF: return LLVMBuildSIToFP(b, a[0], e->f32, "");
+  case LX_KEEP:  // in double, as runtime/rng.h
+    return LLVMBuildFCmp(b, LLVMRealOGE, philox_uniform(e, e->seed, p->imm, a[0], e->step), LLVMConstReal(e->f64, x->fval), "");
+  case LX_COUNT: break;
+  }
+  lk_internal("expression kind", (int)x->kind);
+}
+
+// The element of reduction s at index t: its value with s->ivar bound to t.
+typedef struct {
+  LPrint *p;
+  const LStmt *s;
+} LReduce;
+
+static V reduce_elem(Emit *e, const void *ctx, V t) {
+  const LReduce *r = ctx;
+  r->p->vals[r->s->ivar] = t;
+  return lexpr(e, r->p, r->s->val);
+}
+
+// A wide reduction: one serial loop over [lo, hi) in index order,
+// accumulating in double, rounded to float32 at the end.
+static V reduce_wide(Emit *e, LPrint *p, const LStmt *s, V lo, V hi) {
+  LLVMBuilderRef b = e->b;
+  V acc = var(e, e->f64);
+  LLVMBuildStore(b, LLVMConstReal(e->f64, s->op == LX_MAX ? -INFINITY : 0), acc);
+  Loop L;
+  p->vals[s->ivar] = loop_begin(e, &L, lo, hi);
+  V x = LLVMBuildFPExt(b, lexpr(e, p, s->val), e->f64, ""), a = LLVMBuildLoad2(b, e->f64, acc, "");
+  LLVMBuildStore(b, s->op == LX_MAX ? max_f(e, x, a) : LLVMBuildFAdd(b, a, x, ""), acc);
+  loop_end(e, &L);
+  return LLVMBuildFPTrunc(b, LLVMBuildLoad2(b, e->f64, acc, ""), e->f32, "");
+}
+
+static void lblock(Emit *e, LPrint *p, const LStmt *s) {
+  for (; s; s = s->next) {
+    switch (s->kind) {
+    case LS_LET: p->vals[s->var] = lexpr(e, p, s->val); continue;
+    case LS_STORE: {
+      V idx = lexpr(e, p, s->idx), v = lexpr(e, p, s->val);
+      store(e, lslot(p, s->slot), idx, v);
+      continue;
+    }
+    case LS_FOR: {  // par loops too: the loop vectoriser finds their independence
+      V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
+      Loop L;
+      p->vals[s->var] = loop_begin(e, &L, lo, hi);
+      lblock(e, p, s->body);
+      loop_end(e, &L);
+      continue;
+    }
+    case LS_REDUCE: {
+      if (s->op != LX_ADD && s->op != LX_MAX) lk_internal("reduction op", (int)s->op);
+      V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
+      p->vals[s->var] = s->wide ? reduce_wide(e, p, s, lo, hi) : row_reduce(e, s->op, lo, hi, reduce_elem, &(LReduce){p, s});
+      continue;
+    }
+    case LS_COUNT: break;
+    }
+    lk_internal("statement kind", (int)s->kind);
+  }
+}
+
+// lk's body for each outer index in [lo, hi), into the current function.
+static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
+  LPrint p = {.vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
+  for (int s = 0; s < KS_IMM; s++)
+    if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = buf(e, s, lk->slot_int[s]);
+  if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
+  if (lstmt_has(lk->body, LX_KEEP)) p.imm = imm32(e);
+  Loop L;
+  p.vals[0] = loop_begin(e, &L, lo, hi);
+  lblock(e, &p, lk->body);
+  loop_end(e, &L);
+}
+
 // ---- functions -------------------------------------------------------------------
+
+// The kernel's LKernel: FG_MATMUL_MAP's product into the rows of batch
+// entries [lo, hi) first, then its epilogue over those rows in place (the
+// window's rows of each entry in the step program); else the outer indices [lo, hi).
+static void emit_lowered(Emit *e, const LKernel *lk) {
+  if (e->k->fusion != FG_MATMUL_MAP) {
+    emit_lkernel(e, lk, e->lo, e->hi);
+    return;
+  }
+  const Node *mm = &e->g->nodes[e->k->matmul];
+  emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
+  V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
+  if (!e->win) {
+    emit_lkernel(e, lk, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+    return;
+  }
+  Loop lb;
+  V base = LLVMBuildMul(e->b, loop_begin(e, &lb, e->lo, e->hi), rows, "");
+  emit_lkernel(e, lk, LLVMBuildAdd(e->b, base, e->w0, ""), LLVMBuildAdd(e->b, base, e->w1, ""));
+  loop_end(e, &lb);
+}
 
 // The function of kernel class ki (its representative kernel).
 static V kernel_fn(Emit *e, int ki, bool train, bool win) {
@@ -1269,7 +1441,13 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
     return fn;
   }
   e->train = train, e->k = k;
-  switch (n->op) {
+  char lerr[sizeof e->err] = "";
+  const LKernel *lk = lower_kernel(&e->arena, e->s, k, train, lerr, sizeof lerr);
+  if (lk) {
+    emit_lowered(e, lk);
+  } else if (lerr[0]) {
+    if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", lerr);
+  } else switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
   case OP_LAYERNORM: emit_layernorm(e, n); break;
   case OP_LAYERNORM_DX: emit_layernorm_dx(e, n); break;
@@ -1666,6 +1844,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   free(kfns);
   free(kinf);
   LLVMDisposeBuilder(e.b);
+  arena_free(&e.arena);
   if (e.err[0]) {
     snprintf(err, errlen, "%s", e.err);
     LLVMDisposeModule(e.M);
