@@ -33,8 +33,8 @@ typedef enum {
   LT_BOOL,  // comparisons
 } LType;
 
-// Expressions: trees (a subexpression is not shared between parents; reuse
-// goes through an LS_LET). Arithmetic kinds are typed by their operands
+// Expressions: a subexpression may hang under several parents (a printer
+// evaluates it at each use; values worth computing once are LS_LETs). Arithmetic kinds are typed by their operands
 // (both LT_I64 or both LT_F32); integer division and remainder truncate.
 typedef enum {
   // leaves
@@ -142,7 +142,10 @@ typedef struct {
 // op's name) and NULL returned with err set; err[0] == 0 otherwise. train:
 // the training variant (dropout draws its mask), else dropout is the identity.
 LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen);
-// Text of an LKernel (xfc --emit=loops): one line per statement.
+// Text of an LKernel: one line per statement.
 void lkernel_print(FILE *f, const LKernel *lk);
+// xfc --emit=loops: every kernel class of s, its loops or the backends'
+// kernel it is. Returns 0, or 1 after printing a lowering error to stderr.
+int lower_print(FILE *f, Arena *a, const Schedule *s);
 
 #endif

@@ -1,17 +1,804 @@
 // lower.c: schedule kernel classes -> loop descriptions (loops.h).
 //
 // Requires: a Schedule (kernel.h) of a verified graph.
-// Guarantees: for every kernel it describes, an LKernel whose value at every
-// output element is that of the reference interpreter (interp/interp.c), in
-// float32; NULL for kernels left to the backends (loops.h).
+// Guarantees: for every kernel it describes, an LKernel computing the value
+// of the reference interpreter (interp/interp.c) at every output element, in
+// float32, whose outer extent is the schedule's (Kernel.outer; for an
+// FG_MATMUL_MAP epilogue, the rows of the product); NULL for the kernels
+// left to the backends (loops.h). The scheduling choices made here, once for
+// every backend: which kernels are elementwise (LK_ELEMENTS) and which work
+// a row at a time (LK_ROWS), the loop order of each reduction, and what a
+// reduction over a row reuses (the statistics of softmax members, of layer
+// norm, computed once per row).
 #include "loops.h"
 
+#include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
-LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen) {
-  (void)a, (void)s, (void)k, (void)train;
-  if (errlen) err[0] = 0;
-  return NULL;
+typedef struct {
+  Arena *a;
+  const Schedule *s;
+  const Graph *g;
+  const Kernel *k;
+  LKernel *lk;
+  bool train;
+  char *err;
+  size_t errlen;
+  int cap;
+  LStmt **tail[8];  // where the next statement of each open block goes
+  int depth;
+} Lo;
+
+// ---- builders ----------------------------------------------------------------------
+
+static int new_var(Lo *L, LType t, const char *name) {
+  LKernel *lk = L->lk;
+  if (lk->nvars == L->cap) {
+    int cap = L->cap ? 2 * L->cap : 16;
+    lk->types = arena_realloc(L->a, lk->types, sizeof(LType) * (size_t)L->cap, sizeof(LType) * (size_t)cap);
+    lk->names = arena_realloc(L->a, lk->names, sizeof(char *) * (size_t)L->cap, sizeof(char *) * (size_t)cap);
+    L->cap = cap;
+  }
+  lk->types[lk->nvars] = t;
+  lk->names[lk->nvars] = name ? name : "";
+  return lk->nvars++;
 }
 
-void lkernel_print(FILE *f, const LKernel *lk) { (void)f, (void)lk; }
+static LExpr *ex(Lo *L, LExprKind kind, LType t) {
+  LExpr *e = arena_alloc(L->a, sizeof *e);
+  e->kind = kind, e->type = t;
+  return e;
+}
+static LExpr *xi(Lo *L, int64_t v) {
+  LExpr *e = ex(L, LX_INT, LT_I64);
+  e->ival = v;
+  return e;
+}
+static LExpr *xf(Lo *L, double v) {
+  LExpr *e = ex(L, LX_FLT, LT_F32);
+  e->fval = v;
+  return e;
+}
+static LExpr *xvar(Lo *L, int v) {
+  LExpr *e = ex(L, LX_VAR, L->lk->types[v]);
+  e->var = v;
+  return e;
+}
+static LExpr *x1(Lo *L, LExprKind kind, LExpr *x) {
+  if (kind == LX_TOF && x->kind == LX_INT) return xf(L, (double)x->ival);
+  LExpr *e = ex(L, kind, kind == LX_TOF ? LT_F32 : kind == LX_KEEP ? LT_BOOL : x->type);
+  e->a[0] = x;
+  return e;
+}
+static LExpr *x2(Lo *L, LExprKind kind, LExpr *x, LExpr *y) {
+  if ((kind == LX_DIV || kind == LX_REM) && y->kind == LX_INT && y->ival == 1) return kind == LX_DIV ? x : xi(L, 0);
+  bool cmp = kind == LX_LT || kind == LX_GT || kind == LX_GE || kind == LX_EQ || kind == LX_AND;
+  LExpr *e = ex(L, kind, cmp ? LT_BOOL : x->type);
+  e->a[0] = x, e->a[1] = y;
+  return e;
+}
+static LExpr *xsel(Lo *L, LExpr *c, LExpr *x, LExpr *y) {
+  LExpr *e = ex(L, LX_SELECT, x->type);
+  e->a[0] = c, e->a[1] = x, e->a[2] = y;
+  return e;
+}
+// Integer arithmetic with constants folded (sizes are mostly constants).
+static LExpr *imul(Lo *L, LExpr *x, LExpr *y) {
+  if (x->kind == LX_INT && y->kind == LX_INT) return xi(L, x->ival * y->ival);
+  if (x->kind == LX_INT && x->ival == 1) return y;
+  if (y->kind == LX_INT && y->ival == 1) return x;
+  if ((x->kind == LX_INT && x->ival == 0) || (y->kind == LX_INT && y->ival == 0)) return xi(L, 0);
+  return x2(L, LX_MUL, x, y);
+}
+static LExpr *iadd(Lo *L, LExpr *x, LExpr *y) {
+  if (x->kind == LX_INT && y->kind == LX_INT) return xi(L, x->ival + y->ival);
+  if (x->kind == LX_INT && x->ival == 0) return y;
+  if (y->kind == LX_INT && y->ival == 0) return x;
+  return x2(L, LX_ADD, x, y);
+}
+static LExpr *load(Lo *L, int slot, LExpr *idx) {
+  LExpr *e = ex(L, LX_LOAD, L->lk->slot_int[slot] ? LT_I64 : LT_F32);
+  e->slot = slot, e->a[0] = idx;
+  L->lk->slot_read[slot] = true;
+  return e;
+}
+static LExpr *xdim(Lo *L, Dim d) {
+  if (d.kind == DIM_CONST) return xi(L, d.n);
+  LExpr *e = ex(L, LX_DIM, LT_I64);
+  e->ival = d.kind == DIM_T;
+  return e;
+}
+// prod of dims [from, to) of s
+static LExpr *dprod(Lo *L, const Shape *s, int from, int to) {
+  LExpr *r = xi(L, 1);
+  for (int i = from; i < to; i++) r = imul(L, r, xdim(L, s->d[i]));
+  return r;
+}
+
+static SymSize sym_of(Dim d) {
+  if (d.kind == DIM_B) return (SymSize){1, 1, 0};
+  if (d.kind == DIM_T) return (SymSize){1, 0, 1};
+  return (SymSize){d.n, 0, 0};
+}
+static SymSize sym_prod(const Shape *s, int from, int to) {
+  SymSize r = {1, 0, 0};
+  for (int i = from; i < to; i++) {
+    SymSize d = sym_of(s->d[i]);
+    r = (SymSize){r.coef * d.coef, r.pb + d.pb, r.pt + d.pt};
+  }
+  return r;
+}
+
+static LStmt *stmt(Lo *L, LStmtKind kind) {
+  LStmt *st = arena_alloc(L->a, sizeof *st);
+  st->kind = kind;
+  *L->tail[L->depth] = st;
+  L->tail[L->depth] = &st->next;
+  return st;
+}
+static int let(Lo *L, LExpr *v, const char *name) {
+  LStmt *st = stmt(L, LS_LET);
+  st->var = new_var(L, v->type, name);
+  st->val = v;
+  return st->var;
+}
+static void store(Lo *L, int slot, LExpr *idx, LExpr *v) {
+  LStmt *st = stmt(L, LS_STORE);
+  st->slot = slot, st->idx = idx, st->val = v;
+  L->lk->slot_written[slot] = true;
+}
+// for (var in [lo, hi)) { ... for_end }: returns var.
+static int for_begin(Lo *L, LExpr *lo, LExpr *hi, bool par, const char *name) {
+  LStmt *st = stmt(L, LS_FOR);
+  st->var = new_var(L, LT_I64, name);
+  st->lo = lo, st->hi = hi, st->par = par;
+  L->tail[++L->depth] = &st->body;
+  return st->var;
+}
+static void for_end(Lo *L) { L->depth--; }
+// var = op over a new index in [lo, hi) of val(index): begin returns the
+// index; reduce_end(value) closes it and returns the result variable.
+static LStmt *reduce_begin(Lo *L, LExprKind op, LExpr *lo, LExpr *hi, int *index) {
+  LStmt *st = arena_alloc(L->a, sizeof *st);
+  st->kind = LS_REDUCE, st->op = op, st->lo = lo, st->hi = hi;
+  st->ivar = *index = new_var(L, LT_I64, "t");
+  return st;
+}
+static int reduce_end(Lo *L, LStmt *st, LExpr *val, const char *name) {
+  st->val = val;
+  st->var = new_var(L, LT_F32, name);
+  *L->tail[L->depth] = st;
+  L->tail[L->depth] = &st->next;
+  return st->var;
+}
+
+// An op the description has no loops for where it stands (inside a group):
+// "file:line:col: error: no loop lowering for op 'X' (node %N)", never an identity.
+static void unlowered(Lo *L, const Node *n) {
+  if (L->err[0]) return;
+  int at = n->loc.file ? snprintf(L->err, L->errlen, "%s:%d:%d: ", n->loc.file, n->loc.line, n->loc.col) : 0;
+  if (at < 0 || (size_t)at >= L->errlen) at = 0;
+  snprintf(L->err + at, L->errlen - (size_t)at, "error: no loop lowering for op '%s' (node %%%d)", ir_op_info[n->op].name, n->id);
+}
+
+// ---- elementwise maps --------------------------------------------------------------
+
+// A map kernel's element: output shape os, row (variable), column j, flat
+// index o = row * last + j; coordinates c[a] made on first use (LS_LET in
+// the column loop); the value v[id] of each group member, once defined.
+typedef struct {
+  const Shape *os;
+  int row, j, o;
+  int c[IR_MAX_RANK];
+  int *v;                   // [nnodes]: member id -> variable, -1 undefined
+  int smx[KERNEL_MAX_IN], sinv[KERNEL_MAX_IN], sid[KERNEL_MAX_IN];  // softmax members' row statistics
+  int nsmax;
+} Map;
+
+static bool member(Lo *L, int id) { return id == L->k->node || L->s->group[id] == L->k->node; }
+
+static int leaf_slot(Lo *L, int id) {
+  for (int i = 0; i < L->k->nin; i++)
+    if (L->k->leaf[i] == id) return KS_IN0 + i;
+  return -1;
+}
+
+// Coordinate a of the element (the column j for the last axis).
+static LExpr *coord(Lo *L, Map *m, int a) {
+  int r = m->os->rank;
+  if (a == r - 1) return xvar(L, m->j);
+  if (m->c[a] < 0) {
+    LExpr *q = x2(L, LX_DIV, xvar(L, m->row), dprod(L, m->os, a + 1, r - 1));
+    if (a > 0) q = x2(L, LX_REM, q, xdim(L, m->os->d[a]));
+    m->c[a] = let(L, q, "c");
+  }
+  return xvar(L, m->c[a]);
+}
+
+// Offset of x (shape xs) at the element, numpy-broadcast (axes aligned right).
+static LExpr *bcast_offset(Lo *L, Map *m, const Shape *xs) {
+  const Shape *os = m->os;
+  if (shape_eq(xs, os)) return xvar(L, m->o);
+  LExpr *off = xi(L, 0), *stride = xi(L, 1);
+  for (int k = os->rank - 1; k >= 0; k--) {
+    int i = k - (os->rank - xs->rank);
+    if (i < 0) break;
+    bool one = xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
+    if (!one) off = iadd(L, off, imul(L, coord(L, m, k), stride));
+    stride = imul(L, stride, xdim(L, xs->d[i]));
+  }
+  return off;
+}
+
+// Offset of the element at coordinates c (c[a] for a != axis, c_axis at
+// axis) in a row-major tensor of shape xs.
+static LExpr *offset_at(Lo *L, Map *m, const Shape *xs, int axis, LExpr *c_axis, const int *perm) {
+  LExpr *off = xi(L, 0), *stride = xi(L, 1);
+  for (int k = xs->rank - 1; k >= 0; k--) {
+    int oa = perm ? perm[k] : k;  // the output axis that indexes axis k of xs
+    off = iadd(L, off, imul(L, oa == axis && c_axis ? c_axis : coord(L, m, oa), stride));
+    stride = imul(L, stride, xdim(L, xs->d[k]));
+  }
+  return off;
+}
+
+static LExpr *map_value(Lo *L, Map *m, int id);
+
+// Input i of member n at the element.
+static LExpr *operand(Lo *L, Map *m, const Node *n, int i) {
+  int id = n->in[i];
+  if (member(L, id)) return map_value(L, m, id);
+  int slot = leaf_slot(L, id);
+  if (slot < 0) return unlowered(L, n), xf(L, 0);
+  return load(L, slot, bcast_offset(L, m, &L->g->nodes[id].shape));
+}
+
+// The stored input i of move op n (a member reading a member has no lowering).
+static int move_slot(Lo *L, const Node *n, int i) {
+  int slot = member(L, n->in[i]) ? -1 : leaf_slot(L, n->in[i]);
+  if (slot < 0) unlowered(L, n);
+  return slot < 0 ? KS_IN0 : slot;
+}
+
+static LExpr *fbool(Lo *L, LExpr *c) { return xsel(L, c, xf(L, 1), xf(L, 0)); }
+
+// The unary elementwise ops over the primitive ALU kinds.
+static LExpr *unary(Lo *L, const Node *n, LExpr *x) {
+  switch (n->op) {
+  case OP_NEG: return x1(L, LX_NEG, x);
+  case OP_EXP: return x1(L, LX_EXP, x);
+  case OP_LOG: return x1(L, LX_LOG, x);
+  case OP_SQRT: return x1(L, LX_SQRT, x);
+  case OP_SIN: return x1(L, LX_SIN, x);
+  case OP_COS: return x1(L, LX_COS, x);
+  case OP_TANH: return x1(L, LX_TANH, x);
+  case OP_RELU: return x2(L, LX_MAX, x, xf(L, 0));
+  case OP_STEP: return fbool(L, x2(L, LX_GT, x, xf(L, 0)));
+  case OP_SIGMOID: return x2(L, LX_DIV, xf(L, 1), x2(L, LX_ADD, xf(L, 1), x1(L, LX_EXP, x1(L, LX_NEG, x))));
+  case OP_GELU:  // 0.5 x (1 + erf(x / sqrt 2))
+    return x2(L, LX_MUL, x2(L, LX_MUL, xf(L, 0.5), x), x2(L, LX_ADD, xf(L, 1), x1(L, LX_ERF, x2(L, LX_MUL, x, xf(L, M_SQRT1_2)))));
+  case OP_DGELU: {  // Phi(x) + x phi(x)
+    LExpr *Phi = x2(L, LX_MUL, xf(L, 0.5), x2(L, LX_ADD, xf(L, 1), x1(L, LX_ERF, x2(L, LX_MUL, x, xf(L, M_SQRT1_2)))));
+    LExpr *phi = x2(L, LX_MUL, xf(L, 1 / sqrt(2 * M_PI)), x1(L, LX_EXP, x2(L, LX_MUL, xf(L, -0.5), x2(L, LX_MUL, x, x))));
+    return x2(L, LX_ADD, Phi, x2(L, LX_MUL, x, phi));
+  }
+  default: return unlowered(L, n), xf(L, 0);
+  }
+}
+
+static LExpr *binary(Lo *L, const Node *n, LExpr *x, LExpr *y) {
+  switch (n->op) {
+  case OP_ADD: return x2(L, LX_ADD, x, y);
+  case OP_SUB: return x2(L, LX_SUB, x, y);
+  case OP_MUL: return x2(L, LX_MUL, x, y);
+  case OP_DIV: return x2(L, LX_DIV, x, y);
+  case OP_EQ: return fbool(L, x2(L, LX_EQ, x, y));
+  default: return unlowered(L, n), xf(L, 0);
+  }
+}
+
+// The value of member id at the element: a variable defined before first use.
+static LExpr *map_value(Lo *L, Map *m, int id) {
+  if (m->v[id] >= 0) return xvar(L, m->v[id]);
+  const Graph *g = L->g;
+  const Node *n = &g->nodes[id];
+  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
+  int r = m->os->rank;
+  LExpr *v;
+  switch (n->op) {
+  case OP_CONST: v = xf(L, n->fval); break;
+  case OP_SIZE: v = x1(L, LX_TOF, xdim(L, n->len)); break;
+  case OP_IOTA: v = x1(L, LX_TOF, coord(L, m, r - 1)); break;
+  case OP_EXPAND: v = operand(L, m, n, 0); break;
+  case OP_MATMUL: v = load(L, KS_OUT, xvar(L, m->o)); break;  // the kernel's GEMM wrote it
+  case OP_CAUSAL_MASK:
+    v = xsel(L, x2(L, LX_GT, coord(L, m, r - 1), coord(L, m, r - 2)), xf(L, n->fval), operand(L, m, n, 0));
+    break;
+  case OP_ONEHOT: {
+    int slot = move_slot(L, n, 0);
+    v = fbool(L, x2(L, LX_EQ, load(L, slot, xvar(L, m->row)), coord(L, m, r - 1)));
+    break;
+  }
+  case OP_DROPOUT: {  // keep where uniform(seed, stream, index, step) >= p, scaled by 1/(1-p)
+    LExpr *x = operand(L, m, n, 0);
+    L->lk->dropout = true;
+    if (!L->train) {
+      v = x;
+      break;
+    }
+    // the global element index: o + row0 * (elements per batch row)
+    LExpr *idx = xvar(L, m->o);
+    if (n->shape.rank && n->shape.d[0].kind == DIM_B)
+      idx = iadd(L, idx, imul(L, ex(L, LX_ROW0, LT_I64), dprod(L, &n->shape, 1, n->shape.rank)));
+    LExpr *keep = x1(L, LX_KEEP, idx);
+    keep->fval = n->fval;
+    v = xsel(L, keep, x2(L, LX_MUL, x, xf(L, 1 / (1 - n->fval))), xf(L, 0));
+    break;
+  }
+  case OP_SOFTMAX: {
+    int i = 0;
+    while (i < m->nsmax && m->sid[i] != id) i++;
+    if (i == m->nsmax) return unlowered(L, n), xf(L, 0);
+    LExpr *x = load(L, move_slot(L, n, 0), xvar(L, m->o));
+    v = x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, x, xvar(L, m->smx[i]))), xvar(L, m->sinv[i]));
+    break;
+  }
+  case OP_TRANSPOSE: {  // out[.., c_axis, .., c_axis2, ..] = x[.., c_axis2, .., c_axis, ..]
+    int perm[IR_MAX_RANK];
+    for (int a = 0; a < r; a++) perm[a] = a;
+    perm[n->axis] = n->axis2, perm[n->axis2] = n->axis;
+    v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, -1, NULL, perm));
+    break;
+  }
+  case OP_SLICE:
+    v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, n->axis, iadd(L, coord(L, m, n->axis), xi(L, n->start)), NULL));
+    break;
+  case OP_PAD: {  // inside [start, start + len) of axis: x, else 0
+    int rel = let(L, x2(L, LX_SUB, coord(L, m, n->axis), xi(L, n->start)), "rel");
+    int in = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, rel), xi(L, 0)), x2(L, LX_LT, xvar(L, rel), xdim(L, xs->d[n->axis]))),
+                 "inside");
+    LExpr *safe = xsel(L, xvar(L, in), xvar(L, rel), xi(L, 0));
+    v = xsel(L, xvar(L, in), load(L, move_slot(L, n, 0), offset_at(L, m, xs, n->axis, safe, NULL)), xf(L, 0));
+    break;
+  }
+  case OP_CONCAT: {
+    const Shape *ys = &g->nodes[n->in[1]].shape;
+    LExpr *split = xdim(L, xs->d[n->axis]);
+    int first = let(L, x2(L, LX_LT, coord(L, m, n->axis), split), "first");
+    LExpr *cy = xsel(L, xvar(L, first), xi(L, 0), x2(L, LX_SUB, coord(L, m, n->axis), xdim(L, xs->d[n->axis])));
+    LExpr *ox = xsel(L, xvar(L, first), offset_at(L, m, xs, -1, NULL, NULL), xi(L, 0));
+    v = xsel(L, xvar(L, first), load(L, move_slot(L, n, 0), ox), load(L, move_slot(L, n, 1), offset_at(L, m, ys, n->axis, cy, NULL)));
+    break;
+  }
+  default:
+    if (ir_op_info[n->op].cat == OPC_UNARY) v = unary(L, n, operand(L, m, n, 0));
+    else if (ir_op_info[n->op].cat == OPC_BINARY) v = binary(L, n, operand(L, m, n, 0), operand(L, m, n, 1));
+    else return unlowered(L, n), xf(L, 0);
+    break;
+  }
+  if (v->kind == LX_VAR) return v;
+  m->v[id] = let(L, v, "v");
+  return xvar(L, m->v[id]);
+}
+
+// Reductions of the stored row slot[base + t], t < len: its maximum and
+// sum exp(x - max), as variables.
+static void softmax_stats(Lo *L, int slot, int base, LExpr *len, int *mx, int *sum) {
+  int t;
+  LStmt *st = reduce_begin(L, LX_MAX, xi(L, 0), len, &t);
+  *mx = reduce_end(L, st, load(L, slot, iadd(L, xvar(L, base), xvar(L, t))), "mx");
+  st = reduce_begin(L, LX_ADD, xi(L, 0), len, &t);
+  *sum = reduce_end(L, st, x1(L, LX_EXP, x2(L, LX_SUB, load(L, slot, iadd(L, xvar(L, base), xvar(L, t))), xvar(L, *mx))), "sum");
+}
+
+// Elementwise kernels, FG_MAP groups and the epilogue of FG_MATMUL_MAP: for
+// each row of the output, out[row, j] = the root's value at (row, j).
+static void lower_map(Lo *L, const Node *n) {
+  const Graph *g = L->g;
+  const Shape *os = &n->shape;
+  int r = os->rank;
+  LExpr *last = r ? xdim(L, os->d[r - 1]) : xi(L, 1);
+  Map m = {.os = os, .row = 0};
+  for (int a = 0; a < IR_MAX_RANK; a++) m.c[a] = -1;
+  m.v = arena_alloc(L->a, sizeof(int) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) m.v[i] = -1;
+  L->lk->outer = r ? dprod(L, os, 0, r - 1) : xi(L, 1);
+  L->lk->nouter = r ? sym_prod(os, 0, r - 1) : (SymSize){1, 0, 0};
+  L->lk->name = L->k->fusion == FG_NONE ? ir_op_info[n->op].name : "map";
+  int base = -1;
+  for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
+    if (member(L, i) && g->nodes[i].op == OP_SOFTMAX && L->k->fusion == FG_MAP) {
+      if (base < 0) base = let(L, imul(L, xvar(L, m.row), last), "base");
+      m.sid[m.nsmax] = i;
+      int sum;
+      softmax_stats(L, move_slot(L, &g->nodes[i], 0), base, last, &m.smx[m.nsmax], &sum);
+      m.sinv[m.nsmax++] = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, sum)), "inv");
+    }
+  L->lk->shape = m.nsmax ? LK_ROWS : LK_ELEMENTS;
+  if (!m.nsmax) L->lk->inner = last, L->lk->ninner = r ? sym_of(os->d[r - 1]) : (SymSize){1, 0, 0};
+  m.j = for_begin(L, xi(L, 0), last, true, "j");
+  m.o = let(L, iadd(L, imul(L, xvar(L, m.row), last), xvar(L, m.j)), "o");
+  store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, n->id));
+  for_end(L);
+}
+
+// ---- reductions and softmax over an axis -------------------------------------------
+
+// A reduction over axes before the last: x viewed as [P, K, M, Lc], one
+// output row (p, m) of Lc per outer index o = p M + m: out = 0, then rows t
+// in order accumulated into it (contiguous, so the column loop vectorises;
+// each element's order is t = 0, 1, ...), MEAN divided by K after.
+static void lower_reduce_rows(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
+  bool mx = n->op == OP_MAX;
+  LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *Lc = xdim(L, xs->d[r - 1]);
+  int o = 0;
+  int m = let(L, x2(L, LX_REM, xvar(L, o), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, o), M), "p");
+  int ob = let(L, imul(L, xvar(L, o), Lc), "obase");
+  int c = for_begin(L, xi(L, 0), Lc, true, "c");
+  store(L, KS_OUT, iadd(L, xvar(L, ob), xvar(L, c)), xf(L, mx ? -INFINITY : 0));
+  for_end(L);
+  int t = for_begin(L, xi(L, 0), K, false, "t");
+  int xb = let(L, imul(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, p), K), xvar(L, t)), M), xvar(L, m)), Lc), "xbase");
+  c = for_begin(L, xi(L, 0), Lc, true, "c");
+  int oi = let(L, iadd(L, xvar(L, ob), xvar(L, c)), "oi");
+  LExpr *xv = load(L, KS_IN0, iadd(L, xvar(L, xb), xvar(L, c))), *acc = load(L, KS_OUT, xvar(L, oi));
+  store(L, KS_OUT, xvar(L, oi), mx ? x2(L, LX_MAX, xv, acc) : x2(L, LX_ADD, acc, xv));
+  for_end(L);
+  for_end(L);
+  if (n->op == OP_MEAN) {
+    LExpr *kf = x1(L, LX_TOF, K);
+    c = for_begin(L, xi(L, 0), Lc, true, "c");
+    int oi2 = let(L, iadd(L, xvar(L, ob), xvar(L, c)), "oi");
+    store(L, KS_OUT, xvar(L, oi2), x2(L, LX_DIV, load(L, KS_OUT, xvar(L, oi2)), kf));
+    for_end(L);
+  }
+}
+
+// SUM/MEAN/MAX over trailing axes and SOFTMAX over any axis: x viewed as
+// [P, K, I] (I the axes after the reduced ones), one p per outer index; for
+// each i < I (a par loop when I > 1, else the row itself) the elements
+// (p K + t) I + i, t < K.
+static void lower_axis(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  int end = ir_reduce_end(n);
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->outer = dprod(L, xs, 0, n->axis);
+  L->lk->nouter = sym_prod(xs, 0, n->axis);
+  L->lk->shape = LK_ROWS;
+  if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
+    L->lk->outer = imul(L, L->lk->outer, dprod(L, xs, end + 1, xs->rank - 1));
+    SymSize mm = sym_prod(xs, end + 1, xs->rank - 1);
+    L->lk->nouter = (SymSize){L->lk->nouter.coef * mm.coef, L->lk->nouter.pb + mm.pb, L->lk->nouter.pt + mm.pt};
+    lower_reduce_rows(L, n);
+    return;
+  }
+  LExpr *K = dprod(L, xs, n->axis, end + 1), *I = dprod(L, xs, end + 1, xs->rank);
+  bool one = I->kind == LX_INT && I->ival == 1;
+  int i = one ? -1 : for_begin(L, xi(L, 0), I, true, "i");
+  LExpr *base0 = imul(L, imul(L, xvar(L, 0), K), I);
+  int base = let(L, one ? base0 : iadd(L, base0, xvar(L, i)), "base");
+#define AT(t) iadd(L, xvar(L, base), imul(L, xvar(L, t), I))
+  int t;
+  if (n->op == OP_SOFTMAX) {
+    LStmt *st = reduce_begin(L, LX_MAX, xi(L, 0), K, &t);
+    int mx = reduce_end(L, st, load(L, KS_IN0, AT(t)), "mx");
+    st = reduce_begin(L, LX_ADD, xi(L, 0), K, &t);
+    int sum = reduce_end(L, st, x1(L, LX_EXP, x2(L, LX_SUB, load(L, KS_IN0, AT(t)), xvar(L, mx))), "sum");
+    int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, sum)), "inv");
+    t = for_begin(L, xi(L, 0), K, true, "t");
+    store(L, KS_OUT, AT(t), x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, load(L, KS_IN0, AT(t)), xvar(L, mx))), xvar(L, inv)));
+    for_end(L);
+  } else {
+    LStmt *st = reduce_begin(L, n->op == OP_MAX ? LX_MAX : LX_ADD, xi(L, 0), K, &t);
+    int acc = reduce_end(L, st, load(L, KS_IN0, AT(t)), "acc");
+    LExpr *res = xvar(L, acc);
+    if (n->op == OP_MEAN) res = x2(L, LX_DIV, res, x1(L, LX_TOF, K));
+    store(L, KS_OUT, one ? xvar(L, 0) : iadd(L, imul(L, xvar(L, 0), I), xvar(L, i)), res);
+  }
+#undef AT
+  if (!one) for_end(L);
+}
+
+// ---- row normalisations ------------------------------------------------------------
+
+// sum over c < d of f(c) as a variable.
+typedef LExpr *(*RowTerm)(Lo *L, int c, const void *ctx);
+static int row_sum(Lo *L, LExpr *d, RowTerm f, const void *ctx, const char *name) {
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), d, &c);
+  return reduce_end(L, st, f(L, c, ctx), name);
+}
+
+// The row of a row op: slot's elements base + c.
+typedef struct {
+  int base, mu, sigma, g, dy;  // variables and slots (-1: unused)
+  int x;
+} Row;
+
+static LExpr *at(Lo *L, const Row *w, int slot, int c) { return load(L, slot, iadd(L, xvar(L, w->base), xvar(L, c))); }
+static LExpr *term_x(Lo *L, int c, const void *ctx) { return at(L, ctx, ((const Row *)ctx)->x, c); }
+static LExpr *term_dev2(Lo *L, int c, const void *ctx) {
+  const Row *w = ctx;
+  LExpr *dv = x2(L, LX_SUB, at(L, w, w->x, c), xvar(L, w->mu));
+  return x2(L, LX_MUL, dv, x2(L, LX_SUB, at(L, w, w->x, c), xvar(L, w->mu)));
+}
+static LExpr *term_sq(Lo *L, int c, const void *ctx) {
+  const Row *w = ctx;
+  return x2(L, LX_MUL, at(L, w, w->x, c), at(L, w, w->x, c));
+}
+// xhat at column c: (x - mu) / sigma (layer norm), x / sigma (rms norm: mu < 0)
+static LExpr *xhat(Lo *L, const Row *w, int c) {
+  LExpr *x = at(L, w, w->x, c);
+  if (w->mu >= 0) x = x2(L, LX_SUB, x, xvar(L, w->mu));
+  return x2(L, LX_DIV, x, xvar(L, w->sigma));
+}
+// dxhat = dy o g
+static LExpr *term_dxh(Lo *L, int c, const void *ctx) {
+  const Row *w = ctx;
+  return x2(L, LX_MUL, at(L, w, w->dy, c), load(L, w->g, xvar(L, c)));
+}
+static LExpr *term_dxh_xh(Lo *L, int c, const void *ctx) {
+  const Row *w = ctx;
+  return x2(L, LX_MUL, term_dxh(L, c, ctx), xhat(L, w, c));
+}
+
+// The row statistics (seed 001 eq. 8 for layer norm): mu = mean x, sigma =
+// sqrt(mean (x - mu)^2 + eps); rms norm: sigma = sqrt(mean x^2 + eps), no mu.
+static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
+  LExpr *df = x1(L, LX_TOF, d);
+  if (rms) {
+    w->mu = -1;
+    int sq = row_sum(L, d, term_sq, w, "sq");
+    w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
+    return;
+  }
+  int sum = row_sum(L, d, term_x, w, "sum");
+  w->mu = let(L, x2(L, LX_DIV, xvar(L, sum), x1(L, LX_TOF, d)), "mu");
+  int sq = row_sum(L, d, term_dev2, w, "sq");
+  w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
+}
+
+// LAYERNORM, RMSNORM and their gradients _DX (one row per outer index) and
+// _DG (serial over rows: the sum over rows in row order, independent of
+// threads). interp.c has the equations.
+static void lower_norm(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  bool rms = n->op == OP_RMSNORM || n->op == OP_RMSNORM_DX || n->op == OP_RMSNORM_DG;
+  bool dg = n->op == OP_LAYERNORM_DG || n->op == OP_RMSNORM_DG;
+  LExpr *d = xdim(L, xs->d[xs->rank - 1]), *rows = dprod(L, xs, 0, xs->rank - 1);
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->shape = LK_ROWS;
+  L->lk->outer = dg ? xi(L, 1) : rows;
+  L->lk->nouter = dg ? (SymSize){1, 0, 0} : sym_prod(xs, 0, xs->rank - 1);
+  Row w = {.x = KS_IN0, .g = KS_IN1, .dy = dg ? KS_IN1 : KS_IN2};
+  int c, row = 0;
+  if (dg) {
+    c = for_begin(L, xi(L, 0), d, true, "c");
+    store(L, KS_OUT, xvar(L, c), xf(L, 0));
+    for_end(L);
+    row = for_begin(L, xi(L, 0), rows, false, "row");
+  }
+  w.base = let(L, imul(L, xvar(L, row), d), "base");
+  row_stats(L, &w, d, rms, n->fval);
+  switch (n->op) {
+  case OP_LAYERNORM: case OP_RMSNORM:  // y = g o xhat (+ b)
+    c = for_begin(L, xi(L, 0), d, true, "c");
+    {
+      LExpr *x = at(L, &w, KS_IN0, c);
+      if (!rms) x = x2(L, LX_SUB, x, xvar(L, w.mu));
+      LExpr *y = x2(L, LX_DIV, x2(L, LX_MUL, load(L, KS_IN1, xvar(L, c)), x), xvar(L, w.sigma));
+      if (!rms) y = x2(L, LX_ADD, y, load(L, KS_IN2, xvar(L, c)));
+      store(L, KS_OUT, iadd(L, xvar(L, w.base), xvar(L, c)), y);
+    }
+    for_end(L);
+    break;
+  case OP_LAYERNORM_DX: case OP_RMSNORM_DX: {
+    // layer norm: dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma
+    // rms norm:   dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma
+    LExpr *df = x1(L, LX_TOF, d);
+    int a1 = rms ? -1 : let(L, x2(L, LX_DIV, xvar(L, row_sum(L, d, term_dxh, &w, "m1")), df), "a1");
+    int a2 = let(L, x2(L, LX_DIV, xvar(L, row_sum(L, d, term_dxh_xh, &w, "m2")), x1(L, LX_TOF, d)), "a2");
+    c = for_begin(L, xi(L, 0), d, true, "c");
+    LExpr *t = term_dxh(L, c, &w);
+    if (a1 >= 0) t = x2(L, LX_SUB, t, xvar(L, a1));
+    t = x2(L, LX_SUB, t, x2(L, LX_MUL, xhat(L, &w, c), xvar(L, a2)));
+    store(L, KS_OUT, iadd(L, xvar(L, w.base), xvar(L, c)), x2(L, LX_DIV, t, xvar(L, w.sigma)));
+    for_end(L);
+    break;
+  }
+  default:  // _DG: dg += dy o xhat, rows in order
+    c = for_begin(L, xi(L, 0), d, true, "c");
+    store(L, KS_OUT, xvar(L, c), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, c)), x2(L, LX_MUL, at(L, &w, KS_IN1, c), xhat(L, &w, c))));
+    for_end(L);
+    for_end(L);
+    break;
+  }
+}
+
+// ---- cross-entropy, embeddings -----------------------------------------------------
+
+// Phase 0, one row per outer index: scratch[r] = logsumexp(x_r) - x_r[id_r].
+// Phase 1, serial: out = the mean of the scratch, summed in double in row order.
+static void lower_cross_entropy(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  LExpr *V = xdim(L, xs->d[xs->rank - 1]), *rows = dprod(L, xs, 0, xs->rank - 1);
+  L->lk->name = "cross_entropy";
+  L->lk->shape = LK_ROWS;
+  int t;
+  if (L->k->phase == 1) {
+    L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
+    LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), rows, &t);
+    st->wide = true;
+    int total = reduce_end(L, st, load(L, KS_SCRATCH, xvar(L, t)), "total");
+    store(L, KS_OUT, xi(L, 0), x2(L, LX_DIV, xvar(L, total), x1(L, LX_TOF, rows)));
+    return;
+  }
+  L->lk->outer = rows, L->lk->nouter = sym_prod(xs, 0, xs->rank - 1);
+  int base = let(L, imul(L, xvar(L, 0), V), "base"), mx, sum;
+  softmax_stats(L, KS_IN0, base, V, &mx, &sum);
+  LExpr *lse = x2(L, LX_ADD, xvar(L, mx), x1(L, LX_LOG, xvar(L, sum)));
+  LExpr *xid = load(L, KS_IN0, iadd(L, xvar(L, base), load(L, KS_IN1, xvar(L, 0))));
+  store(L, KS_SCRATCH, xvar(L, 0), x2(L, LX_SUB, lse, xid));
+}
+
+// out[r, c] = w[ids[r], c]
+static void lower_embed(Lo *L, const Node *n) {
+  const Shape *ws = &L->g->nodes[n->in[0]].shape, *is = &L->g->nodes[n->in[1]].shape;
+  LExpr *d = xdim(L, ws->d[1]);
+  L->lk->name = "embed";
+  L->lk->shape = LK_ELEMENTS;
+  L->lk->outer = dprod(L, is, 0, is->rank), L->lk->nouter = sym_prod(is, 0, is->rank);
+  L->lk->inner = d, L->lk->ninner = sym_of(ws->d[1]);
+  int c = for_begin(L, xi(L, 0), d, true, "c");
+  LExpr *src = iadd(L, imul(L, load(L, KS_IN1, xvar(L, 0)), d), xvar(L, c));
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), d), xvar(L, c)), load(L, KS_IN0, src));
+  for_end(L);
+}
+
+// Serial (outer extent 1): out = 0; out[ids[r], :] += dy[r, :], rows in order.
+static void lower_scatter_add(Lo *L, const Node *n) {
+  const Shape *is = &L->g->nodes[n->in[1]].shape;
+  LExpr *V = xdim(L, n->shape.d[0]), *d = xdim(L, n->shape.d[1]);
+  L->lk->name = "scatter_add";
+  L->lk->shape = LK_ROWS;
+  L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
+  int z = for_begin(L, xi(L, 0), imul(L, V, d), true, "e");
+  store(L, KS_OUT, xvar(L, z), xf(L, 0));
+  for_end(L);
+  int r = for_begin(L, xi(L, 0), dprod(L, is, 0, is->rank), false, "r");
+  int ob = let(L, imul(L, load(L, KS_IN1, xvar(L, r)), d), "obase");
+  int yb = let(L, imul(L, xvar(L, r), d), "ybase");
+  int c = for_begin(L, xi(L, 0), d, true, "c");
+  int oi = let(L, iadd(L, xvar(L, ob), xvar(L, c)), "oi");
+  store(L, KS_OUT, xvar(L, oi), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, oi)), load(L, KS_IN0, iadd(L, xvar(L, yb), xvar(L, c)))));
+  for_end(L);
+  for_end(L);
+}
+
+// ---- entry -------------------------------------------------------------------------
+
+static bool sym_eq(SymSize a, SymSize b) { return a.coef == b.coef && a.pb == b.pb && a.pt == b.pt; }
+
+LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  if (errlen) err[0] = 0;
+  if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX ||
+      n->op == OP_CONV_DW || n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD)
+    return NULL;
+  Lo L = {.a = a, .s = s, .g = g, .k = k, .train = train, .err = err, .errlen = errlen};
+  L.lk = arena_alloc(a, sizeof *L.lk);
+  L.tail[0] = &L.lk->body;
+  new_var(&L, LT_I64, "o");
+  for (int i = 0; i < k->nin; i++) L.lk->slot_int[KS_IN0 + i] = g->nodes[k->leaf[i]].dtype == DT_I32;
+  L.lk->ninner = (SymSize){1, 0, 0};
+  switch (n->op) {
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: lower_axis(&L, n); break;
+  case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DG:
+  case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DG: lower_norm(&L, n); break;
+  case OP_CROSS_ENTROPY: lower_cross_entropy(&L, n); break;
+  case OP_EMBED: lower_embed(&L, n); break;
+  case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
+  default: lower_map(&L, n); break;
+  }
+  if (err[0]) return NULL;
+  if (k->fusion != FG_MATMUL_MAP && !sym_eq(L.lk->nouter, k->outer)) {
+    snprintf(err, errlen, "internal error: kernel of %%%d (%s): loop outer extent %lldB^%dT^%d, schedule's %lldB^%dT^%d",
+             n->id, ir_op_info[n->op].name, (long long)L.lk->nouter.coef, L.lk->nouter.pb, L.lk->nouter.pt,
+             (long long)k->outer.coef, k->outer.pb, k->outer.pt);
+    return NULL;
+  }
+  return L.lk;
+}
+
+// ---- text --------------------------------------------------------------------------
+
+static const char *kind_name[LX_COUNT] = {
+    [LX_NEG] = "neg", [LX_EXP] = "exp", [LX_LOG] = "log", [LX_SQRT] = "sqrt", [LX_SIN] = "sin", [LX_COS] = "cos",
+    [LX_TANH] = "tanh", [LX_ERF] = "erf", [LX_ADD] = "+", [LX_SUB] = "-", [LX_MUL] = "*", [LX_DIV] = "/",
+    [LX_REM] = "%", [LX_MAX] = "max", [LX_LT] = "<", [LX_GT] = ">", [LX_GE] = ">=", [LX_EQ] = "==", [LX_AND] = "&&",
+    [LX_TOF] = "float", [LX_KEEP] = "keep"};
+
+static void print_var(FILE *f, const LKernel *lk, int v) { fprintf(f, "%s_%d", lk->names[v][0] ? lk->names[v] : "v", v); }
+
+static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
+  switch (e->kind) {
+  case LX_INT: fprintf(f, "%lld", (long long)e->ival); return;
+  case LX_FLT: fprintf(f, "%gf", e->fval); return;
+  case LX_DIM: fputs(e->ival ? "T" : "B", f); return;
+  case LX_VAR: print_var(f, lk, e->var); return;
+  case LX_ROW0: fputs("row0", f); return;
+  case LX_LOAD:
+    fprintf(f, "%s%d[", lk->slot_int[e->slot] ? "ids" : "s", e->slot);
+    print_expr(f, lk, e->a[0]);
+    fputc(']', f);
+    return;
+  case LX_SELECT:
+    fputc('(', f), print_expr(f, lk, e->a[0]), fputs(" ? ", f), print_expr(f, lk, e->a[1]);
+    fputs(" : ", f), print_expr(f, lk, e->a[2]), fputc(')', f);
+    return;
+  case LX_KEEP:
+    fprintf(f, "keep(%g, ", e->fval), print_expr(f, lk, e->a[0]), fputc(')', f);
+    return;
+  default:
+    if (!e->a[1] || e->kind == LX_MAX) {
+      fprintf(f, "%s(", kind_name[e->kind]);
+      print_expr(f, lk, e->a[0]);
+      if (e->a[1]) fputs(", ", f), print_expr(f, lk, e->a[1]);
+      fputc(')', f);
+      return;
+    }
+    fputc('(', f), print_expr(f, lk, e->a[0]), fprintf(f, " %s ", kind_name[e->kind]), print_expr(f, lk, e->a[1]);
+    fputc(')', f);
+  }
+}
+
+static void print_block(FILE *f, const LKernel *lk, const LStmt *st, int ind) {
+  for (; st; st = st->next) {
+    fprintf(f, "%*s", ind, "");
+    switch (st->kind) {
+    case LS_LET: print_var(f, lk, st->var), fputs(" = ", f), print_expr(f, lk, st->val), fputc('\n', f); break;
+    case LS_STORE:
+      fprintf(f, "s%d[", st->slot), print_expr(f, lk, st->idx), fputs("] = ", f), print_expr(f, lk, st->val);
+      fputc('\n', f);
+      break;
+    case LS_FOR:
+      fprintf(f, "for%s ", st->par ? " par" : ""), print_var(f, lk, st->var), fputs(" in [", f);
+      print_expr(f, lk, st->lo), fputs(", ", f), print_expr(f, lk, st->hi), fputs("):\n", f);
+      print_block(f, lk, st->body, ind + 2);
+      break;
+    case LS_REDUCE:
+      print_var(f, lk, st->var), fprintf(f, " = %s%s over ", st->op == LX_MAX ? "max" : "sum", st->wide ? " (double)" : "");
+      print_var(f, lk, st->ivar), fputs(" in [", f), print_expr(f, lk, st->lo), fputs(", ", f), print_expr(f, lk, st->hi);
+      fputs(") of ", f), print_expr(f, lk, st->val), fputc('\n', f);
+      break;
+    default: fputs("?\n", f); break;
+    }
+  }
+}
+
+void lkernel_print(FILE *f, const LKernel *lk) {
+  fprintf(f, "  %s %s, outer [0, ", lk->name, lk->shape == LK_ELEMENTS ? "elements" : "rows");
+  print_expr(f, lk, lk->outer);
+  if (lk->inner) fputs(") x [0, ", f), print_expr(f, lk, lk->inner);
+  fputs("):\n", f);
+  print_block(f, lk, lk->body, 4);
+}
+
+int lower_print(FILE *f, Arena *a, const Schedule *s) {
+  char err[512];
+  for (int ki = 0; ki < s->nkernels; ki++) {
+    const Kernel *k = &s->kernels[ki];
+    if (k->cls != ki) continue;
+    const Node *n = &s->g->nodes[k->node];
+    LKernel *lk = lower_kernel(a, s, k, true, err, sizeof err);
+    if (err[0]) return fprintf(stderr, "%s\n", err), 1;
+    fprintf(f, "k%d %s %%%d%s%s\n", ki, ir_op_info[n->op].name, n->id, k->fusion == FG_MATMUL_MAP ? " (after its GEMM)" : "",
+            lk ? "" : ": a backend kernel (GEMM, convolution or attention)");
+    if (lk) lkernel_print(f, lk);
+  }
+  return 0;
+}

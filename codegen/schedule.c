@@ -49,7 +49,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
     return sym_prod(x, 0, n->axis);
   case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
   case OP_CROSS_ENTROPY: return sym_prod(x, 0, x->rank - 1);          // phase 0: rows
-  case OP_SCATTER_ADD: case OP_LAYERNORM_DG: return (SymSize){1, 0, 0};  // serial
+  case OP_SCATTER_ADD: case OP_LAYERNORM_DG: case OP_RMSNORM_DG: return (SymSize){1, 0, 0};  // serial
   case OP_CONV_DW: return sym_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return sym_prod(x, 0, x->rank - 2);

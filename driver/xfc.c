@@ -11,6 +11,7 @@
 #include "../frontend/frontend.h"
 #include "../codegen/cuda.h"
 #include "../codegen/llvm.h"
+#include "../codegen/loops.h"
 #include "../codegen/cuda_nvrtc.h"
 #include "../interp/interp.h"
 #include "../passes/passes.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
         "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
         "                  lifetime and planned offset at --batch, --seq, and stop\n"
+        "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
         "  --emit=cuda     print the generated CUDA C source and stop\n"
         "  --emit=ptx      print the PTX NVRTC makes of it (for --gpu-arch) and stop\n"
@@ -181,6 +183,11 @@ static int codegen(Graph *g, const Options *o) {
     schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
     arena_free(&a);
     return 0;
+  }
+  if (o->emit && !strcmp(o->emit, "loops")) {
+    int status = lower_print(stdout, &a, s);
+    arena_free(&a);
+    return status;
   }
   if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) {
     CudaModule *cm = cuda_render(&a, s);
@@ -342,7 +349,7 @@ static bool st_check_grad(Pipeline *p) {
 // llvm, cuda and ptx itself.
 static bool st_codegen(Pipeline *p) {
   const char *e = p->o->emit;
-  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
+  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
   if (code) p->status = codegen(p->code, p->o);
   return false;
 }
@@ -355,7 +362,7 @@ static const Stage stages[] = {
     {"remat", NULL, st_remat, NULL},                   // passes/remat.c
     {"stats", NULL, st_stats, NULL},                   // passes/stats.c, codegen/schedule.c (memory)
     {"check-grad", NULL, st_check_grad, NULL},         // interp/gradcheck.c
-    {"codegen", "schedule llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, llvm.c, cuda.c
+    {"codegen", "schedule loops llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, lower.c, llvm.c, cuda.c
 };
 
 static bool emits(const char *list, const char *want) {
@@ -417,8 +424,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
       if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
-          strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
-        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule, llvm, cuda or ptx", o->emit);
+          strcmp(o->emit, "loops") && strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
+        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule, loops, llvm, cuda or ptx", o->emit);
     } else if (!strncmp(arg, "--batch=", 8)) {
       if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
         return die_usage("%s: expected a count in 1..16777216", arg);

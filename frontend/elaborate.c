@@ -221,6 +221,7 @@ typedef enum {
   BI_REDUCE,  // op(x, axis)
   BI_SOFTMAX,
   BI_LAYERNORM,
+  BI_RMSNORM,
   BI_CAUSAL_MASK,
   BI_CAUSAL_CONV,
   BI_EMBED,
@@ -259,6 +260,7 @@ static const Builtin builtins[] = {
     {"max", BI_REDUCE, OP_MAX, 2, "max(x, axis)"},
     {"softmax", BI_SOFTMAX, OP_SOFTMAX, 2, "softmax(x, axis)"},
     {"layernorm", BI_LAYERNORM, OP_LAYERNORM, 4, "layernorm(x, gain, bias, eps)"},
+    {"rmsnorm", BI_RMSNORM, OP_RMSNORM, 3, "rmsnorm(x, gain, eps)"},
     {"causal_mask", BI_CAUSAL_MASK, OP_CAUSAL_MASK, 1, "causal_mask(scores)"},
     {"causal_conv", BI_CAUSAL_CONV, OP_CAUSAL_CONV, 2, "causal_conv(x, kernel)"},
     {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
@@ -639,6 +641,12 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     for (int i = 0; i < 3; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "each of x, gain and bias");
     nd.fval = want_number(E, a[3], ax[3]->loc, "epsilon");
     if (!(nd.fval > 0)) err(E, ax[3]->loc, "epsilon must be positive, got %g", nd.fval);
+    break;
+  case BI_RMSNORM:
+    nd.nin = 2;
+    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "each of x and gain");
+    nd.fval = want_number(E, a[2], ax[2]->loc, "epsilon");
+    if (!(nd.fval > 0)) err(E, ax[2]->loc, "epsilon must be positive, got %g", nd.fval);
     break;
   case BI_CAUSAL_CONV:
   case BI_EMBED:

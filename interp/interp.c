@@ -375,6 +375,36 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     }
     return true;
   }
+  case OP_RMSNORM:
+  case OP_RMSNORM_DX:
+  case OP_RMSNORM_DG: {
+    // sigma = sqrt(mean(x^2) + eps) per row, xhat = x / sigma; y = g o xhat;
+    // DG: dg = sum_rows dy o xhat; DX with dxhat = dy o g:
+    // dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma
+    const double *dy = in->val[n->in[n->nin - 1]];
+    int64_t d = xd[xs->rank - 1], rows = in->numel[n->in[0]] / d;
+    if (n->op == OP_RMSNORM_DG) memset(out, 0, sizeof(double) * (size_t)d);
+    for (int64_t i = 0; i < rows; i++) {
+      const double *row = x + i * d, *dyr = dy + i * d;
+      double sq = 0;
+      for (int64_t c = 0; c < d; c++) sq += row[c] * row[c];
+      double sigma = sqrt(sq / (double)d + n->fval), m2 = 0;
+      switch (n->op) {
+      case OP_RMSNORM:
+        for (int64_t c = 0; c < d; c++) out[i * d + c] = y[c] * row[c] / sigma;
+        break;
+      case OP_RMSNORM_DG:
+        for (int64_t c = 0; c < d; c++) out[c] += dyr[c] * row[c] / sigma;
+        break;
+      default:
+        for (int64_t c = 0; c < d; c++) m2 += dyr[c] * y[c] * row[c] / sigma;
+        m2 /= (double)d;
+        for (int64_t c = 0; c < d; c++) out[i * d + c] = (dyr[c] * y[c] - row[c] / sigma * m2) / sigma;
+        break;
+      }
+    }
+    return true;
+  }
   case OP_ATTENTION:
   case OP_ATTENTION_GRAD: {
     // P_ij = softmax_j<=i(s q_i . k_j); ATTENTION: o_i = sum_j P_ij v_j.

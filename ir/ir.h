@@ -131,6 +131,11 @@ typedef enum {
   X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0)                                \
   /* x, dy -> dg [d] = sum over rows of dy o xhat */                           \
   X(LAYERNORM_DG, "layernorm_dg", 2, OPC_NN, 0)                                \
+  /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */          \
+  X(RMSNORM, "rmsnorm", 2, OPC_NN, 1)                                          \
+  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dg [d] */          \
+  X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0)                                    \
+  X(RMSNORM_DG, "rmsnorm_dg", 2, OPC_NN, 0)                                    \
   X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1) /* [..., T, T]: fval above diag */ \
   X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1) /* x [..., T, d], w [L, ...] */  \
   X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
@@ -190,7 +195,7 @@ typedef struct {
   // attributes (meaning depends on op; unused ones are zero)
   int axis, axis2;       // REDUCE/SOFTMAX/SLICE/CONCAT: axis; TRANSPOSE: both;
                          // REDUCE: axes [axis, axis2] when axis2 > axis
-  double fval;           // CONST: value; DROPOUT: p; LAYERNORM(_DX, _DG): eps;
+  double fval;           // CONST: value; DROPOUT: p; LAYERNORM, RMSNORM (_DX, _DG): eps;
                          // ATTENTION(_GRAD): the scale of q k^T;
                          // CAUSAL_MASK: the fill above the diagonal (-inf
                          // in forward graphs, 0 in its gradient)

@@ -180,6 +180,14 @@ static void g_layernorm(AD *a, const Node *n, int dy) {
   if (a->needs[IN(0)])
     accumulate(a, IN(0), emit(a, (Node){.op = OP_LAYERNORM_DX, .nin = 3, .in = {IN(0), IN(1), dy}, .fval = n->fval}));
 }
+static void g_rmsnorm(AD *a, const Node *n, int dy) {
+  // xhat = x / sigma, sigma = sqrt(mean(x^2) + eps); dg = sum dy o xhat
+  // (RMSNORM_DG), dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma (RMSNORM_DX)
+  if (a->needs[IN(1)])
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_RMSNORM_DG, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
+  if (a->needs[IN(0)])
+    accumulate(a, IN(0), emit(a, (Node){.op = OP_RMSNORM_DX, .nin = 3, .in = {IN(0), IN(1), dy}, .fval = n->fval}));
+}
 static void g_causal_mask(AD *a, const Node *n, int dy) {  // masked entries are constants
   accumulate(a, IN(0), emit(a, (Node){.op = OP_CAUSAL_MASK, .nin = 1, .in = {dy}, .fval = 0}));
 }
@@ -229,7 +237,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_MATMUL] = g_matmul,
     [OP_TRANSPOSE] = g_transpose, [OP_RESHAPE] = g_reshape, [OP_SLICE] = g_slice, [OP_CONCAT] = g_concat,
     [OP_EMBED] = g_embed,
-    [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_CAUSAL_MASK] = g_causal_mask,
+    [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_RMSNORM] = g_rmsnorm, [OP_CAUSAL_MASK] = g_causal_mask,
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
     [OP_ATTENTION] = g_attention,
 };

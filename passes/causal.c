@@ -110,7 +110,7 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     ta[id] = oa;
     return true;
   }
-  case OP_LAYERNORM:
+  case OP_LAYERNORM: case OP_RMSNORM:
     if (xa == xr - 1) return fail(c, id, "normalises over the time axis");
     if (xk >= 0) return fail(c, id, "normalises a score matrix");
     ta[id] = xa;

@@ -49,6 +49,8 @@ static void test_hand_computed(void) {
   // mean 2.5, variance 1.25, sigma = sqrt(1.25001)
   int x = param(g, "x", (Shape){1, {C(4)}}), gn = param(g, "g", (Shape){1, {C(4)}}), bn = param(g, "b", (Shape){1, {C(4)}});
   int ln = ir_add(g, (Node){.op = OP_LAYERNORM, .nin = 3, .in = {x, gn, bn}, .fval = 1e-5}, err, sizeof err);
+  // rms norm of the same: mean of squares 7.5, sigma = sqrt(7.50001) (PyTorch's RMSNorm)
+  int rn = ir_add(g, (Node){.op = OP_RMSNORM, .nin = 2, .in = {x, gn}, .fval = 1e-5}, err, sizeof err);
   // causal softmax of three rows [1, 2, 3]
   int z = param(g, "z", (Shape){3, {C(1), C(3), C(3)}});
   int zm = ir_add(g, (Node){.op = OP_CAUSAL_MASK, .nin = 1, .in = {z}, .fval = -INFINITY}, err, sizeof err);
@@ -60,7 +62,7 @@ static void test_hand_computed(void) {
   int cs = ir_add(g, (Node){.op = OP_CAUSAL_CONV, .nin = 2, .in = {u, ws}}, err, sizeof err);
   int cv = ir_add(g, (Node){.op = OP_CAUSAL_CONV, .nin = 2, .in = {u, wv}}, err, sizeof err);
   int cm = ir_add(g, (Node){.op = OP_CAUSAL_CONV, .nin = 2, .in = {u, wm}}, err, sizeof err);
-  CHECK(ln >= 0 && sm >= 0 && cs >= 0 && cv >= 0 && cm >= 0 && ir_verify(g, err, sizeof err));
+  CHECK(ln >= 0 && rn >= 0 && sm >= 0 && cs >= 0 && cv >= 0 && cm >= 0 && ir_verify(g, err, sizeof err));
   Interp *in = run(g, (InterpConfig){.B = 1, .T = 3});
   CHECK(in != NULL);
   if (!in) return;
@@ -75,6 +77,8 @@ static void test_hand_computed(void) {
   CHECK(interp_run(in, 0, err, sizeof err));
   CHECK(all_near(interp_value(in, ln),
                  (double[]){-1.3416354199689269, -0.894423613312618, 1.447211806656309, 1.3416354199689269}, 4));
+  CHECK(all_near(interp_value(in, rn),
+                 (double[]){0.3651481282381064, 1.4605925129524255, 1.0954443847143192, 1.4605925129524255}, 4));
   CHECK(all_near(interp_value(in, sm),
                  (double[]){1, 0, 0, 0.2689414213699951, 0.7310585786300049, 0, 0.09003057317038046,
                             0.24472847105479767, 0.6652409557748219},
