@@ -68,6 +68,7 @@ typedef struct {
   V w0, w1;
   LLVMBasicBlockRef entry;
   Arena arena;    // the LKernels of lower_kernel and the printer's tables
+  LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
   char err[512];  // the first op without a lowering here (unlowered), located
 } Emit;
 
@@ -227,7 +228,7 @@ static V load(Emit *e, V base, V idx) {
 static V load_i(Emit *e, V base, V idx) {
   return LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, base, &idx, 1, ""), "");
 }
-static void store(Emit *e, V base, V idx, V v) { LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
+static V store(Emit *e, V base, V idx, V v) { return LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
 
 // A float variable: an alloca in the entry block (mem2reg makes it a register).
 static V var(Emit *e, Ty t) {
@@ -1276,6 +1277,23 @@ static bool lstmt_has(const LStmt *s, LExprKind k) {
   return false;
 }
 
+// Marks load or store inst as an access to float32 values or (is_int) int32
+// token ids. A kernel's slots hold one or the other, never both in one
+// buffer, so a float store cannot change an id: a load of an id stays out of
+// the loops that store floats, and they vectorise.
+static void lk_tbaa(Emit *e, V inst, bool is_int) {
+  if (!e->tbaa[0]) {
+    LLVMMetadataRef root = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){LLVMMDStringInContext2(e->C, "xf", 2)}, 1);
+    LLVMMetadataRef zero = LLVMValueAsMetadata(ci64(e, 0));
+    for (int i = 0; i < 2; i++) {
+      LLVMMetadataRef name = LLVMMDStringInContext2(e->C, i ? "int32" : "float32", i ? 5 : 7);
+      LLVMMetadataRef type = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){name, root, zero}, 3);
+      e->tbaa[i] = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){type, type, zero}, 3);
+    }
+  }
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "tbaa", 4), LLVMMetadataAsValue(e->C, e->tbaa[is_int]));
+}
+
 static V lslot(LPrint *p, int slot) {
   if (slot < 0 || slot >= KS_IMM || !p->slot[slot]) lk_internal("access to a slot it does not mark read or written:", slot);
   return p->slot[slot];
@@ -1294,9 +1312,12 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_DIM: return x->ival ? e->T : e->B;
   case LX_VAR: return p->vals[x->var];
   case LX_ROW0: return p->row0;
-  case LX_LOAD:
-    if (x->type == LT_I64) return LLVMBuildSExt(b, load_i(e, lslot(p, x->slot), a[0]), e->i64, "");
-    return load(e, lslot(p, x->slot), a[0]);
+  case LX_LOAD: {
+    bool is_int = x->type == LT_I64;
+    V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
+    lk_tbaa(e, v, is_int);
+    return is_int ? LLVMBuildSExt(b, v, e->i64, "") : v;
+  }
   case LX_NEG: return f ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildNeg(b, a[0], "");
   case LX_EXP: return exp_f32(e, a[0]);
   case LX_LOG: return call_f32(e, "llvm.log.f32", a[0]);
@@ -1357,7 +1378,7 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
     case LS_LET: p->vals[s->var] = lexpr(e, p, s->val); continue;
     case LS_STORE: {
       V idx = lexpr(e, p, s->idx), v = lexpr(e, p, s->val);
-      store(e, lslot(p, s->slot), idx, v);
+      lk_tbaa(e, store(e, lslot(p, s->slot), idx, v), false);
       continue;
     }
     case LS_FOR: {  // par loops too: the loop vectoriser finds their independence
