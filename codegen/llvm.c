@@ -12,8 +12,10 @@
 // constant `xf_model` (runtime/xf_abi.h) describing the model. The generated
 // code calls only libm and the XfApi functions (sgemm, parallel_for).
 //
-// Each op is emitted as the loop nest of the reference interpreter
-// (interp/interp.c) in float32; the tests compare the two.
+// A kernel that lower.c describes (loops.h) is printed from its LKernel
+// (emit_lkernel); GEMMs, convolutions and attention are lowered here. Both
+// compute what the reference interpreter (interp/interp.c) does in float32;
+// the tests compare the two.
 #include "llvm.h"
 
 #include <llvm-c/Analysis.h>
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "../runtime/xf_abi.h"
+#include "loops.h"
 
 typedef LLVMValueRef V;
 typedef LLVMTypeRef Ty;
@@ -59,13 +62,14 @@ typedef struct {
   Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
   Ty abi[ABI_NSTRUCTS];  // LLVM types of the ABI structs, built on first use (abi_type)
   V fn;                // function being emitted
-  bool train;          // dropout on (the train program's variant of a kernel)
   const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
   // the step program's variant: rows of the time axis restricted to [w0, w1)
   bool win;
   V w0, w1;
   LLVMBasicBlockRef entry;
+  Arena arena;    // the LKernels of lower_kernel and the printer's tables
+  LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
   char err[512];  // the first op without a lowering here (unlowered), located
 } Emit;
 
@@ -225,7 +229,7 @@ static V load(Emit *e, V base, V idx) {
 static V load_i(Emit *e, V base, V idx) {
   return LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, base, &idx, 1, ""), "");
 }
-static void store(Emit *e, V base, V idx, V v) { LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
+static V store(Emit *e, V base, V idx, V v) { return LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
 
 // A float variable: an alloca in the entry block (mem2reg makes it a register).
 static V var(Emit *e, Ty t) {
@@ -325,91 +329,59 @@ static V exp_f32(Emit *e, V x) {
   return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, hi), ""), cf32(e, INFINITY), res);
 }
 
-// Reductions of a stored row x[base .. base + len): RR_MAX the maximum,
-// RR_SUMEXP sum exp(x - shift), RR_DOT sum x y (y from ybase). Eight independent partial results over
-// lanes t mod 8, then a fixed tree; the lanes are isomorphic straight-line
+// The element t of a reduction over an index range, emitted where it is
+// called (once per lane and once in the tail loop of row_reduce).
+typedef V (*RowElem)(Emit *e, const void *ctx, V t);
+
+// op (LX_ADD: sum from 0; LX_MAX: maximum from -inf, acc = x > acc ? x : acc)
+// of elem(t) for t in [lo, hi). Eight independent partial results over lanes
+// (t - lo) mod 8, then a fixed tree; the lanes are isomorphic straight-line
 // code that the SLP vectoriser packs into vector registers. The order is
 // fixed by the code, so results do not depend on threads.
-enum { RR_MAX, RR_SUMEXP, RR_DOT };
 #define RR_LANES 8
-static V row_reduce(Emit *e, int kind, V x, V base, V len, V shift, V y, V ybase) {
+static V row_reduce(Emit *e, LExprKind op, V lo, V hi, RowElem elem, const void *ctx) {
   LLVMBuilderRef b = e->b;
+  bool mx = op == LX_MAX;
   V acc[RR_LANES];
-  V init = cf32(e, kind == RR_MAX ? -INFINITY : 0);
+  V init = cf32(e, mx ? -INFINITY : 0);
   for (int u = 0; u < RR_LANES; u++) acc[u] = var(e, e->f32), LLVMBuildStore(b, init, acc[u]);
-#define RR_STEP(u, t)                                                                                        \
-  do {                                                                                                       \
-    V xv_ = load(e, x, LLVMBuildAdd(b, base, (t), "")), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
-    V nv_ = kind == RR_MAX      ? max_f(e, xv_, a_)             \
-            : kind == RR_SUMEXP ? LLVMBuildFAdd(b, a_, exp_f32(e, LLVMBuildFSub(b, xv_, shift, "")), "")      \
-                                : LLVMBuildFAdd(b, a_, LLVMBuildFMul(b, xv_, load(e, y, LLVMBuildAdd(b, ybase, (t), "")), ""), ""); \
-    LLVMBuildStore(b, nv_, acc[u]);                                                                          \
+#define RR_STEP(u, t)                                                                \
+  do {                                                                               \
+    V x_ = elem(e, ctx, (t)), a_ = LLVMBuildLoad2(b, e->f32, acc[u], "");            \
+    LLVMBuildStore(b, mx ? max_f(e, x_, a_) : LLVMBuildFAdd(b, a_, x_, ""), acc[u]); \
   } while (0)
   Loop lb, lt;
-  V blocks = LLVMBuildSDiv(b, len, ci64(e, RR_LANES), "");
+  V blocks = LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), ci64(e, RR_LANES), "");
   V blk = loop_begin(e, &lb, ci64(e, 0), blocks);
-  V t0 = LLVMBuildMul(b, blk, ci64(e, RR_LANES), "");
+  V t0 = LLVMBuildAdd(b, lo, LLVMBuildMul(b, blk, ci64(e, RR_LANES), ""), "");
   for (int u = 0; u < RR_LANES; u++) RR_STEP(u, LLVMBuildAdd(b, t0, ci64(e, u), ""));
   loop_end(e, &lb);
-  V t = loop_begin(e, &lt, LLVMBuildMul(b, blocks, ci64(e, RR_LANES), ""), len);
+  V t = loop_begin(e, &lt, LLVMBuildAdd(b, lo, LLVMBuildMul(b, blocks, ci64(e, RR_LANES), ""), ""), hi);
   RR_STEP(0, t);
   loop_end(e, &lt);
 #undef RR_STEP
   V v[RR_LANES];
   for (int u = 0; u < RR_LANES; u++) v[u] = LLVMBuildLoad2(b, e->f32, acc[u], "");
   for (int w = RR_LANES / 2; w >= 1; w /= 2)
-    for (int u = 0; u < w; u++)
-      v[u] = kind == RR_MAX ? max_f(e, v[u + w], v[u])
-                            : LLVMBuildFAdd(b, v[u], v[u + w], "");
+    for (int u = 0; u < w; u++) v[u] = mx ? max_f(e, v[u + w], v[u]) : LLVMBuildFAdd(b, v[u], v[u + w], "");
   return v[0];
+}
+
+// x[xbase + t] y[ybase + t]: the elements of a dot product, for row_reduce.
+typedef struct {
+  V x, xbase, y, ybase;
+} RowDot;
+
+static V row_dot_elem(Emit *e, const void *ctx, V t) {
+  const RowDot *r = ctx;
+  V x = load(e, r->x, LLVMBuildAdd(e->b, r->xbase, t, ""));
+  return LLVMBuildFMul(e->b, x, load(e, r->y, LLVMBuildAdd(e->b, r->ybase, t, "")), "");
 }
 
 // An op this backend cannot compute where it stands: the first such is
 // reported (file:line:col) and the module is not compiled; never an identity.
-static V unlowered(Emit *e, const Node *n) {
+static void unlowered(Emit *e, const Node *n) {
   if (!e->err[0]) kernel_unlowered(e->err, sizeof e->err, "CPU", n);
-  return LLVMGetUndef(e->f32);
-}
-
-static V unary(Emit *e, const Node *n, V x) {
-  OpKind op = n->op;
-  LLVMBuilderRef b = e->b;
-  switch (op) {
-  case OP_NEG: return LLVMBuildFNeg(b, x, "");
-  case OP_EXP: return exp_f32(e, x);
-  case OP_LOG: return call_f32(e, "llvm.log.f32", x);
-  case OP_SQRT: return call_f32(e, "llvm.sqrt.f32", x);
-  case OP_SIN: return call_f32(e, "llvm.sin.f32", x);
-  case OP_COS: return call_f32(e, "llvm.cos.f32", x);
-  case OP_TANH: return call_f32(e, "tanhf", x);
-  case OP_RELU: return max_f(e, x, cf32(e, 0));
-  case OP_STEP: return select_f(e, LLVMBuildFCmp(b, LLVMRealOGT, x, cf32(e, 0), ""), cf32(e, 1), cf32(e, 0));
-  case OP_SIGMOID:
-    return LLVMBuildFDiv(b, cf32(e, 1), LLVMBuildFAdd(b, cf32(e, 1), exp_f32(e, LLVMBuildFNeg(b, x, "")), ""), "");
-  case OP_GELU: {  // 0.5 x (1 + erf(x / sqrt 2))
-    V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
-    return LLVMBuildFMul(b, LLVMBuildFMul(b, cf32(e, 0.5), x, ""), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
-  }
-  case OP_DGELU: {  // Phi(x) + x phi(x)
-    V erf = call_f32(e, "erff", LLVMBuildFMul(b, x, cf32(e, M_SQRT1_2), ""));
-    V Phi = LLVMBuildFMul(b, cf32(e, 0.5), LLVMBuildFAdd(b, cf32(e, 1), erf, ""), "");
-    V phi = LLVMBuildFMul(b, cf32(e, 1 / sqrt(2 * M_PI)),
-                          exp_f32(e, LLVMBuildFMul(b, cf32(e, -0.5), LLVMBuildFMul(b, x, x, ""), "")), "");
-    return LLVMBuildFAdd(b, Phi, LLVMBuildFMul(b, x, phi, ""), "");
-  }
-  default: return unlowered(e, n);
-  }
-}
-
-static V binary(Emit *e, const Node *n, V x, V y) {
-  switch (n->op) {
-  case OP_ADD: return LLVMBuildFAdd(e->b, x, y, "");
-  case OP_SUB: return LLVMBuildFSub(e->b, x, y, "");
-  case OP_MUL: return LLVMBuildFMul(e->b, x, y, "");
-  case OP_DIV: return LLVMBuildFDiv(e->b, x, y, "");
-  case OP_EQ: return select_f(e, LLVMBuildFCmp(e->b, LLVMRealOEQ, x, y, ""), cf32(e, 1), cf32(e, 0));
-  default: return unlowered(e, n);
-  }
 }
 
 // ---- Philox4x32-10 in IR (runtime/rng.h): uniform in [0, 1) ----------------------
@@ -436,7 +408,7 @@ static V philox_uniform(Emit *e, V seed, V stream, V index, V step) {
   return LLVMBuildFMul(b, LLVMBuildUIToFP(b, bits, e->f64, ""), LLVMConstReal(e->f64, 1.0 / 16777216.0), "");
 }
 
-// ---- views: reading an input at output coordinates ------------------------------
+// ---- the kernels lower.c leaves to the backends: products, convolutions, attention
 
 // Offset of input x (shape xs) at output coordinates c[0..r) of output shape
 // os, numpy-broadcast (x's axes aligned to the right).
@@ -450,360 +422,6 @@ static V bcast_offset(Emit *e, const Shape *xs, const Shape *os, V *c) {
     stride = LLVMBuildMul(e->b, stride, dim(e, xs->d[i]), "");
   }
   return off;
-}
-
-// Row-major strides of shape s.
-static void strides(Emit *e, const Shape *s, V *st) {
-  V acc = ci64(e, 1);
-  for (int k = s->rank - 1; k >= 0; k--) {
-    st[k] = acc;
-    acc = LLVMBuildMul(e->b, acc, dim(e, s->d[k]), "");
-  }
-}
-
-// Elementwise kernels and FG_MAP groups: for each row r in [lo, hi) and
-// column j < last dim, out[r * last + j] = value(coordinates). Coordinates
-// c[0..rank) are the decomposition of r over axes 0..rank-2, and j. A
-// group member is evaluated at the same coordinates (fuse_groups.c: members
-// have the root's shape); a stored input is loaded, numpy-broadcast. A
-// softmax member gets its row's maximum and 1/sum before the column loop.
-typedef struct {
-  const Shape *os;
-  V out;                    // FG_MATMUL_MAP: the product's value is read back from it
-  V *c, row, j, o;
-  V leaf[KERNEL_MAX_IN];
-  int smax[KERNEL_MAX_IN];  // softmax members and their row statistics
-  V smx[KERNEL_MAX_IN], sinv[KERNEL_MAX_IN];
-  int nsmax;
-} Map;
-
-static bool member(Emit *e, int id) { return id == e->k->node || e->s->group[id] == e->k->node; }
-
-static int leaf_slot(Emit *e, int id) {
-  for (int i = 0; i < e->k->nin; i++)
-    if (e->k->leaf[i] == id) return i;
-  return 0;
-}
-
-static V map_value(Emit *e, Map *m, int id);
-static V api_field(Emit *e, V api, int f);
-static void zero(Emit *e, V base, V from, V count);
-
-// Input i of member n at the current coordinates.
-static V map_operand(Emit *e, Map *m, const Node *n, int i) {
-  int id = n->in[i];
-  if (member(e, id)) return map_value(e, m, id);
-  return load(e, m->leaf[leaf_slot(e, id)], bcast_offset(e, &e->g->nodes[id].shape, m->os, m->c));
-}
-
-static V map_value(Emit *e, Map *m, int id) {
-  const Node *n = &e->g->nodes[id];
-  int r = m->os->rank;
-  switch (n->op) {
-  case OP_EXPAND: return map_operand(e, m, n, 0);
-  case OP_MATMUL: return load(e, m->out, m->o);  // written by the kernel's GEMM first
-  case OP_CAUSAL_MASK:
-    return select_f(e, LLVMBuildICmp(e->b, LLVMIntSGT, m->c[r - 1], m->c[r - 2], ""), cf32(e, n->fval), map_operand(e, m, n, 0));
-  case OP_ONEHOT: {
-    V id_ = LLVMBuildSExt(e->b, load_i(e, m->leaf[leaf_slot(e, n->in[0])], m->row), e->i64, "");
-    return select_f(e, LLVMBuildICmp(e->b, LLVMIntEQ, id_, m->j, ""), cf32(e, 1), cf32(e, 0));
-  }
-  case OP_DROPOUT: {  // keep where uniform(seed, stream, o, step) >= p, scaled by 1/(1-p); identity outside training
-    V x = map_operand(e, m, n, 0);
-    if (!e->train) return x;
-    // the global element index: local o + row0 * (elements per batch row)
-    V idx = m->o;
-    if (n->shape.rank && n->shape.d[0].kind == DIM_B)
-      idx = LLVMBuildAdd(e->b, idx, LLVMBuildMul(e->b, api_field(e, e->api, XF_API_F_row0), dprod(e, &n->shape, 1, n->shape.rank), ""), "");
-    V u = philox_uniform(e, e->seed, imm32(e), idx, e->step);
-    V keep = LLVMBuildFCmp(e->b, LLVMRealOGE, u, LLVMConstReal(e->f64, n->fval), "");
-    return select_f(e, keep, LLVMBuildFMul(e->b, x, cf32(e, 1 / (1 - n->fval)), ""), cf32(e, 0));
-  }
-  case OP_SOFTMAX:
-    for (int i = 0; i < m->nsmax; i++)
-      if (m->smax[i] == id) {
-        V x = load(e, m->leaf[leaf_slot(e, n->in[0])], m->o);
-        V ex = exp_f32(e, LLVMBuildFSub(e->b, x, LLVMBuildLoad2(e->b, e->f32, m->smx[i], ""), ""));
-        return LLVMBuildFMul(e->b, ex, LLVMBuildLoad2(e->b, e->f32, m->sinv[i], ""), "");
-      }
-    return cf32(e, NAN);
-  default:
-    if (ir_op_info[n->op].cat == OPC_UNARY) return unary(e, n, map_operand(e, m, n, 0));
-    if (ir_op_info[n->op].cat == OPC_BINARY) return binary(e, n, map_operand(e, m, n, 0), map_operand(e, m, n, 1));
-    return unlowered(e, n);
-  }
-}
-
-// Row statistics of softmax member sm over the stored row at base: max, 1/sum.
-static void softmax_stats(Emit *e, V x, V base, V last, V mx, V inv) {
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, last, NULL, NULL, NULL), mx);
-  V sum = row_reduce(e, RR_SUMEXP, x, base, last, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL);
-  LLVMBuildStore(e->b, LLVMBuildFDiv(e->b, cf32(e, 1), sum, ""), inv);
-}
-
-// rows [lo, hi) of the output: the kernel's outer range, or for
-// FG_MATMUL_MAP the rows of its batch entries.
-static void emit_map(Emit *e, const Node *n, V lo, V hi) {
-  const Graph *g = e->g;
-  const Shape *os = &n->shape;
-  int r = os->rank;
-  V out = buf(e, KS_OUT, false);
-  V last = r ? dim(e, os->d[r - 1]) : ci64(e, 1);
-  Map m = {.os = os, .out = out};
-  for (int i = 0; i < e->k->nin; i++) m.leaf[i] = buf(e, KS_IN0 + i, g->nodes[e->k->leaf[i]].dtype == DT_I32);
-  for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
-    if (member(e, i) && g->nodes[i].op == OP_SOFTMAX && e->k->fusion == FG_MAP) {
-      m.smax[m.nsmax] = i, m.smx[m.nsmax] = var(e, e->f32), m.sinv[m.nsmax] = var(e, e->f32);
-      m.nsmax++;
-    }
-  Loop rows, cols;
-  V row = loop_begin(e, &rows, lo, hi);
-  V c[IR_MAX_RANK];
-  V rem = row;
-  for (int a = r - 2; a >= 0; a--) {
-    V d = dim(e, os->d[a]);
-    c[a] = LLVMBuildSRem(e->b, rem, d, "");
-    rem = LLVMBuildSDiv(e->b, rem, d, "");
-  }
-  for (int i = 0; i < m.nsmax; i++)
-    softmax_stats(e, m.leaf[leaf_slot(e, g->nodes[m.smax[i]].in[0])], LLVMBuildMul(e->b, row, last, ""), last, m.smx[i], m.sinv[i]);
-  V ins[KERNEL_MAX_IN];
-  for (int i = 0; i < n->nin && i < KERNEL_MAX_IN; i++) ins[i] = m.leaf[i];
-  V j = loop_begin(e, &cols, ci64(e, 0), last);
-  if (r) c[r - 1] = j;
-  V o = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, last, ""), j, "");
-  m.c = c, m.row = row, m.j = j, m.o = o;
-  V v = NULL;
-  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
-  switch (n->op) {
-  case OP_CONST: v = cf32(e, n->fval); break;
-  case OP_SIZE: v = LLVMBuildSIToFP(e->b, dim(e, n->len), e->f32, ""); break;
-  case OP_IOTA: v = LLVMBuildSIToFP(e->b, j, e->f32, ""); break;
-  case OP_TRANSPOSE: {
-    V st[IR_MAX_RANK];
-    strides(e, xs, st);
-    V t = st[n->axis];
-    st[n->axis] = st[n->axis2];
-    st[n->axis2] = t;
-    V off = ci64(e, 0);
-    for (int a = 0; a < r; a++) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[a], st[a], ""), "");
-    v = load(e, ins[0], off);
-    break;
-  }
-  case OP_SLICE: {
-    V st[IR_MAX_RANK];
-    strides(e, xs, st);
-    V off = LLVMBuildMul(e->b, ci64(e, n->start), st[n->axis], "");
-    for (int a = 0; a < r; a++) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[a], st[a], ""), "");
-    v = load(e, ins[0], off);
-    break;
-  }
-  case OP_PAD: {  // inside [start, start + len) of axis: x, else 0
-    V st[IR_MAX_RANK];
-    strides(e, xs, st);
-    V ca = c[n->axis], start = ci64(e, n->start), len = dim(e, xs->d[n->axis]);
-    V rel = LLVMBuildSub(e->b, ca, start, "");
-    V inside = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGE, rel, ci64(e, 0), ""),
-                            LLVMBuildICmp(e->b, LLVMIntSLT, rel, len, ""), "");
-    V safe = select_f(e, inside, rel, ci64(e, 0));
-    V off = ci64(e, 0);
-    for (int a = 0; a < r; a++)
-      off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, a == n->axis ? safe : c[a], st[a], ""), "");
-    v = select_f(e, inside, load(e, ins[0], off), cf32(e, 0));
-    break;
-  }
-  case OP_CONCAT: {
-    const Shape *ys = &g->nodes[n->in[1]].shape;
-    V sx[IR_MAX_RANK], sy[IR_MAX_RANK];
-    strides(e, xs, sx);
-    strides(e, ys, sy);
-    V split = dim(e, xs->d[n->axis]);
-    V first = LLVMBuildICmp(e->b, LLVMIntSLT, c[n->axis], split, "");
-    V cy = LLVMBuildSub(e->b, c[n->axis], split, "");
-    V ox = ci64(e, 0), oy = ci64(e, 0);
-    for (int a = 0; a < r; a++) {
-      ox = LLVMBuildAdd(e->b, ox, LLVMBuildMul(e->b, c[a], sx[a], ""), "");
-      oy = LLVMBuildAdd(e->b, oy, LLVMBuildMul(e->b, a == n->axis ? select_f(e, first, ci64(e, 0), cy) : c[a], sy[a], ""), "");
-    }
-    ox = select_f(e, first, ox, ci64(e, 0));
-    v = select_f(e, first, load(e, ins[0], ox), load(e, ins[1], oy));
-    break;
-  }
-  default: v = map_value(e, &m, n->id); break;
-  }
-  store(e, out, o, v);
-  loop_end(e, &cols);
-  loop_end(e, &rows);
-}
-
-// A reduction over an axis before the last: x viewed as [P, K, M, L] (P the
-// axes before the axis, K the axis, M the axes between it and the last, L
-// the last), one output row (p, m) of L per outer index (schedule.c), the
-// contiguous L innermost: out[p, m, :] = reduce_t x[p, t, m, :], t in order
-// (the order of the one-row-at-a-time loop, so results are the same).
-static void emit_reduce_rows(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
-  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
-  V K = dprod(e, xs, ax, end + 1), M = dprod(e, xs, end + 1, r - 1), L = dim(e, xs->d[r - 1]);
-  Loop lo, lt, lc;
-  V o = loop_begin(e, &lo, e->lo, e->hi);  // o = p * M + m
-  V m = LLVMBuildSRem(e->b, o, M, ""), p = LLVMBuildSDiv(e->b, o, M, "");
-  V obase = LLVMBuildMul(e->b, o, L, "");
-  V c = loop_begin(e, &lc, ci64(e, 0), L);
-  store(e, out, LLVMBuildAdd(e->b, obase, c, ""), cf32(e, n->op == OP_MAX ? -INFINITY : 0));
-  loop_end(e, &lc);
-  V t = loop_begin(e, &lt, ci64(e, 0), K);
-  V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, p, K, ""), t, ""), M, ""), m, ""), L, "");
-  c = loop_begin(e, &lc, ci64(e, 0), L);
-  V oi = LLVMBuildAdd(e->b, obase, c, ""), xv = load(e, x, LLVMBuildAdd(e->b, xbase, c, "")), a = load(e, out, oi);
-  store(e, out, oi, n->op == OP_MAX ? max_f(e, xv, a) : LLVMBuildFAdd(e->b, a, xv, ""));
-  loop_end(e, &lc);
-  loop_end(e, &lt);
-  if (n->op == OP_MEAN) {
-    V kf = LLVMBuildSIToFP(e->b, K, e->f32, "");
-    c = loop_begin(e, &lc, ci64(e, 0), L);
-    V oi2 = LLVMBuildAdd(e->b, obase, c, "");
-    store(e, out, oi2, LLVMBuildFDiv(e->b, load(e, out, oi2), kf, ""));
-    loop_end(e, &lc);
-  }
-  loop_end(e, &lo);
-}
-
-// reduce / softmax over axis: outer index o in [lo, hi), inner j.
-static void emit_axis(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  int end = ir_reduce_end(n);
-  if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
-    emit_reduce_rows(e, n);
-    return;
-  }
-  V x = buf(e, KS_IN0, false), out = buf(e, KS_OUT, false);
-  V K = dprod(e, xs, n->axis, end + 1), inner = dprod(e, xs, end + 1, xs->rank);
-  V acc = var(e, e->f32), mx = var(e, e->f32);
-  Loop lo, li, lt;
-  V o = loop_begin(e, &lo, e->lo, e->hi);
-  V j = loop_begin(e, &li, ci64(e, 0), inner);
-  V base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildMul(e->b, o, K, ""), inner, ""), j, "");
-#define AT(t) LLVMBuildAdd(e->b, base, LLVMBuildMul(e->b, (t), inner, ""), "")
-  if (n->op == OP_SOFTMAX) {
-    LLVMBuildStore(e->b, cf32(e, -INFINITY), mx);
-    V t = loop_begin(e, &lt, ci64(e, 0), K);
-    V xv = load(e, x, AT(t)), m = LLVMBuildLoad2(e->b, e->f32, mx, "");
-    LLVMBuildStore(e->b, max_f(e, xv, m), mx);
-    loop_end(e, &lt);
-    LLVMBuildStore(e->b, cf32(e, 0), acc);
-    t = loop_begin(e, &lt, ci64(e, 0), K);
-    V ex = exp_f32(e, LLVMBuildFSub(e->b, load(e, x, AT(t)), LLVMBuildLoad2(e->b, e->f32, mx, ""), ""));
-    store(e, out, AT(t), ex);
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, acc, ""), ex, ""), acc);
-    loop_end(e, &lt);
-    V inv = LLVMBuildFDiv(e->b, cf32(e, 1), LLVMBuildLoad2(e->b, e->f32, acc, ""), "");
-    t = loop_begin(e, &lt, ci64(e, 0), K);
-    store(e, out, AT(t), LLVMBuildFMul(e->b, load(e, out, AT(t)), inv, ""));
-    loop_end(e, &lt);
-  } else {
-    LLVMBuildStore(e->b, cf32(e, n->op == OP_MAX ? -INFINITY : 0), acc);
-    V t = loop_begin(e, &lt, ci64(e, 0), K);
-    V xv = load(e, x, AT(t)), a = LLVMBuildLoad2(e->b, e->f32, acc, "");
-    V nv = n->op == OP_MAX ? max_f(e, xv, a) : LLVMBuildFAdd(e->b, a, xv, "");
-    LLVMBuildStore(e->b, nv, acc);
-    loop_end(e, &lt);
-    V res = LLVMBuildLoad2(e->b, e->f32, acc, "");
-    if (n->op == OP_MEAN) res = LLVMBuildFDiv(e->b, res, LLVMBuildSIToFP(e->b, K, e->f32, ""), "");
-    store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, o, inner, ""), j, ""), res);
-  }
-#undef AT
-  loop_end(e, &li);
-  loop_end(e, &lo);
-}
-
-// Row statistics of layer norm (seed 001 eq. 8): mu = mean of the d
-// entries at x[base..], sigma = sqrt(biased variance + eps).
-static void ln_stats(Emit *e, V x, V base, V d, double eps, V *mu, V *sigma) {
-  V df = LLVMBuildSIToFP(e->b, d, e->f32, "");
-  V sum = var(e, e->f32), sq = var(e, e->f32);
-  Loop lc;
-  LLVMBuildStore(e->b, cf32(e, 0), sum);
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), load(e, x, LLVMBuildAdd(e->b, base, c, "")), ""), sum);
-  loop_end(e, &lc);
-  *mu = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sum, ""), df, "");
-  LLVMBuildStore(e->b, cf32(e, 0), sq);
-  c = loop_begin(e, &lc, ci64(e, 0), d);
-  V dv = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), *mu, "");
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), LLVMBuildFMul(e->b, dv, dv, ""), ""), sq);
-  loop_end(e, &lc);
-  V var_ = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, sq, ""), df, "");
-  *sigma = call_f32(e, "llvm.sqrt.f32", LLVMBuildFAdd(e->b, var_, cf32(e, eps), ""));
-}
-
-// Layer norm over the last axis, one row per outer index (seed 001 eq. 8).
-static void emit_layernorm(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), bn = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
-  V d = dim(e, xs->d[xs->rank - 1]), mu, sigma;
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V base = LLVMBuildMul(e->b, r, d, "");
-  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  V xc = LLVMBuildFSub(e->b, load(e, x, LLVMBuildAdd(e->b, base, c, "")), mu, "");
-  V y = LLVMBuildFAdd(e->b, LLVMBuildFDiv(e->b, LLVMBuildFMul(e->b, load(e, gn, c), xc, ""), sigma, ""), load(e, bn, c), "");
-  store(e, out, LLVMBuildAdd(e->b, base, c, ""), y);
-  loop_end(e, &lc);
-  loop_end(e, &lr);
-}
-
-// Layer norm's input gradient, one row per outer index (interp.c has the
-// equation): dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma.
-static void emit_layernorm_dx(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, KS_IN0, false), gn = buf(e, KS_IN1, false), dy = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
-  V d = dim(e, xs->d[xs->rank - 1]), df = LLVMBuildSIToFP(e->b, d, e->f32, ""), mu, sigma;
-  V m1 = var(e, e->f32), m2 = var(e, e->f32);
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V base = LLVMBuildMul(e->b, r, d, "");
-  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
-  LLVMBuildStore(e->b, cf32(e, 0), m1);
-  LLVMBuildStore(e->b, cf32(e, 0), m2);
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  V at = LLVMBuildAdd(e->b, base, c, "");
-  V xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
-  V dxh = LLVMBuildFMul(e->b, load(e, dy, at), load(e, gn, c), "");
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, m1, ""), dxh, ""), m1);
-  LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, m2, ""), LLVMBuildFMul(e->b, dxh, xh, ""), ""), m2);
-  loop_end(e, &lc);
-  V a1 = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, m1, ""), df, "");
-  V a2 = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f32, m2, ""), df, "");
-  c = loop_begin(e, &lc, ci64(e, 0), d);
-  at = LLVMBuildAdd(e->b, base, c, "");
-  xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
-  dxh = LLVMBuildFMul(e->b, load(e, dy, at), load(e, gn, c), "");
-  V t = LLVMBuildFSub(e->b, LLVMBuildFSub(e->b, dxh, a1, ""), LLVMBuildFMul(e->b, xh, a2, ""), "");
-  store(e, out, at, LLVMBuildFDiv(e->b, t, sigma, ""));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
-}
-
-// Layer norm's gain gradient dg = sum over rows of dy o xhat, rows in order
-// (outer extent 1: the sum's order does not depend on threads).
-static void emit_layernorm_dg(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
-  V d = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1), mu, sigma;
-  zero(e, out, ci64(e, 0), d);
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, ci64(e, 0), rows);
-  V base = LLVMBuildMul(e->b, r, d, "");
-  ln_stats(e, x, base, d, n->fval, &mu, &sigma);
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  V at = LLVMBuildAdd(e->b, base, c, "");
-  V xh = LLVMBuildFDiv(e->b, LLVMBuildFSub(e->b, load(e, x, at), mu, ""), sigma, "");
-  store(e, out, c, LLVMBuildFAdd(e->b, load(e, out, c), LLVMBuildFMul(e->b, load(e, dy, at), xh, ""), ""));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
 }
 
 // Field f (XF_API_F_*) of the XfApi at api (an i8*).
@@ -967,7 +585,7 @@ static void emit_conv_dw(Emit *e, const Node *n) {
     V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
     V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, i, ""), ew, "");
     if (n->conv == CONV_SCALAR) {  // dw_lag += x_{i-lag} . dy_i, a dot product in eight lanes
-      store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, RR_DOT, x, xr, d, NULL, dy, yr), ""));
+      store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, LX_ADD, ci64(e, 0), d, row_dot_elem, &(RowDot){x, xr, dy, yr}), ""));
       loop_end(e, &li);
       loop_end(e, &lb);
       loop_end(e, &lk);
@@ -1162,69 +780,219 @@ static void emit_attention(Emit *e, const Node *n) {
 #undef FADD
 #undef FMUL
 
-// Embedding rows: out[r, :] = W[ids[r], :].
-static void emit_embed(Emit *e, const Node *n) {
-  const Shape *ws = &e->g->nodes[n->in[0]].shape;
-  V w = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
-  V d = dim(e, ws->d[1]);
-  Loop lr, lc;
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  store(e, out, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, d, ""), c, ""), load(e, w, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, id, d, ""), c, "")));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
+// ---- loop-level kernels (loops.h) ----------------------------------------------------
+// An LKernel printed as IR: the loop over the outer index (variable 0), its
+// statements as loop nests in the current function, its expressions as
+// straight-line code at each use.
+
+typedef struct {
+  V *vals;           // [nvars]: each variable's value where it is visible
+  V slot[KS_IMM];    // operand pointers (f32*, i32* where slot_int) of the
+                     // slots the kernel reads or writes, loaded before its loops
+  V row0, imm;       // XfApi.row0 (i64) and KS_IMM (i32), where the kernel uses them
+} LPrint;
+
+static _Noreturn void lk_internal(const char *what, int n) {
+  fprintf(stderr, "xfc: internal error: llvm.c: LKernel: %s %d\n", what, n);
+  abort();
 }
 
-// Serial: out = 0; out[ids[r], :] += dy[r, :].
-static void emit_scatter_add(Emit *e, const Node *n) {
-  V dy = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
-  V V_ = dim(e, n->shape.d[0]), d = dim(e, n->shape.d[1]);
-  V rows = dprod(e, &e->g->nodes[n->in[1]].shape, 0, e->g->nodes[n->in[1]].shape.rank);
-  Loop lz, lr, lc;
-  V z = loop_begin(e, &lz, ci64(e, 0), LLVMBuildMul(e->b, V_, d, ""));
-  store(e, out, z, cf32(e, 0));
-  loop_end(e, &lz);
-  V r = loop_begin(e, &lr, ci64(e, 0), rows);
-  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
-  V c = loop_begin(e, &lc, ci64(e, 0), d);
-  V oi = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, id, d, ""), c, "");
-  store(e, out, oi, LLVMBuildFAdd(e->b, load(e, out, oi), load(e, dy, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r, d, ""), c, "")), ""));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
+static bool lexpr_has(const LExpr *x, LExprKind k) {
+  if (!x) return false;
+  if (x->kind == k) return true;
+  for (int i = 0; i < 3; i++)
+    if (lexpr_has(x->a[i], k)) return true;
+  return false;
 }
 
-// Cross-entropy in two kernels. Phase 0, one row r per outer index:
-// scratch[r] = logsumexp(x_r) - x_r[id_r]. Phase 1, serial: the mean of the
-// scratch in row order, accumulated in double (independent of threads).
-static void emit_cross_entropy(Emit *e, const Node *n, const Kernel *k) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape;
-  V x = buf(e, KS_IN0, false), ids = buf(e, KS_IN1, true), out = buf(e, KS_OUT, false);
-  V scratch = buf(e, KS_SCRATCH, false);
-  V Vn = dim(e, xs->d[xs->rank - 1]), rows = dprod(e, xs, 0, xs->rank - 1);
-  Loop lr;
-  if (k->phase == 1) {
-    V total = var(e, e->f64);
-    LLVMBuildStore(e->b, LLVMConstReal(e->f64, 0), total);
-    V r = loop_begin(e, &lr, ci64(e, 0), rows);
-    LLVMBuildStore(e->b, LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildFPExt(e->b, load(e, scratch, r), e->f64, ""), ""), total);
-    loop_end(e, &lr);
-    V mean = LLVMBuildFDiv(e->b, LLVMBuildLoad2(e->b, e->f64, total, ""), LLVMBuildSIToFP(e->b, rows, e->f64, ""), "");
-    store(e, out, ci64(e, 0), LLVMBuildFPTrunc(e->b, mean, e->f32, ""));
-    return;
+// Whether an expression of kind k occurs in the statements from s on (and inside them).
+static bool lstmt_has(const LStmt *s, LExprKind k) {
+  for (; s; s = s->next)
+    if (lexpr_has(s->lo, k) || lexpr_has(s->hi, k) || lexpr_has(s->idx, k) || lexpr_has(s->val, k) || lstmt_has(s->body, k))
+      return true;
+  return false;
+}
+
+// Marks load or store inst as an access to float32 values or (is_int) int32
+// token ids. A kernel's slots hold one or the other, never both in one
+// buffer, so a float store cannot change an id: a load of an id stays out of
+// the loops that store floats, and they vectorise.
+static void lk_tbaa(Emit *e, V inst, bool is_int) {
+  if (!e->tbaa[0]) {
+    LLVMMetadataRef root = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){LLVMMDStringInContext2(e->C, "xf", 2)}, 1);
+    LLVMMetadataRef zero = LLVMValueAsMetadata(ci64(e, 0));
+    for (int i = 0; i < 2; i++) {
+      LLVMMetadataRef name = LLVMMDStringInContext2(e->C, i ? "int32" : "float32", i ? 5 : 7);
+      LLVMMetadataRef type = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){name, root, zero}, 3);
+      e->tbaa[i] = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){type, type, zero}, 3);
+    }
   }
-  V mx = var(e, e->f32), s = var(e, e->f32);
-  V r = loop_begin(e, &lr, e->lo, e->hi);
-  V base = LLVMBuildMul(e->b, r, Vn, "");
-  LLVMBuildStore(e->b, row_reduce(e, RR_MAX, x, base, Vn, NULL, NULL, NULL), mx);
-  LLVMBuildStore(e->b, row_reduce(e, RR_SUMEXP, x, base, Vn, LLVMBuildLoad2(e->b, e->f32, mx, ""), NULL, NULL), s);
-  V id = LLVMBuildSExt(e->b, load_i(e, ids, r), e->i64, "");
-  V lse = LLVMBuildFAdd(e->b, LLVMBuildLoad2(e->b, e->f32, mx, ""), call_f32(e, "llvm.log.f32", LLVMBuildLoad2(e->b, e->f32, s, "")), "");
-  store(e, scratch, r, LLVMBuildFSub(e->b, lse, load(e, x, LLVMBuildAdd(e->b, base, id, "")), ""));
-  loop_end(e, &lr);
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "tbaa", 4), LLVMMetadataAsValue(e->C, e->tbaa[is_int]));
+}
+
+static V lslot(LPrint *p, int slot) {
+  if (slot < 0 || slot >= KS_IMM || !p->slot[slot]) lk_internal("access to a slot it does not mark read or written:", slot);
+  return p->slot[slot];
+}
+
+// The value of x; arithmetic is integer or float as its operands are.
+static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
+  LLVMBuilderRef b = e->b;
+  V a[3] = {0};
+  for (int i = 0; i < 3; i++)
+    if (x->a[i]) a[i] = lexpr(e, p, x->a[i]);
+  bool f = (x->a[0] ? x->a[0]->type : x->type) == LT_F32;
+  switch (x->kind) {
+  case LX_INT: return ci64(e, x->ival);
+  case LX_FLT: return cf32(e, x->fval);
+  case LX_DIM: return x->ival ? e->T : e->B;
+  case LX_VAR: return p->vals[x->var];
+  case LX_ROW0: return p->row0;
+  case LX_LOAD: {
+    bool is_int = x->type == LT_I64;
+    V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
+    lk_tbaa(e, v, is_int);
+    return is_int ? LLVMBuildSExt(b, v, e->i64, "") : v;
+  }
+  case LX_NEG: return f ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildNeg(b, a[0], "");
+  case LX_EXP: return exp_f32(e, a[0]);
+  case LX_LOG: return call_f32(e, "llvm.log.f32", a[0]);
+  case LX_SQRT: return call_f32(e, "llvm.sqrt.f32", a[0]);
+  case LX_SIN: return call_f32(e, "llvm.sin.f32", a[0]);
+  case LX_COS: return call_f32(e, "llvm.cos.f32", a[0]);
+  case LX_TANH: return call_f32(e, "tanhf", a[0]);
+  case LX_ERF: return call_f32(e, "erff", a[0]);
+  case LX_ADD: return f ? LLVMBuildFAdd(b, a[0], a[1], "") : LLVMBuildAdd(b, a[0], a[1], "");
+  case LX_SUB: return f ? LLVMBuildFSub(b, a[0], a[1], "") : LLVMBuildSub(b, a[0], a[1], "");
+  case LX_MUL: return f ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
+  case LX_DIV: return f ? LLVMBuildFDiv(b, a[0], a[1], "") : LLVMBuildSDiv(b, a[0], a[1], "");
+  case LX_REM: return LLVMBuildSRem(b, a[0], a[1], "");
+  case LX_MAX: return f ? max_f(e, a[0], a[1]) : select_f(e, LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], ""), a[0], a[1]);
+  case LX_LT: return f ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
+  case LX_GT: return f ? LLVMBuildFCmp(b, LLVMRealOGT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], "");
+  case LX_GE: return f ? LLVMBuildFCmp(b, LLVMRealOGE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGE, a[0], a[1], "");
+  case LX_EQ: return f ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
+  case LX_AND: return LLVMBuildAnd(b, a[0], a[1], "");
+  case LX_SELECT: return select_f(e, a[0], a[1], a[2]);
+  case LX_TOF: return LLVMBuildSIToFP(b, a[0], e->f32, "");
+  case LX_KEEP:  // in double, as runtime/rng.h
+    return LLVMBuildFCmp(b, LLVMRealOGE, philox_uniform(e, e->seed, p->imm, a[0], e->step), LLVMConstReal(e->f64, x->fval), "");
+  case LX_COUNT: break;
+  }
+  lk_internal("expression kind", (int)x->kind);
+}
+
+// The element of reduction s at index t: its value with s->ivar bound to t.
+typedef struct {
+  LPrint *p;
+  const LStmt *s;
+} LReduce;
+
+static V reduce_elem(Emit *e, const void *ctx, V t) {
+  const LReduce *r = ctx;
+  r->p->vals[r->s->ivar] = t;
+  return lexpr(e, r->p, r->s->val);
+}
+
+// A wide reduction: one serial loop over [lo, hi) in index order,
+// accumulating in double, rounded to float32 at the end.
+static V reduce_wide(Emit *e, LPrint *p, const LStmt *s, V lo, V hi) {
+  LLVMBuilderRef b = e->b;
+  V acc = var(e, e->f64);
+  LLVMBuildStore(b, LLVMConstReal(e->f64, s->op == LX_MAX ? -INFINITY : 0), acc);
+  Loop L;
+  p->vals[s->ivar] = loop_begin(e, &L, lo, hi);
+  V x = LLVMBuildFPExt(b, lexpr(e, p, s->val), e->f64, ""), a = LLVMBuildLoad2(b, e->f64, acc, "");
+  LLVMBuildStore(b, s->op == LX_MAX ? max_f(e, x, a) : LLVMBuildFAdd(b, a, x, ""), acc);
+  loop_end(e, &L);
+  return LLVMBuildFPTrunc(b, LLVMBuildLoad2(b, e->f64, acc, ""), e->f32, "");
+}
+
+static void lblock(Emit *e, LPrint *p, const LStmt *s) {
+  for (; s; s = s->next) {
+    switch (s->kind) {
+    case LS_LET: p->vals[s->var] = lexpr(e, p, s->val); continue;
+    case LS_STORE: {
+      V idx = lexpr(e, p, s->idx), v = lexpr(e, p, s->val);
+      lk_tbaa(e, store(e, lslot(p, s->slot), idx, v), false);
+      continue;
+    }
+    case LS_FOR: {  // par loops too: the loop vectoriser finds their independence
+      V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
+      Loop L;
+      p->vals[s->var] = loop_begin(e, &L, lo, hi);
+      lblock(e, p, s->body);
+      loop_end(e, &L);
+      continue;
+    }
+    case LS_REDUCE: {
+      if (s->op != LX_ADD && s->op != LX_MAX) lk_internal("reduction op", (int)s->op);
+      V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
+      p->vals[s->var] = s->wide ? reduce_wide(e, p, s, lo, hi) : row_reduce(e, s->op, lo, hi, reduce_elem, &(LReduce){p, s});
+      continue;
+    }
+    case LS_COUNT: break;
+    }
+    lk_internal("statement kind", (int)s->kind);
+  }
+}
+
+// lk's body for each outer index in [lo, hi), into the current function.
+static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
+  LPrint p = {.vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
+  for (int s = 0; s < KS_IMM; s++)
+    if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = buf(e, s, lk->slot_int[s]);
+  if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
+  if (lstmt_has(lk->body, LX_KEEP)) p.imm = imm32(e);
+  Loop L;
+  p.vals[0] = loop_begin(e, &L, lo, hi);
+  lblock(e, &p, lk->body);
+  loop_end(e, &L);
 }
 
 // ---- functions -------------------------------------------------------------------
+
+static int leaf_slot(Emit *e, int id) {
+  for (int i = 0; i < e->k->nin; i++)
+    if (e->k->leaf[i] == id) return i;
+  return 0;
+}
+
+// The kernel's LKernel: FG_MATMUL_MAP's product into the rows of batch
+// entries [lo, hi) first, then its epilogue over those rows in place (the
+// window's rows of each entry in the step program); else the outer indices [lo, hi).
+static void emit_lowered(Emit *e, const LKernel *lk) {
+  if (e->k->fusion != FG_MATMUL_MAP) {
+    emit_lkernel(e, lk, e->lo, e->hi);
+    return;
+  }
+  const Node *mm = &e->g->nodes[e->k->matmul];
+  emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
+  V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
+  if (!e->win) {
+    emit_lkernel(e, lk, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+    return;
+  }
+  Loop lb;
+  V base = LLVMBuildMul(e->b, loop_begin(e, &lb, e->lo, e->hi), rows, "");
+  emit_lkernel(e, lk, LLVMBuildAdd(e->b, base, e->w0, ""), LLVMBuildAdd(e->b, base, e->w1, ""));
+  loop_end(e, &lb);
+}
+
+// The kernels lower.c leaves to the backends (loops.h).
+static void emit_backend_kernel(Emit *e, const Node *n) {
+  if (e->k->fusion == FG_WEIGHT_GRAD) {
+    emit_weight_grad(e, e->k);
+    return;
+  }
+  switch (n->op) {
+  case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); return;
+  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); return;
+  case OP_CONV_DW: emit_conv_dw(e, n); return;
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: emit_attention(e, n); return;
+  default: unlowered(e, n); return;
+  }
+}
 
 // The function of kernel class ki (its representative kernel).
 static V kernel_fn(Emit *e, int ki, bool train, bool win) {
@@ -1242,46 +1010,12 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->win = win;
   if (win) e->w0 = api_field(e, e->api, XF_API_F_win_lo), e->w1 = api_field(e, e->api, XF_API_F_win_hi);
   const Kernel *k = &e->s->kernels[ki];
-  const Node *n = &e->g->nodes[k->node];
-  if (k->fusion == FG_WEIGHT_GRAD) {
-    emit_weight_grad(e, k);
-    LLVMBuildRetVoid(e->b);
-    LLVMPositionBuilderAtEnd(e->b, e->entry);
-    LLVMBuildBr(e->b, start);
-    return fn;
-  }
-  e->train = train, e->k = k;
-  switch (n->op) {
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: emit_axis(e, n); break;
-  case OP_LAYERNORM: emit_layernorm(e, n); break;
-  case OP_LAYERNORM_DX: emit_layernorm_dx(e, n); break;
-  case OP_LAYERNORM_DG: emit_layernorm_dg(e, n); break;
-  case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); break;
-  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); break;
-  case OP_CONV_DW: emit_conv_dw(e, n); break;
-  case OP_EMBED: emit_embed(e, n); break;
-  case OP_SCATTER_ADD: emit_scatter_add(e, n); break;
-  case OP_CROSS_ENTROPY: emit_cross_entropy(e, n, k); break;
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: emit_attention(e, n); break;
-  default:
-    if (k->fusion == FG_MATMUL_MAP) {  // the product into the rows of batch entries [lo, hi), then the group in place
-      const Node *mm = &e->g->nodes[k->matmul];
-      emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
-      V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
-      if (e->win) {  // the window's rows of every batch entry
-        Loop lb;
-        V o = loop_begin(e, &lb, e->lo, e->hi);
-        V base = LLVMBuildMul(e->b, o, rows, "");
-        emit_map(e, n, LLVMBuildAdd(e->b, base, e->w0, ""), LLVMBuildAdd(e->b, base, e->w1, ""));
-        loop_end(e, &lb);
-      } else {
-        emit_map(e, n, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
-      }
-    } else {
-      emit_map(e, n, e->lo, e->hi);
-    }
-    break;
-  }
+  e->k = k;
+  char lerr[sizeof e->err] = "";
+  const LKernel *lk = lower_kernel(&e->arena, e->s, k, train, lerr, sizeof lerr);
+  if (lk) emit_lowered(e, lk);
+  else if (!lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
+  else if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", lerr);  // the first error, as unlowered
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);
   LLVMBuildBr(e->b, start);
@@ -1648,6 +1382,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   free(kfns);
   free(kinf);
   LLVMDisposeBuilder(e.b);
+  arena_free(&e.arena);
   if (e.err[0]) {
     snprintf(err, errlen, "%s", e.err);
     LLVMDisposeModule(e.M);

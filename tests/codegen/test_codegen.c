@@ -221,7 +221,7 @@ static void check_abi_layout(void) {
 }
 
 // An op a backend has no lowering for, where it stands, is a located error
-// in both backends, never an identity: the first fused map member of the
+// in both backends (lower.c's for the CPU), never an identity: the first fused map member of the
 // transformer (an elementwise op) relabelled as `embed`.
 static void check_unlowered(void) {
   jmp_buf on_error;
@@ -249,7 +249,7 @@ static void check_unlowered(void) {
   g->nodes[victim].op = OP_EMBED;
   char want[512];
   const Loc *l = &g->nodes[victim].loc;
-  snprintf(want, sizeof want, "%s:%d:%d: error: the CPU backend has no lowering for op 'embed'", l->file, l->line, l->col);
+  snprintf(want, sizeof want, "%s:%d:%d: error: no loop lowering for op 'embed'", l->file, l->line, l->col);
   LLVMContextRef C = LLVMContextCreate();
   LLVMModuleRef M = llvm_emit_module(C, s, &(LlvmOptions){0}, err, sizeof err);
   bool llvm_ok = !M && strstr(err, want);
