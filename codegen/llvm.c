@@ -70,6 +70,9 @@ typedef struct {
   LLVMBasicBlockRef entry;
   Arena arena;    // the LKernels of lower_kernel and the printer's tables
   LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
+  // per operand slot: !alias.scope {its scope} and !noalias {every other
+  // slot's} (lk_noalias)
+  LLVMMetadataRef slot_scope[KS_IMM], slot_noalias[KS_IMM];
   char err[512];  // the first op without a lowering here (unlowered), located
 } Emit;
 
@@ -276,19 +279,6 @@ static V loop_latch(Emit *e, Loop *L) {
 }
 static void loop_end(Emit *e, Loop *L) { loop_latch(e, L); }
 
-// loop_end of a loop the vectoriser must leave scalar (its strided
-// read-modify-writes would become gathers and scatters): the back edge
-// carries the loop ID !{self, !{"llvm.loop.vectorize.enable", false}}.
-static void loop_end_scalar(Emit *e, Loop *L) {
-  V br = loop_latch(e, L);
-  LLVMMetadataRef self = LLVMTemporaryMDNode(e->C, NULL, 0);
-  LLVMMetadataRef flag[] = {LLVMMDStringInContext2(e->C, "llvm.loop.vectorize.enable", 26),
-                            LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(e->C), 0, 0))};
-  LLVMMetadataRef ops[] = {self, LLVMMDNodeInContext2(e->C, flag, 2)};
-  LLVMMetadataRef id = LLVMMDNodeInContext2(e->C, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(self, id);
-  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, id));
-}
 
 // ---- math --------------------------------------------------------------------
 
@@ -611,174 +601,6 @@ static void emit_weight_grad(Emit *e, const Kernel *k) {
   call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
 }
 
-// Fused causal attention (ATTENTION) and its gradient (ATTENTION_GRAD; the
-// equations are in interp.c), one sequence m (leading index) per outer index
-// and one query row i at a time: the scores p_ij of row i live in a stack
-// array of t_max floats, so the [T, T] matrix never exists. The gradient
-// recomputes row i's probabilities, then adds dq_i into row i and dk_j, dv_j
-// into rows j <= i of its [T, 2h + e] output block, zeroed first.
-static V row_at(Emit *e, Ty row_t, V row, V j) {
-  return LLVMBuildGEP2(e->b, row_t, row, (V[]){ci64(e, 0), j}, 2, "");
-}
-static V ld(Emit *e, V p) { return LLVMBuildLoad2(e->b, e->f32, p, ""); }
-static void st(Emit *e, V p, V v) { LLVMBuildStore(e->b, v, p); }
-#define ADD(x, y) LLVMBuildAdd(e->b, x, y, "")
-#define MUL(x, y) LLVMBuildMul(e->b, x, y, "")
-#define FADD(x, y) LLVMBuildFAdd(e->b, x, y, "")
-#define FMUL(x, y) LLVMBuildFMul(e->b, x, y, "")
-
-// sum_c a[c] * load(ptr, base + c) for c < len, with a[] known values:
-// straight-line code (len is a constant), so the loop around it has no
-// loop-carried dependence and vectorises.
-static V dot_const(Emit *e, V *a, V ptr, V base, int64_t len) {
-  V acc = cf32(e, 0);
-  for (int64_t c = 0; c < len; c++) acc = FADD(acc, FMUL(a[c], load(e, ptr, ADD(base, ci64(e, c)))));
-  return acc;
-}
-
-// out[at + c] (+)= sum_{j < upto} row[j] mat[base + j stride + c] for c < len,
-// the sums in registers: the row-vector-times-rows product of one query row.
-static void row_times_rows(Emit *e, Ty row_t, V row, V upto, V mat, V base, V stride, int64_t len, V out, V at,
-                           bool add) {
-  V *acc = calloc((size_t)len + 1, sizeof(V));
-  for (int64_t c = 0; c < len; c++) acc[c] = var(e, e->f32), st(e, acc[c], cf32(e, 0));
-  Loop lj;
-  V j = loop_begin(e, &lj, ci64(e, 0), upto);
-  V p = ld(e, row_at(e, row_t, row, j)), mj = ADD(base, MUL(j, stride));
-  for (int64_t c = 0; c < len; c++) st(e, acc[c], FADD(ld(e, acc[c]), FMUL(p, load(e, mat, ADD(mj, ci64(e, c))))));
-  loop_end(e, &lj);
-  for (int64_t c = 0; c < len; c++) {
-    V a = ADD(at, ci64(e, c));
-    store(e, out, a, add ? FADD(load(e, out, a), ld(e, acc[c])) : ld(e, acc[c]));
-  }
-  free(acc);
-}
-
-// A stack block of t_max rows of `width` floats (float *).
-static V block(Emit *e, int64_t width) {
-  V a = var(e, LLVMArrayType(e->f32, (unsigned)(e->g->t_max * width)));
-  return LLVMBuildBitCast(e->b, a, e->f32p, "");
-}
-
-// Rows [0, rows) of `width` floats: dst[dbase + r dstride + c] = src[sbase + r sstride + c].
-static void move_rows(Emit *e, V dst, V dbase, V dstride, V src, V sbase, V sstride, V rows, int64_t width) {
-  Loop lr, lc;
-  V rr = loop_begin(e, &lr, ci64(e, 0), rows);
-  V c = loop_begin(e, &lc, ci64(e, 0), ci64(e, width));
-  store(e, dst, ADD(ADD(dbase, MUL(rr, dstride)), c), load(e, src, ADD(ADD(sbase, MUL(rr, sstride)), c)));
-  loop_end(e, &lc);
-  loop_end(e, &lr);
-}
-
-// Rows [0, rows) of `width` floats at src[base + row stride] into a new
-// stack block, contiguous.
-static V copy_rows(Emit *e, V src, V base, V stride, V rows, int64_t width) {
-  V dst = block(e, width);
-  move_rows(e, dst, ci64(e, 0), ci64(e, width), src, base, stride, rows, width);
-  return dst;
-}
-
-// Loops of one query row, split so that every loop either vectorises (no
-// dependence between iterations j) or is a short scalar reduction over the
-// row: scores, maximum, exponentials, sum, then the products.
-static void emit_attention(Emit *e, const Node *n) {
-  const Graph *g = e->g;
-  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
-  int r = qs->rank;
-  bool grad = n->op == OP_ATTENTION_GRAD;
-  V q = buf(e, KS_IN0, false), k = buf(e, KS_IN1, false), v = buf(e, KS_IN2, false), out = buf(e, KS_OUT, false);
-  V dy = grad ? buf(e, KS_IN0 + 3, false) : NULL;
-  // axis 1: time-major heads [..., T, NH, c], sequence m = (lead, head) with
-  // row i at ((lead T + i) NH + head) c; axis 0: NH = 1. H, EV, W: row strides.
-  V NH = n->axis ? dim(e, qs->d[r - 2]) : ci64(e, 1), T = dim(e, qs->d[r - 2 - (n->axis != 0)]);
-  int64_t h = qs->d[r - 1].n, ev = vs->d[r - 1].n, w = n->shape.d[r - 1].n;
-  V H = MUL(NH, ci64(e, h)), EV = MUL(NH, ci64(e, ev)), W = MUL(NH, ci64(e, w)), scale = cf32(e, n->fval);
-  Ty row_t = LLVMArrayType(e->f32, (unsigned)g->t_max);
-  V prow = var(e, row_t), dprow = grad ? var(e, row_t) : NULL;
-  V mx = var(e, e->f32), sum = var(e, e->f32), D = var(e, e->f32);
-  V *qv = calloc((size_t)(h + ev + 1), sizeof(V)), *yv = qv + h;
-  Loop ls, li, lj;
-  V m = loop_begin(e, &ls, e->lo, e->hi);
-  V first = ADD(MUL(MUL(LLVMBuildSDiv(e->b, m, NH, ""), T), NH), LLVMBuildSRem(e->b, m, NH, ""));
-  V qb = MUL(first, ci64(e, h)), vb = MUL(first, ci64(e, ev)), ob = MUL(first, ci64(e, w));
-  V iend = e->win ? e->w1 : T, gout = out, gob = ob, gW = W;
-  if (n->axis) {
-    // time-major: the sequence's rows [0, iend) copied into contiguous stack
-    // blocks (fuse_attention bounds their size), the gradient accumulated
-    // there and copied out at the end; the forward output written in place
-    q = copy_rows(e, q, qb, H, iend, h), k = copy_rows(e, k, qb, H, iend, h), v = copy_rows(e, v, vb, EV, iend, ev);
-    if (grad) dy = copy_rows(e, dy, vb, EV, iend, ev), out = block(e, w), ob = ci64(e, 0), W = ci64(e, w);
-    qb = vb = ci64(e, 0), H = ci64(e, h), EV = ci64(e, ev);
-  }
-  if (grad) zero(e, out, ob, MUL(T, W));  // contiguous: NH = 1 or the stack block
-  V i = loop_begin(e, &li, e->win ? e->w0 : ci64(e, 0), iend);
-  V qi = ADD(qb, MUL(i, H)), yi = ADD(vb, MUL(i, EV)), oi = ADD(ob, MUL(i, W));
-  V upto = ADD(i, ci64(e, 1));
-  // qv: q_i scaled
-  for (int64_t c = 0; c < h; c++) qv[c] = FMUL(load(e, q, ADD(qi, ci64(e, c))), scale);
-  // s_ij = scale q_i . k_j
-  V j = loop_begin(e, &lj, ci64(e, 0), upto);
-  st(e, row_at(e, row_t, prow, j), dot_const(e, qv, k, ADD(qb, MUL(j, H)), h));
-  loop_end(e, &lj);
-  st(e, mx, cf32(e, -INFINITY));
-  j = loop_begin(e, &lj, ci64(e, 0), upto);
-  V sc = ld(e, row_at(e, row_t, prow, j));
-  st(e, mx, max_f(e, sc, ld(e, mx)));
-  loop_end(e, &lj);
-  V mxv = ld(e, mx);
-  j = loop_begin(e, &lj, ci64(e, 0), upto);
-  st(e, row_at(e, row_t, prow, j), exp_f32(e, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, prow, j)), mxv, "")));
-  loop_end(e, &lj);
-  st(e, sum, cf32(e, 0));
-  j = loop_begin(e, &lj, ci64(e, 0), upto);
-  st(e, sum, FADD(ld(e, sum), ld(e, row_at(e, row_t, prow, j))));
-  loop_end(e, &lj);
-  V inv = LLVMBuildFDiv(e->b, cf32(e, 1), ld(e, sum), "");
-  // p_ij = exp(s_ij - max) / sum
-  j = loop_begin(e, &lj, ci64(e, 0), upto);
-  st(e, row_at(e, row_t, prow, j), FMUL(ld(e, row_at(e, row_t, prow, j)), inv));
-  loop_end(e, &lj);
-  if (!grad) {  // o_i = sum_j p_ij v_j
-    row_times_rows(e, row_t, prow, upto, v, vb, EV, ev, out, oi, false);
-  } else {
-    // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij
-    for (int64_t c = 0; c < ev; c++) yv[c] = load(e, dy, ADD(yi, ci64(e, c)));
-    j = loop_begin(e, &lj, ci64(e, 0), upto);
-    st(e, row_at(e, row_t, dprow, j), dot_const(e, yv, v, ADD(vb, MUL(j, EV)), ev));
-    loop_end(e, &lj);
-    st(e, D, cf32(e, 0));
-    j = loop_begin(e, &lj, ci64(e, 0), upto);
-    st(e, D, FADD(ld(e, D), FMUL(ld(e, row_at(e, row_t, prow, j)), ld(e, row_at(e, row_t, dprow, j)))));
-    loop_end(e, &lj);
-    // dS_ij = scale p_ij (dP_ij - D_i) (into dprow); dk_j += dS_ij q_i, dv_j += p_ij do_i
-    V Dv = ld(e, D);
-    j = loop_begin(e, &lj, ci64(e, 0), upto);
-    V p = ld(e, row_at(e, row_t, prow, j));
-    V ds = FMUL(scale, FMUL(p, LLVMBuildFSub(e->b, ld(e, row_at(e, row_t, dprow, j)), Dv, "")));
-    st(e, row_at(e, row_t, dprow, j), ds);
-    V oj = ADD(ob, MUL(j, W));
-    for (int64_t c = 0; c < h; c++) {
-      V a2 = ADD(oj, ci64(e, h + c));
-      store(e, out, a2, FADD(load(e, out, a2), FMUL(ds, load(e, q, ADD(qi, ci64(e, c))))));
-    }
-    for (int64_t c = 0; c < ev; c++) {
-      V a3 = ADD(oj, ci64(e, 2 * h + c));
-      store(e, out, a3, FADD(load(e, out, a3), FMUL(p, yv[c])));
-    }
-    loop_end_scalar(e, &lj);
-    // dq_i = sum_j dS_ij k_j
-    row_times_rows(e, row_t, dprow, upto, k, qb, H, h, out, oi, true);
-  }
-  free(qv);
-  loop_end(e, &li);
-  if (grad && n->axis)  // the block's rows out to the time-major output
-    move_rows(e, gout, gob, gW, out, ci64(e, 0), ci64(e, w), T, w);
-  loop_end(e, &ls);
-}
-#undef ADD
-#undef MUL
-#undef FADD
-#undef FMUL
 
 // ---- loop-level kernels (loops.h) ----------------------------------------------------
 // An LKernel printed as IR: the loop over the outer index (variable 0), its
@@ -787,8 +609,9 @@ static void emit_attention(Emit *e, const Node *n) {
 
 typedef struct {
   V *vals;           // [nvars]: each variable's value where it is visible
-  V slot[KS_IMM];    // operand pointers (f32*, i32* where slot_int) of the
-                     // slots the kernel reads or writes, loaded before its loops
+  V slot[LK_LOCAL0 + LK_MAX_LOCALS];  // operand pointers (f32*, i32* where slot_int)
+                     // of the slots the kernel reads or writes, loaded before its
+                     // loops; then its local arrays (stack arrays of the function)
   V row0, imm;       // XfApi.row0 (i64) and KS_IMM (i32), where the kernel uses them
 } LPrint;
 
@@ -830,8 +653,39 @@ static void lk_tbaa(Emit *e, V inst, bool is_int) {
   LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "tbaa", 4), LLVMMetadataAsValue(e->C, e->tbaa[is_int]));
 }
 
+// Marks an access to operand slot s (< KS_IMM) as disjoint from every other
+// slot's: the memory plan gives the buffers a kernel reads and the one it
+// writes disjoint storage (their lifetimes meet at the kernel), so a store
+// to the output cannot change an input, and loops need no overlap checks.
+static void lk_noalias(Emit *e, V inst, int s) {
+  if (s < 0 || s >= KS_IMM) return;
+  if (!e->slot_scope[0]) {
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
+    LLVMMetadataRef dom = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){tmp, LLVMMDStringInContext2(e->C, "xf.slots", 8)}, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, dom);
+    for (int i = 0; i < KS_IMM; i++) {
+      char name[16];
+      int n = snprintf(name, sizeof name, "slot%d", i);
+      LLVMMetadataRef t = LLVMTemporaryMDNode(e->C, NULL, 0);
+      LLVMMetadataRef sc = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){t, dom, LLVMMDStringInContext2(e->C, name, (size_t)n)}, 3);
+      LLVMMetadataReplaceAllUsesWith(t, sc);
+      e->slot_scope[i] = sc;
+    }
+    for (int i = 0; i < KS_IMM; i++) {
+      LLVMMetadataRef others[KS_IMM];
+      int m = 0;
+      for (int j = 0; j < KS_IMM; j++)
+        if (j != i) others[m++] = e->slot_scope[j];
+      e->slot_noalias[i] = LLVMMDNodeInContext2(e->C, others, (size_t)m);
+    }
+  }
+  LLVMMetadataRef own = LLVMMDNodeInContext2(e->C, &e->slot_scope[s], 1);
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "alias.scope", 11), LLVMMetadataAsValue(e->C, own));
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "noalias", 7), LLVMMetadataAsValue(e->C, e->slot_noalias[s]));
+}
+
 static V lslot(LPrint *p, int slot) {
-  if (slot < 0 || slot >= KS_IMM || !p->slot[slot]) lk_internal("access to a slot it does not mark read or written:", slot);
+  if (slot < 0 || slot >= LK_LOCAL0 + LK_MAX_LOCALS || !p->slot[slot]) lk_internal("access to a slot it does not mark read or written:", slot);
   return p->slot[slot];
 }
 
@@ -852,6 +706,7 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
     bool is_int = x->type == LT_I64;
     V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
     lk_tbaa(e, v, is_int);
+    lk_noalias(e, v, x->slot);
     return is_int ? LLVMBuildSExt(b, v, e->i64, "") : v;
   }
   case LX_NEG: return f ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildNeg(b, a[0], "");
@@ -914,7 +769,9 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
     case LS_LET: p->vals[s->var] = lexpr(e, p, s->val); continue;
     case LS_STORE: {
       V idx = lexpr(e, p, s->idx), v = lexpr(e, p, s->val);
-      lk_tbaa(e, store(e, lslot(p, s->slot), idx, v), false);
+      V st = store(e, lslot(p, s->slot), idx, v);
+      lk_tbaa(e, st, false);
+      lk_noalias(e, st, s->slot);
       continue;
     }
     case LS_FOR: {  // par loops too: the loop vectoriser finds their independence
@@ -942,6 +799,8 @@ static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
   LPrint p = {.vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
   for (int s = 0; s < KS_IMM; s++)
     if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = buf(e, s, lk->slot_int[s]);
+  for (int i = 0; i < lk->nlocals; i++)
+    p.slot[LK_LOCAL0 + i] = LLVMBuildBitCast(e->b, var(e, LLVMArrayType(e->f32, (unsigned)lk->local_size[i])), e->f32p, "");
   if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
   if (lstmt_has(lk->body, LX_KEEP)) p.imm = imm32(e);
   Loop L;
@@ -989,7 +848,6 @@ static void emit_backend_kernel(Emit *e, const Node *n) {
   case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); return;
   case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); return;
   case OP_CONV_DW: emit_conv_dw(e, n); return;
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: emit_attention(e, n); return;
   default: unlowered(e, n); return;
   }
 }
@@ -1152,8 +1010,7 @@ static int step_kind(Emit *e, const Kernel *k, const int *ta, const Shape **sh, 
   bool inside = false;
   *sh = &n->shape, *nouter = r - 1;
   if (mm) *sh = &mm->shape, *nouter = r - 2, inside = a == r - 2;
-  else if (n->op == OP_ATTENTION && n->axis) return a == r - 3 ? STEP_INSIDE : STEP_FULL;  // time inside
-  else if (n->op == OP_ATTENTION) *nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_ATTENTION) *nouter = n->axis ? r - 2 : r - 1;  // query rows (lower.c)
   else if (n->op == OP_SOFTMAX) *sh = xs, *nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) *sh = xs, *nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||

@@ -34,7 +34,8 @@ typedef enum {
 } LType;
 
 // Expressions: a subexpression may hang under several parents (a printer
-// evaluates it at each use; values worth computing once are LS_LETs). Arithmetic kinds are typed by their operands
+// evaluates it at each use; lower.c puts what is costly, exponentials and
+// dropout draws, in LS_LETs). Arithmetic kinds are typed by their operands
 // (both LT_I64 or both LT_F32); integer division and remainder truncate.
 typedef enum {
   // leaves
@@ -56,7 +57,8 @@ typedef enum {
   // -> LT_BOOL; ordered comparisons for floats (false if either is NaN)
   LX_LT, LX_GT, LX_GE, LX_EQ,
   LX_AND,     // bool, bool
-  LX_SELECT,  // a[0] (bool) ? a[1] : a[2]
+  LX_SELECT,  // a[0] (bool) ? a[1] : a[2]; a backend may evaluate both, so a
+              // load under either must be in bounds whatever a[0] is
   LX_TOF,     // i64 -> f32
   LX_KEEP,    // bool: dropout's draw: uniform(seed, KS_IMM, a[0], step) >= fval,
               // Philox4x32-10 of runtime/rng.h in double; only in training kernels
@@ -82,7 +84,8 @@ typedef enum {
               // vectorise them or spread them over the lanes of a row's
               // threads; else they run in order
   LS_REDUCE,  // var = op over ivar in [lo, hi) of val (op LX_ADD: the sum from
-              // 0; LX_MAX: the maximum from -inf). The association is the
+              // 0; LX_MAX: the maximum from -inf, acc = x > acc ? x : acc, so
+              // a NaN element is skipped). The association is the
               // backend's, fixed by its code (never by thread timing); wide:
               // accumulate in double, in index order (the loss mean), then
               // round to f32
@@ -104,6 +107,9 @@ struct LStmt {
   LStmt *body;          // FOR: the first statement of the body
   LStmt *next;          // the next statement of the block
 };
+
+#define LK_MAX_LOCALS 8
+enum { LK_LOCAL0 = KS_COUNT };
 
 // How the outer indices and the body are spread over threads: the middle's
 // decision, which every backend follows.
@@ -131,7 +137,13 @@ typedef struct {
                         // (LX_KEEP), the inference one is the identity; a
                         // backend makes both (lower_kernel's train)
   bool slot_int[KS_COUNT];  // slot holds int32 token ids
-  bool slot_read[KS_COUNT], slot_written[KS_COUNT];
+  bool slot_read[KS_COUNT], slot_written[KS_COUNT];  // every operand slot an
+                        // LX_LOAD or LS_STORE names is marked
+  // Local arrays: f32 scratch of constant sizes, private to one outer index
+  // (and the threads working on it), uninitialised; slot LK_LOCAL0 + i of an
+  // LX_LOAD or LS_STORE names local i (a CPU stack array, GPU shared memory)
+  int nlocals;
+  int64_t local_size[LK_MAX_LOCALS];
 } LKernel;
 
 // lower.c: the loop description of kernel k (its class), or NULL when k is

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -98,9 +99,10 @@ static LExpr *iadd(Lo *L, LExpr *x, LExpr *y) {
   return x2(L, LX_ADD, x, y);
 }
 static LExpr *load(Lo *L, int slot, LExpr *idx) {
-  LExpr *e = ex(L, LX_LOAD, L->lk->slot_int[slot] ? LT_I64 : LT_F32);
+  bool local = slot >= LK_LOCAL0;
+  LExpr *e = ex(L, LX_LOAD, !local && L->lk->slot_int[slot] ? LT_I64 : LT_F32);
   e->slot = slot, e->a[0] = idx;
-  L->lk->slot_read[slot] = true;
+  if (!local) L->lk->slot_read[slot] = true;
   return e;
 }
 static LExpr *xdim(Lo *L, Dim d) {
@@ -146,7 +148,7 @@ static int let(Lo *L, LExpr *v, const char *name) {
 static void store(Lo *L, int slot, LExpr *idx, LExpr *v) {
   LStmt *st = stmt(L, LS_STORE);
   st->slot = slot, st->idx = idx, st->val = v;
-  L->lk->slot_written[slot] = true;
+  if (slot < LK_LOCAL0) L->lk->slot_written[slot] = true;
 }
 // for (var in [lo, hi)) { ... for_end }: returns var.
 static int for_begin(Lo *L, LExpr *lo, LExpr *hi, bool par, const char *name) {
@@ -678,6 +680,213 @@ static void lower_scatter_add(Lo *L, const Node *n) {
   for_end(L);
 }
 
+// ---- fused causal attention -------------------------------------------------------
+
+// ATTENTION and ATTENTION_GRAD (interp.c has the equations) in fuse_attention's
+// layouts: row r of [..., T, NH, width] (axis 1, time-major heads) or of
+// [..., T, width] (axis 0, NH = 1), a head's `width` features contiguous. Every
+// loop over heads is a par loop, so a backend works across heads (seed 001's
+// transformer has 32 heads of 4 features) rather than along a head's few
+// features; scores and probabilities of a query row live in a local array
+// [t_max, NH].
+typedef struct {
+  int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
+  LExpr *T;
+  int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
+} Att;
+
+static int local(Lo *L, int64_t size) {
+  LKernel *lk = L->lk;
+  if (lk->nlocals == LK_MAX_LOCALS) {
+    fprintf(stderr, "xfc: internal error: lower.c: more than %d local arrays\n", LK_MAX_LOCALS);
+    abort();
+  }
+  lk->local_size[lk->nlocals] = size;
+  return LK_LOCAL0 + lk->nlocals++;
+}
+
+// sum_{c < len} a[abase + c] * b[bbase + c]: straight-line for short heads,
+// else a reduction.
+static LExpr *dot(Lo *L, int sa, int abase, int sb, int bbase, int64_t len) {
+  if (len <= 16) {
+    LExpr *acc = NULL;
+    for (int64_t c = 0; c < len; c++) {
+      LExpr *t = x2(L, LX_MUL, load(L, sa, iadd(L, xvar(L, abase), xi(L, c))), load(L, sb, iadd(L, xvar(L, bbase), xi(L, c))));
+      acc = acc ? x2(L, LX_ADD, acc, t) : t;
+    }
+    return acc ? acc : xf(L, 0);
+  }
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, len), &c);
+  int v = reduce_end(L, st, x2(L, LX_MUL, load(L, sa, iadd(L, xvar(L, abase), xvar(L, c))), load(L, sb, iadd(L, xvar(L, bbase), xvar(L, c)))), "dot");
+  return xvar(L, v);
+}
+
+// A loop over a head's n features: unrolled here when n <= 8, so a backend
+// sees one access per feature and vectorises across heads (interleaved
+// accesses, not gathers); else a par loop.
+//   for (Feat f = feat_begin(L, n); feat_more(L, &f);) { ... feat_c(L, &f) ... }
+typedef struct {
+  int64_t n, k;
+  int var;
+} Feat;
+static Feat feat_begin(Lo *L, int64_t n) {
+  Feat f = {n, -1, -1};
+  if (n > 8) f.var = for_begin(L, xi(L, 0), xi(L, n), true, "c");
+  return f;
+}
+static bool feat_more(Lo *L, Feat *f) {
+  f->k++;
+  if (f->var < 0) return f->k < f->n;
+  if (f->k == 1) for_end(L);
+  return f->k == 0;
+}
+static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var) : xi(L, f->k); }
+
+#define LOC(slot, j, hd) load(L, slot, iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd)))
+#define LOC_AT(j, hd) iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd))
+
+// Row o's scores s_j = scale q_o . k_j over j <= i into S and their maximum
+// per head into M; then (probs) p_j = exp(s_j - M) into S and sum p_j into Ls.
+static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int r0, bool probs) {
+  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
+  store(L, a->Ls, xvar(L, hd), xf(L, 0));
+  for_end(L);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int kr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
+  int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
+  int s = let(L, x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval)), "s");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, s));
+  store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
+  for_end(L);
+  for_end(L);
+  if (!probs) return;
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, p));
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
+  for_end(L);
+  for_end(L);
+}
+
+// Forward, one query row o = (sequence, i) per outer index (so the step
+// program windows it like any row kernel): o_i = (sum_j p_j v_j) / sum_j p_j
+// with p_j = exp(s_j - max s), the exponentials and products in one pass.
+static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
+  int o = 0;
+  int i = let(L, x2(L, LX_REM, xvar(L, o), a->T), "i"), r0 = let(L, x2(L, LX_SUB, xvar(L, o), xvar(L, i)), "r0");
+  a->X = local(L, a->NH * a->e);
+  int x = for_begin(L, xi(L, 0), xi(L, a->NH * a->e), true, "x");
+  store(L, a->X, xvar(L, x), xf(L, 0));
+  for_end(L);
+  att_scores(L, a, n, o, i, r0, false);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->e)), "vrow");
+  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
+  for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
+    int ai = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
+    LExpr *vv = load(L, KS_IN2, iadd(L, xvar(L, vr), xvar(L, ai)));
+    store(L, a->X, xvar(L, ai), x2(L, LX_ADD, load(L, a->X, xvar(L, ai)), x2(L, LX_MUL, xvar(L, p), vv)));
+  }
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
+  for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
+    int ao = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
+    store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, ao)), xvar(L, inv)));
+  }
+  for_end(L);
+}
+
+// Gradient, one sequence per outer index, query rows i in order: the rows of
+// its [T, NH, 2h + e] output (dq | dk | dv per head) zeroed, then for each i,
+// with u_j = exp(s_j - max s), l = sum_j u_j, P_ij = u_j / l:
+// dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij = (sum_j u_j dP_ij) / l,
+// dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j, dk_j += dS_ij q_i,
+// dv_j += P_ij do_i, each output element accumulated in the order of i,
+// then j. Three passes over j per row: scores; u, l, dP; the updates.
+static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, w = a->w;
+  int r0 = let(L, imul(L, xvar(L, 0), a->T), "r0");
+  a->X = local(L, L->g->t_max * NH);  // dP
+  int D = local(L, NH);
+  int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * w)), true, "x");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, r0), xi(L, NH * w)), xvar(L, x)), xf(L, 0));
+  for_end(L);
+  int i = for_begin(L, xi(L, 0), a->T, false, "i");
+  int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
+  att_scores(L, a, n, o, i, r0, false);
+  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  store(L, D, xvar(L, hd), xf(L, 0));
+  for_end(L);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, NH * e)), "vrow");
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int u = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "u");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, u));
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, u)));
+  int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
+  int dp = let(L, dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
+  store(L, a->X, LOC_AT(j, hd), xvar(L, dp));
+  store(L, D, xvar(L, hd), x2(L, LX_ADD, load(L, D, xvar(L, hd)), x2(L, LX_MUL, xvar(L, u), xvar(L, dp))));
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");  // M <- 1 / l, D <- D / l
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
+  store(L, a->M, xvar(L, hd), xvar(L, inv));
+  store(L, D, xvar(L, hd), x2(L, LX_MUL, load(L, D, xvar(L, hd)), xvar(L, inv)));
+  for_end(L);
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
+  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd))))), "ds");
+  int oq = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * w)), imul(L, xvar(L, hd), xi(L, w))), "oq");
+  int ok = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * w)), imul(L, xvar(L, hd), xi(L, w))), "ok");
+  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
+  int kb = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
+  yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    int dq = let(L, iadd(L, xvar(L, oq), c), "dq"), dk = let(L, iadd(L, xvar(L, ok), iadd(L, xi(L, h), c)), "dk");
+    store(L, KS_OUT, xvar(L, dq), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dq)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN1, iadd(L, xvar(L, kb), c)))));
+    store(L, KS_OUT, xvar(L, dk), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dk)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN0, iadd(L, xvar(L, qb), c)))));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    int dv = let(L, iadd(L, xvar(L, ok), iadd(L, xi(L, 2 * h), c)), "dv");
+    store(L, KS_OUT, xvar(L, dv), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dv)), x2(L, LX_MUL, xvar(L, p), load(L, KS_IN0 + 3, iadd(L, xvar(L, yb), c)))));
+  }
+  for_end(L);
+  for_end(L);
+  for_end(L);
+}
+#undef LOC
+#undef LOC_AT
+
+static void lower_attention(Lo *L, const Node *n) {
+  const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
+  int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
+  bool grad = n->op == OP_ATTENTION_GRAD;
+  Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
+           .T = xdim(L, qs->d[tax])};
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->shape = LK_ROWS;
+  int nouter = grad ? tax : tax + 1;  // sequences, or query rows
+  L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = sym_prod(qs, 0, nouter);
+  a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
+  if (grad) lower_attention_grad(L, &a, n);
+  else lower_attention_fwd(L, &a, n);
+}
+
 // ---- entry -------------------------------------------------------------------------
 
 static bool sym_eq(SymSize a, SymSize b) { return a.coef == b.coef && a.pb == b.pb && a.pt == b.pt; }
@@ -687,7 +896,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   const Node *n = &g->nodes[k->node];
   if (errlen) err[0] = 0;
   if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX ||
-      n->op == OP_CONV_DW || n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD)
+      n->op == OP_CONV_DW)
     return NULL;
   Lo L = {.a = a, .s = s, .g = g, .k = k, .train = train, .err = err, .errlen = errlen};
   L.lk = arena_alloc(a, sizeof *L.lk);
@@ -701,6 +910,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DG: lower_norm(&L, n); break;
   case OP_CROSS_ENTROPY: lower_cross_entropy(&L, n); break;
   case OP_EMBED: lower_embed(&L, n); break;
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
   default: lower_map(&L, n); break;
   }
@@ -732,7 +942,8 @@ static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
   case LX_VAR: print_var(f, lk, e->var); return;
   case LX_ROW0: fputs("row0", f); return;
   case LX_LOAD:
-    fprintf(f, "%s%d[", lk->slot_int[e->slot] ? "ids" : "s", e->slot);
+    if (e->slot >= LK_LOCAL0) fprintf(f, "local%d[", e->slot - LK_LOCAL0);
+    else fprintf(f, "%s%d[", lk->slot_int[e->slot] ? "ids" : "s", e->slot);
     print_expr(f, lk, e->a[0]);
     fputc(']', f);
     return;
@@ -762,7 +973,8 @@ static void print_block(FILE *f, const LKernel *lk, const LStmt *st, int ind) {
     switch (st->kind) {
     case LS_LET: print_var(f, lk, st->var), fputs(" = ", f), print_expr(f, lk, st->val), fputc('\n', f); break;
     case LS_STORE:
-      fprintf(f, "s%d[", st->slot), print_expr(f, lk, st->idx), fputs("] = ", f), print_expr(f, lk, st->val);
+      fprintf(f, st->slot >= LK_LOCAL0 ? "local%d[" : "s%d[", st->slot >= LK_LOCAL0 ? st->slot - LK_LOCAL0 : st->slot);
+      print_expr(f, lk, st->idx), fputs("] = ", f), print_expr(f, lk, st->val);
       fputc('\n', f);
       break;
     case LS_FOR:
@@ -785,6 +997,7 @@ void lkernel_print(FILE *f, const LKernel *lk) {
   print_expr(f, lk, lk->outer);
   if (lk->inner) fputs(") x [0, ", f), print_expr(f, lk, lk->inner);
   fputs("):\n", f);
+  for (int i = 0; i < lk->nlocals; i++) fprintf(f, "    local%d: float[%lld]\n", i, (long long)lk->local_size[i]);
   print_block(f, lk, lk->body, 4);
 }
 

@@ -42,8 +42,10 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
   case OP_MATMUL: return sym_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
-  case OP_ATTENTION: case OP_ATTENTION_GRAD:  // one sequence each: leading axes (and heads)
-    return n->axis ? sym_mul(sym_prod(s, 0, s->rank - 3), sym_of(s->d[s->rank - 2])) : sym_prod(s, 0, s->rank - 2);
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: {  // query rows; sequences, all heads (lower.c)
+    int tax = x->rank - 2 - (n->axis != 0);
+    return sym_prod(x, 0, n->op == OP_ATTENTION ? tax + 1 : tax);
+  }
   case OP_SUM: case OP_MEAN: case OP_MAX:  // rows of the output (llvm.c: emit_reduce_rows)
     if (ir_reduce_end(n) < x->rank - 1) return sym_mul(sym_prod(x, 0, n->axis), sym_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
     return sym_prod(x, 0, n->axis);

@@ -100,10 +100,12 @@ int fuse_attention(Graph *g) {
     o->fval = scale;
     users[a->id]--;
     fused++;
-    // the CPU kernel copies a time-major sequence's q, k, v, dy and its
-    // gradient block to the stack: at most 512 KiB of them
-    int64_t hh = q->shape.d[r - 1].n, ee = v->shape.d[r - 1].n;
-    bool small = g->t_max * (4 * hh + 3 * ee) * 4 <= 512 * 1024;
+    // time-major, the kernels (codegen/lower.c) keep a query row's scores
+    // and the gradient's dP for all heads in local arrays, [t_max, heads]
+    // each, and per-head statistics: at most 512 KiB of them
+    int64_t ee = v->shape.d[r - 1].n;
+    Dim nh = r >= 3 ? q->shape.d[r - 3] : (Dim){DIM_CONST, 1};
+    bool small = nh.kind == DIM_CONST && (2 * g->t_max * nh.n + nh.n * (3 + ee)) * 4 <= 512 * 1024;
     int u = users[i] == 1 ? user[i] : -1;
     if (u >= 0 && small && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
       Node *t = &g->nodes[u];
