@@ -458,12 +458,14 @@ static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, boo
 // ROW_BLOCK is the same with the block's threads for the lanes (block
 // reductions, __syncthreads, the wide result broadcast through shared memory).
 
+enum { LK_SLOTS = LK_LOCAL0 + LK_MAX_LOCALS };
+
 typedef struct {
   R *r;
   const LKernel *lk;
   char **name;              // [nvars]: the C name of each variable
-  bool loaded[KS_COUNT];    // slots some LX_LOAD reads
-  bool stored[KS_COUNT];    // slots some LS_STORE writes
+  bool loaded[LK_SLOTS];    // slots (and locals) some LX_LOAD reads
+  bool stored[LK_SLOTS];    // slots (and locals) some LS_STORE writes
   int ind;                  // indentation (spaces)
   bool block;               // LK_ROWS: a block per outer index, not a warp
 } LP;
@@ -482,19 +484,23 @@ static bool lk_row_block(const LKernel *lk) { return lk->nouter.pb == 0 && lk->n
 
 static void lk_slots_expr(LP *p, const LExpr *e) {
   if (!e) return;
-  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < KS_COUNT) p->loaded[e->slot] = true;
+  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < LK_SLOTS) p->loaded[e->slot] = true;
   for (int i = 0; i < 3; i++) lk_slots_expr(p, e->a[i]);
 }
 static void lk_slots(LP *p, const LStmt *st) {
   for (; st; st = st->next) {
     lk_slots_expr(p, st->lo), lk_slots_expr(p, st->hi), lk_slots_expr(p, st->idx), lk_slots_expr(p, st->val);
-    if (st->kind == LS_STORE && st->slot >= 0 && st->slot < KS_COUNT) p->stored[st->slot] = true;
+    if (st->kind == LS_STORE && st->slot >= 0 && st->slot < LK_SLOTS) p->stored[st->slot] = true;
     lk_slots(p, st->body);
   }
 }
 
-// The slot's view: S<n> (written, maybe read), I<n> (token ids), L<n> (read-only floats).
-static char view_of(const LP *p, int slot) { return p->stored[slot] ? 'S' : p->lk->slot_int[slot] ? 'I' : 'L'; }
+// The slot's view: S<n> (written, maybe read), I<n> (token ids), L<n>
+// (read-only floats); local i: X<i>.
+static char view_of(const LP *p, int slot) {
+  return slot >= LK_LOCAL0 ? 'X' : p->stored[slot] ? 'S' : p->lk->slot_int[slot] ? 'I' : 'L';
+}
+static int view_index(int slot) { return slot >= LK_LOCAL0 ? slot - LK_LOCAL0 : slot; }
 
 // Variable names: "v<index>", or "<name>_<index>" (the last '_' separates the
 // index, so two variables never share a name, nor one of the fixed names
@@ -549,7 +555,7 @@ static void lx(LP *p, const LExpr *e) {
   case LX_ROW0: out(r, "a.row0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
-    else out(r, "%c%d[", view_of(p, e->slot), e->slot);
+    else out(r, "%c%d[", view_of(p, e->slot), view_index(e->slot));
     lx(p, e->a[0]);
     out(r, "]");
     return;
@@ -655,7 +661,7 @@ static void lk_reduce_serial(LP *p, const LStmt *st) {
 // Whether expression e loads a slot the kernel writes.
 static bool lk_reads_written(const LP *p, const LExpr *e) {
   if (!e) return false;
-  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < KS_COUNT && p->stored[e->slot]) return true;
+  if (e->kind == LX_LOAD && e->slot >= 0 && e->slot < LK_SLOTS && p->stored[e->slot]) return true;
   return lk_reads_written(p, e->a[0]) || lk_reads_written(p, e->a[1]) || lk_reads_written(p, e->a[2]);
 }
 
@@ -685,7 +691,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_STORE:
-    lk_line(p, "%s%s%sS%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", st->slot);
+    lk_line(p, "%s%s%s%c%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", view_of(p, st->slot), view_index(st->slot));
     lx(p, st->idx);
     out(r, "] = ");
     lx(p, st->val);
@@ -734,6 +740,43 @@ static void lk_block(LP *p, const LStmt *st, bool coop) {
   for (; st; st = st->next) lk_stmt(p, st, coop);
 }
 
+// Local arrays: X<i> at offset off[i] floats (16-byte aligned) of `total`
+// per outer index; in shared memory for a row's threads (a region per warp,
+// or the block's), a thread's own array in ELEM mode.
+static int64_t lk_locals(const LKernel *lk, int64_t *off) {
+  int64_t total = 0;
+  for (int i = 0; i < lk->nlocals; i++) {
+    if (off) off[i] = total;
+    total += (lk->local_size[i] + 3) & ~(int64_t)3;
+  }
+  return total;
+}
+// Warps per block in WARP mode: four, fewer where their locals would take
+// more than LOCAL_BUDGET bytes of shared memory (two blocks fit an SM).
+enum { LOCAL_BUDGET = 96 * 1024 };
+static int lk_warps(const LKernel *lk) {
+  int64_t per = lk_locals(lk, NULL) * (int64_t)sizeof(float);
+  int w = WARP_THREADS / 32;
+  while (w > 1 && w * per > LOCAL_BUDGET) w /= 2;
+  return w;
+}
+static int lk_shmem(const LKernel *lk, int mode) {
+  int64_t per = lk_locals(lk, NULL) * (int64_t)sizeof(float);
+  return mode == MODE_WARP ? (int)(per * lk_warps(lk)) : mode == MODE_ROW_BLOCK ? (int)per : 0;
+}
+static void lk_local_views(LP *p, int mode) {
+  int64_t off[LK_MAX_LOCALS], total = lk_locals(p->lk, off);
+  if (!p->lk->nlocals) return;
+  if (mode == MODE_ELEM) {
+    for (int i = 0; i < p->lk->nlocals; i++) out(p->r, "  float X%d[%lld];\n", i, (long long)p->lk->local_size[i]);
+    return;
+  }
+  out(p->r, "  XF_DYN_SHARED(float, xf_local);\n");
+  for (int i = 0; i < p->lk->nlocals; i++)
+    out(p->r, "  float *const X%d = xf_local + %s%lldLL;\n", i, mode == MODE_WARP ? arena_printf(p->r->a, "(threadIdx.x >> 5) * %lldLL + ", (long long)total) : "",
+        (long long)off[i]);
+}
+
 // Prints the body of the __global__ function of lk; returns its mode.
 static int render_lkernel(R *r, const LKernel *lk) {
   LP p = {.r = r, .lk = lk};
@@ -747,6 +790,7 @@ static int render_lkernel(R *r, const LKernel *lk) {
   const char *o = p.name[0];
   if (lk->shape == LK_ROWS) {
     p.block = lk_row_block(lk);
+    lk_local_views(&p, p.block ? MODE_ROW_BLOCK : MODE_WARP);
     if (p.block)
       out(r, "%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
           lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "");
@@ -758,6 +802,7 @@ static int render_lkernel(R *r, const LKernel *lk) {
     return p.block ? MODE_ROW_BLOCK : MODE_WARP;
   }
   // LK_ELEMENTS: lets, then the one par loop over [lo, lo + inner)
+  lk_local_views(&p, MODE_ELEM);
   out(r, "  const xf_i64 inner = ");
   lx(&p, lk->inner);
   out(r, ";\n  XF_ELEM_LOOP(e) {\n    const xf_i64 %s = e / inner;\n    (void)%s;\n", o, o);
@@ -829,7 +874,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
   // direct product (non-affine batch), mode, shared memory
   int *fn_train = calloc((size_t)s->nkernels + 1, sizeof(int)), *fn_infer = calloc((size_t)s->nkernels + 1, sizeof(int));
   int *fn_mm = calloc((size_t)s->nkernels + 1, sizeof(int)), *mode = calloc((size_t)s->nkernels + 1, sizeof(int));
-  int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int));
+  int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int)), *threads = calloc((size_t)s->nkernels + 1, sizeof(int));
   // per class described by lower.c: its launch's work items
   bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
   XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
@@ -878,7 +923,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       FILE *saved = r.f;
       r.f = open_memstream(&body, &blen);
       shmem[ki] = 0;
-      if (lk[variant]) mode[ki] = render_lkernel(&r, lk[variant]);
+      if (lk[variant]) mode[ki] = render_lkernel(&r, lk[variant]), shmem[ki] = lk_shmem(lk[variant], mode[ki]);
       else if (lerr[0]) mode[ki] = MODE_ELEM, lowered[ki] = true;  // an error: an empty function, no items
       else mode[ki] = render_body(&r, k, &shmem[ki]);
       fclose(r.f);
@@ -888,7 +933,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       if (variant) fn_infer[ki] = m->nnames;
       else fn_train[ki] = m->nnames;
       m->names[m->nnames++] = name;
-      fn_open(&r, name, mode_threads(mode[ki]));
+      threads[ki] = lk[variant] && mode[ki] == MODE_WARP ? 32 * lk_warps(lk[variant]) : mode_threads(mode[ki]);
+      fn_open(&r, name, threads[ki]);
       if (broken == ki) out(&r, "  xf_undefined_by_test_hook;\n");
       fputs(body, r.f);
       free(body);
@@ -958,8 +1004,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       int md = mode[c];
       rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
                        .items = lowered[c] ? litems[c] : items_of(g, k),
-                       .threads = mode_threads(md), .shmem = shmem[c], .sync = md != MODE_ELEM};
-      rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? WARP_THREADS / 32 : 1;
+                       .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
+      rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;
@@ -967,7 +1013,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
     }
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
-  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems);
+  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(threads);
   m->error = r.err;
   return m;
 }
