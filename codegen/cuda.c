@@ -10,20 +10,18 @@
 // program a launch table in kernel order where matrix products are GEMM
 // records (cuBLAS strided-batched on a device) and everything else a kernel
 // launch; and xf_adamw. The kernels lower.c describes (maps, reductions,
-// norms, losses, embeddings: codegen/loops.h) are printed from their LKernel,
-// construct by construct (render_lkernel); the others (the GEMMs and their
-// non-affine fallback, causal convolutions, attention) are rendered here.
-// The values are those of llvm.c: the same loops, the same exp polynomial,
-// the same Philox dropout stream, the same serial order where the
-// description fixes one (serial loops, wide reductions); parallel
-// reductions (rows, attention) sum in a different order, within float
-// rounding.
+// norms, losses, embeddings, attention: codegen/loops.h) are printed from
+// their LKernel, construct by construct (render_lkernel); the others (the
+// GEMMs and their non-affine fallback, causal convolutions) are rendered
+// here. The values are those of llvm.c: the same loops, the same exp
+// polynomial, the same Philox dropout stream, the same serial order where
+// the description fixes one (serial loops, wide reductions); parallel
+// reductions (a row's) sum in a different order, within float rounding.
 //
 // Parallel shape of a kernel (its launch mode):
 //   ELEM   one thread per element, grid-stride (LK_ELEMENTS, convolutions)
-//   WARP   one warp per outer index, four per block (LK_ROWS)
+//   WARP   one warp per outer index, up to four per block (LK_ROWS)
 //   ROW_BLOCK  one block per outer index (LK_ROWS with a constant few)
-//   BLOCK  one block per sequence (fused attention and its gradient)
 // Every loop that contains a barrier has a trip count uniform over the
 // block, and every loop that contains a shuffle or __syncwarp one uniform
 // over the warp (runtime/cuda_emu.h pairs shuffles within a warp; on the GPU
@@ -37,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MODE_ELEM, MODE_WARP, MODE_BLOCK, MODE_ROW_BLOCK };
-enum { ELEM_THREADS = 256, WARP_THREADS = 128, BLOCK_THREADS = 128, ROW_BLOCK_THREADS = 512 };
+enum { MODE_ELEM, MODE_WARP, MODE_ROW_BLOCK };
+enum { ELEM_THREADS = 256, WARP_THREADS = 128, ROW_BLOCK_THREADS = 512 };
 
 typedef struct {
   FILE *f;
@@ -299,73 +297,6 @@ static int render_conv_dw(R *r, const Node *n) {
   }
   out(r, "      }\n    (void)p;\n    out[e] = acc;\n  }\n");
   return MODE_ELEM;
-}
-
-// ---- fused causal attention ----------------------------------------------------------------
-
-// ATTENTION and ATTENTION_GRAD (interp.c has the equations), one block per
-// sequence m, query rows i in order: the row's scores in shared memory (p[],
-// and dP in dp[] for the gradient), threads across keys j and features c.
-// In the gradient every key row j is owned by one thread within a query row,
-// so dk_j and dv_j accumulate without atomics, in the order of llvm.c.
-static int render_attention(R *r, const Node *n, int *shmem) {
-  const Graph *g = r->g;
-  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
-  int rank = qs->rank;
-  bool grad = n->op == OP_ATTENTION_GRAD;
-  int64_t h = qs->d[rank - 1].n, ev = vs->d[rank - 1].n, w = n->shape.d[rank - 1].n;
-  char scale[48];
-  *shmem = (int)((grad ? 2 : 1) * g->t_max * 4);
-  out(r, "  const float *q = (const float *)a.slot[%d], *k = (const float *)a.slot[%d], *v = (const float *)a.slot[%d];\n",
-      KS_IN0, KS_IN1, KS_IN2);
-  if (grad) out(r, "  const float *dy = (const float *)a.slot[%d];\n", KS_IN0 + 3);
-  out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
-  out(r, "  __shared__ float red[32];\n  XF_DYN_SHARED(float, p);\n");
-  if (grad) out(r, "  float *dp = p + %lldLL;\n", (long long)g->t_max);
-  // axis 1: time-major heads [..., T, NH, c], sequence m = (lead, head) with
-  // row i at ((lead T + i) NH + head) c; axis 0: NH = 1. H, EV, W: widths; HS, ES, WS: row strides.
-  out(r, "  const xf_i64 NH = %s, T = %s;\n", n->axis ? dim(r, qs->d[rank - 2]) : "1LL", dim(r, qs->d[rank - 2 - (n->axis != 0)]));
-  out(r, "  const xf_i64 H = %lldLL, EV = %lldLL, W = %lldLL, HS = NH * H, ES = NH * EV, WS = NH * W;\n  const float scale = %s;\n",
-      (long long)h, (long long)ev, (long long)w, fconst(n->fval, scale));
-  out(r, "  for (xf_i64 m = blockIdx.x; m < a.n; m += gridDim.x) {\n");
-  out(r, "    const xf_i64 first = (m / NH) * T * NH + m %% NH;\n");
-  out(r, "    const xf_i64 qb = first * %lldLL, vb = first * %lldLL, ob = first * %lldLL;\n", (long long)h, (long long)ev,
-      (long long)w);
-  if (grad)
-    out(r, "    for (xf_i64 e = threadIdx.x; e < T * %lldLL; e += blockDim.x) out[ob + (e / %lldLL) * WS + e %% %lldLL] = 0.0f;\n"
-           "    __syncthreads();\n", (long long)w, (long long)w, (long long)w);
-  out(r, "    for (xf_i64 i = 0; i < T; i++) {\n");
-  out(r, "      const xf_i64 qi = qb + i * HS, yi = vb + i * ES, oi = ob + i * WS;\n      (void)yi;\n");
-  out(r, "      float mx = -XF_INF;\n");
-  out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n        float s = 0.0f;\n");
-  out(r, "        for (xf_i64 c = 0; c < H; c++) s += (q[qi + c] * scale) * k[qb + j * HS + c];\n");
-  out(r, "        p[j] = s;\n        mx = xf_max(s, mx);\n      }\n");
-  out(r, "      mx = xf_block_max(mx, red);\n      float sum = 0.0f;\n");
-  out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) { p[j] = xf_exp(p[j] - mx); sum += p[j]; }\n");
-  out(r, "      const float inv = 1.0f / xf_block_sum(sum, red);\n");
-  out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) p[j] = p[j] * inv;\n      __syncthreads();\n");
-  if (!grad) {
-    out(r, "      for (xf_i64 c = threadIdx.x; c < EV; c += blockDim.x) {\n        float acc = 0.0f;\n");
-    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += p[j] * v[vb + j * ES + c];\n        out[oi + c] = acc;\n      }\n");
-  } else {
-    // dP_ij = do_i . v_j; D_i = sum_j p_ij dP_ij; dS_ij = scale p_ij (dP_ij - D_i)
-    out(r, "      float part = 0.0f;\n");
-    out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n        float s = 0.0f;\n");
-    out(r, "        for (xf_i64 c = 0; c < EV; c++) s += dy[yi + c] * v[vb + j * ES + c];\n");
-    out(r, "        dp[j] = s;\n        part += p[j] * s;\n      }\n");
-    out(r, "      const float D = xf_block_sum(part, red);\n");
-    // dk_j += dS_ij q_i, dv_j += p_ij do_i: thread of j owns rows j
-    out(r, "      for (xf_i64 j = threadIdx.x; j <= i; j += blockDim.x) {\n");
-    out(r, "        const float ds = scale * (p[j] * (dp[j] - D));\n        dp[j] = ds;\n        const xf_i64 oj = ob + j * WS;\n");
-    out(r, "        for (xf_i64 c = 0; c < H; c++) out[oj + H + c] += ds * q[qi + c];\n");
-    out(r, "        for (xf_i64 c = 0; c < EV; c++) out[oj + 2 * H + c] += p[j] * dy[yi + c];\n      }\n");
-    out(r, "      __syncthreads();\n");
-    // dq_i = sum_j dS_ij k_j
-    out(r, "      for (xf_i64 c = threadIdx.x; c < H; c += blockDim.x) {\n        float acc = 0.0f;\n");
-    out(r, "        for (xf_i64 j = 0; j <= i; j++) acc += dp[j] * k[qb + j * HS + c];\n        out[oi + c] += acc;\n      }\n");
-  }
-  out(r, "      __syncthreads();\n    }\n  }\n");
-  return MODE_BLOCK;
 }
 
 // ---- matrix products ----------------------------------------------------------------------
@@ -830,28 +761,18 @@ static void fn_open(R *r, const char *name, int threads) {
 static void fn_close(R *r, const char *name) { out(r, "}\nXF_EMU_ENTRY(%s)\n\n", name); }
 
 static int mode_threads(int mode) {
-  return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : mode == MODE_ROW_BLOCK ? ROW_BLOCK_THREADS : BLOCK_THREADS;
-}
-
-// Work items of a kernel rendered here (the others' come from their LKernel):
-// sequences for attention, output elements for the convolutions.
-static XfSym items_of(const Graph *g, const Kernel *k) {
-  const Node *n = &g->nodes[k->node];
-  if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_GRAD)  // one sequence each, as the schedule's outer extent
-    return (XfSym){k->outer.coef, k->outer.pb, k->outer.pt};
-  return sym_prod(&n->shape, 0, n->shape.rank);
+  return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : ROW_BLOCK_THREADS;
 }
 
 // Renders the body of the class function of a kernel lower.c leaves to the
-// backends (convolutions, attention); returns its mode. Any other op here has
-// no lowering: an error, and an empty function.
-static int render_body(R *r, const Kernel *k, int *shmem) {
+// backends besides its GEMMs (the causal convolutions: ELEM mode, a thread
+// per output element, which is its work item). Any other op here has no
+// lowering: an error, and an empty function.
+static int render_body(R *r, const Kernel *k) {
   const Node *n = &r->g->nodes[k->node];
-  *shmem = 0;
   switch (n->op) {
   case OP_CAUSAL_CONV: case OP_CONV_DX: return render_conv(r, n);
   case OP_CONV_DW: return render_conv_dw(r, n);
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: return render_attention(r, n, shmem);
   default: unlowered(r, n); return MODE_ELEM;
   }
 }
@@ -925,7 +846,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       shmem[ki] = 0;
       if (lk[variant]) mode[ki] = render_lkernel(&r, lk[variant]), shmem[ki] = lk_shmem(lk[variant], mode[ki]);
       else if (lerr[0]) mode[ki] = MODE_ELEM, lowered[ki] = true;  // an error: an empty function, no items
-      else mode[ki] = render_body(&r, k, &shmem[ki]);
+      else mode[ki] = render_body(&r, k);
       fclose(r.f);
       r.f = saved;
       fflush(r.f), name_off[m->nnames] = (long)len;
@@ -1003,7 +924,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       }
       int md = mode[c];
       rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
-                       .items = lowered[c] ? litems[c] : items_of(g, k),
+                       .items = lowered[c] ? litems[c] : sym_prod(&n->shape, 0, n->shape.rank),
                        .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
       memcpy(rec.slots, slots, sizeof slots);
