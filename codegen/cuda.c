@@ -380,14 +380,18 @@ static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, boo
 //                body cooperative again. Inside a par loop everything is the
 //                lane's own serial code. A wide reduction (the loss mean) is
 //                lane 0's serial sum in double, in index order, broadcast with
-//                a shuffle. After a par loop or a store whose slot the kernel
-//                loads anywhere, __syncwarp(): a later statement (or the next
-//                iteration of a serial loop) may read what another lane wrote.
+//                a shuffle. After a row-level par loop, store or let that
+//                writes a slot (or local) the kernel reads, or reads one it
+//                writes, __syncwarp(): a later statement (or the next
+//                iteration of a serial loop) may read what another lane
+//                wrote, or overwrite what another lane has still to read.
 // `live` is uniform over a warp, so the warp's whole row runs under it: the
 // shuffles are executed by all 32 lanes of a live warp and by none of a warp
 // past the last row (the emulation pairs shuffles within a warp only).
 // ROW_BLOCK is the same with the block's threads for the lanes (block
 // reductions, __syncthreads, the wide result broadcast through shared memory).
+// Local arrays (LK_LOCAL0 + i) are X<i>: a region of dynamic shared memory per
+// warp (WARP) or per block (ROW_BLOCK), a thread's own array in ELEM mode.
 
 enum { LK_SLOTS = LK_LOCAL0 + LK_MAX_LOCALS };
 
