@@ -86,9 +86,9 @@ typedef enum {
   LS_REDUCE,  // var = op over ivar in [lo, hi) of val (op LX_ADD: the sum from
               // 0; LX_MAX: the maximum from -inf, acc = x > acc ? x : acc, so
               // a NaN element is skipped). The association is the
-              // backend's, fixed by its code (never by thread timing); wide:
-              // accumulate in double, in index order (the loss mean), then
-              // round to f32
+              // backend's, fixed by its code (never by thread timing); wide
+              // (LX_ADD only): accumulate in double, in index order (the loss
+              // mean), then round to f32
   LS_COUNT
 } LStmtKind;
 
@@ -114,9 +114,10 @@ enum { LK_LOCAL0 = KS_COUNT };
 // How the outer indices and the body are spread over threads: the middle's
 // decision, which every backend follows.
 typedef enum {
-  LK_ELEMENTS,  // the body is one par LS_FOR over [0, inner) whose body is
-                // LS_LETs and LS_STOREs only: every (outer index, inner index)
-                // pair is independent (a GPU thread each; a CPU loop nest)
+  LK_ELEMENTS,  // the body is LS_LETs of the outer index, then one par LS_FOR
+                // over [0, inner) whose body is LS_LETs and LS_STOREs only:
+                // every (outer index, inner index) pair is independent (a GPU
+                // thread each; a CPU loop nest)
   LK_ROWS,      // anything else: the body runs for one outer index at a
                 // time, its par loops and reductions cooperatively (a warp
                 // per outer index on a GPU, vector lanes on a CPU)
@@ -138,7 +139,7 @@ typedef struct {
                         // backend makes both (lower_kernel's train)
   bool slot_int[KS_COUNT];  // slot holds int32 token ids
   bool slot_read[KS_COUNT], slot_written[KS_COUNT];  // every operand slot an
-                        // LX_LOAD or LS_STORE names is marked
+                        // LX_LOAD or LS_STORE names is marked (locals are not)
   // Local arrays: f32 scratch of constant sizes, private to one outer index
   // (and the threads working on it), uninitialised; slot LK_LOCAL0 + i of an
   // LX_LOAD or LS_STORE names local i (a CPU stack array, GPU shared memory)
