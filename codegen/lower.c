@@ -118,20 +118,6 @@ static LExpr *dprod(Lo *L, const Shape *s, int from, int to) {
   return r;
 }
 
-static SymSize sym_of(Dim d) {
-  if (d.kind == DIM_B) return (SymSize){1, 1, 0};
-  if (d.kind == DIM_T) return (SymSize){1, 0, 1};
-  return (SymSize){d.n, 0, 0};
-}
-static SymSize sym_prod(const Shape *s, int from, int to) {
-  SymSize r = {1, 0, 0};
-  for (int i = from; i < to; i++) {
-    SymSize d = sym_of(s->d[i]);
-    r = (SymSize){r.coef * d.coef, r.pb + d.pb, r.pt + d.pt};
-  }
-  return r;
-}
-
 static LStmt *stmt(Lo *L, LStmtKind kind) {
   LStmt *st = arena_alloc(L->a, sizeof *st);
   st->kind = kind;
@@ -406,7 +392,7 @@ static void lower_map(Lo *L, const Node *n) {
   m.v = arena_alloc(L->a, sizeof(int) * (size_t)g->nnodes);
   for (int i = 0; i < g->nnodes; i++) m.v[i] = -1;
   L->lk->outer = r ? dprod(L, os, 0, r - 1) : xi(L, 1);
-  L->lk->nouter = r ? sym_prod(os, 0, r - 1) : (SymSize){1, 0, 0};
+  L->lk->nouter = r ? symsize_prod(os, 0, r - 1) : (SymSize){1, 0, 0};
   L->lk->name = L->k->fusion == FG_NONE ? ir_op_info[n->op].name : "map";
   int base = -1;
   for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
@@ -418,7 +404,7 @@ static void lower_map(Lo *L, const Node *n) {
       m.sinv[m.nsmax++] = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, sum)), "inv");
     }
   L->lk->shape = m.nsmax ? LK_ROWS : LK_ELEMENTS;
-  if (!m.nsmax) L->lk->inner = last, L->lk->ninner = r ? sym_of(os->d[r - 1]) : (SymSize){1, 0, 0};
+  if (!m.nsmax) L->lk->inner = last, L->lk->ninner = r ? symsize_of(os->d[r - 1]) : (SymSize){1, 0, 0};
   m.j = for_begin(L, xi(L, 0), last, true, "j");
   m.o = let(L, iadd(L, imul(L, xvar(L, m.row), last), xvar(L, m.j)), "o");
   store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, n->id));
@@ -468,12 +454,11 @@ static void lower_axis(Lo *L, const Node *n) {
   int end = ir_reduce_end(n);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->outer = dprod(L, xs, 0, n->axis);
-  L->lk->nouter = sym_prod(xs, 0, n->axis);
+  L->lk->nouter = symsize_prod(xs, 0, n->axis);
   L->lk->shape = LK_ROWS;
   if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
     L->lk->outer = imul(L, L->lk->outer, dprod(L, xs, end + 1, xs->rank - 1));
-    SymSize mm = sym_prod(xs, end + 1, xs->rank - 1);
-    L->lk->nouter = (SymSize){L->lk->nouter.coef * mm.coef, L->lk->nouter.pb + mm.pb, L->lk->nouter.pt + mm.pt};
+    L->lk->nouter = symsize_mul(L->lk->nouter, symsize_prod(xs, end + 1, xs->rank - 1));
     lower_reduce_rows(L, n);
     return;
   }
@@ -574,7 +559,7 @@ static void lower_norm(Lo *L, const Node *n) {
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   L->lk->outer = dg ? xi(L, 1) : rows;
-  L->lk->nouter = dg ? (SymSize){1, 0, 0} : sym_prod(xs, 0, xs->rank - 1);
+  L->lk->nouter = dg ? (SymSize){1, 0, 0} : symsize_prod(xs, 0, xs->rank - 1);
   Row w = {.x = KS_IN0, .g = KS_IN1, .dy = dg ? KS_IN1 : KS_IN2};
   int c, row = 0;
   if (dg) {
@@ -638,7 +623,7 @@ static void lower_cross_entropy(Lo *L, const Node *n) {
     store(L, KS_OUT, xi(L, 0), x2(L, LX_DIV, xvar(L, total), x1(L, LX_TOF, rows)));
     return;
   }
-  L->lk->outer = rows, L->lk->nouter = sym_prod(xs, 0, xs->rank - 1);
+  L->lk->outer = rows, L->lk->nouter = symsize_prod(xs, 0, xs->rank - 1);
   int base = let(L, imul(L, xvar(L, 0), V), "base"), mx, sum;
   softmax_stats(L, KS_IN0, base, V, &mx, &sum);
   LExpr *lse = x2(L, LX_ADD, xvar(L, mx), x1(L, LX_LOG, xvar(L, sum)));
@@ -652,8 +637,8 @@ static void lower_embed(Lo *L, const Node *n) {
   LExpr *d = xdim(L, ws->d[1]);
   L->lk->name = "embed";
   L->lk->shape = LK_ELEMENTS;
-  L->lk->outer = dprod(L, is, 0, is->rank), L->lk->nouter = sym_prod(is, 0, is->rank);
-  L->lk->inner = d, L->lk->ninner = sym_of(ws->d[1]);
+  L->lk->outer = dprod(L, is, 0, is->rank), L->lk->nouter = symsize_prod(is, 0, is->rank);
+  L->lk->inner = d, L->lk->ninner = symsize_of(ws->d[1]);
   int c = for_begin(L, xi(L, 0), d, true, "c");
   LExpr *src = iadd(L, imul(L, load(L, KS_IN1, xvar(L, 0)), d), xvar(L, c));
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), d), xvar(L, c)), load(L, KS_IN0, src));
@@ -881,7 +866,7 @@ static void lower_attention(Lo *L, const Node *n) {
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows
-  L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = sym_prod(qs, 0, nouter);
+  L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = symsize_prod(qs, 0, nouter);
   a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   if (grad) lower_attention_grad(L, &a, n);
   else lower_attention_fwd(L, &a, n);

@@ -15,17 +15,17 @@
 
 #include "../passes/passes.h"
 
-static SymSize sym_of(Dim d) {
+SymSize symsize_of(Dim d) {
   if (d.kind == DIM_B) return (SymSize){1, 1, 0};
   if (d.kind == DIM_T) return (SymSize){1, 0, 1};
   return (SymSize){d.n, 0, 0};
 }
 
-static SymSize sym_mul(SymSize a, SymSize b) { return (SymSize){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
+SymSize symsize_mul(SymSize a, SymSize b) { return (SymSize){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
 
-static SymSize sym_prod(const Shape *s, int from, int to) {
+SymSize symsize_prod(const Shape *s, int from, int to) {
   SymSize r = {1, 0, 0};
-  for (int i = from; i < to; i++) r = sym_mul(r, sym_of(s->d[i]));
+  for (int i = from; i < to; i++) r = symsize_mul(r, symsize_of(s->d[i]));
   return r;
 }
 
@@ -41,22 +41,22 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   const Shape *s = &n->shape;
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
-  case OP_MATMUL: return sym_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
+  case OP_MATMUL: return symsize_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
   case OP_ATTENTION: case OP_ATTENTION_GRAD: {  // query rows; sequences, all heads (lower.c)
     int tax = x->rank - 2 - (n->axis != 0);
-    return sym_prod(x, 0, n->op == OP_ATTENTION ? tax + 1 : tax);
+    return symsize_prod(x, 0, n->op == OP_ATTENTION ? tax + 1 : tax);
   }
   case OP_SUM: case OP_MEAN: case OP_MAX:  // rows of the output (llvm.c: emit_reduce_rows)
-    if (ir_reduce_end(n) < x->rank - 1) return sym_mul(sym_prod(x, 0, n->axis), sym_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
-    return sym_prod(x, 0, n->axis);
-  case OP_SOFTMAX: return sym_prod(x, 0, n->axis);
-  case OP_CROSS_ENTROPY: return sym_prod(x, 0, x->rank - 1);          // phase 0: rows
+    if (ir_reduce_end(n) < x->rank - 1) return symsize_mul(symsize_prod(x, 0, n->axis), symsize_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
+    return symsize_prod(x, 0, n->axis);
+  case OP_SOFTMAX: return symsize_prod(x, 0, n->axis);
+  case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: case OP_LAYERNORM_DG: case OP_RMSNORM_DG: return (SymSize){1, 0, 0};  // serial
-  case OP_CONV_DW: return sym_of(n->shape.d[0]);                      // one lag each
+  case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
-    if (n->conv == CONV_MATRIX) return sym_prod(x, 0, x->rank - 2);
-    return sym_prod(s, 0, s->rank - 1);
-  default: return s->rank ? sym_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0};  // rows
+    if (n->conv == CONV_MATRIX) return symsize_prod(x, 0, x->rank - 2);
+    return symsize_prod(s, 0, s->rank - 1);
+  default: return s->rank ? symsize_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0};  // rows
   }
 }
 
@@ -326,7 +326,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     }
     Buffer *b = &s->bufs[s->nbufs];
     *b = (Buffer){.role = n->op == OP_PARAM ? BUF_PARAM : n->op == OP_INPUT ? BUF_INPUT : BUF_ACT,
-                  .dtype = n->dtype, .size = sym_prod(&n->shape, 0, n->shape.rank), .node = i, .name = n->name,
+                  .dtype = n->dtype, .size = symsize_prod(&n->shape, 0, n->shape.rank), .node = i, .name = n->name,
                   .alias_of = -1};
     s->buf_of[i] = s->nbufs++;
   }
@@ -369,7 +369,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
       k->nin = 2;
       k->in[0] = s->buf_of[x], k->in[1] = s->buf_of[dy];
       k->leaf[0] = x, k->leaf[1] = dy;
-      k->outer = sym_of(g->nodes[dy].shape.d[2]);
+      k->outer = symsize_of(g->nodes[dy].shape.d[2]);
     }
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
