@@ -543,7 +543,7 @@ static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
     return;
   }
   int sum = row_sum(L, d, term_x, w, "sum");
-  w->mu = let(L, x2(L, LX_DIV, xvar(L, sum), x1(L, LX_TOF, d)), "mu");
+  w->mu = let(L, x2(L, LX_DIV, xvar(L, sum), df), "mu");
   int sq = row_sum(L, d, term_dev2, w, "sq");
   w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
 }
@@ -587,7 +587,7 @@ static void lower_norm(Lo *L, const Node *n) {
     // rms norm:   dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma
     LExpr *df = x1(L, LX_TOF, d);
     int a1 = rms ? -1 : let(L, x2(L, LX_DIV, xvar(L, row_sum(L, d, term_dxh, &w, "m1")), df), "a1");
-    int a2 = let(L, x2(L, LX_DIV, xvar(L, row_sum(L, d, term_dxh_xh, &w, "m2")), x1(L, LX_TOF, d)), "a2");
+    int a2 = let(L, x2(L, LX_DIV, xvar(L, row_sum(L, d, term_dxh_xh, &w, "m2")), df), "a2");
     c = for_begin(L, xi(L, 0), d, true, "c");
     LExpr *t = term_dxh(L, c, &w);
     if (a1 >= 0) t = x2(L, LX_SUB, t, xvar(L, a1));
