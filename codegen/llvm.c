@@ -987,41 +987,20 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
 }
 
 // ---- the step program (incremental decoding) ------------------------------------
-// The sampling program's kernels restricted to the positions [w0, w1) of the
-// time axis (passes/causal.c) of their output. Computing more than the window
-// is always correct (earlier positions come out the same, later ones are
-// computed again when their turn comes); computing less is not. So:
-//   STEP_WRAP   the outer index has the time axis among its coordinates: a
-//               wrapper calls the kernel on the outer indices in the window;
-//   STEP_INSIDE the positions are rows inside the kernel's work (products,
-//               matrix-kind convolutions, attention): the kernel's own
-//               windowed variant;
-//   STEP_FULL   no time axis (a function of parameters) or no windowing: the
-//               whole kernel.
-enum { STEP_FULL, STEP_WRAP, STEP_INSIDE };
+// Each kernel of the sampling program on its window (lower_window, loops.h):
+// LW_OUTER, a wrapper calls the kernel on the outer indices in the window;
+// LW_ROWS, the kernel's windowed variant (Emit.win: its products on rows
+// [w0, w1) of each batch entry); LW_FULL, the kernel.
 
-static int step_kind(Emit *e, const Kernel *k, const int *ta, const Shape **sh, int *nouter) {
-  const Graph *g = e->g;
-  const Node *n = &g->nodes[k->node];
-  const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
-  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL;
-  int a = ta[n->id], r = n->shape.rank;
-  if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return STEP_FULL;
-  bool inside = false;
-  *sh = &n->shape, *nouter = r - 1;
-  if (mm) *sh = &mm->shape, *nouter = r - 2, inside = a == r - 2;
-  else if (n->op == OP_ATTENTION) *nouter = n->axis ? r - 2 : r - 1;  // query rows (lower.c)
-  else if (n->op == OP_SOFTMAX) *sh = xs, *nouter = n->axis;
-  else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) *sh = xs, *nouter = r - 2, inside = a == r - 2;
-  else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
-           n->op == OP_CONV_DX)
-    return STEP_FULL;
-  if (a < *nouter) return STEP_WRAP;
-  return inside ? STEP_INSIDE : STEP_FULL;
+static V sym(Emit *e, SymSize z) {
+  V v = ci64(e, z.coef);
+  for (int i = 0; i < z.pb; i++) v = LLVMBuildMul(e->b, v, e->B, "");
+  for (int i = 0; i < z.pt; i++) v = LLVMBuildMul(e->b, v, e->T, "");
+  return v;
 }
 
-// xf_kN_w: base on the outer indices whose time coordinate is in the window.
-static V wrap_fn(Emit *e, int ki, V base, const Shape *sh, int nouter, int a) {
+// xf_kN_w: base on the outer indices whose position is in the window.
+static V wrap_fn(Emit *e, int ki, V base, LWindow w) {
   char name[32];
   snprintf(name, sizeof name, "xf_k%d_w", ki);
   V fn = LLVMAddFunction(e->M, name, e->kernel_t);
@@ -1033,9 +1012,9 @@ static V wrap_fn(Emit *e, int ki, V base, const Shape *sh, int nouter, int a) {
   for (int i = 0; i < 8; i++) P[i] = LLVMGetParam(fn, (unsigned)i);
   e->B = P[1], e->T = P[2];
   V w0 = api_field(e, P[7], XF_API_F_win_lo), w1 = api_field(e, P[7], XF_API_F_win_hi);
-  // outer index o = (q Td + t) stride + r: the window is, for each q, the
-  // contiguous range [(q Td + w0) stride, (q Td + w1) stride)
-  V stride = dprod(e, sh, a + 1, nouter), td = dim(e, sh->d[a]), block = LLVMBuildMul(e->b, td, stride, "");
+  // outer index o = (q extent + t) stride + r: the window is, for each q, the
+  // contiguous range [(q extent + w0) stride, (q extent + w1) stride)
+  V stride = sym(e, w.stride), td = sym(e, w.extent), block = LLVMBuildMul(e->b, td, stride, "");
   V qlo = LLVMBuildSDiv(e->b, P[5], block, "");
   V qhi = LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, P[6], ci64(e, 1), ""), block, ""), ci64(e, 1), "");
   Loop L;
@@ -1057,31 +1036,33 @@ static V wrap_fn(Emit *e, int ki, V base, const Shape *sh, int nouter, int a) {
   return fn;
 }
 
+static bool window_eq(LWindow a, LWindow b) {
+  return a.kind == b.kind && a.stride.coef == b.stride.coef && a.stride.pb == b.stride.pb && a.stride.pt == b.stride.pt &&
+         a.extent.coef == b.extent.coef && a.extent.pb == b.extent.pb && a.extent.pt == b.extent.pt;
+}
+
 // xf_prog_step: the sampling program with every kernel windowed.
 static V step_program(Emit *e, const int *ta, V *kinf) {
   const Schedule *s = e->s;
   V *fns = calloc((size_t)s->nkernels + 1, sizeof(V)), *by_class = calloc((size_t)s->nkernels + 1, sizeof(V));
-  int *class_ta = calloc((size_t)s->nkernels + 1, sizeof(int));
+  LWindow *class_win = calloc((size_t)s->nkernels + 1, sizeof(LWindow));
   for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
-    int a = ta[k->node];
-    if (by_class[k->cls] && class_ta[k->cls] == a) {  // a class's kernels share their windowed function
+    LWindow w = lower_window(s, ta, k);
+    if (by_class[k->cls] && window_eq(class_win[k->cls], w)) {  // a class's kernels share their windowed function
       fns[ki] = by_class[k->cls];
       continue;
     }
-    const Shape *sh = NULL;
-    int nouter = 0, kind = step_kind(e, &s->kernels[k->cls], ta, &sh, &nouter);
-    if (ta[s->kernels[k->cls].node] != a) kind = step_kind(e, k, ta, &sh, &nouter);
     V f = kinf[k->cls];
-    if (kind == STEP_WRAP) f = wrap_fn(e, ki, kinf[k->cls], sh, nouter, a);
-    else if (kind == STEP_INSIDE) f = kernel_fn(e, k->cls, false, true);
+    if (w.kind == LW_OUTER) f = wrap_fn(e, ki, kinf[k->cls], w);
+    else if (w.kind == LW_ROWS) f = kernel_fn(e, k->cls, false, true);
     e->win = false;
     fns[ki] = f;
-    if (!by_class[k->cls]) by_class[k->cls] = f, class_ta[k->cls] = a;
+    if (!by_class[k->cls]) by_class[k->cls] = f, class_win[k->cls] = w;
   }
   V prog = program_fn(e, "xf_prog_step", PROG_SAMPLE, fns, true);
-  free(fns), free(by_class), free(class_ta);
+  free(fns), free(by_class), free(class_win);
   return prog;
 }
 

@@ -155,6 +155,28 @@ typedef struct {
 // op's name) and NULL returned with err set; err[0] == 0 otherwise. train:
 // the training variant (dropout draws its mask), else dropout is the identity.
 LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen);
+// The step program (incremental decoding, XfModel.step) runs the sampling
+// program's kernels on positions [w0, w1) of the time axis of their output
+// (passes/causal.c). Computing more than the window is always correct
+// (earlier positions come out the same, later ones are computed again when
+// their turn comes); computing less is not.
+typedef enum {
+  LW_FULL,   // no time axis, or none that windows: the whole kernel
+  LW_OUTER,  // the position is a coordinate of the outer index,
+             // o = (q extent + t) stride + r: the o with t in [w0, w1)
+  LW_ROWS,   // the positions are the rows of a product (or of a matrix-kind
+             // convolution) inside one outer index, `extent` of them: each
+             // outer index's rows [w0, w1) (a backend's windowed GEMMs)
+} LWindowKind;
+
+typedef struct {
+  LWindowKind kind;
+  SymSize stride, extent;  // LW_OUTER: in outer indices; LW_ROWS: stride 1
+} LWindow;
+
+// The window of kernel k of the sampling program; time_axis[node] from
+// causal_analyze (NULL: every kernel LW_FULL).
+LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k);
 // Text of an LKernel: one line per statement.
 void lkernel_print(FILE *f, const LKernel *lk);
 // xfc --emit=loops: every kernel class of s, its loops or the backends'

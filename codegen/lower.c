@@ -909,6 +909,33 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   return L.lk;
 }
 
+// ---- the step program's windows ----------------------------------------------------
+
+// The axes [0, nouter) of *sh are the coordinates of k's outer index
+// (schedule.c outer_of; for FG_MATMUL_MAP the product's batch axes).
+LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
+  const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL, *sh = &n->shape;
+  int a = time_axis ? time_axis[n->id] : -1, r = n->shape.rank, nouter = r - 1;
+  LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
+  if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
+  bool inside = false;
+  if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
+  else if (n->op == OP_SOFTMAX) sh = xs, nouter = n->axis;
+  else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) sh = xs, nouter = r - 2, inside = a == r - 2;
+  else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
+           n->op == OP_CONV_DX)
+    return w;
+  if (a < nouter) w.kind = LW_OUTER, w.stride = symsize_prod(sh, a + 1, nouter);
+  else if (inside) w.kind = LW_ROWS, w.stride = (SymSize){1, 0, 0};
+  else return w;
+  w.extent = symsize_of(sh->d[a]);
+  return w;
+}
+
 // ---- text --------------------------------------------------------------------------
 
 static const char *kind_name[LX_COUNT] = {
