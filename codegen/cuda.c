@@ -206,8 +206,11 @@ static void prelude(R *r) {
          "  return t;\n"
          "}\n"
          "\n"
-         "#define XF_ELEM_LOOP(i) for (xf_i64 i = blockIdx.x * (xf_i64)blockDim.x + threadIdx.x; i < a.n; "
-         "i += (xf_i64)gridDim.x * blockDim.x)\n"
+         "// Work item i of the launch (the step program's window: XfKernelArgs.wspan).\n"
+         "#define XF_ITEM(i) (a.wspan ? (i) / a.wspan * a.wblock + a.wofs + (i) %% a.wspan : (i))\n"
+         "#define XF_ELEM_LOOP(i) \\\n"
+         "  for (xf_i64 i##_n = blockIdx.x * (xf_i64)blockDim.x + threadIdx.x; i##_n < a.n; i##_n += (xf_i64)gridDim.x * blockDim.x) \\\n"
+         "    for (xf_i64 i = XF_ITEM(i##_n), i##_once = 1; i##_once; i##_once = 0)\n"
          "// One warp per row: the loop runs the same number of times in every warp of a block.\n"
          "#define XF_WARP_LOOP(row, live) \\\n"
          "  const int lane = threadIdx.x & 31; \\\n"
@@ -320,7 +323,8 @@ static bool gemm_affine(const Graph *g, const Node *mm) {
 }
 
 // The GEMM record of product mm with operands in slots xs, ys (affine batch).
-static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot, bool tb) {
+// fold: an unbatched right operand makes one GEMM of every entry's rows.
+static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot, bool tb, bool fold) {
   const Shape *xs = &g->nodes[mm->in[0]].shape, *ys = &g->nodes[mm->in[1]].shape, *os = &mm->shape;
   int rank = os->rank;
   XfSym m = sym_of(os->d[rank - 2]), nn = sym_of(os->d[rank - 1]), kk = sym_of(xs->d[xs->rank - 1]);
@@ -332,7 +336,7 @@ static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot
   L.stride_a = bx ? sym_mul(m, kk) : sym_c(0);
   L.stride_b = by ? sym_mul(kk, nn) : sym_c(0);
   L.stride_c = sym_mul(m, nn);
-  if (bx && !by) {  // rows of every batch entry contiguous in x and out: one GEMM
+  if (fold && bx && !by) {  // rows of every batch entry contiguous in x and out: one GEMM
     L.m = sym_mul(m, count), L.count = sym_c(1);
     L.stride_a = L.stride_b = L.stride_c = sym_c(0);
   }
@@ -730,7 +734,7 @@ static int render_lkernel(R *r, const LKernel *lk) {
       out(r, "%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
           lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "");
     else out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n");
-    out(r, "      const xf_i64 %s = row;\n      (void)%s;\n", o, o);
+    out(r, "      const xf_i64 %s = XF_ITEM(row);\n      (void)%s;\n", o, o);
     p.ind = 6;
     lk_block(&p, lk->body, true);
     out(r, "    }\n  }\n");
@@ -787,7 +791,7 @@ static int line_of(const char *text, long offset) {
   return line;
 }
 
-CudaModule *cuda_render(Arena *a, const Schedule *s) {
+CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   const Graph *g = s->g;
   CudaModule *m = arena_alloc(a, sizeof *m);
   int cap = 3 * s->nkernels + 2;
@@ -800,9 +804,10 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
   int *fn_train = calloc((size_t)s->nkernels + 1, sizeof(int)), *fn_infer = calloc((size_t)s->nkernels + 1, sizeof(int));
   int *fn_mm = calloc((size_t)s->nkernels + 1, sizeof(int)), *mode = calloc((size_t)s->nkernels + 1, sizeof(int));
   int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int)), *threads = calloc((size_t)s->nkernels + 1, sizeof(int));
-  // per class described by lower.c: its launch's work items
+  // per class described by lower.c: its launch's work items, and the items
+  // per outer index (the inner extent in ELEM mode, else 1)
   bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
-  XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
+  XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym)), *linner = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
   char *buf = NULL;
   size_t len = 0;
   R r = {.f = open_memstream(&buf, &len), .s = s, .g = g, .a = a};
@@ -839,6 +844,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
       SymSize z = lk[0]->nouter;
       if (lk[0]->shape == LK_ELEMENTS) z = (SymSize){z.coef * lk[0]->ninner.coef, z.pb + lk[0]->ninner.pb, z.pt + lk[0]->ninner.pt};
       lowered[ki] = true, litems[ki] = (XfSym){z.coef, z.pb, z.pt};
+      SymSize in = lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0};
+      linner[ki] = (XfSym){in.coef, in.pb, in.pt};
     }
     for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
@@ -887,14 +894,23 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
   for (int i = 0; i < m->nnames; i++) m->name_line[i] = line_of(buf, name_off[i]);
   free(buf);
 
-  // launch tables: the class function of each kernel with the kernel's operands
-  for (int p = 0; p < PROG_COUNT; p++) {
-    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(2 * s->nprog[p] + 1));
+  // launch tables: the class function of each kernel with the kernel's
+  // operands; the step program's are the sampling program's on their windows
+  for (int p = 0; p <= XF_PROG_STEP; p++) {
+    bool step = p == XF_PROG_STEP;
+    int prog = step ? PROG_SAMPLE : p;
+    if (step && !time_axis) {
+      m->launch[p] = NULL, m->nlaunch[p] = 0;
+      continue;
+    }
+    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(2 * s->nprog[prog] + 1));
     int nl = 0;
-    for (int i = 0; i < s->nprog[p]; i++) {
-      int ki = s->prog[p][i], c = s->kernels[ki].cls;
+    for (int i = 0; i < s->nprog[prog]; i++) {
+      int ki = s->prog[prog][i], c = s->kernels[ki].cls;
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
+      LWindow w = step ? lower_window(s, time_axis, k) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
+      XfSym wstride = {w.stride.coef, w.stride.pb, w.stride.pt}, wext = {w.extent.coef, w.extent.pb, w.extent.pt};
       int slots[XF_NSLOTS];
       for (int j = 0; j < XF_NSLOTS; j++) slots[j] = -1;
       slots[KS_OUT] = schedule_root(s, k->out);
@@ -913,13 +929,25 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
         L[nl++] = rec;
         continue;
       }
+      // the window of a launch whose work items are `per_outer` per outer
+      // index of the kernel and `per_row` per position of LW_ROWS
+#define WINDOW(rec, per_outer, per_row)                                                         \
+  do {                                                                                          \
+    if (w.kind == LW_OUTER) (rec).win_stride = sym_mul(wstride, per_outer), (rec).win_extent = wext; \
+    if (w.kind == LW_ROWS) (rec).win_stride = (per_row), (rec).win_extent = wext;                 \
+  } while (0)
+      XfSym rows = sym_c(1);  // FG_MATMUL_MAP: rows of each product
       if (mm) {
         int xs = KS_IN0 + leaf_slot(&r, mm->in[0]), ys = KS_IN0 + leaf_slot(&r, mm->in[1]);
+        int rk = mm->shape.rank;
+        rows = sym_of(mm->shape.d[rk - 2]);
         if (fn_mm[c] >= 0) {
-          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_prod(&mm->shape, 0, mm->shape.rank),
+          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_prod(&mm->shape, 0, rk),
                            .per_block = ELEM_THREADS, .threads = ELEM_THREADS};
+          WINDOW(rec, sym_mul(rows, sym_of(mm->shape.d[rk - 1])), sym_of(mm->shape.d[rk - 1]));
         } else {
-          rec = gemm_record(g, mm, xs, ys, k->tb);
+          rec = gemm_record(g, mm, xs, ys, k->tb, w.kind != LW_ROWS);
+          if (w.kind == LW_ROWS) rec.win_stride = sym_c(1), rec.win_extent = wext;  // an LW_OUTER GEMM runs whole
         }
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = n->op == OP_MATMUL;
@@ -931,6 +959,15 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
                        .items = lowered[c] ? litems[c] : sym_prod(&n->shape, 0, n->shape.rank),
                        .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
+      if (lowered[c]) {  // the epilogue of a product works on its rows
+        WINDOW(rec, sym_mul(rows, linner[c]), linner[c]);
+      } else if (w.kind != LW_FULL) {  // a convolution, a thread per output element
+        int rk = n->shape.rank;
+        XfSym row = sym_of(n->shape.d[rk - 1]);
+        XfSym per = n->conv == CONV_MATRIX ? sym_mul(sym_of(g->nodes[n->in[0]].shape.d[rk - 2]), row) : row;
+        WINDOW(rec, per, row);
+      }
+#undef WINDOW
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;
@@ -938,7 +975,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s) {
     }
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
-  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(threads);
+  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads);
   m->error = r.err;
   return m;
 }

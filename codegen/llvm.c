@@ -1072,8 +1072,8 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
   const CudaModule *m = o ? o->cuda : NULL;
   Ty cuda_t = abi_type(e, XF_CUDA), launch_t = abi_type(e, XF_LAUNCH);
   if (!m) return LLVMConstNull(LLVMPointerType(cuda_t, 0));
-  V tables[3], counts[3];
-  for (int p = 0; p < 3; p++) {
+  V tables[XF_PROG_STEP + 1], counts[XF_PROG_STEP + 1];
+  for (int p = 0; p <= XF_PROG_STEP; p++) {
     V *recs = calloc((size_t)m->nlaunch[p] + 1, sizeof(V));
     for (int i = 0; i < m->nlaunch[p]; i++) recs[i] = abi_value(e, XF_LAUNCH, &m->launch[p][i]);
     char name[32];
@@ -1088,8 +1088,8 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
                      (V[XF_CUDA_NFIELDS]){[XF_CUDA_F_source] = cstr(e, m->source), [XF_CUDA_F_ptx] = cstr(e, o->ptx),
                                           [XF_CUDA_F_arch] = cstr(e, o->gpu_arch), [XF_CUDA_F_nnames] = ci32(e, m->nnames),
                                           [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
-                                          [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, 3),
-                                          [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, 3),
+                                          [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, XF_PROG_STEP + 1),
+                                          [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, XF_PROG_STEP + 1),
                                           [XF_CUDA_F_adamw] = ci32(e, m->adamw)});
   free(names);
   V gv = LLVMAddGlobal(e->M, cuda_t, "xf_cuda");

@@ -189,8 +189,14 @@ static int codegen(Graph *g, const Options *o) {
     arena_free(&a);
     return status;
   }
+  // the incremental decoder: positions of every value the logits need
+  int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
+  char why[256];
+  bool has_logits = false, causal = false;
+  for (int i = 0; i < g->noutputs; i++) has_logits = has_logits || !strcmp(g->outputs[i].name, "logits");
+  if (has_logits) causal = causal_analyze(g, ta, &bad, why, sizeof why);
   if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) {
-    CudaModule *cm = cuda_render(&a, s);
+    CudaModule *cm = cuda_render(&a, s, causal ? ta : NULL);
     if (cm->error) {
       fprintf(stderr, "%s\n", cm->error);
       arena_free(&a);
@@ -216,13 +222,8 @@ static int codegen(Graph *g, const Options *o) {
     close(fd);
   }
   LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL};
-  // the incremental decoder: positions of every value the logits need
-  int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
-  char why[256];
-  bool has_logits = false;
-  for (int i = 0; i < g->noutputs; i++) has_logits = has_logits || !strcmp(g->outputs[i].name, "logits");
   if (!has_logits) {
-  } else if (causal_analyze(g, ta, &bad, why, sizeof why)) {
+  } else if (causal) {
     lo.time_axis = ta;
   } else {
     const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
@@ -236,7 +237,7 @@ static int codegen(Graph *g, const Options *o) {
   }
   char *ptx = NULL;
   if (o->cuda && o->output) {
-    lo.cuda = cuda_render(&a, s);
+    lo.cuda = cuda_render(&a, s, lo.time_axis);
     if (lo.cuda->error) fprintf(stderr, "%s\n", lo.cuda->error);
     if (lo.cuda->error || !(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) {  // cuda_ptx said why
       if (*obj) unlink(obj);

@@ -19,22 +19,38 @@ static int64_t sym(XfSym z, int64_t B, int64_t T) {
 
 enum { MAX_BLOCKS = 1 << 16 };
 
-bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t row0, uint64_t seed,
-                     uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx) {
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
+                     int64_t row0, uint64_t seed, uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;
   for (int i = 0; i < c->nlaunch[prog]; i++) {
     const XfLaunch *L = &c->launch[prog][i];
+    bool win = prog == XF_PROG_STEP && L->win_extent.coef > 0;
     void *slot[XF_NSLOTS];
     for (int j = 0; j < XF_NSLOTS; j++) slot[j] = L->slots[j] >= 0 ? dev[L->slots[j]] : NULL;
     if (L->kind == XF_LAUNCH_GEMM) {
       int64_t count = sym(L->count, B, T), mm = sym(L->m, B, T), n = sym(L->n, B, T), k = sym(L->k, B, T);
+      int64_t lda = sym(L->lda, B, T), ldc = sym(L->ldc, B, T);
+      const float *A = slot[L->sa];
+      float *C = slot[L->sc];
+      if (win) {  // rows [w0, w1) of each product (A not transposed: its rows are C's)
+        if (L->ta || mm != sym(L->win_extent, B, T) || w0 < 0 || w1 > mm) {
+          snprintf(g->err, sizeof g->err, "internal error: launch %d of the step program: a window of %lld..%lld over %lld rows",
+                   i, (long long)w0, (long long)w1, (long long)mm);
+          return false;
+        }
+        A += w0 * lda, C += w0 * ldc, mm = w1 - w0;
+      }
       if (count > 0 && mm > 0 && n > 0 &&
-          !g->gemm(g, L->ta, L->tb, mm, n, k, L->alpha, slot[L->sa], sym(L->lda, B, T), sym(L->stride_a, B, T), slot[L->sb],
-                   sym(L->ldb, B, T), sym(L->stride_b, B, T), L->beta, slot[L->sc], sym(L->ldc, B, T),
-                   sym(L->stride_c, B, T), count))
+          !g->gemm(g, L->ta, L->tb, mm, n, k, L->alpha, A, lda, sym(L->stride_a, B, T), slot[L->sb], sym(L->ldb, B, T),
+                   sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count))
         return false;
     } else {
       XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm, .step = step};
+      if (win) {  // of every block of extent * stride items, positions [w0, w1)
+        int64_t stride = sym(L->win_stride, B, T), block = sym(L->win_extent, B, T) * stride;
+        a.wspan = (w1 - w0) * stride, a.wblock = block, a.wofs = w0 * stride;
+        a.n = block > 0 ? a.n / block * a.wspan : 0;
+      }
       for (int j = 0; j < XF_NSLOTS; j++) a.slot[j] = slot[j];
       if (a.n > 0) {
         int64_t blocks = (a.n + L->per_block - 1) / L->per_block;

@@ -81,7 +81,7 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
   for (int i = 0; i < c->nnames; i++)
     if (!name_ok(c->names[i])) return fail(err, errlen, "CUDA kernel %d has no name", i);
   if (c->adamw < 0 || c->adamw >= c->nnames) return fail(err, errlen, "CUDA AdamW kernel %d of %d", c->adamw, c->nnames);
-  for (int p = 0; p < 3; p++) {
+  for (int p = 0; p <= XF_PROG_STEP; p++) {
     if (c->nlaunch[p] < 0 || c->nlaunch[p] > MAX_LAUNCH || (c->nlaunch[p] && !c->launch[p]))
       return fail(err, errlen, "CUDA program %d has %d launches", p, c->nlaunch[p]);
     for (int j = 0; j < c->nlaunch[p]; j++) {
@@ -93,6 +93,7 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
              (l->slots[s] < 0 || (m->buffers[l->slots[s]].alias_of < 0 &&
                                   // an activation no kernel touches has no storage (runtime.c)
                                   (m->buffers[l->slots[s]].role != XF_BUF_ACT || m->buffers[l->slots[s]].first >= 0)));
+      ok = ok && sym_ok(l->win_stride) && sym_ok(l->win_extent) && (p == XF_PROG_STEP || l->win_extent.coef == 0);
       if (ok && l->kind == XF_LAUNCH_KERNEL)
         ok = l->fn >= 0 && l->fn < c->nnames && sym_ok(l->items) && l->per_block >= 1 && l->threads >= 1 &&
              l->threads <= 1024 && l->shmem >= 0 && l->shmem <= (1 << 20);
@@ -163,6 +164,7 @@ bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
       if (m->step_bufs[i] < 0 || m->step_bufs[i] >= m->nbuffers)
         return fail(err, errlen, "step program buffer %d is %d of %d", i, m->step_bufs[i], m->nbuffers);
   }
+  if (m->cuda && m->cuda->nlaunch[XF_PROG_STEP] && !m->step) return fail(err, errlen, "a CUDA step program without a CPU one");
   if (m->step_note && strnlen(m->step_note, 65536) > 65535)
     return fail(err, errlen, "the step note is over 64 KiB");
   return !m->cuda || cuda_ok(m, err, errlen);

@@ -662,7 +662,7 @@ static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
   upload_input(rt, rt->tokens, B, T);
   if (prog != XF_PROG_SAMPLE) upload_input(rt, rt->targets, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, rt->api.row0, rt->opt.seed, rt->step,
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->step,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
@@ -817,7 +817,7 @@ struct XfSampler {
   bool incremental;
   int32_t *hist;     // [nseq, ctx]: the encoded tokens
   void **bufs;       // the step program's buffers: parameters, then the cache arena
-  char *arena;
+  char *arena;       // on a GPU: device storage, beside the runtime's parameters
   float *out;        // [nseq, vocab]
   XfApi api;
 };
@@ -830,7 +830,7 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   XfSampler *s = calloc(1, sizeof *s);
   if (!s) return fail(err, errlen, "out of memory"), NULL;
   s->rt = rt, s->nseq = nseq, s->ctx = m->context, s->vocab = xf_vocab(rt);
-  s->incremental = incremental && m->step && !rt->gpu;
+  s->incremental = incremental && m->step && (!rt->gpu || m->cuda->nlaunch[XF_PROG_STEP] > 0);
   s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
   s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
   bool ok = s->hist && s->out;
@@ -839,12 +839,23 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
     size_t total = 0;
     for (int i = 0; i < m->nstep_bufs; i++) total += ((size_t)buf_numel(&m->buffers[m->step_bufs[i]], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
     s->bufs = calloc((size_t)m->nbuffers + 1, sizeof *s->bufs);
-    s->arena = aligned_alloc(64, total ? total : 64);
+    if (rt->gpu) {
+      void *d = NULL;
+      if (!rt->gpu->alloc(rt->gpu, &d, total ? total : 64) || !rt->gpu->fill(rt->gpu, d, 0, total ? total : 64)) {
+        fail(err, errlen, "the sampler's caches on the device: %s", rt->gpu->err);
+        if (d) rt->gpu->release(rt->gpu, d);
+        free(s->hist), free(s->out), free(s->bufs), free(s);
+        return NULL;
+      }
+      s->arena = d;
+    } else {
+      s->arena = aligned_alloc(64, total ? total : 64);
+      if (s->arena) memset(s->arena, 0, total);
+    }
     ok = s->bufs && s->arena;
     if (ok) {
-      memset(s->arena, 0, total);
       for (int i = 0; i < m->nbuffers; i++)
-        if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->bufs[i];
+        if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->gpu ? rt->dbufs[i] : rt->bufs[i];
       size_t at = 0;
       for (int i = 0; i < m->nstep_bufs; i++) {
         int b = m->step_bufs[i];
@@ -866,7 +877,9 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
 
 void xf_sampler_close(XfSampler *s) {
   if (!s) return;
-  free(s->hist), free(s->out), free(s->bufs), free(s->arena);
+  if (s->rt->gpu && s->arena) s->rt->gpu->release(s->rt->gpu, s->arena);
+  else free(s->arena);
+  free(s->hist), free(s->out), free(s->bufs);
   free(s);
 }
 
@@ -893,6 +906,17 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
     memcpy(s->hist + i * ctx + s->len, tokens + i * n + (n - use), sizeof(int32_t) * (size_t)use);
   s->len += use;
   int64_t T = s->len;
+  if (s->incremental && rt->gpu) {  // hist is the token buffer at T = context
+    XfGpu *g = rt->gpu;
+    device_push(rt);
+    if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->step, NULL, NULL))
+      device_fail(rt);
+    const float *lg = s->bufs[rt->logits];
+    for (int64_t i = 0; i < s->nseq; i++)
+      if (!g->download(g, s->out + i * V, lg + (i * ctx + T - 1) * V, sizeof(float) * (size_t)V)) device_fail(rt);
+    return s->out;
+  }
   if (s->incremental) {
     int32_t *tok = s->bufs[rt->tokens];
     for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * ctx, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);

@@ -140,8 +140,9 @@ XfMemory xf_memory(const XfRuntime *rt);
 // A sampler continues nseq sequences over rt's parameters. Incrementally (the
 // model's step program, XfModel.step) each call computes only the new
 // positions, reading the earlier ones from per-sequence caches planned and
-// allocated here, once; otherwise (incremental false, no step program, or a
-// CUDA device) each call runs the whole forward over the sequences' tokens.
+// allocated here, once (in device memory on a CUDA device, where the step
+// program is XfCuda.launch[XF_PROG_STEP]); otherwise (incremental false, no
+// step program) each call runs the whole forward over the sequences' tokens.
 // Both give the same logits (to float rounding) under the same rule for the
 // context: when a sequence would exceed the context length, it keeps its
 // last max(context / 2, min(n, context)) tokens (n: the tokens being fed),

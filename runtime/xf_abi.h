@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 5u
+#define XF_ABI_VERSION 6u
 
 struct XfApi;
 
@@ -62,7 +62,10 @@ typedef enum { XF_ABI_TAGS(XF_TAG_ID) XF_NTAGS } XfAbiTag;
 
 enum { XF_BUF_PARAM, XF_BUF_GRAD, XF_BUF_INPUT, XF_BUF_ACT, XF_BUF_OUTPUT };
 enum { XF_INIT_NORMAL = 1, XF_INIT_UNIFORM, XF_INIT_ZEROS, XF_INIT_ONES };
-enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE };
+// The programs: XfModel.programs holds the first three; the step program
+// (incremental decoding) is XfModel.step on the CPU, XfCuda.launch[XF_PROG_STEP]
+// on CUDA.
+enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
 
 // XfApi: what the runtime hands the generated code.
 #define XF_API_FIELDS(F, A, P)                                                                                   \
@@ -128,7 +131,12 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE };
   F(P, I64, row0)             /* global batch row of local row 0 (XfApi.row0) */                                 \
   F(P, U64, seed)             /* dropout: seed, mask stream, step */                                             \
   F(P, U32, imm)                                                                                                 \
-  F(P, U32, step)
+  F(P, U32, step)                                                                                                \
+  /* The step program's window (XfLaunch.win_*): work item i is item                                             \
+     (i / wspan) wblock + wofs + i % wspan of the whole launch; wspan 0: item i */                               \
+  F(P, I64, wspan)                                                                                               \
+  F(P, I64, wblock)                                                                                              \
+  F(P, I64, wofs)
 
 // XfSym: coef * B^pb * T^pt at the step's B and T
 #define XF_SYM_FIELDS(F, A, P)                                                                                   \
@@ -174,7 +182,14 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
   F(P, SYM, stride_c)                                                                                            \
   F(P, SYM, count)                                                                                               \
   F(P, F32, alpha)                                                                                               \
-  F(P, F32, beta)
+  F(P, F32, beta)                                                                                                \
+  /* The step program (launch[XF_PROG_STEP]), positions [w0, w1) computed                                        \
+     (codegen/loops.h lower_window); win_extent.coef 0: the whole launch.                                        \
+     XF_LAUNCH_KERNEL: of every block of win_extent * win_stride items, the                                      \
+     items t win_stride + r, t in [w0, w1). XF_LAUNCH_GEMM: the rows of A and C                                  \
+     are positions, m = win_extent of them: rows [w0, w1) of each product. */                                    \
+  F(P, SYM, win_stride)                                                                                          \
+  F(P, SYM, win_extent)
 
 // XfCuda: the CUDA code of a model.so.
 #define XF_CUDA_FIELDS(F, A, P)                                                                                  \
@@ -183,8 +198,8 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
   F(P, STR, arch)               /* the virtual architecture, e.g. "compute_80" */                                \
   F(P, I32, nnames)                                                                                              \
   F(P, P_STR, names)            /* kernel entry points (extern "C") */                                           \
-  A(P, I32, nlaunch, 3)         /* XF_PROG_* */                                                                  \
-  A(P, P_LAUNCH, launch, 3)                                                                                      \
+  A(P, I32, nlaunch, 4)         /* XF_PROG_*, the step program's too (empty: none) */                            \
+  A(P, P_LAUNCH, launch, 4)                                                                                      \
   F(P, I32, adamw)              /* the AdamW kernel: names[adamw], slots w, m, v, g */
 
 // XfModel: the exported descriptor `xf_model`.

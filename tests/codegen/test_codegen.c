@@ -257,7 +257,7 @@ static void check_unlowered(void) {
   LLVMContextDispose(C);
   printf("%s unlowered op, LLVM: %s\n", llvm_ok ? "ok  " : "FAIL", M ? "compiled" : err);
   llvm_ok ? passed++ : failed++;
-  CudaModule *cm = cuda_render(&a, s);
+  CudaModule *cm = cuda_render(&a, s, NULL);
   snprintf(want, sizeof want, "%s:%d:%d: error: no loop lowering for op 'embed'", l->file, l->line, l->col);
   bool cuda_ok = cm->error && strstr(cm->error, want);
   printf("%s unlowered op, CUDA: %s\n", cuda_ok ? "ok  " : "FAIL", cm->error ? cm->error : "rendered");
