@@ -57,17 +57,8 @@ static void out(R *r, const char *fmt, ...) {
 
 // ---- sizes -------------------------------------------------------------------------
 
-static XfSym sym_of(Dim d) {
-  if (d.kind == DIM_B) return (XfSym){1, 1, 0};
-  if (d.kind == DIM_T) return (XfSym){1, 0, 1};
-  return (XfSym){d.n, 0, 0};
-}
 static XfSym sym_mul(XfSym a, XfSym b) { return (XfSym){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
-static XfSym sym_prod(const Shape *s, int from, int to) {
-  XfSym r = {1, 0, 0};
-  for (int i = from; i < to; i++) r = sym_mul(r, sym_of(s->d[i]));
-  return r;
-}
+static XfSym xsym(SymSize z) { return (XfSym){z.coef, z.pb, z.pt}; }
 static XfSym sym_c(int64_t c) { return (XfSym){c, 0, 0}; }
 
 // A dimension as a C expression: a.B, a.T or a constant.
@@ -80,19 +71,6 @@ static const char *dim(R *r, Dim d) {
   char *b = buf[next++ % 8];
   snprintf(b, 32, "%lldLL", (long long)d.n);
   return b;
-}
-
-// Row-major strides of s as C expressions (rank <= 6, so each fits in 256).
-typedef char StrideExpr[256];
-static void strides(R *r, const Shape *s, StrideExpr *st) {
-  size_t n = 3;
-  char acc[256] = "1LL";
-  for (int k = s->rank - 1; k >= 0; k--) {
-    memcpy(st[k], acc, n + 1);
-    const char *d = dim(r, s->d[k]);
-    size_t dl = strlen(d);
-    if (n + 1 + dl < sizeof acc) acc[n++] = '*', memcpy(acc + n, d, dl + 1), n += dl;
-  }
 }
 
 // "(d0*d1*...)" of dims [from, to) into buf.
@@ -222,26 +200,6 @@ static void prelude(R *r) {
 
 // ---- operands ------------------------------------------------------------------------------
 
-static int leaf_slot(R *r, int id) {
-  for (int i = 0; i < r->k->nin; i++)
-    if (r->k->leaf[i] == id) return i;
-  return 0;
-}
-
-// Offset expression of input xs at output coordinates c0.. of os, numpy-broadcast.
-static void bcast_offset(R *r, const Shape *xs, const Shape *os, char *buf, size_t len) {
-  StrideExpr st[IR_MAX_RANK];
-  strides(r, xs, st);
-  size_t n = (size_t)snprintf(buf, len, "(0LL");
-  for (int k = os->rank - 1; k >= 0; k--) {
-    int i = k - (os->rank - xs->rank);
-    if (i < 0) break;
-    bool one = xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
-    if (!one && n < len) n += (size_t)snprintf(buf + n, len - n, " + c%d*%s", k, st[i]);
-  }
-  if (n < len) snprintf(buf + n, len - n, ")");
-}
-
 // An op this backend cannot compute where it stands: the first such is
 // reported (file:line:col) in CudaModule.error; never an identity.
 static void unlowered(R *r, const Node *n) {
@@ -302,68 +260,54 @@ static int render_conv_dw(R *r, const Node *n) {
   return MODE_ELEM;
 }
 
-// ---- matrix products ----------------------------------------------------------------------
+// ---- matrix products (loops.h: LGemm) -----------------------------------------------------
 
-// The batch stride (in elements) of operand xs of a product with output batch
-// bo when it is affine in the batch index: 0 (not batched) or one matrix per
-// entry; -1 otherwise (a broadcast over some batch axes only).
-static int64_t batch_kind(const Shape *xs, const Shape *os) {
-  int bx = xs->rank - 2, bo = os->rank - 2;
-  bool ones = true;
-  for (int i = 0; i < bx; i++) ones = ones && xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
-  if (ones) return 0;
-  if (bx != bo) return -1;
-  for (int i = 0; i < bx; i++)
-    if (xs->d[i].kind != os->d[i].kind || xs->d[i].n != os->d[i].n) return -1;
-  return 1;
+// coef * B^pb * T^pt as a C expression.
+static const char *sym_str(R *r, SymSize z) {
+  char *b = arena_printf(r->a, "(%lldLL", (long long)z.coef);
+  for (int i = 0; i < z.pb; i++) b = arena_printf(r->a, "%s*a.B", b);
+  for (int i = 0; i < z.pt; i++) b = arena_printf(r->a, "%s*a.T", b);
+  return arena_printf(r->a, "%s)", b);
 }
 
-static bool gemm_affine(const Graph *g, const Node *mm) {
-  return batch_kind(&g->nodes[mm->in[0]].shape, &mm->shape) >= 0 && batch_kind(&g->nodes[mm->in[1]].shape, &mm->shape) >= 0;
-}
-
-// The GEMM record of product mm with operands in slots xs, ys (affine batch).
-// fold: an unbatched right operand makes one GEMM of every entry's rows.
-static XfLaunch gemm_record(const Graph *g, const Node *mm, int xslot, int yslot, bool tb, bool fold) {
-  const Shape *xs = &g->nodes[mm->in[0]].shape, *ys = &g->nodes[mm->in[1]].shape, *os = &mm->shape;
-  int rank = os->rank;
-  XfSym m = sym_of(os->d[rank - 2]), nn = sym_of(os->d[rank - 1]), kk = sym_of(xs->d[xs->rank - 1]);
-  XfSym count = sym_prod(os, 0, rank - 2);
-  int64_t bx = batch_kind(xs, os), by = batch_kind(ys, os);
-  XfLaunch L = {.kind = XF_LAUNCH_GEMM, .ta = 0, .tb = 0, .sa = xslot, .sb = yslot, .sc = KS_OUT, .alpha = 1, .beta = 0};
-  L.m = m, L.n = nn, L.k = kk, L.lda = kk, L.ldb = tb ? kk : nn, L.ldc = nn, L.count = count;
-  L.tb = tb;
-  L.stride_a = bx ? sym_mul(m, kk) : sym_c(0);
-  L.stride_b = by ? sym_mul(kk, nn) : sym_c(0);
-  L.stride_c = sym_mul(m, nn);
-  if (fold && bx && !by) {  // rows of every batch entry contiguous in x and out: one GEMM
-    L.m = sym_mul(m, count), L.count = sym_c(1);
+// The GEMM record of a flat LGemm; fold: one GEMM of every entry's rows
+// where the LGemm allows it.
+static XfLaunch gemm_launch(const LGemm *gm, bool fold) {
+  XfLaunch L = {.kind = XF_LAUNCH_GEMM, .ta = gm->ta, .tb = gm->tb, .sa = gm->slot[LG_A], .sb = gm->slot[LG_B],
+                .sc = gm->slot[LG_C], .alpha = 1, .beta = 0};
+  L.m = xsym(gm->m), L.n = xsym(gm->n), L.k = xsym(gm->k), L.count = xsym(gm->count);
+  L.lda = xsym(gm->ld[LG_A]), L.ldb = xsym(gm->ld[LG_B]), L.ldc = xsym(gm->ld[LG_C]);
+  L.stride_a = xsym(gm->flat_stride[LG_A]), L.stride_b = xsym(gm->flat_stride[LG_B]), L.stride_c = xsym(gm->flat_stride[LG_C]);
+  if (fold && gm->fold) {
+    L.m = sym_mul(L.m, L.count), L.count = sym_c(1);
     L.stride_a = L.stride_b = L.stride_c = sym_c(0);
   }
   return L;
 }
 
-// A product whose batch broadcast is not affine: one thread per output
-// element, the dot product in order of k.
-static void render_matmul_direct(R *r, const Node *mm, int xslot, int yslot, bool tb) {
-  const Shape *xs = &r->g->nodes[mm->in[0]].shape, *ys = &r->g->nodes[mm->in[1]].shape, *os = &mm->shape;
-  int rank = os->rank;
-  Shape bo = *os, bx = *xs, by = *ys;
-  bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
-  char offx[1024], offy[1024];
-  bcast_offset(r, &bx, &bo, offx, sizeof offx);
-  bcast_offset(r, &by, &bo, offy, sizeof offy);
-  out(r, "  const float *x = (const float *)a.slot[%d], *y = (const float *)a.slot[%d];\n", xslot, yslot);
-  out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
-  out(r, "  const xf_i64 M = %s, N = %s, K = %s;\n", dim(r, os->d[rank - 2]), dim(r, os->d[rank - 1]),
-      dim(r, xs->d[xs->rank - 1]));
-  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 col = e %% N, rowm = (e / N) %% M, bidx = e / (M * N);\n");
-  out(r, "    xf_i64 rem = bidx;\n    (void)rem;\n");
-  for (int k = bo.rank - 1; k >= 0; k--)
-    out(r, "    const xf_i64 c%d = rem %% %s; rem /= %s;\n", k, dim(r, bo.d[k]), dim(r, bo.d[k]));
-  out(r, "    const float *xr = x + %s * M * K + rowm * K, *yc = y + %s * K * N + col%s;\n", offx, offy, tb ? " * K" : "");
-  out(r, "    float acc = 0.0f;\n    for (xf_i64 q = 0; q < K; q++) acc += xr[q] * yc[q%s];\n    out[e] = acc;\n  }\n",
-      tb ? "" : " * N");
+// An LGemm that is not flat (a batch broadcast over some axes only): one
+// thread per element of C, the dot product in order of k, the operands'
+// offsets from the batch coordinates.
+static void render_gemm_direct(R *r, const LGemm *gm) {
+  if (gm->ta && !r->err) r->err = "internal error: cuda.c: a transposed A outside a flat GEMM";
+  out(r, "  const float *A = (const float *)a.slot[%d], *Bm = (const float *)a.slot[%d];\n", gm->slot[LG_A], gm->slot[LG_B]);
+  out(r, "  float *C = (float *)a.slot[%d];\n", gm->slot[LG_C]);
+  out(r, "  const xf_i64 M = %s, N = %s, K = %s;\n", sym_str(r, gm->m), sym_str(r, gm->n), sym_str(r, gm->k));
+  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 col = e %% N, row = (e / N) %% M;\n");
+  out(r, "    xf_i64 rem = e / (M * N), oa = 0, ob = 0, oc = 0;\n");
+  for (int i = gm->nbatch - 1; i >= 0; i--) {
+    const char *d = sym_str(r, gm->batch[i]);
+    out(r, "    { const xf_i64 c = rem %% %s; rem /= %s;", d, d);
+    for (int x = 0; x < 3; x++)
+      if (gm->stride[x][i].coef) out(r, " o%c += c * %s;", "abc"[x], sym_str(r, gm->stride[x][i]));
+    out(r, " }\n");
+  }
+  out(r, "    (void)rem;\n");
+  const char *lda = sym_str(r, gm->ld[LG_A]), *ldb = sym_str(r, gm->ld[LG_B]), *ldc = sym_str(r, gm->ld[LG_C]);
+  out(r, "    const float *ar = A + oa + row * %s, *bc = Bm + ob + col%s;\n", lda, gm->tb ? arena_printf(r->a, " * %s", ldb) : "");
+  out(r, "    float acc = 0.0f;\n    for (xf_i64 q = 0; q < K; q++) acc += ar[q] * bc[q%s];\n",
+      gm->tb ? "" : arena_printf(r->a, " * %s", ldb));
+  out(r, "    C[oc + row * %s + col] = acc;\n  }\n", ldc);
 }
 
 // ---- loop descriptions (loops.h) ----------------------------------------------------------
@@ -772,8 +716,8 @@ static int mode_threads(int mode) {
   return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : ROW_BLOCK_THREADS;
 }
 
-// Renders the body of the class function of a kernel lower.c leaves to the
-// backends besides its GEMMs (the causal convolutions: ELEM mode, a thread
+// Renders the body of the class function of a kernel lower.c describes
+// neither as loops nor as GEMMs (the causal convolutions: ELEM mode, a thread
 // per output element, which is its work item). Any other op here has no
 // lowering: an error, and an empty function.
 static int render_body(R *r, const Kernel *k) {
@@ -822,14 +766,13 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     const Node *n = &g->nodes[k->node];
     r.k = k;
     if (k->fusion == FG_WEIGHT_GRAD) continue;  // a GEMM only
-    const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
-    if (mm && !gemm_affine(g, mm)) {
+    LGemm *gm = lower_gemm(a, s, k);
+    if (gm && !gm->flat) {
       char *name = arena_printf(a, "xf_k%d_mm", ki);
       fflush(r.f), name_off[m->nnames] = (long)len;
       m->name_kernel[m->nnames] = ki, fn_mm[ki] = m->nnames, m->names[m->nnames++] = name;
       fn_open(&r, name, ELEM_THREADS);
-      int xs = KS_IN0 + leaf_slot(&r, mm->in[0]), ys = KS_IN0 + leaf_slot(&r, mm->in[1]);
-      render_matmul_direct(&r, mm, xs, ys, k->tb);
+      render_gemm_direct(&r, gm);
       fn_close(&r, name);
     }
     if (n->op == OP_MATMUL) continue;
@@ -842,10 +785,9 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
     if (lk[0]) {
       SymSize z = lk[0]->nouter;
-      if (lk[0]->shape == LK_ELEMENTS) z = (SymSize){z.coef * lk[0]->ninner.coef, z.pb + lk[0]->ninner.pb, z.pt + lk[0]->ninner.pt};
-      lowered[ki] = true, litems[ki] = (XfSym){z.coef, z.pb, z.pt};
-      SymSize in = lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0};
-      linner[ki] = (XfSym){in.coef, in.pb, in.pt};
+      if (lk[0]->shape == LK_ELEMENTS) z = symsize_mul(z, lk[0]->ninner);
+      lowered[ki] = true, litems[ki] = xsym(z);
+      linner[ki] = xsym(lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0});
     }
     for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
@@ -910,20 +852,17 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
       LWindow w = step ? lower_window(s, time_axis, k) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
-      XfSym wstride = {w.stride.coef, w.stride.pb, w.stride.pt}, wext = {w.extent.coef, w.extent.pb, w.extent.pt};
+      XfSym wstride = xsym(w.stride), wext = xsym(w.extent);
       int slots[XF_NSLOTS];
       for (int j = 0; j < XF_NSLOTS; j++) slots[j] = -1;
       slots[KS_OUT] = schedule_root(s, k->out);
       if (k->scratch >= 0) slots[KS_SCRATCH] = schedule_root(s, k->scratch);
       for (int j = 0; j < k->nin; j++) slots[KS_IN0 + j] = schedule_root(s, k->in[j]);
       r.k = k;
-      const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
       XfLaunch rec;
+      LGemm *gm = lower_gemm(a, s, k);
       if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows
-        const Shape *xs = &g->nodes[k->leaf[0]].shape, *ys = &g->nodes[k->leaf[1]].shape;
-        XfSym d = sym_of(xs->d[2]), cc = sym_of(ys->d[2]);
-        rec = (XfLaunch){.kind = XF_LAUNCH_GEMM, .ta = 1, .tb = 0, .sa = KS_IN0, .sb = KS_IN1, .sc = KS_OUT, .m = d,
-                         .n = cc, .k = sym_prod(xs, 0, 2), .lda = d, .ldb = cc, .ldc = cc, .count = sym_c(1), .alpha = 1};
+        rec = gemm_launch(gm, false);
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = 1;
         L[nl++] = rec;
@@ -937,16 +876,15 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     if (w.kind == LW_ROWS) (rec).win_stride = (per_row), (rec).win_extent = wext;                 \
   } while (0)
       XfSym rows = sym_c(1);  // FG_MATMUL_MAP: rows of each product
-      if (mm) {
-        int xs = KS_IN0 + leaf_slot(&r, mm->in[0]), ys = KS_IN0 + leaf_slot(&r, mm->in[1]);
-        int rk = mm->shape.rank;
-        rows = sym_of(mm->shape.d[rk - 2]);
+      if (gm) {
+        XfSym mn = sym_mul(xsym(gm->m), xsym(gm->n));
+        rows = xsym(gm->m);
         if (fn_mm[c] >= 0) {
-          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_prod(&mm->shape, 0, rk),
+          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_mul(mn, xsym(gm->count)),
                            .per_block = ELEM_THREADS, .threads = ELEM_THREADS};
-          WINDOW(rec, sym_mul(rows, sym_of(mm->shape.d[rk - 1])), sym_of(mm->shape.d[rk - 1]));
+          WINDOW(rec, mn, xsym(gm->n));
         } else {
-          rec = gemm_record(g, mm, xs, ys, k->tb, w.kind != LW_ROWS);
+          rec = gemm_launch(gm, w.kind != LW_ROWS);
           if (w.kind == LW_ROWS) rec.win_stride = sym_c(1), rec.win_extent = wext;  // an LW_OUTER GEMM runs whole
         }
         memcpy(rec.slots, slots, sizeof slots);
@@ -956,15 +894,15 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       }
       int md = mode[c];
       rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
-                       .items = lowered[c] ? litems[c] : sym_prod(&n->shape, 0, n->shape.rank),
+                       .items = lowered[c] ? litems[c] : xsym(symsize_prod(&n->shape, 0, n->shape.rank)),
                        .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
       if (lowered[c]) {  // the epilogue of a product works on its rows
         WINDOW(rec, sym_mul(rows, linner[c]), linner[c]);
       } else if (w.kind != LW_FULL) {  // a convolution, a thread per output element
         int rk = n->shape.rank;
-        XfSym row = sym_of(n->shape.d[rk - 1]);
-        XfSym per = n->conv == CONV_MATRIX ? sym_mul(sym_of(g->nodes[n->in[0]].shape.d[rk - 2]), row) : row;
+        XfSym row = xsym(symsize_of(n->shape.d[rk - 1]));
+        XfSym per = n->conv == CONV_MATRIX ? sym_mul(xsym(symsize_of(g->nodes[n->in[0]].shape.d[rk - 2])), row) : row;
         WINDOW(rec, per, row);
       }
 #undef WINDOW

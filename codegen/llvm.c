@@ -205,6 +205,14 @@ static V abi_value(Emit *e, int s, const void *c) {
 
 static V dim(Emit *e, Dim d) { return d.kind == DIM_B ? e->B : d.kind == DIM_T ? e->T : ci64(e, d.n); }
 
+// coef * B^pb * T^pt
+static V sym(Emit *e, SymSize z) {
+  V v = ci64(e, z.coef);
+  for (int i = 0; i < z.pb; i++) v = LLVMBuildMul(e->b, v, e->B, "");
+  for (int i = 0; i < z.pt; i++) v = LLVMBuildMul(e->b, v, e->T, "");
+  return v;
+}
+
 // prod of dims [from, to) of shape s
 static V dprod(Emit *e, const Shape *s, int from, int to) {
   V r = ci64(e, 1);
@@ -398,21 +406,7 @@ static V philox_uniform(Emit *e, V seed, V stream, V index, V step) {
   return LLVMBuildFMul(b, LLVMBuildUIToFP(b, bits, e->f64, ""), LLVMConstReal(e->f64, 1.0 / 16777216.0), "");
 }
 
-// ---- the kernels lower.c leaves to the backends: products, convolutions, attention
-
-// Offset of input x (shape xs) at output coordinates c[0..r) of output shape
-// os, numpy-broadcast (x's axes aligned to the right).
-static V bcast_offset(Emit *e, const Shape *xs, const Shape *os, V *c) {
-  V off = ci64(e, 0), stride = ci64(e, 1);
-  for (int k = os->rank - 1; k >= 0; k--) {
-    int i = k - (os->rank - xs->rank);
-    if (i < 0) break;
-    bool one = xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
-    if (!one) off = LLVMBuildAdd(e->b, off, LLVMBuildMul(e->b, c[k], stride, ""), "");
-    stride = LLVMBuildMul(e->b, stride, dim(e, xs->d[i]), "");
-  }
-  return off;
-}
+// ---- products (LGemm) and the causal convolutions
 
 // Field f (XF_API_F_*) of the XfApi at api (an i8*).
 static V api_field(Emit *e, V api, int f) {
@@ -437,45 +431,45 @@ static void zero(Emit *e, V base, V from, V count) {
   loop_end(e, &lz);
 }
 
-// Batched matmul: one sgemm per batch entry o in [lo, hi). Kernel.tb: y
-// [..., k, n] is stored as [..., n, k] (a folded transpose), so ldb = k.
-static void emit_matmul(Emit *e, const Node *n, int xslot, int yslot) {
-  int tb = e->k->tb;
-  const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape, *os = &n->shape;
-  int r = os->rank;
-  V x = buf(e, xslot, false), y = buf(e, yslot, false), out = buf(e, KS_OUT, false);
-  V m = dim(e, os->d[r - 2]), nn = dim(e, os->d[r - 1]), kk = dim(e, xs->d[xs->rank - 1]);
-  Shape bo = *os, bx = *xs, by = *ys;
-  bo.rank -= 2, bx.rank -= 2, by.rank -= 2;
-  V row0 = ci64(e, 0);
-  if (e->win) {  // step program, rows are positions: rows [w0, w1) of every batch entry
-    row0 = e->w0;
-    m = LLVMBuildSub(e->b, e->w1, e->w0, "");
+// The GEMMs of an LGemm (loops.h) for the kernel's outer indices [lo, hi):
+// batch entries (the rows of [lo, hi) as one GEMM when folded), or the
+// columns of C (split_cols). The step program's variant (Emit.win): rows
+// [w0, w1) of each entry.
+static void emit_gemm(Emit *e, const LGemm *gm) {
+  V A = buf(e, gm->slot[LG_A], false), Bm = buf(e, gm->slot[LG_B], false), C = buf(e, gm->slot[LG_C], false);
+  V m = sym(e, gm->m), n = sym(e, gm->n), k = sym(e, gm->k);
+  V lda = sym(e, gm->ld[LG_A]), ldb = sym(e, gm->ld[LG_B]), ldc = sym(e, gm->ld[LG_C]);
+  if (gm->split_cols) {  // columns [lo, hi) of C and of B (not transposed)
+    call_sgemm(e, gm->ta, gm->tb, m, LLVMBuildSub(e->b, e->hi, e->lo, ""), k, A, lda, gep(e, Bm, e->lo), ldb, 0,
+               gep(e, C, e->lo), ldc);
+    return;
   }
-  V mfull = dim(e, os->d[r - 2]);
-  if (!e->win && ys->rank == 2 && xs->rank == r) {
-    // an unbatched right operand: the rows of batch entries [lo, hi) are
-    // contiguous in x and out, so one GEMM of (hi - lo) * m rows
-    V rows = LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, "");
+  V row0 = ci64(e, 0);
+  if (e->win) row0 = e->w0, m = LLVMBuildSub(e->b, e->w1, e->w0, "");
+  if (gm->fold && !e->win) {  // the entries' rows are contiguous in A and C, B is shared
     V first = LLVMBuildMul(e->b, e->lo, m, "");
-    call_sgemm(e, 0, tb, rows, nn, kk, gep(e, x, LLVMBuildMul(e->b, first, kk, "")), kk, y, tb ? kk : nn, 0,
-               gep(e, out, LLVMBuildMul(e->b, first, nn, "")), nn);
+    call_sgemm(e, gm->ta, gm->tb, LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->hi, e->lo, ""), m, ""), n, k,
+               gep(e, A, LLVMBuildMul(e->b, first, lda, "")), lda, Bm, ldb, 0, gep(e, C, LLVMBuildMul(e->b, first, ldc, "")), ldc);
     return;
   }
   Loop lb;
   V o = loop_begin(e, &lb, e->lo, e->hi);
-  V c[IR_MAX_RANK], rem = o;
-  for (int a = bo.rank - 1; a >= 0; a--) {
-    V d = dim(e, bo.d[a]);
-    c[a] = LLVMBuildSRem(e->b, rem, d, "");
-    rem = LLVMBuildSDiv(e->b, rem, d, "");
+  V off[3];
+  if (gm->flat) {
+    for (int x = 0; x < 3; x++) off[x] = LLVMBuildMul(e->b, o, sym(e, gm->flat_stride[x]), "");
+  } else {  // o's coordinates in the batch shape
+    V rem = o;
+    off[0] = off[1] = off[2] = ci64(e, 0);
+    for (int i = gm->nbatch - 1; i >= 0; i--) {
+      V d = sym(e, gm->batch[i]), c = LLVMBuildSRem(e->b, rem, d, "");
+      rem = LLVMBuildSDiv(e->b, rem, d, "");
+      for (int x = 0; x < 3; x++)
+        if (gm->stride[x][i].coef) off[x] = LLVMBuildAdd(e->b, off[x], LLVMBuildMul(e->b, c, sym(e, gm->stride[x][i]), ""), "");
+    }
   }
-  V ox = LLVMBuildMul(e->b, bcast_offset(e, &bx, &bo, c), LLVMBuildMul(e->b, mfull, kk, ""), "");
-  V oy = LLVMBuildMul(e->b, bcast_offset(e, &by, &bo, c), LLVMBuildMul(e->b, kk, nn, ""), "");
-  V oo = LLVMBuildMul(e->b, o, LLVMBuildMul(e->b, mfull, nn, ""), "");
-  ox = LLVMBuildAdd(e->b, ox, LLVMBuildMul(e->b, row0, kk, ""), "");
-  oo = LLVMBuildAdd(e->b, oo, LLVMBuildMul(e->b, row0, nn, ""), "");
-  call_sgemm(e, 0, tb, m, nn, kk, gep(e, x, ox), kk, gep(e, y, oy), tb ? kk : nn, 0, gep(e, out, oo), nn);
+  off[LG_A] = LLVMBuildAdd(e->b, off[LG_A], LLVMBuildMul(e->b, row0, lda, ""), "");
+  off[LG_C] = LLVMBuildAdd(e->b, off[LG_C], LLVMBuildMul(e->b, row0, ldc, ""), "");
+  call_sgemm(e, gm->ta, gm->tb, m, n, k, gep(e, A, off[LG_A]), lda, gep(e, Bm, off[LG_B]), ldb, 0, gep(e, C, off[LG_C]), ldc);
   loop_end(e, &lb);
 }
 
@@ -594,12 +588,6 @@ static void emit_conv_dw(Emit *e, const Node *n) {
 
 // FG_WEIGHT_GRAD (kernel.h): dW [d, c] = x^T dy over all B*T rows, one GEMM
 // per block [lo, hi) of dW's columns.
-static void emit_weight_grad(Emit *e, const Kernel *k) {
-  const Shape *xs = &e->g->nodes[k->leaf[0]].shape, *ys = &e->g->nodes[k->leaf[1]].shape;
-  V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
-  V d = dim(e, xs->d[2]), c = dim(e, ys->d[2]), rows = dprod(e, xs, 0, 2);
-  call_sgemm(e, 1, 0, d, LLVMBuildSub(e->b, e->hi, e->lo, ""), rows, x, d, gep(e, dy, e->lo), c, 0, gep(e, out, e->lo), c);
-}
 
 
 // ---- loop-level kernels (loops.h) ----------------------------------------------------
@@ -811,23 +799,15 @@ static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
 
 // ---- functions -------------------------------------------------------------------
 
-static int leaf_slot(Emit *e, int id) {
-  for (int i = 0; i < e->k->nin; i++)
-    if (e->k->leaf[i] == id) return i;
-  return 0;
-}
-
-// The kernel's LKernel: FG_MATMUL_MAP's product into the rows of batch
-// entries [lo, hi) first, then its epilogue over those rows in place (the
+// The kernel's LKernel after its GEMMs (gm, or NULL): an FG_MATMUL_MAP
+// epilogue over the rows the product wrote (batch entries [lo, hi); the
 // window's rows of each entry in the step program); else the outer indices [lo, hi).
-static void emit_lowered(Emit *e, const LKernel *lk) {
-  if (e->k->fusion != FG_MATMUL_MAP) {
+static void emit_lowered(Emit *e, const LGemm *gm, const LKernel *lk) {
+  if (!gm) {
     emit_lkernel(e, lk, e->lo, e->hi);
     return;
   }
-  const Node *mm = &e->g->nodes[e->k->matmul];
-  emit_matmul(e, mm, KS_IN0 + leaf_slot(e, mm->in[0]), KS_IN0 + leaf_slot(e, mm->in[1]));
-  V rows = dim(e, mm->shape.d[mm->shape.rank - 2]);
+  V rows = sym(e, gm->m);
   if (!e->win) {
     emit_lkernel(e, lk, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
     return;
@@ -838,14 +818,9 @@ static void emit_lowered(Emit *e, const LKernel *lk) {
   loop_end(e, &lb);
 }
 
-// The kernels lower.c leaves to the backends (loops.h).
+// The kernels neither a GEMM nor a loop description: the causal convolutions.
 static void emit_backend_kernel(Emit *e, const Node *n) {
-  if (e->k->fusion == FG_WEIGHT_GRAD) {
-    emit_weight_grad(e, e->k);
-    return;
-  }
   switch (n->op) {
-  case OP_MATMUL: emit_matmul(e, n, KS_IN0, KS_IN1); return;
   case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); return;
   case OP_CONV_DW: emit_conv_dw(e, n); return;
   default: unlowered(e, n); return;
@@ -870,9 +845,11 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   const Kernel *k = &e->s->kernels[ki];
   e->k = k;
   char lerr[sizeof e->err] = "";
+  const LGemm *gm = lower_gemm(&e->arena, e->s, k);
   const LKernel *lk = lower_kernel(&e->arena, e->s, k, train, lerr, sizeof lerr);
-  if (lk) emit_lowered(e, lk);
-  else if (!lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
+  if (gm) emit_gemm(e, gm);
+  if (lk) emit_lowered(e, gm, lk);
+  else if (!gm && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
   else if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", lerr);  // the first error, as unlowered
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);
@@ -991,13 +968,6 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
 // LW_OUTER, a wrapper calls the kernel on the outer indices in the window;
 // LW_ROWS, the kernel's windowed variant (Emit.win: its products on rows
 // [w0, w1) of each batch entry); LW_FULL, the kernel.
-
-static V sym(Emit *e, SymSize z) {
-  V v = ci64(e, z.coef);
-  for (int i = 0; i < z.pb; i++) v = LLVMBuildMul(e->b, v, e->B, "");
-  for (int i = 0; i < z.pt; i++) v = LLVMBuildMul(e->b, v, e->T, "");
-  return v;
-}
 
 // xf_kN_w: base on the outer indices whose position is in the window.
 static V wrap_fn(Emit *e, int ki, V base, LWindow w) {

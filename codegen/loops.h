@@ -17,9 +17,10 @@
 // LS_FOR and LS_REDUCE defines a fresh variable, visible to the statements
 // after it in its block and inside them.
 //
-// Kernels of the ops lower.c does not describe (matrix products and their
-// groups' GEMM, causal convolutions, attention) are still lowered by each
-// backend; lower_kernel returns NULL for them.
+// Matrix products (MATMUL, the product of an FG_MATMUL_MAP group before its
+// epilogue, FG_WEIGHT_GRAD) are described as GEMMs (LGemm, lower_gemm): the
+// backends print a BLAS call or a cuBLAS record from it. The causal
+// convolutions are the one kind still lowered by each backend itself.
 #ifndef XF_LOOPS_H
 #define XF_LOOPS_H
 
@@ -147,8 +148,40 @@ typedef struct {
   int64_t local_size[LK_MAX_LOCALS];
 } LKernel;
 
-// lower.c: the loop description of kernel k (its class), or NULL when k is
-// one lower.c leaves to the backends (GEMMs, convolutions, attention). For a
+// A product as GEMMs (MATMUL, the product of FG_MATMUL_MAP, FG_WEIGHT_GRAD),
+// row-major as cblas_sgemm: for every batch entry, the coordinates c_i of
+// the batch shape batch[0..nbatch),
+//   C_c = op(A_c) op(B_c),  X_c = slot sX + sum_i c_i stride[X][i]
+// (a stride 0: the operand is broadcast over that axis). Decided here once:
+//   - the transposes (tb: a TRANSPOSE of B folded into the flag, Kernel.tb;
+//     ta: the weight gradient x^T dy);
+//   - flat: every operand's offset is a constant multiple of the flat batch
+//     index (flat_stride): one strided-batched call; otherwise a backend
+//     computes the entries one at a time (CPU) or as a direct kernel (GPU);
+//   - fold: flat, B shared, A and C batched: the entries' rows are
+//     contiguous, one GEMM of count * m rows;
+//   - the parallel split (the kernel's outer index): batch entries, or for
+//     split_cols the columns of C (a slice of n per thread).
+// The step program's LW_ROWS window is the rows of op(A) and C.
+enum { LG_A, LG_B, LG_C };
+typedef struct {
+  bool ta, tb;
+  int slot[3];                          // KS_* of A, B, C
+  SymSize m, n, k, ld[3];
+  int nbatch;
+  SymSize batch[IR_MAX_RANK];
+  SymSize stride[3][IR_MAX_RANK];
+  bool flat, fold, split_cols;
+  SymSize count, flat_stride[3];        // count: the batch entries
+} LGemm;
+
+// The GEMMs of kernel k (a product, the product inside an FG_MATMUL_MAP, a
+// weight gradient), or NULL for any other kernel.
+LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k);
+void lgemm_print(FILE *f, const LGemm *gm);
+
+// lower.c: the loop description of kernel k (its class), or NULL for a
+// product (lower_gemm) or a causal convolution (each backend's own). For a
 // FG_MATMUL_MAP kernel: the epilogue after the product, over the rows of the
 // product's output (the GEMM has written them to KS_OUT first). An op inside
 // a kernel that has no lowering is reported in err (file:line:col, the

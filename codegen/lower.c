@@ -909,6 +909,96 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   return L.lk;
 }
 
+// ---- products ---------------------------------------------------------------------
+
+static bool sym_eq(SymSize a, SymSize b);
+
+// Per-axis strides of operand xs (matrix [rows, cols] last, its batch axes
+// aligned right with the output's nb batch axes): 0 where it has no such
+// axis or size 1; true when they are the flat index's (xs's batch shape is
+// the output's, or it has none).
+static bool gemm_strides(const Shape *xs, const SymSize *batch, int nb, SymSize *st) {
+  int bx = xs->rank - 2;
+  SymSize mat = symsize_prod(xs, bx, xs->rank), acc = mat;
+  bool all = bx == nb, none = true;
+  for (int i = nb - 1; i >= 0; i--) {
+    int j = i - (nb - bx);
+    bool one = j < 0 || (xs->d[j].kind == DIM_CONST && xs->d[j].n == 1);
+    st[i] = one ? (SymSize){0, 0, 0} : acc;
+    if (!one) acc = symsize_mul(acc, symsize_of(xs->d[j])), none = false;
+    if (one || !sym_eq(symsize_of(xs->d[j]), batch[i])) all = false;
+  }
+  return all || none;
+}
+
+LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  LGemm *gm = arena_alloc(a, sizeof *gm);
+  if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows; x [.., .., d], dy [.., .., c]
+    const Shape *xs = &g->nodes[k->leaf[0]].shape, *ys = &g->nodes[k->leaf[1]].shape;
+    gm->ta = true, gm->split_cols = true, gm->flat = true;
+    gm->slot[LG_A] = KS_IN0, gm->slot[LG_B] = KS_IN1, gm->slot[LG_C] = KS_OUT;
+    gm->m = symsize_of(xs->d[2]), gm->n = symsize_of(ys->d[2]), gm->k = symsize_prod(xs, 0, 2);
+    gm->ld[LG_A] = gm->m, gm->ld[LG_B] = gm->n, gm->ld[LG_C] = gm->n;
+    gm->count = (SymSize){1, 0, 0};
+    return gm;
+  }
+  const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
+  if (!mm) return NULL;
+  const Shape *xs = &g->nodes[mm->in[0]].shape, *ys = &g->nodes[mm->in[1]].shape, *os = &mm->shape;
+  int r = os->rank;
+  for (int i = 0; i < 2; i++) {  // the operands' slots: the kernel's leaves
+    gm->slot[i] = -1;
+    for (int j = 0; j < k->nin; j++)
+      if (k->leaf[j] == mm->in[i]) gm->slot[i] = KS_IN0 + j;
+  }
+  if (n->op == OP_MATMUL) gm->slot[LG_A] = KS_IN0, gm->slot[LG_B] = KS_IN1;
+  gm->slot[LG_C] = KS_OUT;
+  gm->tb = k->tb;
+  gm->m = symsize_of(os->d[r - 2]), gm->n = symsize_of(os->d[r - 1]), gm->k = symsize_of(xs->d[xs->rank - 1]);
+  gm->ld[LG_A] = gm->k, gm->ld[LG_B] = gm->tb ? gm->k : gm->n, gm->ld[LG_C] = gm->n;
+  gm->nbatch = r - 2;
+  for (int i = 0; i < r - 2; i++) gm->batch[i] = symsize_of(os->d[i]);
+  gm->count = symsize_prod(os, 0, r - 2);
+  bool fa = gemm_strides(xs, gm->batch, r - 2, gm->stride[LG_A]);
+  bool fb = gemm_strides(ys, gm->batch, r - 2, gm->stride[LG_B]);
+  gemm_strides(os, gm->batch, r - 2, gm->stride[LG_C]);
+  gm->flat = fa && fb;
+  for (int x = 0; x < 3; x++) {
+    bool any = false;
+    for (int i = 0; i < gm->nbatch; i++) any = any || gm->stride[x][i].coef != 0;
+    SymSize mat = x == LG_A ? symsize_mul(gm->m, gm->k) : x == LG_B ? symsize_mul(gm->k, gm->n) : symsize_mul(gm->m, gm->n);
+    gm->flat_stride[x] = gm->flat && any ? mat : (SymSize){0, 0, 0};
+  }
+  gm->fold = gm->flat && gm->flat_stride[LG_A].coef != 0 && gm->flat_stride[LG_B].coef == 0;
+  return gm;
+}
+
+static void print_sym(FILE *f, SymSize z) {
+  bool one = z.coef == 1 && (z.pb || z.pt);
+  if (!one) fprintf(f, "%lld", (long long)z.coef);
+  for (int i = 0; i < z.pb; i++) fputs(one && i == 0 ? "B" : "*B", f);
+  for (int i = 0; i < z.pt; i++) fputs(one && i == 0 && !z.pb ? "T" : "*T", f);
+}
+
+void lgemm_print(FILE *f, const LGemm *gm) {
+  fprintf(f, "  gemm s%d = %ss%d @ %ss%d: m ", gm->slot[LG_C], gm->ta ? "T " : "", gm->slot[LG_A], gm->tb ? "T " : "",
+          gm->slot[LG_B]);
+  print_sym(f, gm->m), fputs(" n ", f), print_sym(f, gm->n), fputs(" k ", f), print_sym(f, gm->k);
+  if (gm->nbatch) fputs(", batch [", f);
+  for (int i = 0; i < gm->nbatch; i++) fputs(i ? ", " : "", f), print_sym(f, gm->batch[i]);
+  if (gm->nbatch) fputs("]", f);
+  for (int x = 0; x < 3; x++) {
+    if (!gm->nbatch) break;
+    fprintf(f, " %c[", "ABC"[x]);
+    for (int i = 0; i < gm->nbatch; i++) fputs(i ? ", " : "", f), print_sym(f, gm->stride[x][i]);
+    fputs("]", f);
+  }
+  fprintf(f, "%s%s%s\n", gm->flat ? ", strided-batched" : ", entry by entry", gm->fold ? ", rows folded" : "",
+          gm->split_cols ? ", split over columns of C" : "");
+}
+
 // ---- the step program's windows ----------------------------------------------------
 
 // The axes [0, nouter) of *sh are the coordinates of k's outer index
@@ -1019,10 +1109,12 @@ int lower_print(FILE *f, Arena *a, const Schedule *s) {
     const Kernel *k = &s->kernels[ki];
     if (k->cls != ki) continue;
     const Node *n = &s->g->nodes[k->node];
+    LGemm *gm = lower_gemm(a, s, k);
     LKernel *lk = lower_kernel(a, s, k, true, err, sizeof err);
     if (err[0]) return fprintf(stderr, "%s\n", err), 1;
-    fprintf(f, "k%d %s %%%d%s%s\n", ki, ir_op_info[n->op].name, n->id, k->fusion == FG_MATMUL_MAP ? " (after its GEMM)" : "",
-            lk ? "" : ": a backend kernel (GEMM, convolution or attention)");
+    fprintf(f, "k%d %s %%%d%s\n", ki, k->fusion == FG_WEIGHT_GRAD ? "weight_grad" : ir_op_info[n->op].name, n->id,
+            gm || lk ? "" : ": a backend kernel (causal convolution)");
+    if (gm) lgemm_print(f, gm);
     if (lk) lkernel_print(f, lk);
   }
   return 0;

@@ -299,7 +299,7 @@ int main(void) {
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
   check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);
-  static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_concat", "op_slice", "op_max", "op_causal_mask",
+  static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_matmul_broadcast", "op_concat", "op_slice", "op_max", "op_causal_mask",
                               "op_causal_conv_matrix", "op_causal_conv_vector", "op_causal_conv_scalar", "op_dropout",
                               "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos", "op_layernorm", "op_rmsnorm", "op_mean"};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
