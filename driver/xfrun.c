@@ -70,6 +70,9 @@ static void usage(FILE *f) {
         "  --device D         cpu or cuda (default: cuda when the model was compiled with\n"
         "                     xfc --target=cuda and a GPU is there, else cpu, saying why);\n"
         "                     checkpoints, logs and sampling are the same on both\n"
+        "  --gpu N            the GPU index (default: the process's local rank from the\n"
+        "                     launcher: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID\n"
+        "                     or PMI_LOCAL_RANK, else 0)\n"
         "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds (appended to on --resume)\n"
         "  --save FILE        write a safetensors checkpoint at the end (and every --save-every steps)\n"
         "  --save-every N     also save every N steps\n"
@@ -169,14 +172,28 @@ typedef struct {
   const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
   int device;  // XF_DEVICE_*
   XfGemmKind gemm;
-  int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples;
+  int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples, gpu;
   bool no_incremental;
   double lr, wd, heldout, temperature, top_p, time_limit;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
 } Args;
 
+// The GPU of this process: --gpu, else its rank among the processes of its
+// machine as the launcher says it (Open MPI, MPICH and Intel MPI, Slurm,
+// PMI), one GPU each; else 0.
+static int gpu_index(int64_t flag) {
+  if (flag >= 0) return (int)flag;
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    int64_t r;
+    if (v && *v && parse_int(v, 0, 1023, &r)) return (int)r;
+  }
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
-  *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16,
+  *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16, .gpu = -1,
               .max_tokens = 100, .num_samples = 1, .lr = 1e-3, .wd = 0.01, .heldout = 0.01, .temperature = 1, .top_p = 0.6,
               .prompt = "Once upon a time there was a little princess who"};
   for (int i = 3; i < argc; i++) {
@@ -206,6 +223,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--gemm")) {
       if (!parse_gemm(v, &a->gemm)) return 1;
     }
+    else if (!strcmp(o, "--gpu")) ok = parse_int(v, 0, 1023, &a->gpu);
     else if (!strcmp(o, "--steps")) ok = parse_int(v, 0, INT32_MAX, &a->steps);
     else if (!strcmp(o, "--batch")) ok = parse_int(v, 1, INT32_MAX, &a->batch), a->set_batch = true;
     else if (!strcmp(o, "--seq")) ok = parse_int(v, 1, INT32_MAX, &a->seq), a->set_seq = true;
@@ -618,8 +636,7 @@ int main(int argc, char **argv) {
   // (xf_allocate) and before the corpus is encoded: the model and options
   // (xf_load), output paths, the checkpoint against the model, the
   // tokenizer's vocabulary, the corpus size against --seq.
-  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");  // one GPU per process of a machine
-  XfOptions opt = {.cuda_device = local ? atoi(local) : 0, .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+  XfOptions opt = {.cuda_device = gpu_index(a.gpu), .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm};
   if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
@@ -692,6 +709,8 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (xf_device_note(rt) && g_dist.rank == 0) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (g_dist.rank == 0 && strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: device: %s\n", xf_device_desc(rt));
+  else if (strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: rank %d: device: %s\n", g_dist.rank, xf_device_desc(rt));
   if (g_dist.rank == 0 && strcmp(xf_device(rt), "cuda")) gemm_line(stderr, xf_options(rt)->threads);
   if (g_dist.size > 1) {
     // gradients in device memory go over NCCL; in host memory (the CPU, the

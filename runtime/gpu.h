@@ -25,6 +25,7 @@
 typedef struct XfGpu XfGpu;
 struct XfGpu {
   const char *name;  // "cuda" or "cuda-emulation"
+  char desc[192];    // which device: "GPU 0: <its name>, sm_90", or the emulation
   char err[1024];
   void *impl;
   bool (*alloc)(XfGpu *g, void **p, size_t bytes);
@@ -47,11 +48,14 @@ struct XfGpu {
 
 // Device `device` (0: the first). NULL with "no CUDA device: <reason>" in err
 // when there is none (or no driver), or "this xfrun was built without the
-// CUDA toolkit" when XF_HAVE_CUDA is not defined.
+// CUDA toolkit" when XF_HAVE_CUDA is not defined. With XF_CUDA_SYNC=1 in the
+// environment every launch and GEMM is waited for, so that a fault is
+// reported under the name of the kernel that made it (not by the next copy).
 XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen);
 // The emulation. The C++ compiler is $XF_CXX (default c++), the header
 // $XF_CUDA_EMU_HEADER (default: runtime/cuda_emu.h of the source tree).
-XfGpu *xf_gpu_emu_open(char *err, size_t errlen);
+// `device` only names it in desc.
+XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
 // (row0: XfApi.row0, the global batch row of local row 0; the step program

@@ -9,6 +9,7 @@
 // cuBLAS gets B before A and n before m.
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu.h"
 
@@ -25,6 +26,7 @@ typedef struct {
   const XfCuda *module;
   int nkernels;
   size_t max_shmem;  // dynamic shared memory a block may opt in to
+  bool sync_each;    // XF_CUDA_SYNC: wait for every launch and GEMM
 } Cuda;
 
 static bool cuda_ok(XfGpu *g, cudaError_t e, const char *call, const char *what) {
@@ -110,7 +112,8 @@ static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
   void *args[] = {(void *)a};
   dim3 gd = {grid, 1, 1}, bd = {block, 1, 1};
   return cuda_ok(g, cudaLaunchKernel(k, gd, bd, args, shmem, c->stream), "cudaLaunchKernel", name) &&
-         cuda_ok(g, cudaGetLastError(), "cudaLaunchKernel", name);
+         cuda_ok(g, cudaGetLastError(), "cudaLaunchKernel", name) &&
+         (!c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "kernel", name));
 }
 
 static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -120,7 +123,8 @@ static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
   cublasStatus_t s = cublasSgemmStridedBatched(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
                                                (int)m, (int)k, &alpha, b, (int)ldb, stride_b, a, (int)lda, stride_a, &beta, cc,
                                                (int)ldc, stride_c, (int)count);
-  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return !c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "cublasSgemmStridedBatched", "the GEMM");
   snprintf(g->err, sizeof g->err, "cuda: cublasSgemmStridedBatched (%lldx%lldx%lld, %lld batches): %s", (long long)m,
            (long long)n, (long long)k, (long long)count, blas_status(s));
   return false;
@@ -164,12 +168,20 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
   *g = (XfGpu){.name = "cuda", .impl = c, .alloc = c_alloc, .release = c_release, .upload = c_upload, .download = c_download,
                .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close};
   c->device = device;
+  const char *sync = getenv("XF_CUDA_SYNC");
+  c->sync_each = sync && *sync && strcmp(sync, "0");
   int optin = 0;
-  bool ok = cuda_ok(g, cudaSetDevice(device), "cudaSetDevice", "device 0") &&
+  struct cudaDeviceProp prop;
+  char which[32];
+  snprintf(which, sizeof which, "device %d", device);
+  bool ok = cuda_ok(g, cudaSetDevice(device), "cudaSetDevice", which) &&
+            cuda_ok(g, cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", which) &&
             cuda_ok(g, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute",
                     "shared memory per block") &&
             cuda_ok(g, cudaStreamCreate(&c->stream), "cudaStreamCreate", "the stream");
   c->max_shmem = (size_t)optin;
+  if (ok) snprintf(g->desc, sizeof g->desc, "GPU %d: %.120s, sm_%d%d%s", device, prop.name, prop.major, prop.minor,
+                   c->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
   if (ok) {
     cublasStatus_t s = cublasCreate(&c->blas);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);

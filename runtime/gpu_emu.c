@@ -150,7 +150,7 @@ static void e_close(XfGpu *g) {
   free(g);
 }
 
-XfGpu *xf_gpu_emu_open(char *err, size_t errlen) {
+XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen) {
   XfGpu *g = calloc(1, sizeof *g);
   Emu *e = calloc(1, sizeof *e);
   if (!g || !e) {
@@ -161,5 +161,6 @@ XfGpu *xf_gpu_emu_open(char *err, size_t errlen) {
   *g = (XfGpu){.name = "cuda-emulation", .impl = e, .alloc = e_alloc, .release = e_release, .upload = e_copy,
                .download = e_copy, .fill = e_fill, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
                .close = e_close};
+  snprintf(g->desc, sizeof g->desc, "GPU %d emulated on the CPU (XF_CUDA_EMULATE)", device);
   return g;
 }

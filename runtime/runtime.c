@@ -207,6 +207,7 @@ static int find_buffer(const XfModel *m, int role, const char *name) {
 const XfModel *xf_model(const XfRuntime *rt) { return rt->m; }
 const XfOptions *xf_options(const XfRuntime *rt) { return &rt->opt; }
 const char *xf_device(const XfRuntime *rt) { return rt->gpu ? rt->gpu->name : "cpu"; }
+const char *xf_device_desc(const XfRuntime *rt) { return rt->gpu ? rt->gpu->desc : "the CPU"; }
 const char *xf_device_note(const XfRuntime *rt) { return rt->note[0] ? rt->note : NULL; }
 int xf_nparams(const XfRuntime *rt) { return rt->nparams; }
 int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }
@@ -293,7 +294,7 @@ static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errle
   }
   const char *emu = getenv("XF_CUDA_EMULATE");
   char why[900];
-  rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(why, sizeof why) : xf_gpu_cuda_open(rt->opt.cuda_device, why, sizeof why);
+  rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(rt->opt.cuda_device, why, sizeof why) : xf_gpu_cuda_open(rt->opt.cuda_device, why, sizeof why);
   if (rt->gpu) return true;
   if (want == XF_DEVICE_CUDA) return fail(err, errlen, "%s", why);
   snprintf(rt->note, sizeof rt->note, "%s: running on the CPU", why);

@@ -71,6 +71,8 @@ const XfModel *xf_model(const XfRuntime *rt);
 const XfOptions *xf_options(const XfRuntime *rt);
 // "cpu", "cuda" or "cuda-emulation": where the steps run.
 const char *xf_device(const XfRuntime *rt);
+// Which device, for a person: "GPU 0: <name>, sm_90" (XfOptions.cuda_device).
+const char *xf_device_desc(const XfRuntime *rt);
 // Under XF_DEVICE_AUTO with a model that has CUDA code but no device: why
 // the CPU runs it ("no CUDA device: ..."); else NULL.
 const char *xf_device_note(const XfRuntime *rt);

@@ -4,7 +4,9 @@
 #     --target=cuda --emit=ptx) and ptxas accepts the PTX for sm_80 and sm_90;
 #   - xfc's options and xfrun --device's error paths: one line, exit 1;
 #   - the emulation (XF_CUDA_EMULATE=1) trains as the CPU does, its
-#     checkpoint resumes on the CPU, and greedy sampling gives the same text.
+#     checkpoint resumes on the CPU, greedy sampling (incremental) gives the
+#     same text;
+#   - the GPU index from --gpu or the launcher's local rank.
 # Usage (from the repo root): tests/cuda/run_cli.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
@@ -107,4 +109,23 @@ s_cpu=$("$xfrun" sample "$tmp/she_cuda.so" --device cpu "${sample[@]}" 2>"$tmp/s
 s_emu=$(XF_CUDA_EMULATE=1 "$xfrun" sample "$tmp/she_cuda.so" --device cuda "${sample[@]}" 2>"$tmp/s_emu.err") && rc_emu=0 || rc_emu=$?
 [ $rc_cpu -eq 0 ] && [ $rc_emu -eq 0 ] && [ -n "$s_cpu" ] && [ "$s_cpu" = "$s_emu" ] && ok "greedy sampling: the same text on both devices" ||
   bad "sampling differs: cpu '$s_cpu' emulation '$s_emu'"
+[ $rc_emu -eq 0 ] && ! grep -q "recomputing" "$tmp/s_emu.err" &&
+  ok "sampling on the emulated GPU runs the step program (no 'recomputing' note)" ||
+  bad "sampling on the emulated GPU is not incremental: $(cat "$tmp/s_emu.err")"
+
+# which GPU: --gpu, else the launcher's local rank (Open MPI, MPICH, Slurm, PMI), else 0
+gpu_of() {  # one environment assignment, then xfrun options: prints the device line
+  local var=$1
+  shift
+  env "$var" XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}" "$@" 2>&1 >/dev/null |
+    grep -m1 'device: GPU' | sed 's/.*device: //'
+}
+for spec in "OMPI_COMM_WORLD_LOCAL_RANK=1:1" "MPI_LOCALRANKID=3:3" "SLURM_LOCALID=2:2" "PMI_LOCAL_RANK=5:5" "SLURM_LOCALID=x:0"; do
+  var=${spec%:*} want=${spec##*:}
+  got=$(gpu_of "$var")
+  case $got in "GPU $want "*) ok "$var: $got";; *) bad "$var: expected GPU $want, got '$got'";; esac
+done
+got=$(gpu_of MPI_LOCALRANKID=3 --gpu 6)
+case $got in "GPU 6 "*) ok "--gpu 6 over the local rank: $got";; *) bad "--gpu 6: got '$got'";; esac
+expect_error "--gpu -1" "^xfrun: error: --gpu" "$xfrun" train "$tmp/she_cuda.so" --gpu -1
 finish
