@@ -717,7 +717,7 @@ int main(int argc, char **argv) {
     // CUDA emulation) over the MPI ring
     int64_t bucket_bytes;
     XfReducer red = dist_reducer(&g_dist, &bucket_bytes);
-    if (!strcmp(xf_device(rt), "cuda")) red = nccl_reducer(&g_dist, err, sizeof err);
+    if (!strcmp(xf_device(rt), "cuda")) red = nccl_reducer(&g_dist, xf_device_stream(rt), err, sizeof err);
     if (!red.start) {
       status = die("%s", strcmp(xf_device(rt), "cuda") ? "cannot start the communication thread" : err);
       goto out;

@@ -26,7 +26,7 @@ void dist_finalize(Dist *d);
 XfReducer dist_reducer(Dist *d, int64_t *bucket_bytes);
 // The reducer for gradients on CUDA devices (driver/xfrun_nccl.c): NCCL,
 // one process per GPU. Empty (start NULL) with err when unavailable.
-XfReducer nccl_reducer(Dist *d, char *err, size_t errlen);
+XfReducer nccl_reducer(Dist *d, void *stream, char *err, size_t errlen);
 // The mean of v over the ranks.
 double dist_mean(Dist *d, double v);
 

@@ -26,6 +26,7 @@ typedef struct XfGpu XfGpu;
 struct XfGpu {
   const char *name;  // "cuda" or "cuda-emulation"
   char desc[192];    // which device: "GPU 0: <its name>, sm_90", or the emulation
+  void *stream;      // the cudaStream_t all work is issued on (NULL: the emulation)
   char err[1024];
   void *impl;
   bool (*alloc)(XfGpu *g, void **p, size_t bytes);

@@ -180,6 +180,7 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
                     "shared memory per block") &&
             cuda_ok(g, cudaStreamCreate(&c->stream), "cudaStreamCreate", "the stream");
   c->max_shmem = (size_t)optin;
+  g->stream = c->stream;
   if (ok) snprintf(g->desc, sizeof g->desc, "GPU %d: %.120s, sm_%d%d%s", device, prop.name, prop.major, prop.minor,
                    c->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
   if (ok) {

@@ -208,6 +208,7 @@ const XfModel *xf_model(const XfRuntime *rt) { return rt->m; }
 const XfOptions *xf_options(const XfRuntime *rt) { return &rt->opt; }
 const char *xf_device(const XfRuntime *rt) { return rt->gpu ? rt->gpu->name : "cpu"; }
 const char *xf_device_desc(const XfRuntime *rt) { return rt->gpu ? rt->gpu->desc : "the CPU"; }
+void *xf_device_stream(const XfRuntime *rt) { return rt->gpu ? rt->gpu->stream : NULL; }
 const char *xf_device_note(const XfRuntime *rt) { return rt->note[0] ? rt->note : NULL; }
 int xf_nparams(const XfRuntime *rt) { return rt->nparams; }
 int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }

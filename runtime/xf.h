@@ -73,6 +73,10 @@ const XfOptions *xf_options(const XfRuntime *rt);
 const char *xf_device(const XfRuntime *rt);
 // Which device, for a person: "GPU 0: <name>, sm_90" (XfOptions.cuda_device).
 const char *xf_device_desc(const XfRuntime *rt);
+// The cudaStream_t the steps are issued on (as void *); NULL on the CPU and
+// in the emulation. A gradient bucket's kernels are done on the device once
+// an event recorded on it after xf's kernel_done callback completes.
+void *xf_device_stream(const XfRuntime *rt);
 // Under XF_DEVICE_AUTO with a model that has CUDA code but no device: why
 // the CPU runs it ("no CUDA device: ..."); else NULL.
 const char *xf_device_note(const XfRuntime *rt);
