@@ -113,9 +113,11 @@ static void prelude(R *r) {
          "typedef unsigned int xf_u32;\n"
          "#define XF_NSLOTS %d\n"
          "struct XfKernelArgs {\n" XF_KERNEL_ARGS_FIELDS(CU_FIELD, CU_ARRAY, XfKernelArgs) "};\n"
+         "struct XfAdamSeg {\n" XF_ADAM_SEG_FIELDS(CU_FIELD, CU_ARRAY, XfAdamSeg) "};\n"
+         "#define XF_ADAM_CHUNK %d\n"
          "#define XF_INF __int_as_float(0x7f800000)\n"
          "\n",
-      r->g->name, XF_NSLOTS);
+      r->g->name, XF_NSLOTS, XF_ADAM_CHUNK);
   out(r, "// e^x as llvm.c's exp_f32: x = n ln2 + r, Cephes polynomial, 2^n by exponent bits.\n"
          "__device__ __forceinline__ float xf_exp(float x) {\n"
          "  const float lo = -87.3365447505531f, hi = 88.7228391116729f;\n"
@@ -137,6 +139,7 @@ static void prelude(R *r) {
          "}\n"
          "__device__ __forceinline__ float xf_max(float x, float y) { return x > y ? x : y; }\n"
          "__device__ __forceinline__ xf_i64 xf_max(xf_i64 x, xf_i64 y) { return x > y ? x : y; }\n"
+         "__device__ __forceinline__ xf_i64 xf_min(xf_i64 x, xf_i64 y) { return x < y ? x : y; }\n"
          "\n"
          "// Philox4x32-10 (runtime/rng.h): uniform in [0, 1) from (seed, stream, index, step).\n"
          "__device__ __forceinline__ double xf_uniform(xf_u64 seed, xf_u32 stream, xf_u64 index, xf_u32 step) {\n"
@@ -816,20 +819,28 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     }
     if (fn_infer[ki] < 0) fn_infer[ki] = fn_train[ki];
   }
-  // AdamW as torch.optim.AdamW (runtime.c adamw_range): slots w, m, v, g and
-  // the hyper-parameters (lr, beta1, beta2, eps, weight decay) as doubles.
+  // AdamW as torch.optim.AdamW (runtime.c adamw_range), every parameter in
+  // one launch: a block per chunk of XF_ADAM_CHUNK elements of a segment
+  // (xf_abi.h XfAdamSeg), the segment found by a binary search over block0.
   fflush(r.f), name_off[m->nnames] = (long)len;
   m->adamw = m->nnames, m->name_kernel[m->nnames] = -1, m->names[m->nnames++] = "xf_adamw";
   out(&r, "extern \"C\" __global__ void __launch_bounds__(%d) xf_adamw(const XfKernelArgs a) {\n", ELEM_THREADS);
-  out(&r, "  float *w = (float *)a.slot[0], *m = (float *)a.slot[1], *v = (float *)a.slot[2];\n"
-          "  const float *g = (const float *)a.slot[3];\n  const double *hp = (const double *)a.slot[4];\n"
+  out(&r, "  const XfAdamSeg *seg = (const XfAdamSeg *)a.slot[0];\n  const double *hp = (const double *)a.slot[1];\n"
           "  const double t = (double)a.step;\n"
           "  const float lr = (float)hp[0], b1 = (float)hp[1], b2 = (float)hp[2], eps = (float)hp[3];\n"
           "  const float decay = (float)(1.0 - hp[0] * hp[4]);\n"
           "  const float bc1 = (float)(1.0 - pow(hp[1], t)), sqrt_bc2 = sqrtf((float)(1.0 - pow(hp[2], t)));\n"
-          "  XF_ELEM_LOOP(i) {\n    w[i] *= decay;\n    m[i] = b1 * m[i] + (1.0f - b1) * g[i];\n"
-          "    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];\n"
-          "    w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i]) / sqrt_bc2 + eps);\n  }\n");
+          "  for (xf_i64 c = blockIdx.x; c < a.n; c += gridDim.x) {  // chunk c of segment s: the last with block0 <= c\n"
+          "    xf_i64 lo = 0, hi = (xf_i64)a.imm - 1;\n"
+          "    while (lo < hi) {\n      const xf_i64 mid = (lo + hi + 1) / 2;\n"
+          "      if (seg[mid].block0 <= c) lo = mid;\n      else hi = mid - 1;\n    }\n"
+          "    float *w = (float *)seg[lo].w, *m = (float *)seg[lo].m, *v = (float *)seg[lo].v;\n"
+          "    const float *g = (const float *)seg[lo].g;\n"
+          "    const xf_i64 first = (c - seg[lo].block0) * XF_ADAM_CHUNK, end = xf_min(first + XF_ADAM_CHUNK, seg[lo].n);\n"
+          "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {\n      w[i] *= decay;\n"
+          "      m[i] = b1 * m[i] + (1.0f - b1) * g[i];\n"
+          "      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];\n"
+          "      w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i]) / sqrt_bc2 + eps);\n    }\n  }\n");
   fn_close(&r, "xf_adamw");
   fclose(r.f);
   m->source = arena_strdup(a, buf);

@@ -160,6 +160,9 @@ struct XfRuntime {
   char *darena;
   void **dbufs;
   double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
+  XfAdamSeg *dsegs;  // the device's AdamW table (XfAdamSeg), after dhyper
+  int nsegs;
+  int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
   size_t moments_at; // moments from here to bytes; [persist, moments_at): activations and outputs
   bool host_dirty, dev_newer;
@@ -308,16 +311,31 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   XfGpu *g = rt->gpu;
   const XfOptions *o = &rt->opt;
   double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-  size_t bytes = rt->bytes + 64;
+  size_t segs_bytes = sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1);
+  size_t bytes = rt->bytes + 64 + segs_bytes;
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda))
     return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
+  rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + 64);
   rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
-  if (!rt->dbufs) return fail(err, errlen, "out of memory");
+  XfAdamSeg *segs = calloc((size_t)rt->nparams + 1, sizeof *segs);
+  if (!rt->dbufs || !segs) return free(segs), fail(err, errlen, "out of memory");
   for (int i = 0; i < rt->m->nbuffers; i++)
     rt->dbufs[i] = rt->bufs[i] ? rt->darena + ((char *)rt->bufs[i] - (char *)rt->arena) : NULL;
-  if (!g->fill(g, rt->darena, 0, rt->bytes) || !g->upload(g, rt->dhyper, hyper, sizeof hyper))
-    return fail(err, errlen, "%s", g->err);
+  // AdamW's segments: every parameter with a gradient, in order
+  rt->nsegs = 0, rt->nchunks = 0;
+  for (int p = 0; p < rt->nparams; p++) {
+    if (rt->grads[p] < 0) continue;
+    int64_t n = rt->numel[rt->params[p]];
+    segs[rt->nsegs++] = (XfAdamSeg){.w = rt->dbufs[rt->params[p]], .m = rt->darena + ((char *)rt->adam_m[p] - (char *)rt->arena),
+                                    .v = rt->darena + ((char *)rt->adam_v[p] - (char *)rt->arena),
+                                    .g = rt->dbufs[rt->grads[p]], .n = n, .block0 = rt->nchunks};
+    rt->nchunks += (n + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
+  }
+  bool ok = g->fill(g, rt->darena, 0, rt->bytes) && g->upload(g, rt->dhyper, hyper, sizeof hyper) &&
+            g->upload(g, rt->dsegs, segs, sizeof(XfAdamSeg) * (size_t)(rt->nsegs + 1));
+  free(segs);
+  if (!ok) return fail(err, errlen, "%s", g->err);
   rt->host_dirty = true;
   return true;
 }
@@ -673,21 +691,13 @@ static void device_read(XfRuntime *rt, int b, size_t bytes) {
   if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) device_fail(rt);
 }
 
+// Every parameter in one launch (XfAdamSeg): a block per chunk.
 static void device_adamw(XfRuntime *rt) {
   XfGpu *g = rt->gpu;
-  for (int p = 0; p < rt->nparams; p++) {
-    if (rt->grads[p] < 0) continue;
-    char *host_m = (char *)rt->adam_m[p], *host_v = (char *)rt->adam_v[p];
-    XfKernelArgs a = {.n = rt->numel[rt->params[p]], .step = rt->step};
-    a.slot[0] = rt->dbufs[rt->params[p]];
-    a.slot[1] = rt->darena + (host_m - (char *)rt->arena);
-    a.slot[2] = rt->darena + (host_v - (char *)rt->arena);
-    a.slot[3] = rt->dbufs[rt->grads[p]];
-    a.slot[4] = rt->dhyper;
-    int64_t blocks = (a.n + 255) / 256;
-    if (blocks > 65536) blocks = 65536;
-    if (!g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a)) device_fail(rt);
-  }
+  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .step = rt->step};
+  a.slot[0] = rt->dsegs, a.slot[1] = rt->dhyper;
+  int64_t blocks = rt->nchunks < 65536 ? rt->nchunks : 65536;
+  if (rt->nsegs && !g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a)) device_fail(rt);
   rt->dev_newer = true;
 }
 

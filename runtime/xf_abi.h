@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 6u
+#define XF_ABI_VERSION 7u
 
 struct XfApi;
 
@@ -138,6 +138,19 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, wblock)                                                                                              \
   F(P, I64, wofs)
 
+// XfAdamSeg: one parameter tensor of the device's AdamW launch (one launch
+// for all of them: XfCuda.adamw over a table of segments). Its elements are
+// cut into chunks of XF_ADAM_CHUNK, one work item each; block0 is the
+// segment's first chunk in the launch, ascending over the table.
+#define XF_ADAM_SEG_FIELDS(F, A, P)                                                                              \
+  F(P, PTR, w)                                                                                                   \
+  F(P, PTR, m)                                                                                                   \
+  F(P, PTR, v)                                                                                                   \
+  F(P, PTR, g)                                                                                                   \
+  F(P, I64, n)                                                                                                   \
+  F(P, I64, block0)
+enum { XF_ADAM_CHUNK = 4096 };
+
 // XfSym: coef * B^pb * T^pt at the step's B and T
 #define XF_SYM_FIELDS(F, A, P)                                                                                   \
   F(P, I64, coef)                                                                                                \
@@ -200,7 +213,9 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
   F(P, P_STR, names)            /* kernel entry points (extern "C") */                                           \
   A(P, I32, nlaunch, 4)         /* XF_PROG_*, the step program's too (empty: none) */                            \
   A(P, P_LAUNCH, launch, 4)                                                                                      \
-  F(P, I32, adamw)              /* the AdamW kernel: names[adamw], slots w, m, v, g */
+  F(P, I32, adamw)              /* the AdamW kernel: names[adamw]; slot 0 the XfAdamSeg table, slot 1 the    \
+                                   hyper-parameters (lr, beta1, beta2, eps, weight decay: doubles); imm       \
+                                   the segments, n the chunks of all of them */
 
 // XfModel: the exported descriptor `xf_model`.
 #define XF_MODEL_FIELDS(F, A, P)                                                                                 \
@@ -229,7 +244,7 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
 // the structs its fields hold by value.
 #define XF_ABI_STRUCTS(S)                                                                                        \
   S(XfApi, XF_API) S(XfConfigEntry, XF_CONFIG_ENTRY) S(XfBuffer, XF_BUFFER) S(XfKernelArgs, XF_KERNEL_ARGS)      \
-  S(XfSym, XF_SYM) S(XfLaunch, XF_LAUNCH) S(XfCuda, XF_CUDA) S(XfModel, XF_MODEL)
+  S(XfSym, XF_SYM) S(XfLaunch, XF_LAUNCH) S(XfCuda, XF_CUDA) S(XfModel, XF_MODEL) S(XfAdamSeg, XF_ADAM_SEG)
 
 #define XF_C_FIELD(P, tag, name) XfAbi_##tag name;
 #define XF_C_ARRAY(P, tag, name, n) XfAbi_##tag name[n];

@@ -71,8 +71,9 @@ rc=$?
 
 # xfrun --device
 python3 -c "import sys; sys.stdout.write(('the cat sat on the mat. ' * 800))" > "$tmp/text.txt"
-"$xfc" --target=cuda -o "$tmp/she_cuda.so" examples/she.xf "${small[@]}" || bad "xfc --target=cuda -o"
-"$xfc" -o "$tmp/she_cpu.so" examples/she.xf "${small[@]}" || bad "xfc -o"
+# d 32: parameters of several XF_ADAM_CHUNKs (the device's AdamW works in chunks)
+"$xfc" --target=cuda -o "$tmp/she_cuda.so" examples/she.xf "${small[@]}" -D d=32 || bad "xfc --target=cuda -o"
+"$xfc" -o "$tmp/she_cpu.so" examples/she.xf "${small[@]}" -D d=32 || bad "xfc -o"
 train=(--data "$tmp/text.txt" --tokenizer bytes --batch 4 --seq 8 --seed 5 --threads 1)
 if out=$("$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}" 2>&1); then
   ok "a GPU is present: trained on it"
