@@ -1054,9 +1054,24 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
   }
   V *names = calloc((size_t)m->nnames + 1, sizeof(V));
   for (int i = 0; i < m->nnames; i++) names[i] = cstr(e, m->names[i]);
+  V sass[2], sass_size[2], sass_sm[2];
+  for (int i = 0; i < 2; i++) {
+    sass[i] = LLVMConstNull(e->i8p), sass_size[i] = ci64(e, 0), sass_sm[i] = ci32(e, 0);
+    if (!o->sass_size[i]) continue;
+    V bytes = LLVMConstStringInContext(e->C, (const char *)o->sass[i], (unsigned)o->sass_size[i], 1);
+    V gv = LLVMAddGlobal(e->M, LLVMTypeOf(bytes), "xf_cuda_sass");
+    LLVMSetInitializer(gv, bytes);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetAlignment(gv, 8);
+    sass[i] = LLVMConstBitCast(gv, e->i8p), sass_size[i] = ci64(e, (int64_t)o->sass_size[i]), sass_sm[i] = ci32(e, o->sass_sm[i]);
+  }
   V init = abi_const(e, XF_CUDA,
                      (V[XF_CUDA_NFIELDS]){[XF_CUDA_F_source] = cstr(e, m->source), [XF_CUDA_F_ptx] = cstr(e, o->ptx),
                                           [XF_CUDA_F_arch] = cstr(e, o->gpu_arch), [XF_CUDA_F_nnames] = ci32(e, m->nnames),
+                                          [XF_CUDA_F_sass] = LLVMConstArray(e->i8p, sass, 2),
+                                          [XF_CUDA_F_sass_size] = LLVMConstArray(e->i64, sass_size, 2),
+                                          [XF_CUDA_F_sass_sm] = LLVMConstArray(e->i32, sass_sm, 2),
                                           [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
                                           [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, XF_PROG_STEP + 1),
                                           [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, XF_PROG_STEP + 1),

@@ -18,6 +18,9 @@ typedef struct {
   // --target=cuda: the rendered kernels and their PTX, embedded as XfCuda
   const CudaModule *cuda;
   const char *ptx, *gpu_arch;
+  const unsigned char *sass[2];  // XfCuda.sass: CUBINs for sass_sm[i] (size 0: none)
+  size_t sass_size[2];
+  int sass_sm[2];
   // the step program (incremental decoding): time_axis from causal_analyze,
   // or NULL with step_note saying why there is none
   const int *time_axis;

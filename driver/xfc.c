@@ -175,6 +175,28 @@ static char *cuda_ptx(const Schedule *s, const CudaModule *m, const char *arch) 
   return NULL;
 }
 
+// The SASS of m for sm_XY (80, 90) from NVRTC, with ptxas's resources: on
+// stderr as one summary line when `summary`, else only when registers spill.
+// NULL after printing why.
+static unsigned char *cuda_sass(const CudaModule *m, int sm, bool summary, size_t *size) {
+  char err[1024], arch[16], *log = NULL;
+  snprintf(arch, sizeof arch, "sm_%d", sm);
+  unsigned char *bin = nvrtc_cubin(m->source, "xf_kernels.cu", arch, size, &log, err, sizeof err);
+  if (!bin) {
+    fprintf(stderr, "xfc: internal error: %s\n", err);
+    free(log);
+    return NULL;
+  }
+  NvrtcResources r = nvrtc_resources(log);
+  free(log);
+  if (summary || r.spill_stores || r.spill_loads)
+    fprintf(stderr, "xfc: %s%s: %d kernels, %zu bytes of SASS, at most %d registers (%s), spills %ld bytes stored and %ld loaded, "
+                    "static shared memory at most %ld bytes\n",
+            summary ? "" : "warning: ", arch, r.kernels, *size, r.max_regs, r.max_regs_kernel, r.spill_stores, r.spill_loads,
+            r.max_smem);
+  return bin;
+}
+
 // Schedule, LLVM code generation, object, shared object.
 static int codegen(Graph *g, const Options *o) {
   Arena a = {0};
@@ -205,6 +227,12 @@ static int codegen(Graph *g, const Options *o) {
     char *ptx = NULL;
     if (o->emit[0] == 'c') fputs(cm->source, stdout);
     else if ((ptx = cuda_ptx(s, cm, o->gpu_arch))) fputs(ptx, stdout);
+    for (int i = 0; ptx && i < 2; i++) {  // ptxas's resources for the SASS model.so would carry
+      size_t n;
+      unsigned char *bin = cuda_sass(cm, i ? 90 : 80, true, &n);
+      if (!bin) free(ptx), ptx = NULL;
+      free(bin);
+    }
     free(ptx);
     arena_free(&a);
     return o->emit[0] == 'c' || ptx ? 0 : 1;
@@ -236,6 +264,7 @@ static int codegen(Graph *g, const Options *o) {
                       "for every token\n", g->name, note);
   }
   char *ptx = NULL;
+  unsigned char *sass[2] = {NULL, NULL};
   if (o->cuda && o->output) {
     lo.cuda = cuda_render(&a, s, lo.time_axis);
     if (lo.cuda->error) fprintf(stderr, "%s\n", lo.cuda->error);
@@ -245,9 +274,19 @@ static int codegen(Graph *g, const Options *o) {
       return 1;
     }
     lo.ptx = ptx, lo.gpu_arch = o->gpu_arch;
+    for (int i = 0; i < 2; i++) {  // SASS for the A100 and H100 generations beside the PTX
+      lo.sass_sm[i] = i ? 90 : 80;
+      if (!(sass[i] = cuda_sass(lo.cuda, lo.sass_sm[i], false, &lo.sass_size[i]))) {
+        free(ptx), free(sass[0]);
+        if (*obj) unlink(obj);
+        arena_free(&a);
+        return 1;
+      }
+      lo.sass[i] = sass[i];
+    }
   }
   ok = llvm_compile(s, &lo, err, sizeof err);
-  free(ptx);
+  free(ptx), free(sass[0]), free(sass[1]);
   if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
   if (*obj) unlink(obj);
   arena_free(&a);

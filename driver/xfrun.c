@@ -42,7 +42,7 @@ static void usage(FILE *f) {
         "       xfrun tokenize --train --vocab N FILE|DIR ... -o tokenizer.json   (see xfrun tokenize --help)\n"
         "       xfrun plot run.csv ... -o curves.svg                             (see xfrun plot --help)\n"
         "       xfrun compare A.xf B.xf ... --steps N [-D name=value] [-o DIR]   (see xfrun compare --help)\n"
-        "       xfrun info [--gemm P] [--threads N]                              (the CPU and its GEMM)\n"
+        "       xfrun info [model.so] [--gemm P] [--threads N]          (the CPU and its GEMM; the model's CUDA code)\n"
         "\n"
         "train:  AdamW on windows drawn from the training part of the corpus, then the held-out loss.\n"
         "eval:   mean loss and perplexity on the held-out part of the corpus.\n"
@@ -546,17 +546,39 @@ static void gemm_line(FILE *f, int threads) {
   if (*remedy) fprintf(f, "xfrun: %s\n", remedy);
 }
 
-// xfrun info: the CPU, the GEMM provider that would run and its kernel.
+// The CUDA code of a model.so, one line: PTX, SASS, kernels, launches.
+static void model_info(const char *path, XfRuntime *rt) {
+  const XfCuda *c = xf_model(rt)->cuda;
+  if (!c) {
+    printf("%s: CPU code only (compile with xfc --target=cuda for CUDA)\n", path);
+  } else {
+    printf("%s: CUDA code: PTX for %s (%zu KiB)", path, c->arch, strlen(c->ptx) >> 10);
+    for (int i = 0; i < 2; i++)
+      if (c->sass_size[i]) printf(", SASS for sm_%d (%lld KiB)", c->sass_sm[i], (long long)(c->sass_size[i] >> 10));
+    int kernels = 0, gemms = 0;
+    for (int j = 0; j < c->nlaunch[XF_PROG_TRAIN]; j++) c->launch[XF_PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
+    printf("; %d functions; a training step: %d kernel launches, %d GEMMs, 1 AdamW launch\n", c->nnames, kernels, gemms);
+  }
+}
+
+// xfrun info: the CPU, the GEMM provider that would run and its kernel; with
+// a model.so, its CUDA code.
 static int info(int argc, char **argv) {
   XfGemmKind kind = XF_GEMM_AUTO;
   int64_t threads = 0;
+  const char *model = NULL;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-      printf("usage: xfrun info [--gemm auto|onednn|openblas] [--threads N]\n"
+      printf("usage: xfrun info [model.so] [--gemm auto|onednn|openblas] [--threads N]\n"
              "Prints the CPU, the GEMM provider xfrun would use with these options, its kernel,\n"
-             "and the providers in this build. Exit status 0; 1 on a bad option.\n");
+             "and the providers in this build; with a model.so, its CUDA code (PTX, SASS, launches\n"
+             "per training step). Exit status 0; 1 on a bad option or model.\n");
       return 0;
+    }
+    if (o[0] != '-' && !model) {
+      model = o;
+      continue;
     }
     if (!v) return die("%s needs a value", o);
     if (!strcmp(o, "--gemm")) {
@@ -567,10 +589,15 @@ static int info(int argc, char **argv) {
     else return die("unknown option %s (see xfrun info --help)", o);
   }
   if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-  char err[300];
+  char err[1024];
   if (!xf_gemm_select(kind, NULL, err, sizeof err)) return die("%s", err);
+  XfRuntime *rt = NULL;
+  XfOptions opt = {.batch = 1, .device = XF_DEVICE_CPU};
+  if (model && !(rt = xf_load(model, &opt, err, sizeof err))) return die("%s", err);
   gemm_line(stdout, (int)threads);
   printf("providers in this build: %s\n", xf_gemm_available());
+  if (rt) model_info(model, rt);
+  xf_close(rt);
   return 0;
 }
 

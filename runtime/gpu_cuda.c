@@ -81,10 +81,26 @@ static bool c_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
   return cuda_ok(g, cudaMemsetAsync(dst, byte, bytes, c->stream), "cudaMemsetAsync", "device storage");
 }
 
+// The SASS the device runs natively: the newest sm_XY of the model with the
+// device's major version and a minor version up to its own; else the PTX,
+// JIT-compiled by the driver.
 static bool c_load(XfGpu *g, const XfCuda *m) {
   Cuda *c = g->impl;
-  if (!cuda_ok(g, cudaLibraryLoadData(&c->lib, m->ptx, NULL, NULL, 0, NULL, NULL, 0), "cudaLibraryLoadData", m->arch))
+  int major = 0, minor = 0, pick = -1;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+  for (int i = 0; i < 2; i++)
+    if (m->sass_size[i] && m->sass_sm[i] / 10 == major && m->sass_sm[i] % 10 <= minor &&
+        (pick < 0 || m->sass_sm[i] > m->sass_sm[pick]))
+      pick = i;
+  char what[64];
+  if (pick >= 0) snprintf(what, sizeof what, "SASS for sm_%d", m->sass_sm[pick]);
+  else snprintf(what, sizeof what, "PTX for %s", m->arch);
+  const void *code = pick >= 0 ? m->sass[pick] : (const void *)m->ptx;
+  if (!cuda_ok(g, cudaLibraryLoadData(&c->lib, code, NULL, NULL, 0, NULL, NULL, 0), "cudaLibraryLoadData", what))
     return false;
+  size_t n = strlen(g->desc);
+  snprintf(g->desc + n, sizeof g->desc - n, ", %s%s", what, pick >= 0 ? "" : " (JIT)");
   c->kernels = calloc((size_t)m->nnames + 1, sizeof *c->kernels);
   if (!c->kernels) return snprintf(g->err, sizeof g->err, "cuda: out of host memory"), false;
   c->nkernels = m->nnames, c->module = m;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 7u
+#define XF_ABI_VERSION 8u
 
 struct XfApi;
 
@@ -209,6 +209,12 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
   F(P, STR, source)             /* the CUDA C source NVRTC compiled */                                           \
   F(P, STR, ptx)                /* its PTX, NUL-terminated */                                                    \
   F(P, STR, arch)               /* the virtual architecture, e.g. "compute_80" */                                \
+  /* SASS (a CUBIN from NVRTC) of the same source for real architectures                                         \
+     sass_sm[i] (80: sm_80), sass_size[i] bytes; size 0: none. The runtime                                       \
+     loads the one a device runs natively, else the PTX (the driver's JIT). */                                   \
+  A(P, PTR, sass, 2)                                                                                             \
+  A(P, I64, sass_size, 2)                                                                                        \
+  A(P, I32, sass_sm, 2)                                                                                          \
   F(P, I32, nnames)                                                                                              \
   F(P, P_STR, names)            /* kernel entry points (extern "C") */                                           \
   A(P, I32, nlaunch, 4)         /* XF_PROG_*, the step program's too (empty: none) */                            \
