@@ -17,8 +17,11 @@ page-faulting at 18 layers) are not timed. Prints one line: tokens/s over the ti
 process in MiB (ru_maxrss, so run eager and compiled in separate processes)
 and the warm-up seconds.
 
-Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N
-       torch_ref.py sgemm --threads N
+Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N [--device cuda]
+       torch_ref.py sgemm --threads N [--device cuda]
+With --device cuda (scripts/gpu-check) the model, tokens and products are on
+the GPU in float32 (TF32 off, as xf's GEMMs), timed between synchronisations,
+and the memory printed is the GPU's peak allocated, not the RSS.
 The sgemm mode prints two GFLOP/s rates of torch.mm in float32 into a
 preallocated output: at 1024^3, and the geometric mean over the products the
 models run that xf-gemm-bench times (bench/sgemm.c), each the best of at
@@ -124,21 +127,26 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
 GEMM_SHAPES = ((8192, 512, 128, 0, 0), (8192, 128, 128, 0, 0), (8192, 5000, 128, 0, 0), (4096, 32, 32, 0, 0),
                (128, 512, 8192, 1, 0), (8192, 128, 512, 0, 1))
 
-def mm_rate(m, n, k, ta=0, tb=0, reps=10):
-    a = torch.randn(k, m).t() if ta else torch.randn(m, k)
-    b = torch.randn(n, k).t() if tb else torch.randn(k, n)
-    c = torch.empty(m, n)
+def sync(dev):
+    if dev == "cuda": torch.cuda.synchronize()
+
+def mm_rate(m, n, k, ta=0, tb=0, reps=10, dev="cpu"):
+    a = torch.randn(k, m, device=dev).t() if ta else torch.randn(m, k, device=dev)
+    b = torch.randn(n, k, device=dev).t() if tb else torch.randn(k, n, device=dev)
+    c = torch.empty(m, n, device=dev)
     for _ in range(3): torch.mm(a, b, out=c)
+    sync(dev)
     best, spent, i = float("inf"), 0.0, 0
     while i < reps or (spent < 0.5 and i < 1000):
-        t0 = time.perf_counter(); torch.mm(a, b, out=c); dt = time.perf_counter() - t0
+        t0 = time.perf_counter(); torch.mm(a, b, out=c); sync(dev); dt = time.perf_counter() - t0
         best, spent, i = min(best, dt), spent + dt, i + 1
     return 2 * m * n * k / best / 1e9
 
-def sgemm(threads):
+def sgemm(threads, dev):
     torch.set_num_threads(threads)
-    rates = [mm_rate(*s) for s in GEMM_SHAPES]
-    print(f"{mm_rate(1024, 1024, 1024):.1f} {math.exp(sum(map(math.log, rates)) / len(rates)):.1f}")
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32, as xf's GEMMs today
+    rates = [mm_rate(*s, dev=dev) for s in GEMM_SHAPES]
+    print(f"{mm_rate(1024, 1024, 1024, dev=dev):.1f} {math.exp(sum(map(math.log, rates)) / len(rates)):.1f}")
 
 def main():
     a = argparse.ArgumentParser()
@@ -149,29 +157,36 @@ def main():
     a.add_argument("--steps", type=int, default=3, help="timed steps")
     a.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     a.add_argument("--threads", type=int, default=2); a.add_argument("--vocab", type=int, default=5000)
+    a.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the model on the GPU (float32, no TF32); the memory printed is the peak allocated on it")
     o = a.parse_args()
+    dev = o.device
     if o.example == "sgemm":
-        return sgemm(o.threads)
+        return sgemm(o.threads, dev)
     torch.set_num_threads(o.threads); torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
     # seed 001 Table 1: vocab 5000, context 128, d 128, FFN 512, 32 heads, dropout 0.1
-    m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1).train()
+    m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1).to(dev).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
     model, opt_step = m, opt.step
     if o.compile:
         model = torch.compile(m)
         opt_step = torch.compile(opt.step)
-    tok = torch.randint(0, o.vocab, (o.batch, o.seq)); tgt = torch.randint(0, o.vocab, (o.batch, o.seq))
+    tok = torch.randint(0, o.vocab, (o.batch, o.seq), device=dev); tgt = torch.randint(0, o.vocab, (o.batch, o.seq), device=dev)
     def step():
         opt.zero_grad(set_to_none=True); loss = model(tok, tgt); loss.backward(); opt_step()
         return loss
     t0 = time.perf_counter()
     for _ in range(o.warmup): step()
+    sync(dev)
     warm = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(o.steps): loss = step()
+    sync(dev)
     dt = time.perf_counter() - t0
     assert torch.isfinite(loss), "loss is not finite"
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    if dev == "cuda": rss_mib = torch.cuda.max_memory_allocated() / 2**20
+    else: rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"{o.batch * o.seq * o.steps / dt:.1f} {rss_mib:.0f} {warm:.1f}")
 
 main()
