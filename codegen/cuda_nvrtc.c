@@ -37,68 +37,51 @@ static char *program_log(nvrtcProgram prog) {
   return log;
 }
 
-char *nvrtc_compile(const char *source, const char *name, const char *arch, char **log, char *err, size_t errlen) {
+// One NVRTC compilation for `arch`: a virtual architecture gives PTX
+// (NUL-terminated), a real one (sm) a CUBIN, ptxas verbose. *size: its bytes.
+static char *compile(const char *source, const char *name, const char *arch, bool cubin, size_t *size, char **log, char *err,
+                     size_t errlen) {
   nvrtcProgram prog = NULL;
-  char *ptx = NULL, opt_arch[64];
+  char *out = NULL, opt_arch[64];
   if (log) *log = NULL;
+  *size = 0;
   snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
-  const char *opts[] = {opt_arch, "-std=c++17", "--fmad=true"};
+  const char *opts[] = {opt_arch, "-std=c++17", "--fmad=true", "--ptxas-options=-v"};
   CHECK(nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL));
-  nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  nvrtcResult r = nvrtcCompileProgram(prog, cubin ? 4 : 3, opts);
   if (log) *log = program_log(prog);
   if (r != NVRTC_SUCCESS) {
     snprintf(err, errlen, "NVRTC: nvrtcCompileProgram: %s (compiling %s for %s)", nvrtcGetErrorString(r), name, arch);
     goto fail;
   }
   size_t n = 0;
-  CHECK(nvrtcGetPTXSize(prog, &n));
-  ptx = malloc(n + 1);
-  if (!ptx) {
-    snprintf(err, errlen, "NVRTC: out of memory for %zu bytes of PTX", n);
+  if (cubin) CHECK(nvrtcGetCUBINSize(prog, &n));
+  else CHECK(nvrtcGetPTXSize(prog, &n));
+  out = malloc(n + 1);
+  if (!out) {
+    snprintf(err, errlen, "NVRTC: out of memory for %zu bytes of %s", n, cubin ? "SASS" : "PTX");
     goto fail;
   }
-  CHECK(nvrtcGetPTX(prog, ptx));
-  ptx[n] = 0;
+  if (cubin) CHECK(nvrtcGetCUBIN(prog, out));
+  else CHECK(nvrtcGetPTX(prog, out));
+  out[n] = 0;
+  *size = n;
   nvrtcDestroyProgram(&prog);
-  return ptx;
+  return out;
 fail:
-  free(ptx);
+  free(out);
   if (prog) nvrtcDestroyProgram(&prog);
   return NULL;
 }
 
+char *nvrtc_compile(const char *source, const char *name, const char *arch, char **log, char *err, size_t errlen) {
+  size_t n;
+  return compile(source, name, arch, false, &n, log, err, errlen);
+}
+
 unsigned char *nvrtc_cubin(const char *source, const char *name, const char *sm, size_t *size, char **log, char *err,
                            size_t errlen) {
-  nvrtcProgram prog = NULL;
-  unsigned char *bin = NULL;
-  const char *arch = sm;  // for CHECK's message
-  char opt_arch[64];
-  if (log) *log = NULL;
-  *size = 0;
-  snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", sm);
-  const char *opts[] = {opt_arch, "-std=c++17", "--fmad=true", "--ptxas-options=-v"};
-  CHECK(nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL));
-  nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
-  if (log) *log = program_log(prog);
-  if (r != NVRTC_SUCCESS) {
-    snprintf(err, errlen, "NVRTC: nvrtcCompileProgram: %s (compiling %s for %s)", nvrtcGetErrorString(r), name, sm);
-    goto fail;
-  }
-  size_t n = 0;
-  CHECK(nvrtcGetCUBINSize(prog, &n));
-  bin = malloc(n ? n : 1);
-  if (!bin) {
-    snprintf(err, errlen, "NVRTC: out of memory for %zu bytes of SASS", n);
-    goto fail;
-  }
-  CHECK(nvrtcGetCUBIN(prog, (char *)bin));
-  *size = n;
-  nvrtcDestroyProgram(&prog);
-  return bin;
-fail:
-  free(bin);
-  if (prog) nvrtcDestroyProgram(&prog);
-  return NULL;
+  return (unsigned char *)compile(source, name, sm, true, size, log, err, errlen);
 }
 
 const char *nvrtc_version(void) {
