@@ -42,7 +42,7 @@ static void usage(FILE *f) {
         "       xfrun tokenize --train --vocab N FILE|DIR ... -o tokenizer.json   (see xfrun tokenize --help)\n"
         "       xfrun plot run.csv ... -o curves.svg                             (see xfrun plot --help)\n"
         "       xfrun compare A.xf B.xf ... --steps N [-D name=value] [-o DIR]   (see xfrun compare --help)\n"
-        "       xfrun info [model.so] [--gemm P] [--threads N]          (the CPU and its GEMM; the model's CUDA code)\n"
+        "       xfrun info [model.so] [--gemm P] [--threads N]                   (the CPU, its GEMM, the model's CUDA code)\n"
         "\n"
         "train:  AdamW on windows drawn from the training part of the corpus, then the held-out loss.\n"
         "eval:   mean loss and perplexity on the held-out part of the corpus.\n"
