@@ -1072,6 +1072,7 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
                                           [XF_CUDA_F_sass] = LLVMConstArray(e->i8p, sass, 2),
                                           [XF_CUDA_F_sass_size] = LLVMConstArray(e->i64, sass_size, 2),
                                           [XF_CUDA_F_sass_sm] = LLVMConstArray(e->i32, sass_sm, 2),
+                                          [XF_CUDA_F_precision] = ci32(e, o->precision),
                                           [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
                                           [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, XF_PROG_STEP + 1),
                                           [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, XF_PROG_STEP + 1),

@@ -38,6 +38,8 @@ static void usage(FILE *f) {
         "  --target=cuda   also CUDA kernels: CUDA C compiled by NVRTC to PTX, embedded with\n"
         "                  the source in model.so beside the CPU code (xfrun --device picks)\n"
         "  --gpu-arch=A    the virtual architecture of the PTX (default compute_80)\n"
+        "  --precision=P   the CUDA GEMMs: tf32 (default: float32 storage, TF32 tensor-core\n"
+        "                  products) or fp32 (float32 throughout: the oracle the tests use)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
@@ -114,6 +116,7 @@ struct Options {
   int opt_level;
   bool cuda;              // --target=cuda
   const char *gpu_arch;   // --gpu-arch
+  int precision;          // --precision: XF_PRECISION_*
   bool no_fuse;
   bool remat;
   bool stats;
@@ -273,7 +276,7 @@ static int codegen(Graph *g, const Options *o) {
       arena_free(&a);
       return 1;
     }
-    lo.ptx = ptx, lo.gpu_arch = o->gpu_arch;
+    lo.ptx = ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
     for (int i = 0; i < 2; i++) {  // SASS for the A100 and H100 generations beside the PTX
       lo.sass_sm[i] = i ? 90 : 80;
       if (!(sass[i] = cuda_sass(lo.cuda, lo.sass_sm[i], false, &lo.sass_size[i]))) {
@@ -445,6 +448,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->opt_level = 2;
   o->batch = 64;
   o->gpu_arch = "compute_80";
+  o->precision = XF_PRECISION_TF32;
   o->stdlib_dir = getenv("XF_STDLIB");
   if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
   for (int i = 1; i < argc; i++) {
@@ -490,6 +494,12 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       long sm = strncmp(v, "compute_", 8) ? 0 : strtol(v + 8, &end, 10);
       if (sm < 50 || sm > 200 || *end) return die_usage("%s: expected a virtual architecture such as compute_80", arg);
       o->gpu_arch = v;
+    } else if (!strncmp(arg, "--precision=", 12)) {
+      const char *v = arg + 12;
+      if (!strcmp(v, "tf32")) o->precision = XF_PRECISION_TF32;
+      else if (!strcmp(v, "fp32")) o->precision = XF_PRECISION_FP32;
+      else if (!strcmp(v, "bf16")) return die_usage("%s: bf16 GEMMs are not implemented yet (tf32 or fp32)", arg);
+      else return die_usage("%s: expected tf32 or fp32", arg);
     } else if (!strncmp(arg, "--stdlib=", 9)) {
       o->stdlib_dir = arg + 9;
     } else if (!strcmp(arg, "--stats")) {

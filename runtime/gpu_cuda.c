@@ -100,7 +100,14 @@ static bool c_load(XfGpu *g, const XfCuda *m) {
   if (!cuda_ok(g, cudaLibraryLoadData(&c->lib, code, NULL, NULL, 0, NULL, NULL, 0), "cudaLibraryLoadData", what))
     return false;
   size_t n = strlen(g->desc);
-  snprintf(g->desc + n, sizeof g->desc - n, ", %s%s", what, pick >= 0 ? "" : " (JIT)");
+  snprintf(g->desc + n, sizeof g->desc - n, ", %s%s, GEMMs in %s", what, pick >= 0 ? "" : " (JIT)",
+           m->precision == XF_PRECISION_TF32 ? "TF32" : "float32");
+  cublasStatus_t st = cublasSetMathMode(c->blas, m->precision == XF_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                                   : CUBLAS_PEDANTIC_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    snprintf(g->err, sizeof g->err, "cuda: cublasSetMathMode: %s", blas_status(st));
+    return false;
+  }
   c->kernels = calloc((size_t)m->nnames + 1, sizeof *c->kernels);
   if (!c->kernels) return snprintf(g->err, sizeof g->err, "cuda: out of host memory"), false;
   c->nkernels = m->nnames, c->module = m;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 8u
+#define XF_ABI_VERSION 9u
 
 struct XfApi;
 
@@ -158,6 +158,9 @@ enum { XF_ADAM_CHUNK = 4096 };
   F(P, I32, pt)
 
 enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
+// The GEMMs of the CUDA code: float32 throughout (the oracle), or float32
+// storage with TF32 tensor-core products (10-bit mantissas), float32 sums.
+enum { XF_PRECISION_FP32, XF_PRECISION_TF32 };
 
 // XfLaunch: one launch of a program's table.
 #define XF_LAUNCH_FIELDS(F, A, P)                                                                                \
@@ -219,6 +222,8 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
   F(P, P_STR, names)            /* kernel entry points (extern "C") */                                           \
   A(P, I32, nlaunch, 4)         /* XF_PROG_*, the step program's too (empty: none) */                            \
   A(P, P_LAUNCH, launch, 4)                                                                                      \
+  F(P, I32, precision)          /* the GEMMs' arithmetic: XF_PRECISION_*                                         \
+                                   (xfc --precision) */                                                        \
   F(P, I32, adamw)              /* the AdamW kernel: names[adamw]; slot 0 the XfAdamSeg table, slot 1 the    \
                                    hyper-parameters (lr, beta1, beta2, eps, weight decay: doubles); imm       \
                                    the segments, n the chunks of all of them */

@@ -68,6 +68,8 @@ usage_error() {
 }
 usage_error "--gpu-arch=sm_80" "expected a virtual architecture" "$xfc" --target=cuda --gpu-arch=sm_80 examples/she.xf
 usage_error "--target=metal" "expected cpu or cuda" "$xfc" --target=metal examples/she.xf
+usage_error "--precision=bf16" "bf16 GEMMs are not implemented yet" "$xfc" --target=cuda --precision=bf16 examples/she.xf
+usage_error "--precision=fp16" "expected tf32 or fp32" "$xfc" --target=cuda --precision=fp16 examples/she.xf
 
 # an NVRTC error is an internal error naming the kernel and its IR node with the source location
 k=$("$xfc" --emit=schedule examples/she.xf "${small[@]}" | awk '/layernorm/ {print $1; exit}' | tr -dc '0-9')
@@ -99,6 +101,10 @@ expect_error "--device tpu" "expected cpu or cuda" "$xfrun" train "$tmp/she_cuda
 out=$("$xfrun" info "$tmp/she_cuda.so" 2>&1)
 printf '%s' "$out" | grep -qE "CUDA code: PTX for compute_80 \([0-9]+ KiB\), SASS for sm_80 \([0-9]+ KiB\), SASS for sm_90" &&
   ok "xfrun info: $(printf '%s' "$out" | grep 'CUDA code' | cut -d: -f2-)" || bad "xfrun info model.so: $out"
+printf '%s' "$out" | grep -q "GEMMs in TF32" && ok "the GEMMs default to TF32" || bad "default precision: $out"
+"$xfc" --target=cuda --precision=fp32 -o "$tmp/she_fp32.so" examples/she.xf "${small[@]}" &&
+  "$xfrun" info "$tmp/she_fp32.so" | grep -q "GEMMs in float32" && ok "--precision=fp32: float32 GEMMs" ||
+  bad "--precision=fp32: $("$xfrun" info "$tmp/she_fp32.so" 2>&1)"
 out=$("$xfrun" info "$tmp/she_cpu.so" 2>&1)
 printf '%s' "$out" | grep -q "CPU code only" && ok "xfrun info on a CPU-only model.so" || bad "xfrun info CPU model: $out"
 expect_error "xfrun info on a missing model.so" "no-such.so" "$xfrun" info "$tmp/no-such.so"
