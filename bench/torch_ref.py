@@ -20,7 +20,7 @@ and the warm-up seconds.
 Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N [--device cuda]
        torch_ref.py sgemm --threads N [--device cuda]
 With --device cuda (scripts/gpu-check) the model, tokens and products are on
-the GPU in float32 (TF32 off, as xf's GEMMs), timed between synchronisations,
+the GPU in float32 (TF32 only with --tf32), timed between synchronisations,
 and the memory printed is the GPU's peak allocated, not the RSS.
 The sgemm mode prints two GFLOP/s rates of torch.mm in float32 into a
 preallocated output: at 1024^3, and the geometric mean over the products the
@@ -158,13 +158,15 @@ def main():
     a.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     a.add_argument("--threads", type=int, default=2); a.add_argument("--vocab", type=int, default=5000)
     a.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="cuda: the model on the GPU (float32, no TF32); the memory printed is the peak allocated on it")
+                   help="cuda: the model on the GPU; the memory printed is the peak allocated on it")
+    a.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core products (cuda), as xfc --precision=tf32")
     o = a.parse_args()
     dev = o.device
     if o.example == "sgemm":
         return sgemm(o.threads, dev)
     torch.set_num_threads(o.threads); torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = o.tf32
+    torch.backends.cudnn.allow_tf32 = o.tf32
     # seed 001 Table 1: vocab 5000, context 128, d 128, FFN 512, 32 heads, dropout 0.1
     m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1).to(dev).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
