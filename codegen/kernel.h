@@ -126,9 +126,10 @@ int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets,
 // reshapes compute nothing), except nodes folded into a fused kernel.
 Schedule *schedule_build(Arena *a, const Graph *g, bool fuse);
 int64_t symsize_eval(SymSize s, int64_t B, int64_t T);
-// The size of dimension d; a * b; the product of dims [from, to) of s.
+// The size of dimension d; a * b; a == b; the product of dims [from, to) of s.
 SymSize symsize_of(Dim d);
 SymSize symsize_mul(SymSize a, SymSize b);
+bool symsize_eq(SymSize a, SymSize b);
 SymSize symsize_prod(const Shape *s, int from, int to);
 
 #endif

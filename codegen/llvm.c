@@ -1007,8 +1007,7 @@ static V wrap_fn(Emit *e, int ki, V base, LWindow w) {
 }
 
 static bool window_eq(LWindow a, LWindow b) {
-  return a.kind == b.kind && a.stride.coef == b.stride.coef && a.stride.pb == b.stride.pb && a.stride.pt == b.stride.pt &&
-         a.extent.coef == b.extent.coef && a.extent.pb == b.extent.pb && a.extent.pt == b.extent.pt;
+  return a.kind == b.kind && symsize_eq(a.stride, b.stride) && symsize_eq(a.extent, b.extent);
 }
 
 // xf_prog_step: the sampling program with every kernel windowed.

@@ -874,8 +874,6 @@ static void lower_attention(Lo *L, const Node *n) {
 
 // ---- entry -------------------------------------------------------------------------
 
-static bool sym_eq(SymSize a, SymSize b) { return a.coef == b.coef && a.pb == b.pb && a.pt == b.pt; }
-
 LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
@@ -900,7 +898,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   default: lower_map(&L, n); break;
   }
   if (err[0]) return NULL;
-  if (k->fusion != FG_MATMUL_MAP && !sym_eq(L.lk->nouter, k->outer)) {
+  if (k->fusion != FG_MATMUL_MAP && !symsize_eq(L.lk->nouter, k->outer)) {
     snprintf(err, errlen, "internal error: kernel of %%%d (%s): loop outer extent %lldB^%dT^%d, schedule's %lldB^%dT^%d",
              n->id, ir_op_info[n->op].name, (long long)L.lk->nouter.coef, L.lk->nouter.pb, L.lk->nouter.pt,
              (long long)k->outer.coef, k->outer.pb, k->outer.pt);
@@ -910,8 +908,6 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
 }
 
 // ---- products ---------------------------------------------------------------------
-
-static bool sym_eq(SymSize a, SymSize b);
 
 // Per-axis strides of operand xs (matrix [rows, cols] last, its batch axes
 // aligned right with the output's nb batch axes): 0 where it has no such
@@ -926,7 +922,7 @@ static bool gemm_strides(const Shape *xs, const SymSize *batch, int nb, SymSize 
     bool one = j < 0 || (xs->d[j].kind == DIM_CONST && xs->d[j].n == 1);
     st[i] = one ? (SymSize){0, 0, 0} : acc;
     if (!one) acc = symsize_mul(acc, symsize_of(xs->d[j])), none = false;
-    if (one || !sym_eq(symsize_of(xs->d[j]), batch[i])) all = false;
+    if (one || !symsize_eq(symsize_of(xs->d[j]), batch[i])) all = false;
   }
   return all || none;
 }

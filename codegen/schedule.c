@@ -22,6 +22,7 @@ SymSize symsize_of(Dim d) {
 }
 
 SymSize symsize_mul(SymSize a, SymSize b) { return (SymSize){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
+bool symsize_eq(SymSize a, SymSize b) { return a.coef == b.coef && a.pb == b.pb && a.pt == b.pt; }
 
 SymSize symsize_prod(const Shape *s, int from, int to) {
   SymSize r = {1, 0, 0};
