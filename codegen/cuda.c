@@ -732,6 +732,15 @@ static int render_body(R *r, const Kernel *k) {
   }
 }
 
+// The step program's window (lower_window) of a launch whose work items are
+// `per_outer` per outer index of its kernel and `per_row` per position of
+// LW_ROWS (XfLaunch.win_*); LW_FULL leaves the launch whole.
+static void window(XfLaunch *rec, LWindow w, XfSym per_outer, XfSym per_row) {
+  if (w.kind == LW_FULL) return;
+  rec->win_stride = w.kind == LW_OUTER ? sym_mul(xsym(w.stride), per_outer) : per_row;
+  rec->win_extent = xsym(w.extent);
+}
+
 static int line_of(const char *text, long offset) {
   int line = 1;
   for (long i = 0; i < offset && text[i]; i++) line += text[i] == '\n';
@@ -754,6 +763,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   // per class described by lower.c: its launch's work items, and the items
   // per outer index (the inner extent in ELEM mode, else 1)
   bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
+  LGemm **gemm = calloc((size_t)s->nkernels + 1, sizeof(LGemm *));  // per class: its GEMMs, or NULL
   XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym)), *linner = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
   char *buf = NULL;
   size_t len = 0;
@@ -768,8 +778,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     if (k->cls != ki) continue;
     const Node *n = &g->nodes[k->node];
     r.k = k;
+    LGemm *gm = gemm[ki] = lower_gemm(a, s, k);
     if (k->fusion == FG_WEIGHT_GRAD) continue;  // a GEMM only
-    LGemm *gm = lower_gemm(a, s, k);
     if (gm && !gm->flat) {
       char *name = arena_printf(a, "xf_k%d_mm", ki);
       fflush(r.f), name_off[m->nnames] = (long)len;
@@ -863,7 +873,6 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
       LWindow w = step ? lower_window(s, time_axis, k) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
-      XfSym wstride = xsym(w.stride), wext = xsym(w.extent);
       int slots[XF_NSLOTS];
       for (int j = 0; j < XF_NSLOTS; j++) slots[j] = -1;
       slots[KS_OUT] = schedule_root(s, k->out);
@@ -871,7 +880,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       for (int j = 0; j < k->nin; j++) slots[KS_IN0 + j] = schedule_root(s, k->in[j]);
       r.k = k;
       XfLaunch rec;
-      LGemm *gm = lower_gemm(a, s, k);
+      const LGemm *gm = gemm[c];
       if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows
         rec = gemm_launch(gm, false);
         memcpy(rec.slots, slots, sizeof slots);
@@ -879,13 +888,6 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
         L[nl++] = rec;
         continue;
       }
-      // the window of a launch whose work items are `per_outer` per outer
-      // index of the kernel and `per_row` per position of LW_ROWS
-#define WINDOW(rec, per_outer, per_row)                                                         \
-  do {                                                                                          \
-    if (w.kind == LW_OUTER) (rec).win_stride = sym_mul(wstride, per_outer), (rec).win_extent = wext; \
-    if (w.kind == LW_ROWS) (rec).win_stride = (per_row), (rec).win_extent = wext;                 \
-  } while (0)
       XfSym rows = sym_c(1);  // FG_MATMUL_MAP: rows of each product
       if (gm) {
         XfSym mn = sym_mul(xsym(gm->m), xsym(gm->n));
@@ -893,10 +895,10 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
         if (fn_mm[c] >= 0) {
           rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_mul(mn, xsym(gm->count)),
                            .per_block = ELEM_THREADS, .threads = ELEM_THREADS};
-          WINDOW(rec, mn, xsym(gm->n));
+          window(&rec, w, mn, xsym(gm->n));
         } else {
           rec = gemm_launch(gm, w.kind != LW_ROWS);
-          if (w.kind == LW_ROWS) rec.win_stride = sym_c(1), rec.win_extent = wext;  // an LW_OUTER GEMM runs whole
+          if (w.kind == LW_ROWS) window(&rec, w, sym_c(0), sym_c(1));  // rows [w0, w1); an LW_OUTER GEMM runs whole
         }
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = n->op == OP_MATMUL;
@@ -909,14 +911,13 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
                        .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
       if (lowered[c]) {  // the epilogue of a product works on its rows
-        WINDOW(rec, sym_mul(rows, linner[c]), linner[c]);
+        window(&rec, w, sym_mul(rows, linner[c]), linner[c]);
       } else if (w.kind != LW_FULL) {  // a convolution, a thread per output element
         int rk = n->shape.rank;
         XfSym row = xsym(symsize_of(n->shape.d[rk - 1]));
         XfSym per = n->conv == CONV_MATRIX ? sym_mul(xsym(symsize_of(g->nodes[n->in[0]].shape.d[rk - 2])), row) : row;
-        WINDOW(rec, per, row);
+        window(&rec, w, per, row);
       }
-#undef WINDOW
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;
@@ -924,7 +925,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     }
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
-  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads);
+  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads), free(gemm);
   m->error = r.err;
   return m;
 }
