@@ -27,6 +27,7 @@ typedef struct {
   int nkernels;
   size_t max_shmem;  // dynamic shared memory a block may opt in to
   bool sync_each;    // XF_CUDA_SYNC: wait for every launch and GEMM
+  int sm;            // compute capability, 10 major + minor (90: sm_90)
 } Cuda;
 
 static bool cuda_ok(XfGpu *g, cudaError_t e, const char *call, const char *what) {
@@ -86,11 +87,9 @@ static bool c_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
 // JIT-compiled by the driver.
 static bool c_load(XfGpu *g, const XfCuda *m) {
   Cuda *c = g->impl;
-  int major = 0, minor = 0, pick = -1;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+  int pick = -1;
   for (int i = 0; i < 2; i++)
-    if (m->sass_size[i] && m->sass_sm[i] / 10 == major && m->sass_sm[i] % 10 <= minor &&
+    if (m->sass_size[i] && m->sass_sm[i] / 10 == c->sm / 10 && m->sass_sm[i] <= c->sm &&
         (pick < 0 || m->sass_sm[i] > m->sass_sm[pick]))
       pick = i;
   char what[64];
@@ -204,6 +203,7 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
             cuda_ok(g, cudaStreamCreate(&c->stream), "cudaStreamCreate", "the stream");
   c->max_shmem = (size_t)optin;
   g->stream = c->stream;
+  if (ok) c->sm = 10 * prop.major + prop.minor;
   if (ok) snprintf(g->desc, sizeof g->desc, "GPU %d: %.120s, sm_%d%d%s", device, prop.name, prop.major, prop.minor,
                    c->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
   if (ok) {
