@@ -850,19 +850,18 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
     // every buffer of the step program at (nseq, context), each its own storage
     size_t total = 0;
     for (int i = 0; i < m->nstep_bufs; i++) total += ((size_t)buf_numel(&m->buffers[m->step_bufs[i]], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
+    size_t bytes = total ? total : 64;
     s->bufs = calloc((size_t)m->nbuffers + 1, sizeof *s->bufs);
-    if (rt->gpu) {
+    if (rt->gpu) {  // device storage (xf_sampler_close releases it)
       void *d = NULL;
-      if (!rt->gpu->alloc(rt->gpu, &d, total ? total : 64) || !rt->gpu->fill(rt->gpu, d, 0, total ? total : 64)) {
+      if (rt->gpu->alloc(rt->gpu, &d, bytes)) s->arena = d;
+      if (!s->arena || !rt->gpu->fill(rt->gpu, s->arena, 0, bytes)) {
         fail(err, errlen, "the sampler's caches on the device: %s", rt->gpu->err);
-        if (d) rt->gpu->release(rt->gpu, d);
-        free(s->hist), free(s->out), free(s->bufs), free(s);
+        xf_sampler_close(s);
         return NULL;
       }
-      s->arena = d;
-    } else {
-      s->arena = aligned_alloc(64, total ? total : 64);
-      if (s->arena) memset(s->arena, 0, total);
+    } else if ((s->arena = aligned_alloc(64, bytes))) {
+      memset(s->arena, 0, total);
     }
     ok = s->bufs && s->arena;
     if (ok) {
