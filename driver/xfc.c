@@ -178,6 +178,10 @@ static char *cuda_ptx(const Schedule *s, const CudaModule *m, const char *arch) 
   return NULL;
 }
 
+// The real architectures model.so carries SASS for, beside the PTX: the A100
+// and H100 generations.
+static const int sass_sm[2] = {80, 90};
+
 // The SASS of m for sm_XY (80, 90) from NVRTC, with ptxas's resources: on
 // stderr as one summary line when `summary`, else only when registers spill.
 // NULL after printing why.
@@ -232,7 +236,7 @@ static int codegen(Graph *g, const Options *o) {
     else if ((ptx = cuda_ptx(s, cm, o->gpu_arch))) fputs(ptx, stdout);
     for (int i = 0; ptx && i < 2; i++) {  // ptxas's resources for the SASS model.so would carry
       size_t n;
-      unsigned char *bin = cuda_sass(cm, i ? 90 : 80, true, &n);
+      unsigned char *bin = cuda_sass(cm, sass_sm[i], true, &n);
       if (!bin) free(ptx), ptx = NULL;
       free(bin);
     }
@@ -277,8 +281,8 @@ static int codegen(Graph *g, const Options *o) {
       return 1;
     }
     lo.ptx = ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
-    for (int i = 0; i < 2; i++) {  // SASS for the A100 and H100 generations beside the PTX
-      lo.sass_sm[i] = i ? 90 : 80;
+    for (int i = 0; i < 2; i++) {
+      lo.sass_sm[i] = sass_sm[i];
       if (!(sass[i] = cuda_sass(lo.cuda, lo.sass_sm[i], false, &lo.sass_size[i]))) {
         free(ptx), free(sass[0]);
         if (*obj) unlink(obj);
