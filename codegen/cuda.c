@@ -359,14 +359,17 @@ typedef struct {
 // An LK_ROWS kernel with a few outer indices (a constant number, at most
 // ROW_BLOCK_MAX: the serial kernels, the reductions over every row) gets a
 // block of ROW_BLOCK_THREADS per outer index instead of a warp, its par loops
-// and reductions spread over the block.
+// and reductions spread over the block; one with a team (LKernel.team) a
+// block of that many threads.
 enum { ROW_BLOCK_MAX = 64 };
 static bool lk_has_reduce(const LStmt *st) {
   for (; st; st = st->next)
     if (st->kind == LS_REDUCE || lk_has_reduce(st->body)) return true;
   return false;
 }
-static bool lk_row_block(const LKernel *lk) { return lk->nouter.pb == 0 && lk->nouter.pt == 0 && lk->nouter.coef <= ROW_BLOCK_MAX; }
+static bool lk_row_block(const LKernel *lk) {
+  return lk->team > 0 || (lk->nouter.pb == 0 && lk->nouter.pt == 0 && lk->nouter.coef <= ROW_BLOCK_MAX);
+}
 
 static void lk_slots_expr(LP *p, const LExpr *e) {
   if (!e) return;
@@ -439,6 +442,7 @@ static void lx(LP *p, const LExpr *e) {
   case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
   case LX_VAR: out(r, "%s", p->name[e->var]); return;
   case LX_ROW0: out(r, "a.row0"); return;
+  case LX_WIN: out(r, e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
     else out(r, "%c%d[", view_of(p, e->slot), view_index(e->slot));
@@ -734,9 +738,10 @@ static int render_body(R *r, const Kernel *k) {
 
 // The step program's window (lower_window) of a launch whose work items are
 // `per_outer` per outer index of its kernel and `per_row` per position of
-// LW_ROWS (XfLaunch.win_*); LW_FULL leaves the launch whole.
+// LW_ROWS (XfLaunch.win_*); LW_FULL and LW_BODY (the kernel reads a.w0, a.w1)
+// leave the launch whole.
 static void window(XfLaunch *rec, LWindow w, XfSym per_outer, XfSym per_row) {
-  if (w.kind == LW_FULL) return;
+  if (w.kind == LW_FULL || w.kind == LW_BODY) return;
   rec->win_stride = w.kind == LW_OUTER ? sym_mul(xsym(w.stride), per_outer) : per_row;
   rec->win_extent = xsym(w.extent);
 }
@@ -792,8 +797,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     // the loop description (training variant, and inference when it holds a
     // dropout), or NULL for the kernels rendered here, or an error
     char lerr[512] = "";
-    LKernel *lk[2] = {lower_kernel(a, s, k, true, lerr, sizeof lerr), NULL};
-    if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, false, lerr, sizeof lerr);
+    LKernel *lk[2] = {lower_kernel(a, s, k, LTARGET_GPU, true, lerr, sizeof lerr), NULL};
+    if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, LTARGET_GPU, false, lerr, sizeof lerr);
     if (lerr[0] && !r.err) r.err = arena_strdup(a, lerr);
     int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
     if (lk[0]) {
@@ -820,7 +825,9 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       if (variant) fn_infer[ki] = m->nnames;
       else fn_train[ki] = m->nnames;
       m->names[m->nnames++] = name;
-      threads[ki] = lk[variant] && mode[ki] == MODE_WARP ? 32 * lk_warps(lk[variant]) : mode_threads(mode[ki]);
+      threads[ki] = lk[variant] && mode[ki] == MODE_WARP                          ? 32 * lk_warps(lk[variant])
+                    : lk[variant] && mode[ki] == MODE_ROW_BLOCK && lk[variant]->team ? lk[variant]->team
+                                                                                   : mode_threads(mode[ki]);
       fn_open(&r, name, threads[ki]);
       if (broken == ki) out(&r, "  xf_undefined_by_test_hook;\n");
       fputs(body, r.f);
@@ -872,7 +879,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
-      LWindow w = step ? lower_window(s, time_axis, k) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
+      LWindow w = step ? lower_window(s, time_axis, k, LTARGET_GPU) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
       int slots[XF_NSLOTS];
       for (int j = 0; j < XF_NSLOTS; j++) slots[j] = -1;
       slots[KS_OUT] = schedule_root(s, k->out);

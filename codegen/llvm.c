@@ -690,6 +690,7 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_DIM: return x->ival ? e->T : e->B;
   case LX_VAR: return p->vals[x->var];
   case LX_ROW0: return p->row0;
+  case LX_WIN: return e->win ? (x->ival ? e->w1 : e->w0) : x->ival ? e->T : ci64(e, 0);
   case LX_LOAD: {
     bool is_int = x->type == LT_I64;
     V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
@@ -846,7 +847,7 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->k = k;
   char lerr[sizeof e->err] = "";
   const LGemm *gm = lower_gemm(&e->arena, e->s, k);
-  const LKernel *lk = lower_kernel(&e->arena, e->s, k, train, lerr, sizeof lerr);
+  const LKernel *lk = lower_kernel(&e->arena, e->s, k, LTARGET_CPU, train, lerr, sizeof lerr);
   if (gm) emit_gemm(e, gm);
   if (lk) emit_lowered(e, gm, lk);
   else if (!gm && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
@@ -966,8 +967,9 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
 // ---- the step program (incremental decoding) ------------------------------------
 // Each kernel of the sampling program on its window (lower_window, loops.h):
 // LW_OUTER, a wrapper calls the kernel on the outer indices in the window;
-// LW_ROWS, the kernel's windowed variant (Emit.win: its products on rows
-// [w0, w1) of each batch entry); LW_FULL, the kernel.
+// LW_ROWS and LW_BODY, the kernel's windowed variant (Emit.win: its products
+// on rows [w0, w1) of each batch entry, LX_WIN the window); LW_FULL, the
+// kernel.
 
 // xf_kN_w: base on the outer indices whose position is in the window.
 static V wrap_fn(Emit *e, int ki, V base, LWindow w) {
@@ -1018,14 +1020,14 @@ static V step_program(Emit *e, const int *ta, V *kinf) {
   for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
-    LWindow w = lower_window(s, ta, k);
+    LWindow w = lower_window(s, ta, k, LTARGET_CPU);
     if (by_class[k->cls] && window_eq(class_win[k->cls], w)) {  // a class's kernels share their windowed function
       fns[ki] = by_class[k->cls];
       continue;
     }
     V f = kinf[k->cls];
     if (w.kind == LW_OUTER) f = wrap_fn(e, ki, kinf[k->cls], w);
-    else if (w.kind == LW_ROWS) f = kernel_fn(e, k->cls, false, true);
+    else if (w.kind == LW_ROWS || w.kind == LW_BODY) f = kernel_fn(e, k->cls, false, true);
     e->win = false;
     fns[ki] = f;
     if (!by_class[k->cls]) by_class[k->cls] = f, class_win[k->cls] = w;

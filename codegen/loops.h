@@ -46,6 +46,9 @@ typedef enum {
   LX_VAR,     // the value of variable var
   LX_ROW0,    // i64: the global batch row of this call's row 0 (XfApi.row0;
               // data-parallel ranks see disjoint rows): dropout's element index
+  LX_WIN,     // i64: the step program's positions [w0, w1) (ival 0: w0, 1: w1),
+              // for a kernel that windows its own body (lower_window LW_BODY);
+              // 0 and T in every other program
   LX_LOAD,    // element a[0] (i64) of operand slot: f32, or (type LT_I64) an
               // int32 token id sign-extended
   // f32 -> f32 (x = a[0]): -x, e^x (the Cephes polynomial of both backends,
@@ -146,7 +149,16 @@ typedef struct {
   // LX_LOAD or LS_STORE names local i (a CPU stack array, GPU shared memory)
   int nlocals;
   int64_t local_size[LK_MAX_LOCALS];
+  int team;             // LK_ROWS on a GPU: 0, the printer's choice (a warp per
+                        // outer index); else a block of `team` threads per
+                        // outer index, its par loops spread over all of them
 } LKernel;
+
+// Which processor the description is for: the middle picks the form of a
+// kernel per target (attention: a query row across heads per outer index on
+// a CPU, a (sequence, head) per block of threads on a GPU); both compute the
+// same values.
+typedef enum { LTARGET_CPU, LTARGET_GPU } LTarget;
 
 // A product as GEMMs (MATMUL, the product of FG_MATMUL_MAP, FG_WEIGHT_GRAD),
 // row-major as cblas_sgemm: for every batch entry, the coordinates c_i of
@@ -187,7 +199,7 @@ void lgemm_print(FILE *f, const LGemm *gm);
 // a kernel that has no lowering is reported in err (file:line:col, the
 // op's name) and NULL returned with err set; err[0] == 0 otherwise. train:
 // the training variant (dropout draws its mask), else dropout is the identity.
-LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen);
+LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, bool train, char *err, size_t errlen);
 // The step program (incremental decoding, XfModel.step) runs the sampling
 // program's kernels on positions [w0, w1) of the time axis of their output
 // (passes/causal.c). Computing more than the window is always correct
@@ -200,6 +212,7 @@ typedef enum {
   LW_ROWS,   // the positions are the rows of a product (or of a matrix-kind
              // convolution) inside one outer index, `extent` of them: each
              // outer index's rows [w0, w1) (a backend's windowed GEMMs)
+  LW_BODY,   // the whole launch, whose body reads the window itself (LX_WIN)
 } LWindowKind;
 
 typedef struct {
@@ -207,13 +220,14 @@ typedef struct {
   SymSize stride, extent;  // LW_OUTER: in outer indices; LW_ROWS: stride 1
 } LWindow;
 
-// The window of kernel k of the sampling program; time_axis[node] from
-// causal_analyze (NULL: every kernel LW_FULL).
-LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k);
+// The window of kernel k of the sampling program on target tgt;
+// time_axis[node] from causal_analyze (NULL: every kernel LW_FULL).
+LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, LTarget tgt);
 // Text of an LKernel: one line per statement.
 void lkernel_print(FILE *f, const LKernel *lk);
-// xfc --emit=loops: every kernel class of s, its loops or the backends'
-// kernel it is. Returns 0, or 1 after printing a lowering error to stderr.
-int lower_print(FILE *f, Arena *a, const Schedule *s);
+// xfc --emit=loops: every kernel class of s as described for tgt, its loops
+// or the backends' kernel it is. Returns 0, or 1 after printing a lowering
+// error to stderr.
+int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt);
 
 #endif

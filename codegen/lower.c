@@ -23,7 +23,9 @@ typedef struct {
   const Graph *g;
   const Kernel *k;
   LKernel *lk;
+  LTarget tgt;
   bool train;
+  bool own_outer;   // the form chosen for tgt has its own outer extent, not Kernel.outer
   char *err;
   size_t errlen;
   int cap;
@@ -857,6 +859,244 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
 #undef LOC
 #undef LOC_AT
 
+// ---- attention on a GPU: a block of threads per (sequence, head) ---------------------
+//
+// Outer index o = b NH + hd, a block of ATT_TEAM threads; a thread per query
+// row (in the gradient's last sweep, per key row), strided when T >
+// ATT_TEAM. K and V (in that last sweep Q and dO) pass through shared memory
+// in tiles of ATT_TILE rows, loaded by all threads; the causal mask skips
+// every tile past a row. Per-row state lives in local arrays laid out
+// [feature, row] (consecutive threads, consecutive words). Scores are never
+// stored: a row keeps its running maximum m, sum l and accumulators, and
+// rescales them by e^(m_old - m_new) as keys arrive (the online softmax).
+enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_LOCAL_BUDGET = 64 * 1024 };
+
+// Floats of local arrays of the forward (grad false) or the gradient.
+static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
+  return grad ? tmax * (3 + 2 * h + e) + ATT_TILE * (h + e) : tmax * (2 + e) + ATT_TILE * (h + e);
+}
+
+// Whether attention node n takes the GPU form on tgt: its block's state fits
+// ATT_LOCAL_BUDGET bytes of shared memory (else the CPU's form, a warp per
+// query row or sequence).
+static bool att_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
+  if (tgt != LTARGET_GPU || (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD)) return false;
+  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
+  int r = qs->rank;
+  int64_t loc = att_gpu_locals(g->t_max, qs->d[r - 1].n, vs->d[r - 1].n, n->op == OP_ATTENTION_GRAD);
+  return loc * (int64_t)sizeof(float) <= ATT_LOCAL_BUDGET;
+}
+
+static LExpr *imin(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), x, y); }
+static LExpr *imax(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), y, x); }
+static LExpr *xwin(Lo *L, int hi) {
+  LExpr *e = ex(L, LX_WIN, LT_I64);
+  e->ival = hi;
+  return e;
+}
+
+// Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
+static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
+  return iadd(L, imul(L, iadd(L, imul(L, row, xi(L, a->NH)), xvar(L, hd)), xi(L, n)), c);
+}
+
+// Local tile [ATT_TILE, n] <- rows r0 + [k0, k0 + ATT_TILE) of slot, head hd,
+// by all threads; rows clamped to hi - 1 (a clamped row is a copy no thread
+// reads: every reader stops at a row < hi).
+static void att_tile(Lo *L, const Att *a, int tile, int slot, int64_t n, int r0, int hd, int k0, int hi) {
+  int x = for_begin(L, xi(L, 0), xi(L, ATT_TILE * n), true, "x");
+  LExpr *row = imin(L, iadd(L, xvar(L, k0), x2(L, LX_DIV, xvar(L, x), xi(L, n))), x2(L, LX_SUB, xvar(L, hi), xi(L, 1)));
+  store(L, tile, xvar(L, x), load(L, slot, att_at(L, a, n, iadd(L, xvar(L, r0), row), hd, x2(L, LX_REM, xvar(L, x), xi(L, n)))));
+  for_end(L);
+}
+
+// A thread's own row of n features (row r of slot, head hd): its values as
+// variables when n <= 16, else loaded where used.
+typedef struct {
+  int slot, hd, var[16];
+  int64_t n;
+  LExpr *row;
+} AttRow;
+static AttRow att_row(Lo *L, const Att *a, int slot, int64_t n, LExpr *row, int hd, const char *name) {
+  AttRow w = {.slot = slot, .hd = hd, .n = n, .row = row};
+  for (int64_t c = 0; c < n && n <= 16; c++) w.var[c] = let(L, load(L, slot, att_at(L, a, n, row, hd, xi(L, c))), name);
+  return w;
+}
+// sum_c w_c tile[t n + c], in the order of c (straight-line for n <= 16).
+static LExpr *att_dot(Lo *L, const Att *a, const AttRow *w, int tile, LExpr *t) {
+  LExpr *base = imul(L, t, xi(L, w->n));
+  if (w->n <= 16) {
+    LExpr *acc = NULL;
+    for (int64_t c = 0; c < w->n; c++) {
+      LExpr *p = x2(L, LX_MUL, xvar(L, w->var[c]), load(L, tile, iadd(L, base, xi(L, c))));
+      acc = acc ? x2(L, LX_ADD, acc, p) : p;
+    }
+    return acc ? acc : xf(L, 0);
+  }
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, w->n), &c);
+  LExpr *v = load(L, w->slot, att_at(L, a, w->n, w->row, w->hd, xvar(L, c)));
+  return xvar(L, reduce_end(L, st, x2(L, LX_MUL, v, load(L, tile, iadd(L, base, xvar(L, c)))), "dot"));
+}
+
+// Online softmax step of row i for score s (variable): m <- max(m, s),
+// returns the variables al = e^(m_old - m_new) and p = e^(s - m_new);
+// l <- l al + p.
+static void att_online(Lo *L, int M, int Ls, int i, int s, int *al, int *p) {
+  int m0 = let(L, load(L, M, xvar(L, i)), "m0");
+  int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, m0)), "mn");
+  *al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, m0), xvar(L, mn))), "al");
+  *p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+  store(L, M, xvar(L, i), xvar(L, mn));
+  store(L, Ls, xvar(L, i), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, i)), xvar(L, *al)), xvar(L, *p)));
+}
+
+// acc[c tmax + i] <- acc al + f val_c for c < n (val_c = tile[t n + c])
+static void att_axpy(Lo *L, int acc, int64_t n, int i, LExpr *al, LExpr *f, int tile, LExpr *t) {
+  int64_t tm = L->g->t_max;
+  for (Feat fc = feat_begin(L, n); feat_more(L, &fc);) {
+    LExpr *at = iadd(L, imul(L, feat_c(L, &fc), xi(L, tm)), xvar(L, i));
+    LExpr *old = load(L, acc, at);
+    if (al) old = x2(L, LX_MUL, old, al);
+    store(L, acc, at, x2(L, LX_ADD, old, x2(L, LX_MUL, f, load(L, tile, iadd(L, imul(L, t, xi(L, n)), feat_c(L, &fc))))));
+  }
+}
+
+// Forward, rows [w0, min(w1, T)) of the step program's window (all rows
+// elsewhere): o_i = (sum_{j <= i} p_j v_j) / sum_{j <= i} p_j, p_j = e^(s_j - m).
+static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int lo = let(L, xwin(L, 0), "lo"), hi = let(L, imin(L, xwin(L, 1), a->T), "hi");
+  int M = local(L, tm), Ls = local(L, tm), A = local(L, tm * e), Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);
+  int i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
+  store(L, M, xvar(L, i), xf(L, -INFINITY));
+  store(L, Ls, xvar(L, i), xf(L, 0));
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  for_end(L);
+  LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, hi), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
+  int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+  int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
+  att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, hi);
+  att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, hi);
+  i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
+  int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+  AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
+  int jj = for_begin(L, xi(L, 0), xvar(L, jn), false, "jj");
+  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+  int al, p;
+  att_online(L, M, Ls, i, s, &al, &p);
+  att_axpy(L, A, e, i, xvar(L, al), xvar(L, p), Vt, xvar(L, jj));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+  i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "inv");
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);)
+    store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), xvar(L, i)), hd, feat_c(L, &f)),
+          x2(L, LX_MUL, load(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i))), xvar(L, inv)));
+  for_end(L);
+}
+
+// Gradient, every row. With P_ij = e^(s_ij - m_i) / l_i, dP_ij = do_i . v_j,
+// D_i = sum_j P_ij dP_ij, dS_ij = scale P_ij (dP_ij - D_i):
+// dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij do_i,
+// each summed in index order. Sweeps: (1) over key tiles, per query row,
+// m_i, l_i and sum_j u_j dP_ij online; (2) over key tiles, per query row,
+// dq_i; (3) over query tiles (Q and dO), per key row j, dk_j and dv_j.
+static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, w = a->w, tm = L->g->t_max;
+  int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int T = let(L, a->T, "T");
+  int M = local(L, tm), Ls = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);
+  int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles; in sweep 3 Q, dO
+  int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  store(L, M, xvar(L, i), xf(L, -INFINITY));
+  store(L, Ls, xvar(L, i), xf(L, 0));
+  store(L, D, xvar(L, i), xf(L, 0));
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    store(L, DQ, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+    store(L, DK, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, DV, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  for_end(L);
+  LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
+  for (int sweep = 1; sweep <= 2; sweep++) {
+    int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+    int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
+    att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, T);
+    att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, T);
+    i = for_begin(L, xvar(L, k0), xvar(L, T), true, "i");
+    int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+    LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
+    AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
+    int mi = -1, inv = -1, Di = -1;
+    if (sweep == 2) {
+      mi = let(L, load(L, M, xvar(L, i)), "mi");
+      inv = let(L, load(L, Ls, xvar(L, i)), "inv");
+      Di = let(L, load(L, D, xvar(L, i)), "Di");
+    }
+    int jj = for_begin(L, xi(L, 0), xvar(L, jn), false, "jj");
+    int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+    int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
+    if (sweep == 1) {
+      int al, p;
+      att_online(L, M, Ls, i, s, &al, &p);
+      store(L, D, xvar(L, i), x2(L, LX_ADD, x2(L, LX_MUL, load(L, D, xvar(L, i)), xvar(L, al)), x2(L, LX_MUL, xvar(L, p), xvar(L, dp))));
+    } else {
+      int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mi))), xvar(L, inv)), "p");
+      int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))), "ds");
+      att_axpy(L, DQ, h, i, NULL, xvar(L, ds), Kt, xvar(L, jj));
+    }
+    for_end(L);
+    for_end(L);
+    for_end(L);
+    if (sweep == 1) {  // l_i <- 1 / l_i, D_i <- D_i / l_i
+      i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+      int il = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "il");
+      store(L, Ls, xvar(L, i), xvar(L, il));
+      store(L, D, xvar(L, i), x2(L, LX_MUL, load(L, D, xvar(L, i)), xvar(L, il)));
+      for_end(L);
+    }
+  }
+  // sweep 3: query tiles; key row j takes the tile's rows i >= j
+  int qt = for_begin(L, xi(L, 0), ntile, false, "qt");
+  int q0 = let(L, imul(L, xvar(L, qt), xi(L, ATT_TILE)), "q0");
+  att_tile(L, a, Kt, KS_IN0, h, r0, hd, q0, T);
+  att_tile(L, a, Vt, KS_IN0 + 3, e, r0, hd, q0, T);
+  int j = for_begin(L, xi(L, 0), imin(L, xvar(L, T), iadd(L, xvar(L, q0), xi(L, ATT_TILE))), true, "j");
+  int ilo = let(L, x2(L, LX_SUB, imax(L, xvar(L, j), xvar(L, q0)), xvar(L, q0)), "ilo");
+  int ihi = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_TILE)), "ihi");
+  LExpr *row = iadd(L, xvar(L, r0), xvar(L, j));
+  AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
+  int ii = for_begin(L, xvar(L, ilo), xvar(L, ihi), false, "ii");
+  int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
+  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), "s");
+  int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), load(L, M, xvar(L, iq)))), load(L, Ls, xvar(L, iq))), "p");
+  int dp = let(L, att_dot(L, a, &v, Vt, xvar(L, ii)), "dp");
+  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, iq))))), "ds");
+  att_axpy(L, DK, h, j, NULL, xvar(L, ds), Kt, xvar(L, ii));
+  att_axpy(L, DV, e, j, NULL, xvar(L, p), Vt, xvar(L, ii));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+  // the [T, NH, 2h + e] rows: dq | dk | dv per head
+  i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  LExpr *orow = iadd(L, xvar(L, r0), xvar(L, i));
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f), *at = iadd(L, imul(L, c, xi(L, tm)), xvar(L, i));
+    store(L, KS_OUT, att_at(L, a, w, orow, hd, c), load(L, DQ, at));
+    store(L, KS_OUT, att_at(L, a, w, orow, hd, iadd(L, xi(L, h), c)), load(L, DK, at));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    store(L, KS_OUT, att_at(L, a, w, orow, hd, iadd(L, xi(L, 2 * h), c)), load(L, DV, iadd(L, imul(L, c, xi(L, tm)), xvar(L, i))));
+  }
+  for_end(L);
+}
+
 static void lower_attention(Lo *L, const Node *n) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
@@ -865,6 +1105,14 @@ static void lower_attention(Lo *L, const Node *n) {
            .T = xdim(L, qs->d[tax])};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
+  if (att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
+    L->own_outer = true, L->lk->team = ATT_TEAM;
+    L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH));
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH, 0, 0});
+    if (grad) lower_attention_grad_gpu(L, &a, n);
+    else lower_attention_fwd_gpu(L, &a, n);
+    return;
+  }
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows
   L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = symsize_prod(qs, 0, nouter);
   a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
@@ -874,14 +1122,14 @@ static void lower_attention(Lo *L, const Node *n) {
 
 // ---- entry -------------------------------------------------------------------------
 
-LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, char *err, size_t errlen) {
+LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, bool train, char *err, size_t errlen) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
   if (errlen) err[0] = 0;
   if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX ||
       n->op == OP_CONV_DW)
     return NULL;
-  Lo L = {.a = a, .s = s, .g = g, .k = k, .train = train, .err = err, .errlen = errlen};
+  Lo L = {.a = a, .s = s, .g = g, .k = k, .tgt = tgt, .train = train, .err = err, .errlen = errlen};
   L.lk = arena_alloc(a, sizeof *L.lk);
   L.tail[0] = &L.lk->body;
   new_var(&L, LT_I64, "o");
@@ -898,7 +1146,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, bool train, 
   default: lower_map(&L, n); break;
   }
   if (err[0]) return NULL;
-  if (k->fusion != FG_MATMUL_MAP && !symsize_eq(L.lk->nouter, k->outer)) {
+  if (k->fusion != FG_MATMUL_MAP && !L.own_outer && !symsize_eq(L.lk->nouter, k->outer)) {
     snprintf(err, errlen, "internal error: kernel of %%%d (%s): loop outer extent %lldB^%dT^%d, schedule's %lldB^%dT^%d",
              n->id, ir_op_info[n->op].name, (long long)L.lk->nouter.coef, L.lk->nouter.pb, L.lk->nouter.pt,
              (long long)k->outer.coef, k->outer.pb, k->outer.pt);
@@ -999,7 +1247,7 @@ void lgemm_print(FILE *f, const LGemm *gm) {
 
 // The axes [0, nouter) of *sh are the coordinates of k's outer index
 // (schedule.c outer_of; for FG_MATMUL_MAP the product's batch axes).
-LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k) {
+LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, LTarget tgt) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
   const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
@@ -1007,6 +1255,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k) {
   int a = time_axis ? time_axis[n->id] : -1, r = n->shape.rank, nouter = r - 1;
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
+  if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
@@ -1039,6 +1288,7 @@ static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
   case LX_DIM: fputs(e->ival ? "T" : "B", f); return;
   case LX_VAR: print_var(f, lk, e->var); return;
   case LX_ROW0: fputs("row0", f); return;
+  case LX_WIN: fputs(e->ival ? "w1" : "w0", f); return;
   case LX_LOAD:
     if (e->slot >= LK_LOCAL0) fprintf(f, "local%d[", e->slot - LK_LOCAL0);
     else fprintf(f, "%s%d[", lk->slot_int[e->slot] ? "ids" : "s", e->slot);
@@ -1094,19 +1344,21 @@ void lkernel_print(FILE *f, const LKernel *lk) {
   fprintf(f, "  %s %s, outer [0, ", lk->name, lk->shape == LK_ELEMENTS ? "elements" : "rows");
   print_expr(f, lk, lk->outer);
   if (lk->inner) fputs(") x [0, ", f), print_expr(f, lk, lk->inner);
-  fputs("):\n", f);
+  fputs(")", f);
+  if (lk->team) fprintf(f, ", a team of %d threads each", lk->team);
+  fputs(":\n", f);
   for (int i = 0; i < lk->nlocals; i++) fprintf(f, "    local%d: float[%lld]\n", i, (long long)lk->local_size[i]);
   print_block(f, lk, lk->body, 4);
 }
 
-int lower_print(FILE *f, Arena *a, const Schedule *s) {
+int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
   char err[512];
   for (int ki = 0; ki < s->nkernels; ki++) {
     const Kernel *k = &s->kernels[ki];
     if (k->cls != ki) continue;
     const Node *n = &s->g->nodes[k->node];
     LGemm *gm = lower_gemm(a, s, k);
-    LKernel *lk = lower_kernel(a, s, k, true, err, sizeof err);
+    LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
     if (err[0]) return fprintf(stderr, "%s\n", err), 1;
     fprintf(f, "k%d %s %%%d%s\n", ki, k->fusion == FG_WEIGHT_GRAD ? "weight_grad" : ir_op_info[n->op].name, n->id,
             gm || lk ? "" : ": a backend kernel (causal convolution)");

@@ -49,7 +49,8 @@ static void usage(FILE *f) {
         "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
         "                  lifetime and planned offset at --batch, --seq, and stop\n"
-        "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop\n"
+        "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop;\n"
+        "                  with --target=cuda the forms chosen for a GPU\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
         "  --emit=cuda     print the generated CUDA C source and stop\n"
         "  --emit=ptx      print the PTX NVRTC makes of it (for --gpu-arch) and stop\n"
@@ -214,7 +215,7 @@ static int codegen(Graph *g, const Options *o) {
     return 0;
   }
   if (o->emit && !strcmp(o->emit, "loops")) {
-    int status = lower_print(stdout, &a, s);
+    int status = lower_print(stdout, &a, s, o->cuda ? LTARGET_GPU : LTARGET_CPU);
     arena_free(&a);
     return status;
   }

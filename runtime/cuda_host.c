@@ -45,7 +45,8 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
                    sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count))
         return false;
     } else {
-      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm, .step = step};
+      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm, .step = step,
+                        .w0 = prog == XF_PROG_STEP ? w0 : 0, .w1 = prog == XF_PROG_STEP ? w1 : T};
       if (win) {  // of every block of extent * stride items, positions [w0, w1)
         int64_t stride = sym(L->win_stride, B, T), block = sym(L->win_extent, B, T) * stride;
         a.wspan = (w1 - w0) * stride, a.wblock = block, a.wofs = w0 * stride;

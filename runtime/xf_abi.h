@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 9u
+#define XF_ABI_VERSION 10u
 
 struct XfApi;
 
@@ -136,7 +136,11 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
      (i / wspan) wblock + wofs + i % wspan of the whole launch; wspan 0: item i */                               \
   F(P, I64, wspan)                                                                                               \
   F(P, I64, wblock)                                                                                              \
-  F(P, I64, wofs)
+  F(P, I64, wofs)                                                                                                \
+  /* The positions [w0, w1) the step program computes; 0 and T in the other                                     \
+     programs (read by kernels that window their own body: loops.h LX_WIN) */                                    \
+  F(P, I64, w0)                                                                                                  \
+  F(P, I64, w1)
 
 // XfAdamSeg: one parameter tensor of the device's AdamW launch (one launch
 // for all of them: XfCuda.adamw over a table of segments). Its elements are

@@ -1,7 +1,8 @@
 // test_backend.c: the CUDA backend's generated source, run by the emulation
 // (runtime/cuda_emu.h), against the LLVM backend, through the runtime API.
 //
-// For every example at small sizes (2 layers, d 16, context 8, dropout on),
+// For every example at small sizes (2 layers, d 16, context 8, dropout on;
+// the transformer also at context 200),
 // the fusion models and every op model of tests/grad (these without tokens,
 // so at the level of the launch tables: check_raw), one model.so carrying
 // both targets is opened twice: on the CPU and on "CUDA" with
@@ -338,6 +339,13 @@ int main(int argc, char **argv) {
       if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
     check(path, defs, n, 3, 8, true);
     check(path, defs, n, 3, 8, false);
+  }
+  // attention over several key tiles (64 rows) and more rows than a block's
+  // threads (128): the GPU form's tile and stride paths
+  if (!only || strstr("examples/transformer.xf context 200", only)) {
+    Define lng[] = {{"layers", "1"}, {"d", "16"}, {"context", "200"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
+                    {"dropout", "0.1"}};
+    check("examples/transformer.xf", lng, 7, 2, 200, true);
   }
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
