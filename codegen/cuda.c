@@ -714,8 +714,14 @@ static int render_lkernel(R *r, const LKernel *lk) {
 
 // ---- functions and launches ----------------------------------------------------------------
 
+// __launch_bounds__(threads, blocks): `blocks` resident per SM caps a thread
+// at 65536 / (threads blocks) = REG_CAP registers. Without the second
+// bound ptxas picks its own cap and spills (the attention forward: 40
+// registers and 16 bytes spilled on sm_80; 56 and none with it).
+enum { REG_CAP = 128 };
+static int min_blocks(int threads) { return 65536 / (threads * REG_CAP) > 0 ? 65536 / (threads * REG_CAP) : 1; }
 static void fn_open(R *r, const char *name, int threads) {
-  out(r, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const XfKernelArgs a) {\n", threads, name);
+  out(r, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(const XfKernelArgs a) {\n", threads, min_blocks(threads), name);
 }
 static void fn_close(R *r, const char *name) { out(r, "}\nXF_EMU_ENTRY(%s)\n\n", name); }
 
@@ -841,7 +847,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   // (xf_abi.h XfAdamSeg), the segment found by a binary search over block0.
   fflush(r.f), name_off[m->nnames] = (long)len;
   m->adamw = m->nnames, m->name_kernel[m->nnames] = -1, m->names[m->nnames++] = "xf_adamw";
-  out(&r, "extern \"C\" __global__ void __launch_bounds__(%d) xf_adamw(const XfKernelArgs a) {\n", ELEM_THREADS);
+  out(&r, "extern \"C\" __global__ void __launch_bounds__(%d, %d) xf_adamw(const XfKernelArgs a) {\n", ELEM_THREADS,
+      min_blocks(ELEM_THREADS));
   out(&r, "  const XfAdamSeg *seg = (const XfAdamSeg *)a.slot[0];\n  const double *hp = (const double *)a.slot[1];\n"
           "  const double t = (double)a.step;\n"
           "  const float lr = (float)hp[0], b1 = (float)hp[1], b2 = (float)hp[2], eps = (float)hp[3];\n"
