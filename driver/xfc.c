@@ -48,7 +48,8 @@ static void usage(FILE *f) {
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
         "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
-        "                  lifetime and planned offset at --batch, --seq, and stop\n"
+        "                  lifetime and planned offset at --batch, --seq, and stop; with\n"
+        "                  --target=cuda also the GPU operations of a training step\n"
         "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop;\n"
         "                  with --target=cuda the forms chosen for a GPU\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
@@ -211,6 +212,18 @@ static int codegen(Graph *g, const Options *o) {
   Schedule *s = schedule_build(&a, g, !o->no_fuse);
   if (o->emit && !strcmp(o->emit, "schedule")) {
     schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
+    if (o->cuda) {  // the GPU operations of a training step (codegen/cuda.c's launch table)
+      CudaModule *cm = cuda_render(&a, s, NULL);
+      if (cm->error) {
+        fprintf(stderr, "%s\n", cm->error);
+        arena_free(&a);
+        return 1;
+      }
+      int kernels = 0, gemms = 0;
+      for (int j = 0; j < cm->nlaunch[PROG_TRAIN]; j++) cm->launch[PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
+      printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations\n", kernels, gemms,
+             kernels + gemms + 1);
+    }
     arena_free(&a);
     return 0;
   }

@@ -56,6 +56,12 @@ for f in examples/*.xf; do
 done
 "$xfc" --target=cuda --emit=ptx --gpu-arch=compute_90 examples/she.xf "${small[@]}" | grep -q '^\.target sm_90' &&
   ok "--gpu-arch=compute_90: PTX for sm_90" || bad "--gpu-arch=compute_90"
+# the GPU operations of a training step: 2 layers of the transformer at small
+# sizes have 2 attention launches per layer among them
+ops=$("$xfc" --target=cuda --emit=schedule examples/transformer.xf "${small[@]}" -D heads=2 | grep '^cuda: a training step:')
+[[ $ops =~ ^cuda:\ a\ training\ step:\ ([0-9]+)\ kernel\ launches,\ ([0-9]+)\ GEMMs,\ 1\ AdamW\ launch:\ ([0-9]+)\ GPU ]] &&
+  (( BASH_REMATCH[3] == BASH_REMATCH[1] + BASH_REMATCH[2] + 1 && BASH_REMATCH[1] >= 4 )) &&
+  ok "--emit=schedule --target=cuda: ${ops#cuda: }" || bad "--emit=schedule --target=cuda: '$ops'"
 "$xfc" --target=cuda --emit=cuda examples/she.xf "${small[@]}" | grep -q '^extern "C" __global__' &&
   ok "--emit=cuda prints the kernels" || bad "--emit=cuda"
 # usage errors: exit 1, the message first, then the pointer to --help
