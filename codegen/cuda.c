@@ -379,6 +379,7 @@ static void lk_slots_expr(LP *p, const LExpr *e) {
 static void lk_slots(LP *p, const LStmt *st) {
   for (; st; st = st->next) {
     lk_slots_expr(p, st->lo), lk_slots_expr(p, st->hi), lk_slots_expr(p, st->idx), lk_slots_expr(p, st->val);
+    for (int c = 0; c < st->ncarry; c++) lk_slots_expr(p, st->init[c]), lk_slots_expr(p, st->step[c]);
     if (st->kind == LS_STORE && st->slot >= 0 && st->slot < LK_SLOTS) p->stored[st->slot] = true;
     lk_slots(p, st->body);
   }
@@ -564,6 +565,8 @@ static bool lk_shares(const LP *p, const LStmt *st, bool one) {
     if (st->kind == LS_STORE && p->loaded[st->slot]) return true;
     if (lk_reads_written(p, st->lo) || lk_reads_written(p, st->hi) || lk_reads_written(p, st->idx) || lk_reads_written(p, st->val))
       return true;
+    for (int c = 0; c < st->ncarry; c++)
+      if (lk_reads_written(p, st->init[c]) || lk_reads_written(p, st->step[c])) return true;
     if (lk_shares(p, st->body, false)) return true;
   }
   return false;
@@ -596,6 +599,25 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     p->ind -= 2;
     lk_line(p, "}\n");
     if (spread && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
+    return;
+  }
+  case LS_CARRY: {  // the thread's registers (in a row's code, every thread the same values)
+    for (int c = 0; c < st->ncarry; c++) {
+      lk_line(p, "%s %s = ", ltype(p->lk->types[st->carry[c]]), p->name[st->carry[c]]);
+      lx(p, st->init[c]);
+      out(r, ";\n");
+    }
+    lk_for_open(p, st->var, st->lo, st->hi, false);
+    p->ind += 2;
+    lk_block(p, st->body, coop);
+    for (int c = 0; c < st->ncarry; c++) {
+      lk_line(p, "const %s %s_n = ", ltype(p->lk->types[st->carry[c]]), p->name[st->carry[c]]);
+      lx(p, st->step[c]);
+      out(r, ";\n");
+    }
+    for (int c = 0; c < st->ncarry; c++) lk_line(p, "%s = %s_n;\n", p->name[st->carry[c]], p->name[st->carry[c]]);
+    p->ind -= 2;
+    lk_line(p, "}\n");
     return;
   }
   case LS_REDUCE: {

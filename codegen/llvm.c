@@ -65,6 +65,8 @@ typedef struct {
   const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
   // the step program's variant: rows of the time axis restricted to [w0, w1)
+  LTarget forms;      // LlvmOptions.forms
+  SymSize *outer;     // per class: the outer extent its function runs over
   bool win;
   V w0, w1;
   LLVMBasicBlockRef entry;
@@ -618,9 +620,12 @@ static bool lexpr_has(const LExpr *x, LExprKind k) {
 
 // Whether an expression of kind k occurs in the statements from s on (and inside them).
 static bool lstmt_has(const LStmt *s, LExprKind k) {
-  for (; s; s = s->next)
+  for (; s; s = s->next) {
     if (lexpr_has(s->lo, k) || lexpr_has(s->hi, k) || lexpr_has(s->idx, k) || lexpr_has(s->val, k) || lstmt_has(s->body, k))
       return true;
+    for (int c = 0; c < s->ncarry; c++)
+      if (lexpr_has(s->init[c], k) || lexpr_has(s->step[c], k)) return true;
+  }
   return false;
 }
 
@@ -771,6 +776,25 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
       loop_end(e, &L);
       continue;
     }
+    case LS_CARRY: {  // allocas mem2reg makes registers: loaded at the top, stored at the latch
+      V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
+      V *slot = arena_alloc(&e->arena, sizeof(V) * (size_t)s->ncarry), *nx = arena_alloc(&e->arena, sizeof(V) * (size_t)s->ncarry);
+      Ty *ty = arena_alloc(&e->arena, sizeof(Ty) * (size_t)s->ncarry);
+      for (int c = 0; c < s->ncarry; c++) {
+        V v = lexpr(e, p, s->init[c]);
+        ty[c] = LLVMTypeOf(v), slot[c] = var(e, ty[c]);
+        LLVMBuildStore(e->b, v, slot[c]);
+      }
+      Loop L;
+      p->vals[s->var] = loop_begin(e, &L, lo, hi);
+      for (int c = 0; c < s->ncarry; c++) p->vals[s->carry[c]] = LLVMBuildLoad2(e->b, ty[c], slot[c], "");
+      lblock(e, p, s->body);
+      for (int c = 0; c < s->ncarry; c++) nx[c] = lexpr(e, p, s->step[c]);
+      for (int c = 0; c < s->ncarry; c++) LLVMBuildStore(e->b, nx[c], slot[c]);
+      loop_end(e, &L);
+      for (int c = 0; c < s->ncarry; c++) p->vals[s->carry[c]] = LLVMBuildLoad2(e->b, ty[c], slot[c], "");
+      continue;
+    }
     case LS_REDUCE: {
       if (s->op != LX_ADD && s->op != LX_MAX) lk_internal("reduction op", (int)s->op);
       V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
@@ -847,7 +871,8 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->k = k;
   char lerr[sizeof e->err] = "";
   const LGemm *gm = lower_gemm(&e->arena, e->s, k);
-  const LKernel *lk = lower_kernel(&e->arena, e->s, k, LTARGET_CPU, train, lerr, sizeof lerr);
+  const LKernel *lk = lower_kernel(&e->arena, e->s, k, e->forms, train, lerr, sizeof lerr);
+  if (lk && !gm) e->outer[k->cls] = lk->nouter;  // a form may choose its own (the GPU's attention)
   if (gm) emit_gemm(e, gm);
   if (lk) emit_lowered(e, gm, lk);
   else if (!gm && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
@@ -882,9 +907,9 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
                         (V[LAUNCH_REC_NFIELDS]){[LAUNCH_REC_F_fn] = kfns[per_kernel ? ki : k->cls],
                                                 [LAUNCH_REC_F_slots] = LLVMConstArray(e->i32, slot, KS_IMM),
                                                 [LAUNCH_REC_F_imm] = ci64(e, (int64_t)kernel_imm(e->s, k)),
-                                                [LAUNCH_REC_F_coef] = ci64(e, k->outer.coef),
-                                                [LAUNCH_REC_F_pb] = ci32(e, k->outer.pb),
-                                                [LAUNCH_REC_F_pt] = ci32(e, k->outer.pt), [LAUNCH_REC_F_kernel] = ci32(e, ki)});
+                                                [LAUNCH_REC_F_coef] = ci64(e, e->outer[k->cls].coef),
+                                                [LAUNCH_REC_F_pb] = ci32(e, e->outer[k->cls].pb),
+                                                [LAUNCH_REC_F_pt] = ci32(e, e->outer[k->cls].pt), [LAUNCH_REC_F_kernel] = ci32(e, ki)});
   }
   char tname[64];
   snprintf(tname, sizeof tname, "%s_launches", name);
@@ -1020,7 +1045,7 @@ static V step_program(Emit *e, const int *ta, V *kinf) {
   for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
-    LWindow w = lower_window(s, ta, k, LTARGET_CPU);
+    LWindow w = lower_window(s, ta, k, e->forms);
     if (by_class[k->cls] && window_eq(class_win[k->cls], w)) {  // a class's kernels share their windowed function
       fns[ki] = by_class[k->cls];
       continue;
@@ -1190,8 +1215,10 @@ bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t er
 }
 
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
-  Emit e = {.s = s, .g = s->g};
+  Emit e = {.s = s, .g = s->g, .forms = o ? o->forms : LTARGET_CPU};
   emit_types(&e, C);
+  e.outer = calloc((size_t)s->nkernels + 1, sizeof(SymSize));
+  for (int k = 0; k < s->nkernels; k++) e.outer[k] = s->kernels[k].outer;
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
   e.b = LLVMCreateBuilderInContext(C);
   V *kfns = calloc((size_t)s->nkernels + 1, sizeof(V)), *kinf = calloc((size_t)s->nkernels + 1, sizeof(V));
@@ -1206,6 +1233,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   emit_model(&e, progs, o, step);
   free(kfns);
   free(kinf);
+  free(e.outer);
   LLVMDisposeBuilder(e.b);
   arena_free(&e.arena);
   if (e.err[0]) {

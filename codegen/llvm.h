@@ -10,6 +10,7 @@
 
 #include "cuda.h"
 #include "kernel.h"
+#include "loops.h"
 
 typedef struct {
   int opt_level;            // 0: no optimisation; else default<O2> with vectorisation
@@ -26,6 +27,9 @@ typedef struct {
   // or NULL with step_note saying why there is none
   const int *time_axis;
   const char *step_note;
+  // the forms of lower.c to print: LTARGET_CPU (0, xfc); LTARGET_GPU only in
+  // tests, which run the GPU's descriptions on the CPU against the interpreter
+  LTarget forms;
 } LlvmOptions;
 
 // Checks the LLVM type of every ABI struct (runtime/xf_abi.h) against its C

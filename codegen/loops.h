@@ -93,22 +93,31 @@ typedef enum {
               // backend's, fixed by its code (never by thread timing); wide
               // (LX_ADD only): accumulate in double, in index order (the loss
               // mean), then round to f32
+  LS_CARRY,   // for var in [lo, hi) in order, carrying values: carry[k] =
+              // init[k] before the loop; each iteration runs body with carry[k]
+              // the values so far, then sets every carry[k] to next[k] at once
+              // (next[] evaluated after the body, in its scope); after the loop
+              // carry[k] hold the last values. The values live in registers
+              // (a GPU thread's own, a CPU's), not in memory
   LS_COUNT
 } LStmtKind;
 
 typedef struct LStmt LStmt;
 struct LStmt {
   LStmtKind kind;
-  int var;              // LET, FOR (the index), REDUCE (the result)
+  int var;              // LET, FOR and CARRY (the index), REDUCE (the result)
   int ivar;             // REDUCE: the index
   LExprKind op;         // REDUCE: LX_ADD or LX_MAX
   bool par;             // FOR
   bool wide;            // REDUCE
   int slot;             // STORE
-  LExpr *lo, *hi;       // FOR, REDUCE: the range
+  LExpr *lo, *hi;       // FOR, REDUCE, CARRY: the range
   LExpr *idx;           // STORE
   LExpr *val;           // LET, STORE, REDUCE (a function of ivar)
-  LStmt *body;          // FOR: the first statement of the body
+  int ncarry;           // CARRY: carried variables carry[0 .. ncarry)
+  int *carry;
+  LExpr **init, **step; // CARRY: [ncarry]
+  LStmt *body;          // FOR, CARRY: the first statement of the body
   LStmt *next;          // the next statement of the block
 };
 

@@ -163,6 +163,24 @@ static int reduce_end(Lo *L, LStmt *st, LExpr *val, const char *name) {
   return st->var;
 }
 
+// for (index in [lo, hi)) carrying vars[k] = init[k] (types of init[k]) {
+// ... carry_end(next) }: returns the statement; *index the loop variable.
+static LStmt *carry_begin(Lo *L, LExpr *lo, LExpr *hi, int n, LExpr **init, const char *const *names, int *vars, int *index) {
+  LStmt *st = stmt(L, LS_CARRY);
+  st->var = *index = new_var(L, LT_I64, "t");
+  st->lo = lo, st->hi = hi, st->ncarry = n;
+  st->carry = arena_alloc(L->a, sizeof(int) * (size_t)n);
+  st->init = arena_alloc(L->a, sizeof(LExpr *) * (size_t)n);
+  st->step = arena_alloc(L->a, sizeof(LExpr *) * (size_t)n);
+  for (int k = 0; k < n; k++) st->init[k] = init[k], vars[k] = st->carry[k] = new_var(L, init[k]->type, names[k]);
+  L->tail[++L->depth] = &st->body;
+  return st;
+}
+static void carry_end(Lo *L, LStmt *st, LExpr **next) {
+  for (int k = 0; k < st->ncarry; k++) st->step[k] = next[k];
+  L->depth--;
+}
+
 // An op the description has no loops for where it stands (inside a group):
 // "file:line:col: error: no loop lowering for op 'X' (node %N)", never an identity.
 static void unlowered(Lo *L, const Node *n) {
@@ -939,26 +957,47 @@ static LExpr *att_dot(Lo *L, const Att *a, const AttRow *w, int tile, LExpr *t) 
   return xvar(L, reduce_end(L, st, x2(L, LX_MUL, v, load(L, tile, iadd(L, base, xvar(L, c)))), "dot"));
 }
 
-// Online softmax step of row i for score s (variable): m <- max(m, s),
-// returns the variables al = e^(m_old - m_new) and p = e^(s - m_new);
-// l <- l al + p.
-static void att_online(Lo *L, int M, int Ls, int i, int s, int *al, int *p) {
-  int m0 = let(L, load(L, M, xvar(L, i)), "m0");
-  int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, m0)), "mn");
-  *al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, m0), xvar(L, mn))), "al");
-  *p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
-  store(L, M, xvar(L, i), xvar(L, mn));
-  store(L, Ls, xvar(L, i), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, i)), xvar(L, *al)), xvar(L, *p)));
+// Row state in registers over one tile: n values loaded from local arrays
+// before the tile's carried loop, stored back after it. The carried loop of the
+// tile's keys (or queries) runs between att_state_begin and _end.
+typedef struct {
+  int n, *var, *slot;
+  LExpr **at, **next;
+  LStmt *st;
+  int index;
+} AttState;
+static AttState att_state(Lo *L, int64_t cap) {
+  size_t c = (size_t)cap;
+  return (AttState){.var = arena_alloc(L->a, sizeof(int) * c), .slot = arena_alloc(L->a, sizeof(int) * c),
+                    .at = arena_alloc(L->a, sizeof(LExpr *) * c), .next = arena_alloc(L->a, sizeof(LExpr *) * c)};
 }
-
-// acc[c tmax + i] <- acc al + f val_c for c < n (val_c = tile[t n + c])
-static void att_axpy(Lo *L, int acc, int64_t n, int i, LExpr *al, LExpr *f, int tile, LExpr *t) {
-  int64_t tm = L->g->t_max;
-  for (Feat fc = feat_begin(L, n); feat_more(L, &fc);) {
-    LExpr *at = iadd(L, imul(L, feat_c(L, &fc), xi(L, tm)), xvar(L, i));
-    LExpr *old = load(L, acc, at);
+// Adds local slot's element at to the state; returns its index in it.
+static int att_state_add(AttState *w, int slot, LExpr *at) {
+  w->slot[w->n] = slot, w->at[w->n] = at;
+  return w->n++;
+}
+static void att_state_begin(Lo *L, AttState *w, LExpr *lo, LExpr *hi, const char *name) {
+  LExpr **init = arena_alloc(L->a, sizeof(LExpr *) * (size_t)w->n);
+  const char **names = arena_alloc(L->a, sizeof(char *) * (size_t)w->n);
+  for (int k = 0; k < w->n; k++) init[k] = load(L, w->slot[k], w->at[k]), names[k] = name;
+  w->st = carry_begin(L, lo, hi, w->n, init, names, w->var, &w->index);
+}
+static void att_state_end(Lo *L, AttState *w) {
+  carry_end(L, w->st, w->next);
+  for (int k = 0; k < w->n; k++) store(L, w->slot[k], w->at[k], xvar(L, w->var[k]));
+}
+// The accumulators acc[c tmax + i], c < n, into the state; returns the first.
+static int att_state_acc(Lo *L, AttState *w, int acc, int64_t n, int i) {
+  int first = w->n;
+  for (int64_t c = 0; c < n; c++) att_state_add(w, acc, iadd(L, imul(L, xi(L, c), xi(L, L->g->t_max)), xvar(L, i)));
+  return first;
+}
+// next of accumulators first .. first + n: acc al + f tile[t n + c] (al NULL: 1)
+static void att_state_axpy(Lo *L, AttState *w, int first, int64_t n, LExpr *al, LExpr *f, int tile, LExpr *t) {
+  for (int64_t c = 0; c < n; c++) {
+    LExpr *old = xvar(L, w->var[first + c]);
     if (al) old = x2(L, LX_MUL, old, al);
-    store(L, acc, at, x2(L, LX_ADD, old, x2(L, LX_MUL, f, load(L, tile, iadd(L, imul(L, t, xi(L, n)), feat_c(L, &fc))))));
+    w->next[first + c] = x2(L, LX_ADD, old, x2(L, LX_MUL, f, load(L, tile, iadd(L, imul(L, t, xi(L, n)), xi(L, c)))));
   }
 }
 
@@ -983,12 +1022,18 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
   int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
   AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
-  int jj = for_begin(L, xi(L, 0), xvar(L, jn), false, "jj");
+  AttState w = att_state(L, 2 + e);
+  int m = att_state_add(&w, M, xvar(L, i)), l = att_state_add(&w, Ls, xvar(L, i)), acc = att_state_acc(L, &w, A, e, i);
+  att_state_begin(L, &w, xi(L, 0), xvar(L, jn), "st");
+  int jj = w.index;
   int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
-  int al, p;
-  att_online(L, M, Ls, i, s, &al, &p);
-  att_axpy(L, A, e, i, xvar(L, al), xvar(L, p), Vt, xvar(L, jj));
-  for_end(L);
+  int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, w.var[m])), "mn");
+  int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, w.var[m]), xvar(L, mn))), "al");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+  w.next[m] = xvar(L, mn);
+  w.next[l] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, w.var[l]), xvar(L, al)), xvar(L, p));
+  att_state_axpy(L, &w, acc, e, xvar(L, al), xvar(L, p), Vt, xvar(L, jj));
+  att_state_end(L, &w);
   for_end(L);
   for_end(L);
   i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
@@ -1033,24 +1078,33 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
     AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
     int mi = -1, inv = -1, Di = -1;
-    if (sweep == 2) {
+    AttState st = att_state(L, 3 + h);
+    int m = -1, l = -1, d = -1, dq = -1;
+    if (sweep == 1) {
+      m = att_state_add(&st, M, xvar(L, i)), l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
+    } else {
       mi = let(L, load(L, M, xvar(L, i)), "mi");
       inv = let(L, load(L, Ls, xvar(L, i)), "inv");
       Di = let(L, load(L, D, xvar(L, i)), "Di");
+      dq = att_state_acc(L, &st, DQ, h, i);
     }
-    int jj = for_begin(L, xi(L, 0), xvar(L, jn), false, "jj");
+    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st");
+    int jj = st.index;
     int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
     int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
     if (sweep == 1) {
-      int al, p;
-      att_online(L, M, Ls, i, s, &al, &p);
-      store(L, D, xvar(L, i), x2(L, LX_ADD, x2(L, LX_MUL, load(L, D, xvar(L, i)), xvar(L, al)), x2(L, LX_MUL, xvar(L, p), xvar(L, dp))));
+      int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, st.var[m])), "mn");
+      int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, st.var[m]), xvar(L, mn))), "al");
+      int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+      st.next[m] = xvar(L, mn);
+      st.next[l] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, st.var[l]), xvar(L, al)), xvar(L, p));
+      st.next[d] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, st.var[d]), xvar(L, al)), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
     } else {
       int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mi))), xvar(L, inv)), "p");
       int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))), "ds");
-      att_axpy(L, DQ, h, i, NULL, xvar(L, ds), Kt, xvar(L, jj));
+      att_state_axpy(L, &st, dq, h, NULL, xvar(L, ds), Kt, xvar(L, jj));
     }
-    for_end(L);
+    att_state_end(L, &st);
     for_end(L);
     for_end(L);
     if (sweep == 1) {  // l_i <- 1 / l_i, D_i <- D_i / l_i
@@ -1071,15 +1125,18 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int ihi = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_TILE)), "ihi");
   LExpr *row = iadd(L, xvar(L, r0), xvar(L, j));
   AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
-  int ii = for_begin(L, xvar(L, ilo), xvar(L, ihi), false, "ii");
+  AttState st = att_state(L, h + e);
+  int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
+  att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st");
+  int ii = st.index;
   int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
   int s = let(L, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), "s");
   int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), load(L, M, xvar(L, iq)))), load(L, Ls, xvar(L, iq))), "p");
   int dp = let(L, att_dot(L, a, &v, Vt, xvar(L, ii)), "dp");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, iq))))), "ds");
-  att_axpy(L, DK, h, j, NULL, xvar(L, ds), Kt, xvar(L, ii));
-  att_axpy(L, DV, e, j, NULL, xvar(L, p), Vt, xvar(L, ii));
-  for_end(L);
+  att_state_axpy(L, &st, dk, h, NULL, xvar(L, ds), Kt, xvar(L, ii));
+  att_state_axpy(L, &st, dv, e, NULL, xvar(L, p), Vt, xvar(L, ii));
+  att_state_end(L, &st);
   for_end(L);
   for_end(L);
   // the [T, NH, 2h + e] rows: dq | dk | dv per head
@@ -1329,6 +1386,18 @@ static void print_block(FILE *f, const LKernel *lk, const LStmt *st, int ind) {
       fprintf(f, "for%s ", st->par ? " par" : ""), print_var(f, lk, st->var), fputs(" in [", f);
       print_expr(f, lk, st->lo), fputs(", ", f), print_expr(f, lk, st->hi), fputs("):\n", f);
       print_block(f, lk, st->body, ind + 2);
+      break;
+    case LS_CARRY:
+      fputs("carry (", f);
+      for (int k = 0; k < st->ncarry; k++)
+        fputs(k ? ", " : "", f), print_var(f, lk, st->carry[k]), fputs(" = ", f), print_expr(f, lk, st->init[k]);
+      fputs(") for ", f), print_var(f, lk, st->var), fputs(" in [", f);
+      print_expr(f, lk, st->lo), fputs(", ", f), print_expr(f, lk, st->hi), fputs("):\n", f);
+      print_block(f, lk, st->body, ind + 2);
+      fprintf(f, "%*snext (", ind + 2, "");
+      for (int k = 0; k < st->ncarry; k++)
+        fputs(k ? ", " : "", f), print_var(f, lk, st->carry[k]), fputs(" = ", f), print_expr(f, lk, st->step[k]);
+      fputs(")\n", f);
       break;
     case LS_REDUCE:
       print_var(f, lk, st->var), fprintf(f, " = %s%s over ", st->op == LX_MAX ? "max" : "sum", st->wide ? " (double)" : "");

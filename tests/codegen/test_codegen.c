@@ -6,7 +6,8 @@
 // step (dropout on, so the Philox masks of the generated code are checked
 // too). The loss and every gradient must equal the interpreter's (float32
 // mode) within 1e-4 relative (max-norm per tensor). Examples are checked with
-// the fused schedule and with --no-fuse. Buffers live where the memory plan
+// the fused schedule and with --no-fuse; two also with the descriptions
+// lower.c gives a GPU. Buffers live where the memory plan
 // puts them (memplan over the lifetimes in the model descriptor), and the
 // storage of every buffer is filled with NaN as soon as its lifetime ends,
 // so a plan that shares storage too early shows up as a wrong loss.
@@ -296,6 +297,17 @@ int main(void) {
     check_model(path, defs, n, 3, 5, true);
   }
   model_so_remat = false;
+  // the descriptions lower.c gives a GPU (attention: a (sequence, head) per
+  // block, key tiles, the online softmax in carried registers), printed by
+  // llvm.c: over several key tiles (64 rows) at T 150
+  model_so_forms = LTARGET_GPU;
+  {
+    Define defs[] = {{"layers", "1"}, {"d", "8"}, {"context", "150"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
+                     {"dropout", "0.1"}};
+    check_model("examples/transformer.xf", defs, 7, 2, 150, true);
+    check_model("examples/macaron.xf", defs, 7, 2, 5, true);
+  }
+  model_so_forms = LTARGET_CPU;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
   check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);
