@@ -408,6 +408,7 @@ static void lower_map(Lo *L, const Node *n) {
   m.j = for_begin(L, xi(L, 0), last, true, "j");
   m.o = let(L, iadd(L, imul(L, xvar(L, m.row), last), xvar(L, m.j)), "o");
   store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, n->id));
+  if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, m.o), map_value(L, &m, L->k->stored));
   for_end(L);
 }
 

@@ -163,7 +163,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
     sig_shape(p, end, &g->nodes[id].shape, g->nodes[id].dtype);
     return;
   }
-  *p += snprintf(*p, (size_t)(end - *p), "(");
+  *p += snprintf(*p, (size_t)(end - *p), id == k->stored ? "(*" : "(");
   sig_node(p, end, g, &g->nodes[id]);
   for (int i = 0; i < g->nodes[id].nin; i++) {
     if (*p < end) *p += snprintf(*p, (size_t)(end - *p), " ");
@@ -283,7 +283,8 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
-        if (s->group[i] == kn->node) fprintf(f, "%s%s%%%d", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i), first = 0;
+        if (s->group[i] == kn->node)
+          fprintf(f, "%s%s%%%d%s", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i, i == kn->stored ? "*" : ""), first = 0;
     }
     if (n->loc.file) fprintf(f, "  # %s:%d:%d", n->loc.file, n->loc.line, n->loc.col);
     fputc('\n', f);
@@ -338,9 +339,9 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     b->name = g->outputs[o].name;
   }
   int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes), *stored = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   s->group = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  fuse_groups(g, fuse, s->group, kind);
+  fuse_groups(g, fuse, s->group, kind, stored);
   bool *folded = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   if (fuse) fold_transposes(g, s->group, kind, folded);
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
@@ -363,7 +364,8 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     const Node *mm = k->matmul >= 0 ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
     k->tb = mm && folded[mm->in[1]];
     k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
-    k->scratch = -1;
+    k->stored = stored[i];
+    k->scratch = stored[i] >= 0 ? s->buf_of[stored[i]] : -1;
     if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
       const Node *m = &g->nodes[n->in[0]];
       int x = g->nodes[m->in[0]].in[0], dy = m->in[1];

@@ -4,15 +4,22 @@
 // Requires: a verified graph with its backward pass (autodiff).
 // Guarantees: into[n] = the root node whose kernel computes n, or -1 when n
 // gets its own kernel (or computes nothing); kind[r] = the group kind of a
-// root r (FG_NONE for a kernel of its own). Groups:
+// root r (FG_NONE for a kernel of its own); stored[r] = the member of r's
+// FG_MAP or FG_MATMUL_MAP group whose value the kernel also stores (read by
+// kernels after it), or -1. Groups:
 //   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
 //                   dy [B, T, c]: the gradient of an unbatched weight, one
 //                   GEMM [d, B*T] @ [B*T, c]; the transpose and the batched
 //                   product are inside it.
 //   FG_MAP          a tree of elementwise ops evaluated per output element,
-//                   its intermediates never stored. A node n joins the group
-//                   of its user u when: n has exactly one user and is not an
-//                   output; n and u have the same shape (same coordinates);
+//                   its intermediates not stored (but one, below). A node n
+//                   joins the group of its user u when: n is not an output
+//                   and u is its only user, or u is its first user, every
+//                   other user comes after the group's root and no other
+//                   member of the group is stored (n becomes the stored
+//                   member: the kernel writes n's buffer too, before any
+//                   other user runs); n and u have the same shape (same
+//                   coordinates);
 //                   u is elementwise (unary, binary, dropout) or in the
 //                   group; n is unary, binary, dropout, expand, onehot,
 //                   causal_mask, or softmax over the last axis of a stored
@@ -59,14 +66,22 @@ static void weight_grads(const Graph *g, const int *users, int *into, int *kind)
   }
 }
 
-void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored) {
   int n = g->nnodes;
   int *users = calloc((size_t)n + 1, sizeof(int)), *user = calloc((size_t)n + 1, sizeof(int));
   int *leaves = calloc((size_t)n + 1, sizeof(int)), *drops = calloc((size_t)n + 1, sizeof(int));
-  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE;
+  // first[i], second[i]: the users of the first two edges out of i in node order, -1 none
+  int *first = malloc(((size_t)n + 1) * sizeof(int)), *second = malloc(((size_t)n + 1) * sizeof(int));
+  bool *output = calloc((size_t)n + 1, sizeof(bool));
+  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE, stored[i] = -1, first[i] = second[i] = -1;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++, user[g->nodes[i].in[k]] = i;
-  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2;
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int x = g->nodes[i].in[k];
+      users[x]++, user[x] = i;
+      if (first[x] < 0) first[x] = i;
+      else if (second[x] < 0) second[x] = i;
+    }
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2, output[g->outputs[o].node] = true;
   if (!enable) goto done;
   weight_grads(g, users, into, kind);
   // in reverse order, so a node's user has decided its group first
@@ -75,9 +90,11 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     if (into[i] >= 0) continue;
     if (leaves[i] == 0) leaves[i] = p->nin;
     drops[i] = p->op == OP_DROPOUT;
-    if (users[i] != 1 || !joins(g, p)) continue;
-    const Node *u = &g->nodes[user[i]];
+    if (output[i] || first[i] < 0 || !joins(g, p)) continue;
+    const Node *u = &g->nodes[first[i]];
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    bool store = users[i] > 1;  // users outside the group: the earliest must run after the root
+    if (store && (second[i] <= root || stored[root] >= 0)) continue;
     if (kind[root] == FG_WEIGHT_GRAD || !shape_eq(&p->shape, &u->shape)) continue;
     if (into[u->id] < 0 && !elementwise(u)) continue;                  // u must be elementwise or inside a group
     if (u->op == OP_SOFTMAX || u->op == OP_ONEHOT) continue;            // they read a stored input
@@ -86,6 +103,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     kind[root] = FG_MAP;
     leaves[root] += p->nin - 1;
     drops[root] += drops[i];
+    if (store) stored[root] = i;
   }
   // matmul epilogues
   for (int i = 0; i < n; i++) {
@@ -102,5 +120,5 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     leaves[root] += 1;
   }
 done:
-  free(users), free(user), free(leaves), free(drops);
+  free(users), free(user), free(leaves), free(drops), free(first), free(second), free(output);
 }
