@@ -74,8 +74,8 @@ typedef struct {
   int nin;
   SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
   int scratch;    // a scratch buffer of the kernel, or the stored member's, or -1
-  int stored;     // FG_MAP, FG_MATMUL_MAP: the member whose value the kernel
-                  // also writes, to slot KS_SCRATCH (buffer scratch), or -1
+  int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
+                  // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group

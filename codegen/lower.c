@@ -563,9 +563,10 @@ static void lower_norm(Lo *L, const Node *n) {
   L->lk->nouter = dg ? (SymSize){1, 0, 0} : symsize_prod(xs, 0, xs->rank - 1);
   Row w = {.x = KS_IN0, .g = KS_IN1, .dy = dg ? KS_IN1 : KS_IN2};
   int c, row = 0;
-  if (dg) {
+  if (dg) {  // FG_NORM_DG: also the bias gradient, sum dy in row order, to KS_SCRATCH
     c = for_begin(L, xi(L, 0), d, true, "c");
     store(L, KS_OUT, xvar(L, c), xf(L, 0));
+    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), xf(L, 0));
     for_end(L);
     row = for_begin(L, xi(L, 0), rows, false, "row");
   }
@@ -600,6 +601,7 @@ static void lower_norm(Lo *L, const Node *n) {
   default:  // _DG: dg += dy o xhat, rows in order
     c = for_begin(L, xi(L, 0), d, true, "c");
     store(L, KS_OUT, xvar(L, c), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, c)), x2(L, LX_MUL, at(L, &w, KS_IN1, c), xhat(L, &w, c))));
+    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), x2(L, LX_ADD, load(L, KS_SCRATCH, xvar(L, c)), at(L, &w, KS_IN1, c)));
     for_end(L);
     for_end(L);
     break;

@@ -113,6 +113,17 @@ static void cone(const Graph *g, bool *need) {
       for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
 }
 
+// cone(), then also the root of every marked group member (its kernel
+// computes the member: a stored member may be read where its root is not).
+static void cone_groups(const Graph *g, const int *group, bool *need) {
+  for (bool more = true; more;) {
+    cone(g, need);
+    more = false;
+    for (int i = 0; i < g->nnodes; i++)
+      if (need[i] && group[i] >= 0 && !need[group[i]]) need[group[i]] = more = true;
+  }
+}
+
 static bool computes(OpKind op) {
   return op != OP_PARAM && op != OP_INPUT && op != OP_RESHAPE;
 }
@@ -269,7 +280,7 @@ static const char *role_name(BufferRole r) {
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map"};
+  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];
@@ -280,7 +291,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
-    if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP) {
+    if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP || kn->fusion == FG_NORM_DG) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
         if (s->group[i] == kn->node)
@@ -347,7 +358,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
-  cone(g, live);
+  cone_groups(g, s->group, live);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
@@ -395,7 +406,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
                   : p == PROG_EVAL ? !strcmp(name, "loss") : !strcmp(name, "logits");
       if (want) need[g->outputs[o].node] = true;
     }
-    cone(g, need);
+    cone_groups(g, s->group, need);
     // a fused kernel reads the pattern's inputs directly (already needed above)
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
     // kernel_of[i] + 1 is the second phase of a two-phase op

@@ -32,6 +32,12 @@
 //                   product is written into the group's output rows, then
 //                   the elementwise tree runs over them in place: a bias,
 //                   residual or activation as the product's epilogue.
+//   FG_NORM_DG      a LAYERNORM_DG or RMSNORM_DG d (the gain gradient, a sum
+//                   over the rows of dy in row order) with the stored
+//                   member sum(dy) over every axis but the last (the bias
+//                   gradient, the same rows in the same order), when that
+//                   sum comes before d and nothing but reshapes reads it
+//                   before d.
 // Every member comes before its root in node order, so the root's kernel
 // runs after every kernel a member reads.
 #include <stdlib.h>
@@ -64,6 +70,39 @@ static void weight_grads(const Graph *g, const int *users, int *into, int *kind)
     into[t->id] = into[m->id] = i;
     kind[i] = FG_WEIGHT_GRAD;
   }
+}
+
+// Whether every reader of s (through reshapes, which alias it) comes after node d.
+static bool read_after(const Graph *g, int s, int d) {
+  int alias[8], na = 0;
+  alias[na++] = s;
+  for (int j = s + 1; j <= d; j++) {
+    const Node *u = &g->nodes[j];
+    for (int k = 0; k < u->nin; k++)
+      for (int a = 0; a < na; a++) {
+        if (u->in[k] != alias[a]) continue;
+        if (u->op != OP_RESHAPE || j == d || na == 8) return false;
+        alias[na++] = j;
+      }
+  }
+  return true;
+}
+
+static void norm_dg(const Graph *g, int *into, int *kind, int *stored) {
+  int n = g->nnodes;
+  int *dg_of = malloc(((size_t)n + 1) * sizeof(int));  // dg_of[dy]: the last _DG node reading dy
+  for (int i = 0; i < n; i++) dg_of[i] = -1;
+  for (int i = 0; i < n; i++)
+    if (g->nodes[i].op == OP_LAYERNORM_DG || g->nodes[i].op == OP_RMSNORM_DG) dg_of[g->nodes[i].in[1]] = i;
+  for (int i = 0; i < n; i++) {
+    const Node *s = &g->nodes[i];
+    if (s->op != OP_SUM || into[i] >= 0 || kind[i] != FG_NONE) continue;
+    int dy = s->in[0], d = dg_of[dy], r = g->nodes[dy].shape.rank;
+    if (d < i || s->axis != 0 || ir_reduce_end(s) != r - 2 || g->nodes[dy].dtype != DT_F32) continue;
+    if (kind[d] != FG_NONE || stored[d] >= 0 || !read_after(g, i, d)) continue;
+    into[i] = d, kind[d] = FG_NORM_DG, stored[d] = i;
+  }
+  free(dg_of);
 }
 
 void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored) {
@@ -119,6 +158,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     kind[root] = FG_MATMUL_MAP;
     leaves[root] += 1;
   }
+  norm_dg(g, into, kind, stored);
 done:
   free(users), free(user), free(leaves), free(drops), free(first), free(second), free(output);
 }
