@@ -79,6 +79,7 @@ typedef struct {
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group
+  int norm;       // FG_NORM_MAP: the row op inside the group
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)

@@ -78,6 +78,7 @@ static void collect_leaves(Schedule *s, const bool *folded, Kernel *k, int id) {
   }
   if (n->op == OP_DROPOUT) k->dropout = id;
   if (n->op == OP_MATMUL) k->matmul = id;
+  if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM || n->op == OP_LAYERNORM_DX || n->op == OP_RMSNORM_DX) k->norm = id;
   for (int i = 0; i < n->nin; i++) collect_leaves(s, folded, k, n->in[i]);
 }
 
@@ -280,7 +281,7 @@ static const char *role_name(BufferRole r) {
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg"};
+  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg", " fused=norm_map"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];
@@ -291,7 +292,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
-    if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP || kn->fusion == FG_NORM_DG) {
+    if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
         if (s->group[i] == kn->node)
@@ -369,7 +370,8 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;
-    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP) collect_leaves(s, folded, k, i);
+    k->norm = -1;
+    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP || kind[i] == FG_NORM_MAP) collect_leaves(s, folded, k, i);
     else
       for (int j = 0; j < n->nin; j++) k->in[k->nin] = read_buf(s, folded, n->in[j]), k->leaf[k->nin++] = n->in[j];
     const Node *mm = k->matmul >= 0 ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;

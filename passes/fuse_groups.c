@@ -32,6 +32,13 @@
 //                   product is written into the group's output rows, then
 //                   the elementwise tree runs over them in place: a bias,
 //                   residual or activation as the product's epilogue.
+//   FG_NORM_MAP     an FG_MAP group without softmax (or one elementwise node)
+//                   that also holds the row op feeding it (LAYERNORM,
+//                   RMSNORM, their _DX; the group's shape; its only user
+//                   the group, or as the stored member as above): each row
+//                   of the row op is computed, then the elementwise tree
+//                   over it, the row op's value never stored (unless it is
+//                   the stored member).
 //   FG_NORM_DG      a LAYERNORM_DG or RMSNORM_DG d (the gain gradient, a sum
 //                   over the rows of dy in row order) with the stored
 //                   member sum(dy) over every axis but the last (the bias
@@ -86,6 +93,17 @@ static bool read_after(const Graph *g, int s, int d) {
       }
   }
   return true;
+}
+
+static bool row_op(const Node *n) {
+  OpKind o = n->op;
+  return (o == OP_LAYERNORM || o == OP_RMSNORM || o == OP_LAYERNORM_DX || o == OP_RMSNORM_DX) && n->dtype == DT_F32;
+}
+
+static bool has_softmax(const Graph *g, const int *into, int root) {
+  for (int j = 0; j < root; j++)
+    if (into[j] == root && g->nodes[j].op == OP_SOFTMAX) return true;
+  return false;
 }
 
 static void norm_dg(const Graph *g, int *into, int *kind, int *stored) {
@@ -157,6 +175,21 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     into[i] = root;
     kind[root] = FG_MATMUL_MAP;
     leaves[root] += 1;
+  }
+  // row ops before elementwise groups
+  for (int i = 0; i < n; i++) {
+    const Node *x = &g->nodes[i];
+    if (!row_op(x) || into[i] >= 0 || kind[i] != FG_NONE || output[i] || first[i] < 0) continue;
+    const Node *u = &g->nodes[first[i]];
+    int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    bool store = users[i] > 1;
+    if (store && (second[i] <= root || stored[root] >= 0)) continue;
+    if (!shape_eq(&x->shape, &u->shape) || !(kind[root] == FG_MAP || (kind[root] == FG_NONE && elementwise(u)))) continue;
+    if (leaves[root] - 1 + x->nin > FG_MAX_LEAVES || has_softmax(g, into, root)) continue;
+    into[i] = root;
+    kind[root] = FG_NORM_MAP;
+    leaves[root] += x->nin - 1;
+    if (store) stored[root] = i;
   }
   norm_dg(g, into, kind, stored);
 done:
