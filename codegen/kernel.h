@@ -73,10 +73,13 @@ typedef struct {
   int leaf[KERNEL_MAX_IN];  // the IR node whose value in[i] holds
   int nin;
   SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
-  int scratch;    // a scratch buffer of the kernel, or -1
+  int scratch;    // a scratch buffer of the kernel, or the stored member's, or -1
+  int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
+                  // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group
+  int norm;       // FG_NORM_MAP: the row op inside the group
   int phase;      // ops computed in two kernels: 0 the parallel part, 1 the
                   // serial one (cross_entropy: per-row losses, then their
                   // in-order mean, so the result does not depend on threads)

@@ -428,6 +428,7 @@ static void lower_map(Lo *L, const Node *n) {
   m.j = for_begin(L, xi(L, 0), last, true, "j");
   m.o = let(L, iadd(L, imul(L, xvar(L, m.row), last), xvar(L, m.j)), "o");
   store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, n->id));
+  if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, m.o), map_value(L, &m, L->k->stored));
   for_end(L);
 }
 
@@ -526,6 +527,29 @@ typedef struct {
 } Row;
 
 static LExpr *at(Lo *L, const Row *w, int slot, int c) { return load(L, slot, iadd(L, xvar(L, w->base), xvar(L, c))); }
+// The slot of input i of row op n: its leaf (first in order when alone).
+static int in_slot(Lo *L, const Node *n, int i) {
+  int slot = leaf_slot(L, n->in[i]);
+  return slot < 0 ? KS_IN0 + i : slot;
+}
+// Row op n's value v at column c: stored, or (FG_NORM_MAP) the value of
+// member n in the elementwise tree of the root stored instead.
+static void row_store(Lo *L, const Node *n, const Row *w, int c, LExpr *v) {
+  LExpr *o = iadd(L, xvar(L, w->base), xvar(L, c));
+  if (L->k->fusion != FG_NORM_MAP) {
+    store(L, KS_OUT, o, v);
+    return;
+  }
+  const Node *root = &L->g->nodes[L->k->node];
+  Map m = {.os = &root->shape, .row = 0, .j = c};
+  for (int a = 0; a < IR_MAX_RANK; a++) m.c[a] = -1;
+  m.v = arena_alloc(L->a, sizeof(int) * (size_t)L->g->nnodes);
+  for (int i = 0; i < L->g->nnodes; i++) m.v[i] = -1;
+  m.o = let(L, o, "o");
+  m.v[n->id] = let(L, v, "v");
+  store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, root->id));
+  if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, m.o), map_value(L, &m, L->k->stored));
+}
 static LExpr *term_x(Lo *L, int c, const void *ctx) { return at(L, ctx, ((const Row *)ctx)->x, c); }
 static LExpr *term_dev2(Lo *L, int c, const void *ctx) {
   const Row *w = ctx;
@@ -580,11 +604,12 @@ static void lower_norm(Lo *L, const Node *n) {
   L->lk->shape = LK_ROWS;
   L->lk->outer = dg ? xi(L, 1) : rows;
   L->lk->nouter = dg ? (SymSize){1, 0, 0} : symsize_prod(xs, 0, xs->rank - 1);
-  Row w = {.x = KS_IN0, .g = KS_IN1, .dy = dg ? KS_IN1 : KS_IN2};
+  Row w = {.x = in_slot(L, n, 0), .g = in_slot(L, n, 1), .dy = dg ? in_slot(L, n, 1) : n->nin > 2 ? in_slot(L, n, 2) : -1};
   int c, row = 0;
-  if (dg) {
+  if (dg) {  // FG_NORM_DG: also the bias gradient, sum dy in row order, to KS_SCRATCH
     c = for_begin(L, xi(L, 0), d, true, "c");
     store(L, KS_OUT, xvar(L, c), xf(L, 0));
+    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), xf(L, 0));
     for_end(L);
     row = for_begin(L, xi(L, 0), rows, false, "row");
   }
@@ -594,11 +619,11 @@ static void lower_norm(Lo *L, const Node *n) {
   case OP_LAYERNORM: case OP_RMSNORM:  // y = g o xhat (+ b)
     c = for_begin(L, xi(L, 0), d, true, "c");
     {
-      LExpr *x = at(L, &w, KS_IN0, c);
+      LExpr *x = at(L, &w, w.x, c);
       if (!rms) x = x2(L, LX_SUB, x, xvar(L, w.mu));
-      LExpr *y = x2(L, LX_DIV, x2(L, LX_MUL, load(L, KS_IN1, xvar(L, c)), x), xvar(L, w.sigma));
-      if (!rms) y = x2(L, LX_ADD, y, load(L, KS_IN2, xvar(L, c)));
-      store(L, KS_OUT, iadd(L, xvar(L, w.base), xvar(L, c)), y);
+      LExpr *y = x2(L, LX_DIV, x2(L, LX_MUL, load(L, w.g, xvar(L, c)), x), xvar(L, w.sigma));
+      if (!rms) y = x2(L, LX_ADD, y, load(L, in_slot(L, n, 2), xvar(L, c)));
+      row_store(L, n, &w, c, y);
     }
     for_end(L);
     break;
@@ -612,13 +637,14 @@ static void lower_norm(Lo *L, const Node *n) {
     LExpr *t = term_dxh(L, c, &w);
     if (a1 >= 0) t = x2(L, LX_SUB, t, xvar(L, a1));
     t = x2(L, LX_SUB, t, x2(L, LX_MUL, xhat(L, &w, c), xvar(L, a2)));
-    store(L, KS_OUT, iadd(L, xvar(L, w.base), xvar(L, c)), x2(L, LX_DIV, t, xvar(L, w.sigma)));
+    row_store(L, n, &w, c, x2(L, LX_DIV, t, xvar(L, w.sigma)));
     for_end(L);
     break;
   }
   default:  // _DG: dg += dy o xhat, rows in order
     c = for_begin(L, xi(L, 0), d, true, "c");
-    store(L, KS_OUT, xvar(L, c), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, c)), x2(L, LX_MUL, at(L, &w, KS_IN1, c), xhat(L, &w, c))));
+    store(L, KS_OUT, xvar(L, c), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, c)), x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c))));
+    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), x2(L, LX_ADD, load(L, KS_SCRATCH, xvar(L, c)), at(L, &w, w.dy, c)));
     for_end(L);
     for_end(L);
     break;
@@ -1200,7 +1226,10 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_EMBED: lower_embed(&L, n); break;
   case OP_ATTENTION: case OP_ATTENTION_GRAD: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
-  default: lower_map(&L, n); break;
+  default:
+    if (k->fusion == FG_NORM_MAP) lower_norm(&L, &g->nodes[k->norm]);  // the root's tree in its stores
+    else lower_map(&L, n);
+    break;
   }
   if (err[0]) return NULL;
   if (k->fusion != FG_MATMUL_MAP && !L.own_outer && !symsize_eq(L.lk->nouter, k->outer)) {

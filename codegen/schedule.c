@@ -78,6 +78,7 @@ static void collect_leaves(Schedule *s, const bool *folded, Kernel *k, int id) {
   }
   if (n->op == OP_DROPOUT) k->dropout = id;
   if (n->op == OP_MATMUL) k->matmul = id;
+  if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM || n->op == OP_LAYERNORM_DX || n->op == OP_RMSNORM_DX) k->norm = id;
   for (int i = 0; i < n->nin; i++) collect_leaves(s, folded, k, n->in[i]);
 }
 
@@ -111,6 +112,17 @@ static void cone(const Graph *g, bool *need) {
   for (int i = g->nnodes - 1; i >= 0; i--)
     if (need[i])
       for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
+}
+
+// cone(), then also the root of every marked group member (its kernel
+// computes the member: a stored member may be read where its root is not).
+static void cone_groups(const Graph *g, const int *group, bool *need) {
+  for (bool more = true; more;) {
+    cone(g, need);
+    more = false;
+    for (int i = 0; i < g->nnodes; i++)
+      if (need[i] && group[i] >= 0 && !need[group[i]]) need[group[i]] = more = true;
+  }
 }
 
 static bool computes(OpKind op) {
@@ -163,7 +175,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
     sig_shape(p, end, &g->nodes[id].shape, g->nodes[id].dtype);
     return;
   }
-  *p += snprintf(*p, (size_t)(end - *p), "(");
+  *p += snprintf(*p, (size_t)(end - *p), id == k->stored ? "(*" : "(");
   sig_node(p, end, g, &g->nodes[id]);
   for (int i = 0; i < g->nodes[id].nin; i++) {
     if (*p < end) *p += snprintf(*p, (size_t)(end - *p), " ");
@@ -269,7 +281,7 @@ static const char *role_name(BufferRole r) {
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map"};
+  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg", " fused=norm_map"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];
@@ -280,10 +292,11 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
-    if (kn->fusion == FG_MAP || kn->fusion == FG_MATMUL_MAP) {
+    if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
-        if (s->group[i] == kn->node) fprintf(f, "%s%s%%%d", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i), first = 0;
+        if (s->group[i] == kn->node)
+          fprintf(f, "%s%s%%%d%s", first ? "" : ",", ir_op_info[g->nodes[i].op].name, i, i == kn->stored ? "*" : ""), first = 0;
     }
     if (n->loc.file) fprintf(f, "  # %s:%d:%d", n->loc.file, n->loc.line, n->loc.col);
     fputc('\n', f);
@@ -338,15 +351,15 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     b->name = g->outputs[o].name;
   }
   int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes), *stored = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   s->group = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  fuse_groups(g, fuse, s->group, kind);
+  fuse_groups(g, fuse, s->group, kind, stored);
   bool *folded = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   if (fuse) fold_transposes(g, s->group, kind, folded);
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
-  cone(g, live);
+  cone_groups(g, s->group, live);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
@@ -357,13 +370,15 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;
-    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP) collect_leaves(s, folded, k, i);
+    k->norm = -1;
+    if (kind[i] == FG_MAP || kind[i] == FG_MATMUL_MAP || kind[i] == FG_NORM_MAP) collect_leaves(s, folded, k, i);
     else
       for (int j = 0; j < n->nin; j++) k->in[k->nin] = read_buf(s, folded, n->in[j]), k->leaf[k->nin++] = n->in[j];
     const Node *mm = k->matmul >= 0 ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
     k->tb = mm && folded[mm->in[1]];
     k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
-    k->scratch = -1;
+    k->stored = stored[i];
+    k->scratch = stored[i] >= 0 ? s->buf_of[stored[i]] : -1;
     if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
       const Node *m = &g->nodes[n->in[0]];
       int x = g->nodes[m->in[0]].in[0], dy = m->in[1];
@@ -393,7 +408,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
                   : p == PROG_EVAL ? !strcmp(name, "loss") : !strcmp(name, "logits");
       if (want) need[g->outputs[o].node] = true;
     }
-    cone(g, need);
+    cone_groups(g, s->group, need);
     // a fused kernel reads the pattern's inputs directly (already needed above)
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
     // kernel_of[i] + 1 is the second phase of a two-phase op

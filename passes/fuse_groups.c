@@ -4,15 +4,22 @@
 // Requires: a verified graph with its backward pass (autodiff).
 // Guarantees: into[n] = the root node whose kernel computes n, or -1 when n
 // gets its own kernel (or computes nothing); kind[r] = the group kind of a
-// root r (FG_NONE for a kernel of its own). Groups:
+// root r (FG_NONE for a kernel of its own); stored[r] = the member of r's
+// FG_MAP or FG_MATMUL_MAP group whose value the kernel also stores (read by
+// kernels after it), or -1. Groups:
 //   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
 //                   dy [B, T, c]: the gradient of an unbatched weight, one
 //                   GEMM [d, B*T] @ [B*T, c]; the transpose and the batched
 //                   product are inside it.
 //   FG_MAP          a tree of elementwise ops evaluated per output element,
-//                   its intermediates never stored. A node n joins the group
-//                   of its user u when: n has exactly one user and is not an
-//                   output; n and u have the same shape (same coordinates);
+//                   its intermediates not stored (but one, below). A node n
+//                   joins the group of its user u when: n is not an output
+//                   and u is its only user, or u is its first user, every
+//                   other user comes after the group's root and no other
+//                   member of the group is stored (n becomes the stored
+//                   member: the kernel writes n's buffer too, before any
+//                   other user runs); n and u have the same shape (same
+//                   coordinates);
 //                   u is elementwise (unary, binary, dropout) or in the
 //                   group; n is unary, binary, dropout, expand, onehot,
 //                   causal_mask, or softmax over the last axis of a stored
@@ -25,6 +32,19 @@
 //                   product is written into the group's output rows, then
 //                   the elementwise tree runs over them in place: a bias,
 //                   residual or activation as the product's epilogue.
+//   FG_NORM_MAP     an FG_MAP group without softmax (or one elementwise node)
+//                   that also holds the row op feeding it (LAYERNORM,
+//                   RMSNORM, their _DX; the group's shape; its only user
+//                   the group, or as the stored member as above): each row
+//                   of the row op is computed, then the elementwise tree
+//                   over it, the row op's value never stored (unless it is
+//                   the stored member).
+//   FG_NORM_DG      a LAYERNORM_DG or RMSNORM_DG d (the gain gradient, a sum
+//                   over the rows of dy in row order) with the stored
+//                   member sum(dy) over every axis but the last (the bias
+//                   gradient, the same rows in the same order), when that
+//                   sum comes before d and nothing but reshapes reads it
+//                   before d.
 // Every member comes before its root in node order, so the root's kernel
 // runs after every kernel a member reads.
 #include <stdlib.h>
@@ -59,14 +79,66 @@ static void weight_grads(const Graph *g, const int *users, int *into, int *kind)
   }
 }
 
-void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
+// Whether every reader of s (through reshapes, which alias it) comes after node d.
+static bool read_after(const Graph *g, int s, int d) {
+  int alias[8], na = 0;
+  alias[na++] = s;
+  for (int j = s + 1; j <= d; j++) {
+    const Node *u = &g->nodes[j];
+    for (int k = 0; k < u->nin; k++)
+      for (int a = 0; a < na; a++) {
+        if (u->in[k] != alias[a]) continue;
+        if (u->op != OP_RESHAPE || j == d || na == 8) return false;
+        alias[na++] = j;
+      }
+  }
+  return true;
+}
+
+static bool row_op(const Node *n) {
+  OpKind o = n->op;
+  return (o == OP_LAYERNORM || o == OP_RMSNORM || o == OP_LAYERNORM_DX || o == OP_RMSNORM_DX) && n->dtype == DT_F32;
+}
+
+static bool has_softmax(const Graph *g, const int *into, int root) {
+  for (int j = 0; j < root; j++)
+    if (into[j] == root && g->nodes[j].op == OP_SOFTMAX) return true;
+  return false;
+}
+
+static void norm_dg(const Graph *g, int *into, int *kind, int *stored) {
+  int n = g->nnodes;
+  int *dg_of = malloc(((size_t)n + 1) * sizeof(int));  // dg_of[dy]: the last _DG node reading dy
+  for (int i = 0; i < n; i++) dg_of[i] = -1;
+  for (int i = 0; i < n; i++)
+    if (g->nodes[i].op == OP_LAYERNORM_DG || g->nodes[i].op == OP_RMSNORM_DG) dg_of[g->nodes[i].in[1]] = i;
+  for (int i = 0; i < n; i++) {
+    const Node *s = &g->nodes[i];
+    if (s->op != OP_SUM || into[i] >= 0 || kind[i] != FG_NONE) continue;
+    int dy = s->in[0], d = dg_of[dy], r = g->nodes[dy].shape.rank;
+    if (d < i || s->axis != 0 || ir_reduce_end(s) != r - 2 || g->nodes[dy].dtype != DT_F32) continue;
+    if (kind[d] != FG_NONE || stored[d] >= 0 || !read_after(g, i, d)) continue;
+    into[i] = d, kind[d] = FG_NORM_DG, stored[d] = i;
+  }
+  free(dg_of);
+}
+
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored) {
   int n = g->nnodes;
   int *users = calloc((size_t)n + 1, sizeof(int)), *user = calloc((size_t)n + 1, sizeof(int));
   int *leaves = calloc((size_t)n + 1, sizeof(int)), *drops = calloc((size_t)n + 1, sizeof(int));
-  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE;
+  // first[i], second[i]: the users of the first two edges out of i in node order, -1 none
+  int *first = malloc(((size_t)n + 1) * sizeof(int)), *second = malloc(((size_t)n + 1) * sizeof(int));
+  bool *output = calloc((size_t)n + 1, sizeof(bool));
+  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE, stored[i] = -1, first[i] = second[i] = -1;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++, user[g->nodes[i].in[k]] = i;
-  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2;
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int x = g->nodes[i].in[k];
+      users[x]++, user[x] = i;
+      if (first[x] < 0) first[x] = i;
+      else if (second[x] < 0) second[x] = i;
+    }
+  for (int o = 0; o < g->noutputs; o++) users[g->outputs[o].node] += 2, output[g->outputs[o].node] = true;
   if (!enable) goto done;
   weight_grads(g, users, into, kind);
   // in reverse order, so a node's user has decided its group first
@@ -75,9 +147,11 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     if (into[i] >= 0) continue;
     if (leaves[i] == 0) leaves[i] = p->nin;
     drops[i] = p->op == OP_DROPOUT;
-    if (users[i] != 1 || !joins(g, p)) continue;
-    const Node *u = &g->nodes[user[i]];
+    if (output[i] || first[i] < 0 || !joins(g, p)) continue;
+    const Node *u = &g->nodes[first[i]];
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    bool store = users[i] > 1;  // users outside the group: the earliest must run after the root
+    if (store && (second[i] <= root || stored[root] >= 0)) continue;
     if (kind[root] == FG_WEIGHT_GRAD || !shape_eq(&p->shape, &u->shape)) continue;
     if (into[u->id] < 0 && !elementwise(u)) continue;                  // u must be elementwise or inside a group
     if (u->op == OP_SOFTMAX || u->op == OP_ONEHOT) continue;            // they read a stored input
@@ -86,6 +160,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     kind[root] = FG_MAP;
     leaves[root] += p->nin - 1;
     drops[root] += drops[i];
+    if (store) stored[root] = i;
   }
   // matmul epilogues
   for (int i = 0; i < n; i++) {
@@ -101,6 +176,22 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind) {
     kind[root] = FG_MATMUL_MAP;
     leaves[root] += 1;
   }
+  // row ops before elementwise groups
+  for (int i = 0; i < n; i++) {
+    const Node *x = &g->nodes[i];
+    if (!row_op(x) || into[i] >= 0 || kind[i] != FG_NONE || output[i] || first[i] < 0) continue;
+    const Node *u = &g->nodes[first[i]];
+    int root = into[u->id] >= 0 ? into[u->id] : u->id;
+    bool store = users[i] > 1;
+    if (store && (second[i] <= root || stored[root] >= 0)) continue;
+    if (!shape_eq(&x->shape, &u->shape) || !(kind[root] == FG_MAP || (kind[root] == FG_NONE && elementwise(u)))) continue;
+    if (leaves[root] - 1 + x->nin > FG_MAX_LEAVES || has_softmax(g, into, root)) continue;
+    into[i] = root;
+    kind[root] = FG_NORM_MAP;
+    leaves[root] += x->nin - 1;
+    if (store) stored[root] = i;
+  }
+  norm_dg(g, into, kind, stored);
 done:
-  free(users), free(user), free(leaves), free(drops);
+  free(users), free(user), free(leaves), free(drops), free(first), free(second), free(output);
 }
