@@ -15,8 +15,8 @@
 // GEMMs and their non-affine fallback, causal convolutions) are rendered
 // here. The values are those of llvm.c: the same loops, the same exp
 // polynomial, the same Philox dropout stream, the same serial order where
-// the description fixes one (serial loops, wide reductions); parallel
-// reductions (a row's) sum in a different order, within float rounding.
+// the description fixes one (serial loops); parallel reductions (a row's,
+// the loss mean's in double) sum in a different order, within rounding.
 //
 // Parallel shape of a kernel (its launch mode):
 //   ELEM   one thread per element, grid-stride (LK_ELEMENTS, convolutions)
@@ -166,6 +166,19 @@ static void prelude(R *r) {
          "__device__ __forceinline__ float xf_warp_max(float v) {\n"
          "  for (int o = 16; o > 0; o >>= 1) v = xf_max(__shfl_xor_sync(0xffffffffu, v, o), v);\n"
          "  return v;\n"
+         "}\n"
+         "__device__ __forceinline__ double xf_warp_sum_d(double v) {\n"
+         "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+         "  return v;\n"
+         "}\n"
+         "__device__ __forceinline__ double xf_block_sum_d(double v, double *red) {\n"
+         "  v = xf_warp_sum_d(v);\n"
+         "  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;\n"
+         "  __syncthreads();\n"
+         "  double t = 0.0;\n"
+         "  for (unsigned w = 0; w < (blockDim.x + 31) >> 5; w++) t += red[w];\n"
+         "  __syncthreads();\n"
+         "  return t;\n"
          "}\n"
          "// Over the block: warp results in red[], summed by every thread in warp order.\n"
          "__device__ __forceinline__ float xf_block_sum(float v, float *red) {\n"
@@ -329,9 +342,9 @@ static void render_gemm_direct(R *r, const LGemm *gm) {
 //                the result), a store is lane 0's, and a serial loop runs in
 //                lockstep on every lane (its bounds are row-level values), its
 //                body cooperative again. Inside a par loop everything is the
-//                lane's own serial code. A wide reduction (the loss mean) is
-//                lane 0's serial sum in double, in index order, broadcast with
-//                a shuffle. After a row-level par loop, store or let that
+//                lane's own serial code. A wide reduction (the loss mean) sums
+//                lane-strided partials in double and combines them with the
+//                butterfly in double, then rounds. After a row-level par loop, store or let that
 //                writes a slot (or local) the kernel reads, or reads one it
 //                writes, __syncwarp(): a later statement (or the next
 //                iteration of a serial loop) may read what another lane
@@ -340,7 +353,7 @@ static void render_gemm_direct(R *r, const LGemm *gm) {
 // shuffles are executed by all 32 lanes of a live warp and by none of a warp
 // past the last row (the emulation pairs shuffles within a warp only).
 // ROW_BLOCK is the same with the block's threads for the lanes (block
-// reductions, __syncthreads, the wide result broadcast through shared memory).
+// reductions through shared memory, __syncthreads).
 // Local arrays (LK_LOCAL0 + i) are X<i>: a region of dynamic shared memory per
 // warp (WARP) or per block (ROW_BLOCK), a thread's own array in ELEM mode.
 
@@ -364,7 +377,12 @@ typedef struct {
 enum { ROW_BLOCK_MAX = 64 };
 static bool lk_has_reduce(const LStmt *st) {
   for (; st; st = st->next)
-    if (st->kind == LS_REDUCE || lk_has_reduce(st->body)) return true;
+    if ((st->kind == LS_REDUCE && !st->wide) || lk_has_reduce(st->body)) return true;
+  return false;
+}
+static bool lk_has_wide(const LStmt *st) {
+  for (; st; st = st->next)
+    if ((st->kind == LS_REDUCE && st->wide) || lk_has_wide(st->body)) return true;
   return false;
 }
 static bool lk_row_block(const LKernel *lk) {
@@ -627,15 +645,11 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
       lk_reduce_serial(p, st);
       return;
     }
-    if (st->wide && st->op == LX_ADD) {  // thread 0 in index order, then broadcast
-      lk_line(p, "if (%s == 0) {\n", g_id(p));
-      p->ind += 2;
-      lk_reduce_serial(p, st);
-      if (p->block) lk_line(p, "red[0] = %s;\n", v);
-      p->ind -= 2;
-      lk_line(p, "}\n");
-      if (p->block) lk_line(p, "__syncthreads();\n"), lk_line(p, "%s = red[0];\n", v), lk_line(p, "__syncthreads();\n");
-      else lk_line(p, "%s = __shfl_sync(0xffffffffu, %s, 0);\n", v, v);
+    if (st->wide && st->op == LX_ADD) {  // double partials per thread, a fixed tree, then rounded
+      lk_line(p, "double %s_w = 0.0;\n", v);
+      lk_for_open(p, st->ivar, st->lo, st->hi, true);
+      lk_accumulate(p, st, true);
+      lk_line(p, "%s = (float)%s(%s_w%s);\n", v, p->block ? "xf_block_sum_d" : "xf_warp_sum_d", v, p->block ? ", red_d" : "");
       return;
     }
     lk_for_open(p, st->ivar, st->lo, st->hi, true);
@@ -704,8 +718,8 @@ static int render_lkernel(R *r, const LKernel *lk) {
     p.block = lk_row_block(lk);
     lk_local_views(&p, p.block ? MODE_ROW_BLOCK : MODE_WARP);
     if (p.block)
-      out(r, "%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
-          lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "");
+      out(r, "%s%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
+          lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "", lk_has_wide(lk->body) ? "  __shared__ double red_d[32];\n" : "");
     else out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n");
     out(r, "      const xf_i64 %s = XF_ITEM(row);\n      (void)%s;\n", o, o);
     p.ind = 6;

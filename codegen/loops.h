@@ -91,8 +91,9 @@ typedef enum {
               // 0; LX_MAX: the maximum from -inf, acc = x > acc ? x : acc, so
               // a NaN element is skipped). The association is the
               // backend's, fixed by its code (never by thread timing); wide
-              // (LX_ADD only): accumulate in double, in index order (the loss
-              // mean), then round to f32
+              // (LX_ADD only, the loss mean): accumulate in double, then round
+              // to f32 (a CPU sums in index order, a GPU lane partials and a
+              // butterfly: the same float up to double rounding)
   LS_CARRY,   // for var in [lo, hi) in order, carrying values: carry[k] =
               // init[k] before the loop; each iteration runs body with carry[k]
               // the values so far, then sets every carry[k] to next[k] at once
