@@ -100,6 +100,9 @@ static LExpr *iadd(Lo *L, LExpr *x, LExpr *y) {
   if (y->kind == LX_INT && y->ival == 0) return x;
   return x2(L, LX_ADD, x, y);
 }
+// min, max of two i64 values
+static LExpr *imin(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), x, y); }
+static LExpr *imax(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), y, x); }
 static LExpr *load(Lo *L, int slot, LExpr *idx) {
   bool local = slot >= LK_LOCAL0;
   LExpr *e = ex(L, LX_LOAD, !local && L->lk->slot_int[slot] ? LT_I64 : LT_F32);
@@ -161,6 +164,17 @@ static int reduce_end(Lo *L, LStmt *st, LExpr *val, const char *name) {
   *L->tail[L->depth] = st;
   L->tail[L->depth] = &st->next;
   return st->var;
+}
+
+// A local array of size floats (LK_LOCAL0 + i).
+static int local(Lo *L, int64_t size) {
+  LKernel *lk = L->lk;
+  if (lk->nlocals == LK_MAX_LOCALS) {
+    fprintf(stderr, "xfc: internal error: lower.c: more than %d local arrays\n", LK_MAX_LOCALS);
+    abort();
+  }
+  lk->local_size[lk->nlocals] = size;
+  return LK_LOCAL0 + lk->nlocals++;
 }
 
 // for (index in [lo, hi)) carrying vars[k] = init[k] (types of init[k]) {
@@ -466,6 +480,73 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
   }
 }
 
+// The GPU's form of a reduction over axes before the last (GPU_RED_TEAM
+// threads per block, for a constant row width Lc): a block per tile of
+// GPU_RED_CW columns of an output row (p, m); thread x = g CW + cl, g <
+// G = TEAM / CW, sums rows t = g, g + G, ... of its column in GPU_RED_U
+// registers (loads in flight: rows s G U + u G + g of step s), then
+// out = the G partials of the column, in the order of g. Rows run in
+// parallel, so the association differs from the CPU's rows in order.
+enum { GPU_RED_TEAM = 512, GPU_RED_U = 4 };
+static int64_t gpu_red_cw(const Node *n, const Graph *g) {
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  Dim lc = xs->d[xs->rank - 1];
+  if (lc.kind != DIM_CONST) return 0;
+  for (int64_t cw = 8; cw > 1; cw /= 2)
+    if (lc.n % cw == 0) return cw;
+  return 1;
+}
+static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
+  if (tgt != LTARGET_GPU || (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX)) return false;
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  return ir_reduce_end(n) < xs->rank - 1 && gpu_red_cw(n, g) > 0;
+}
+
+static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
+  bool mx = n->op == OP_MAX;
+  int64_t cw = gpu_red_cw(n, L->g), lc = xs->d[r - 1].n, ct = lc / cw, G = GPU_RED_TEAM / cw;
+  LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
+  L->own_outer = true, L->lk->team = GPU_RED_TEAM;
+  L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0});
+  int o = 0;
+  int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
+  int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
+  int Kv = let(L, K, "K");
+  int part = local(L, GPU_RED_TEAM);
+  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
+  int g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
+  int c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
+  LExpr *init[GPU_RED_U];
+  const char *names[GPU_RED_U];
+  int acc[GPU_RED_U], step;
+  for (int u = 0; u < GPU_RED_U; u++) init[u] = id, names[u] = "acc";
+  LExpr *nsteps = x2(L, LX_DIV, iadd(L, xvar(L, Kv), xi(L, G * GPU_RED_U - 1)), xi(L, G * GPU_RED_U));
+  LStmt *st = carry_begin(L, xi(L, 0), nsteps, GPU_RED_U, init, names, acc, &step);
+  LExpr *next[GPU_RED_U];
+  for (int u = 0; u < GPU_RED_U; u++) {
+    int row = let(L, iadd(L, imul(L, xvar(L, step), xi(L, G * GPU_RED_U)), iadd(L, xi(L, u * G), xvar(L, g))), "t");
+    LExpr *in = imin(L, xvar(L, row), x2(L, LX_SUB, xvar(L, Kv), xi(L, 1)));
+    LExpr *at = iadd(L, imul(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, p), xvar(L, Kv)), in), M), xvar(L, m)), xi(L, lc)), xvar(L, c));
+    int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, Kv)), load(L, KS_IN0, at), id), "v");
+    next[u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, acc[u])) : x2(L, LX_ADD, xvar(L, acc[u]), xvar(L, v));
+  }
+  carry_end(L, st, next);
+  LExpr *all = xvar(L, acc[0]);
+  for (int u = 1; u < GPU_RED_U; u++) all = mx ? x2(L, LX_MAX, xvar(L, acc[u]), all) : x2(L, LX_ADD, all, xvar(L, acc[u]));
+  store(L, part, xvar(L, x), all);
+  for_end(L);
+  int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
+  int gi;
+  LStmt *rd = reduce_begin(L, mx ? LX_MAX : LX_ADD, xi(L, 0), xi(L, G), &gi);
+  int res = reduce_end(L, rd, load(L, part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), "res");
+  LExpr *v = xvar(L, res);
+  if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
+  store(L, KS_OUT, iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl)), v);
+  for_end(L);
+}
+
 // SUM/MEAN/MAX over trailing axes and SOFTMAX over any axis: x viewed as
 // [P, K, I] (I the axes after the reduced ones), one p per outer index; for
 // each i < I (a par loop when I > 1, else the row itself) the elements
@@ -480,7 +561,8 @@ static void lower_axis(Lo *L, const Node *n) {
   if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
     L->lk->outer = imul(L, L->lk->outer, dprod(L, xs, end + 1, xs->rank - 1));
     L->lk->nouter = symsize_mul(L->lk->nouter, symsize_prod(xs, end + 1, xs->rank - 1));
-    lower_reduce_rows(L, n);
+    if (reduce_rows_gpu_form(L->g, n, L->tgt)) lower_reduce_rows_gpu(L, n);
+    else lower_reduce_rows(L, n);
     return;
   }
   LExpr *K = dprod(L, xs, n->axis, end + 1), *I = dprod(L, xs, end + 1, xs->rank);
@@ -726,15 +808,6 @@ typedef struct {
   int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
 } Att;
 
-static int local(Lo *L, int64_t size) {
-  LKernel *lk = L->lk;
-  if (lk->nlocals == LK_MAX_LOCALS) {
-    fprintf(stderr, "xfc: internal error: lower.c: more than %d local arrays\n", LK_MAX_LOCALS);
-    abort();
-  }
-  lk->local_size[lk->nlocals] = size;
-  return LK_LOCAL0 + lk->nlocals++;
-}
 
 // sum_{c < len} a[abase + c] * b[bbase + c]: straight-line for short heads,
 // else a reduction.
@@ -931,8 +1004,6 @@ static bool att_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   return loc * (int64_t)sizeof(float) <= ATT_LOCAL_BUDGET;
 }
 
-static LExpr *imin(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), x, y); }
-static LExpr *imax(Lo *L, LExpr *x, LExpr *y) { return xsel(L, x2(L, LX_LT, x, y), y, x); }
 static LExpr *xwin(Lo *L, int hi) {
   LExpr *e = ex(L, LX_WIN, LT_I64);
   e->ival = hi;
@@ -1342,6 +1413,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
+  if (reduce_rows_gpu_form(g, n, tgt)) return w;  // its outer has column tiles: all of it
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
