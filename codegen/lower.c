@@ -674,6 +674,56 @@ static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
   w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
 }
 
+// The GPU's form of _DG (with the bias gradient of FG_NORM_DG): as
+// lower_reduce_rows_gpu, a block per tile of GPU_RED_CW columns, thread
+// x = g CW + cl summing rows g, g + G, ... of its column: the row's mean and
+// deviation by the thread itself (the CW threads of a row share its loads),
+// dy o xhat and dy carried in registers; then the G partials in order.
+static bool norm_dg_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
+  if (tgt != LTARGET_GPU || (n->op != OP_LAYERNORM_DG && n->op != OP_RMSNORM_DG)) return false;
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  return xs->d[xs->rank - 1].kind == DIM_CONST;
+}
+static void lower_norm_dg_gpu(Lo *L, const Node *n, Row *w, bool rms) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  int64_t d = xs->d[xs->rank - 1].n, cw = 8;
+  while (d % cw) cw /= 2;
+  int64_t ct = d / cw, G = GPU_RED_TEAM / cw;
+  bool bias = L->k->stored >= 0;
+  L->own_outer = true, L->lk->team = GPU_RED_TEAM;
+  L->lk->outer = xi(L, ct), L->lk->nouter = (SymSize){ct, 0, 0};
+  int tile = let(L, xvar(L, 0), "tile");
+  int R = let(L, dprod(L, xs, 0, xs->rank - 1), "R");
+  int part = local(L, GPU_RED_TEAM), partb = bias ? local(L, GPU_RED_TEAM) : -1;
+  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
+  int g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
+  int c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
+  LExpr *init[2] = {xf(L, 0), xf(L, 0)};
+  const char *names[2] = {"dg", "db"};
+  int acc[2], t;
+  LStmt *st = carry_begin(L, xi(L, 0), x2(L, LX_DIV, iadd(L, xvar(L, R), xi(L, G - 1)), xi(L, G)), bias ? 2 : 1, init, names, acc, &t);
+  int row = let(L, iadd(L, imul(L, xvar(L, t), xi(L, G)), xvar(L, g)), "row");
+  LExpr *valid = x2(L, LX_LT, xvar(L, row), xvar(L, R));
+  w->base = let(L, imul(L, imin(L, xvar(L, row), x2(L, LX_SUB, xvar(L, R), xi(L, 1))), xi(L, d)), "base");
+  row_stats(L, w, xi(L, d), rms, n->fval);
+  int dyv = let(L, xsel(L, valid, at(L, w, w->dy, c), xf(L, 0)), "dyv");
+  LExpr *next[2] = {x2(L, LX_ADD, xvar(L, acc[0]), x2(L, LX_MUL, xvar(L, dyv), xhat(L, w, c))), NULL};
+  if (bias) next[1] = x2(L, LX_ADD, xvar(L, acc[1]), xvar(L, dyv));
+  carry_end(L, st, next);
+  store(L, part, xvar(L, x), xvar(L, acc[0]));
+  if (bias) store(L, partb, xvar(L, x), xvar(L, acc[1]));
+  for_end(L);
+  int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
+  LExpr *oc = iadd(L, imul(L, xvar(L, tile), xi(L, cw)), xvar(L, cl));
+  for (int k = 0; k < (bias ? 2 : 1); k++) {
+    int gi;
+    LStmt *rd = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, G), &gi);
+    int res = reduce_end(L, rd, load(L, k ? partb : part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), k ? "db" : "dg");
+    store(L, k ? KS_SCRATCH : KS_OUT, oc, xvar(L, res));
+  }
+  for_end(L);
+}
+
 // LAYERNORM, RMSNORM and their gradients _DX (one row per outer index) and
 // _DG (serial over rows: the sum over rows in row order, independent of
 // threads). interp.c has the equations.
@@ -687,6 +737,10 @@ static void lower_norm(Lo *L, const Node *n) {
   L->lk->outer = dg ? xi(L, 1) : rows;
   L->lk->nouter = dg ? (SymSize){1, 0, 0} : symsize_prod(xs, 0, xs->rank - 1);
   Row w = {.x = in_slot(L, n, 0), .g = in_slot(L, n, 1), .dy = dg ? in_slot(L, n, 1) : n->nin > 2 ? in_slot(L, n, 2) : -1};
+  if (dg && norm_dg_gpu_form(L->g, n, L->tgt)) {
+    lower_norm_dg_gpu(L, n, &w, rms);
+    return;
+  }
   int c, row = 0;
   if (dg) {  // FG_NORM_DG: also the bias gradient, sum dy in row order, to KS_SCRATCH
     c = for_begin(L, xi(L, 0), d, true, "c");
@@ -1413,7 +1467,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
-  if (reduce_rows_gpu_form(g, n, tgt)) return w;  // its outer has column tiles: all of it
+  if (reduce_rows_gpu_form(g, n, tgt) || norm_dg_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
