@@ -72,7 +72,8 @@ typedef struct {
   int in[KERNEL_MAX_IN];    // buffers read, in slots KS_IN0 + i
   int leaf[KERNEL_MAX_IN];  // the IR node whose value in[i] holds
   int nin;
-  SymSize outer;  // the parallel outer extent; the kernel covers [0, outer)
+  SymSize outer;  // the parallel outer extent; the kernel covers [0, outer) (a GPU form
+                  // may choose its own: LKernel.nouter)
   int scratch;    // a scratch buffer of the kernel, or the stored member's, or -1
   int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
                   // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1

@@ -4,12 +4,16 @@
 // Guarantees: for every kernel it describes, an LKernel computing the value
 // of the reference interpreter (interp/interp.c) at every output element, in
 // float32, whose outer extent is the schedule's (Kernel.outer; for an
-// FG_MATMUL_MAP epilogue, the rows of the product); NULL for the kernels
-// left to the backends (loops.h). The scheduling choices made here, once for
-// every backend: which kernels are elementwise (LK_ELEMENTS) and which work
-// a row at a time (LK_ROWS), the loop order of each reduction, and what a
-// reduction over a row reuses (the statistics of softmax members, of layer
-// norm, computed once per row).
+// FG_MATMUL_MAP epilogue, the rows of the product) except where the form
+// for the target sets its own (a GPU's attention, sums over rows and gain
+// gradients: LKernel.nouter); NULL for the kernels left to the backends
+// (loops.h). The scheduling choices made here, once for every backend and
+// per target where they differ (LTarget): which kernels are elementwise
+// (LK_ELEMENTS) and which work a row at a time (LK_ROWS), the loop order of
+// each reduction, what a reduction over a row reuses (the statistics of
+// softmax members, of layer norm, computed once per row), and a GPU's
+// blocks: attention per (sequence, head), reductions over rows per column
+// tile.
 #include "loops.h"
 
 #include <math.h>
