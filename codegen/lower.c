@@ -832,11 +832,52 @@ static void lower_embed(Lo *L, const Node *n) {
 }
 
 // Serial (outer extent 1): out = 0; out[ids[r], :] += dy[r, :], rows in order.
+// The GPU's form: a block per tile of vr rows of out (a divisor of V, the
+// tile at most 32 KB of shared memory), a thread per column; each thread
+// scans every row r in order and adds y[r] into its column of the tile when
+// ids[r] is in it (the same order per element as the CPU's), then the tile
+// is stored. 0 when the shapes are not constant or no tile of 4 rows fits.
+static int64_t scatter_gpu_rows(const Node *n, LTarget tgt) {
+  if (tgt != LTARGET_GPU || n->shape.d[0].kind != DIM_CONST || n->shape.d[1].kind != DIM_CONST) return 0;
+  int64_t V = n->shape.d[0].n, d = n->shape.d[1].n;
+  for (int64_t vr = 64; vr >= 4; vr--)
+    if (V % vr == 0 && vr * d * (int64_t)sizeof(float) <= 32 * 1024) return vr;
+  return 0;
+}
+static void lower_scatter_add_gpu(Lo *L, const Node *n, int64_t vr) {
+  const Shape *is = &L->g->nodes[n->in[1]].shape;
+  int64_t V = n->shape.d[0].n, d = n->shape.d[1].n;
+  L->own_outer = true, L->lk->team = 128;
+  L->lk->outer = xi(L, V / vr), L->lk->nouter = (SymSize){V / vr, 0, 0};
+  int v0 = let(L, imul(L, xvar(L, 0), xi(L, vr)), "v0");
+  int tile = local(L, vr * d);
+  int e = for_begin(L, xi(L, 0), xi(L, vr * d), true, "e");
+  store(L, tile, xvar(L, e), xf(L, 0));
+  for_end(L);
+  int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
+  int r = for_begin(L, xi(L, 0), dprod(L, is, 0, is->rank), false, "r");
+  int rel = let(L, x2(L, LX_SUB, load(L, KS_IN1, xvar(L, r)), xvar(L, v0)), "rel");
+  int in = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, rel), xi(L, 0)), x2(L, LX_LT, xvar(L, rel), xi(L, vr))), "in");
+  int at = let(L, iadd(L, imul(L, xsel(L, xvar(L, in), xvar(L, rel), xi(L, 0)), xi(L, d)), xvar(L, c)), "at");
+  LExpr *yv = xsel(L, xvar(L, in), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))), xf(L, 0));
+  store(L, tile, xvar(L, at), x2(L, LX_ADD, load(L, tile, xvar(L, at)), yv));
+  for_end(L);
+  for_end(L);
+  e = for_begin(L, xi(L, 0), xi(L, vr * d), true, "e");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, v0), xi(L, d)), xvar(L, e)), load(L, tile, xvar(L, e)));
+  for_end(L);
+}
+
 static void lower_scatter_add(Lo *L, const Node *n) {
   const Shape *is = &L->g->nodes[n->in[1]].shape;
   LExpr *V = xdim(L, n->shape.d[0]), *d = xdim(L, n->shape.d[1]);
   L->lk->name = "scatter_add";
   L->lk->shape = LK_ROWS;
+  int64_t vr = scatter_gpu_rows(n, L->tgt);
+  if (vr) {
+    lower_scatter_add_gpu(L, n, vr);
+    return;
+  }
   L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
   int z = for_begin(L, xi(L, 0), imul(L, V, d), true, "e");
   store(L, KS_OUT, xvar(L, z), xf(L, 0));
