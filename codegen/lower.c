@@ -484,33 +484,46 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
   }
 }
 
-// The GPU's form of a reduction over axes before the last (GPU_RED_TEAM
-// threads per block, for a constant row width Lc): a block per tile of
-// GPU_RED_CW columns of an output row (p, m); thread x = g CW + cl, g <
-// G = TEAM / CW, sums rows t = g, g + G, ... of its column in GPU_RED_U
-// registers (loads in flight: rows s G U + u G + g of step s), then
-// out = the G partials of the column, in the order of g. Rows run in
-// parallel, so the association differs from the CPU's rows in order.
+// The GPU's reductions over rows (sums over axes before the last, the norm
+// gain gradients): a block of GPU_RED_TEAM threads per tile of cw columns
+// of an output row (cw the largest of 8, 4, 2, 1 dividing the row width);
+// thread x = g cw + cl, g < G = TEAM / cw, sums rows g, g + G, ... of its
+// column in registers, then each column's total is its G partials in the
+// order of g. Rows run in parallel, so the association differs from the
+// CPU's rows in order.
 enum { GPU_RED_TEAM = 512, GPU_RED_U = 4 };
-static int64_t gpu_red_cw(const Node *n, const Graph *g) {
-  const Shape *xs = &g->nodes[n->in[0]].shape;
-  Dim lc = xs->d[xs->rank - 1];
-  if (lc.kind != DIM_CONST) return 0;
-  for (int64_t cw = 8; cw > 1; cw /= 2)
-    if (lc.n % cw == 0) return cw;
-  return 1;
+static int64_t col_tile_width(int64_t lc) {
+  int64_t cw = 8;
+  while (lc % cw) cw /= 2;
+  return cw;
+}
+// Opens the par loop over the team's threads x: *g its row group, *c its
+// column of tile `tile`; returns x.
+static int tile_threads(Lo *L, int tile, int64_t cw, int *g, int *c) {
+  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
+  *g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
+  *c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
+  return x;
+}
+// Column cl's total: op over the partials part[g cw + cl], g in order.
+static int tile_total(Lo *L, int part, int64_t cw, int cl, LExprKind op, const char *name) {
+  int gi;
+  LStmt *rd = reduce_begin(L, op, xi(L, 0), xi(L, GPU_RED_TEAM / cw), &gi);
+  return reduce_end(L, rd, load(L, part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), name);
 }
 static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   if (tgt != LTARGET_GPU || (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX)) return false;
   const Shape *xs = &g->nodes[n->in[0]].shape;
-  return ir_reduce_end(n) < xs->rank - 1 && gpu_red_cw(n, g) > 0;
+  return ir_reduce_end(n) < xs->rank - 1 && xs->d[xs->rank - 1].kind == DIM_CONST;
 }
 
+// A sum, mean or max over rows: GPU_RED_U accumulators per thread (loads in
+// flight: rows s G U + u G + g of step s).
 static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
   bool mx = n->op == OP_MAX;
-  int64_t cw = gpu_red_cw(n, L->g), lc = xs->d[r - 1].n, ct = lc / cw, G = GPU_RED_TEAM / cw;
+  int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = GPU_RED_TEAM / cw;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
   L->own_outer = true, L->lk->team = GPU_RED_TEAM;
   L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0});
@@ -518,10 +531,8 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
   int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
   int Kv = let(L, K, "K");
-  int part = local(L, GPU_RED_TEAM);
-  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
-  int g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
-  int c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
+  int part = local(L, GPU_RED_TEAM), g, c;
+  int x = tile_threads(L, tile, cw, &g, &c);
   LExpr *init[GPU_RED_U];
   const char *names[GPU_RED_U];
   int acc[GPU_RED_U], step;
@@ -542,10 +553,7 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   store(L, part, xvar(L, x), all);
   for_end(L);
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
-  int gi;
-  LStmt *rd = reduce_begin(L, mx ? LX_MAX : LX_ADD, xi(L, 0), xi(L, G), &gi);
-  int res = reduce_end(L, rd, load(L, part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), "res");
-  LExpr *v = xvar(L, res);
+  LExpr *v = xvar(L, tile_total(L, part, cw, cl, mx ? LX_MAX : LX_ADD, "res"));
   if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
   store(L, KS_OUT, iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl)), v);
   for_end(L);
@@ -678,11 +686,10 @@ static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
   w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
 }
 
-// The GPU's form of _DG (with the bias gradient of FG_NORM_DG): as
-// lower_reduce_rows_gpu, a block per tile of GPU_RED_CW columns, thread
-// x = g CW + cl summing rows g, g + G, ... of its column: the row's mean and
-// deviation by the thread itself (the CW threads of a row share its loads),
-// dy o xhat and dy carried in registers; then the G partials in order.
+// The GPU's form of _DG (with the bias gradient of FG_NORM_DG), in column
+// tiles as lower_reduce_rows_gpu: each thread computes its row's mean and
+// deviation itself (the cw threads of a row share its loads) and carries
+// dy o xhat and dy in registers.
 static bool norm_dg_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   if (tgt != LTARGET_GPU || (n->op != OP_LAYERNORM_DG && n->op != OP_RMSNORM_DG)) return false;
   const Shape *xs = &g->nodes[n->in[0]].shape;
@@ -690,18 +697,14 @@ static bool norm_dg_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
 }
 static void lower_norm_dg_gpu(Lo *L, const Node *n, Row *w, bool rms) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
-  int64_t d = xs->d[xs->rank - 1].n, cw = 8;
-  while (d % cw) cw /= 2;
-  int64_t ct = d / cw, G = GPU_RED_TEAM / cw;
+  int64_t d = xs->d[xs->rank - 1].n, cw = col_tile_width(d), ct = d / cw, G = GPU_RED_TEAM / cw;
   bool bias = L->k->stored >= 0;
   L->own_outer = true, L->lk->team = GPU_RED_TEAM;
   L->lk->outer = xi(L, ct), L->lk->nouter = (SymSize){ct, 0, 0};
   int tile = let(L, xvar(L, 0), "tile");
   int R = let(L, dprod(L, xs, 0, xs->rank - 1), "R");
-  int part = local(L, GPU_RED_TEAM), partb = bias ? local(L, GPU_RED_TEAM) : -1;
-  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
-  int g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
-  int c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
+  int part = local(L, GPU_RED_TEAM), partb = bias ? local(L, GPU_RED_TEAM) : -1, g, c;
+  int x = tile_threads(L, tile, cw, &g, &c);
   LExpr *init[2] = {xf(L, 0), xf(L, 0)};
   const char *names[2] = {"dg", "db"};
   int acc[2], t;
@@ -719,12 +722,7 @@ static void lower_norm_dg_gpu(Lo *L, const Node *n, Row *w, bool rms) {
   for_end(L);
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
   LExpr *oc = iadd(L, imul(L, xvar(L, tile), xi(L, cw)), xvar(L, cl));
-  for (int k = 0; k < (bias ? 2 : 1); k++) {
-    int gi;
-    LStmt *rd = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, G), &gi);
-    int res = reduce_end(L, rd, load(L, k ? partb : part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), k ? "db" : "dg");
-    store(L, k ? KS_SCRATCH : KS_OUT, oc, xvar(L, res));
-  }
+  for (int k = 0; k < (bias ? 2 : 1); k++) store(L, k ? KS_SCRATCH : KS_OUT, oc, xvar(L, tile_total(L, k ? partb : part, cw, cl, LX_ADD, k ? "db" : "dg")));
   for_end(L);
 }
 
@@ -1081,10 +1079,11 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
 // row (in the gradient's last sweep, per key row), strided when T >
 // ATT_TEAM. K and V (in that last sweep Q and dO) pass through shared memory
 // in tiles of ATT_TILE rows, loaded by all threads; the causal mask skips
-// every tile past a row. Per-row state lives in local arrays laid out
-// [feature, row] (consecutive threads, consecutive words). Scores are never
-// stored: a row keeps its running maximum m, sum l and accumulators, and
-// rescales them by e^(m_old - m_new) as keys arrive (the online softmax).
+// every tile past a row. Scores are never stored: a row keeps its running
+// maximum m, sum l and accumulators, rescaled by e^(m_old - m_new) as keys
+// arrive (the online softmax), in registers through a tile (LS_CARRY) and in
+// local arrays laid out [feature, row] between tiles (consecutive threads,
+// consecutive words).
 enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_LOCAL_BUDGET = 64 * 1024 };
 
 // Floats of local arrays of the forward (grad false) or the gradient.
