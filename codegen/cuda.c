@@ -344,11 +344,12 @@ static void render_gemm_direct(R *r, const LGemm *gm) {
 //                body cooperative again. Inside a par loop everything is the
 //                lane's own serial code. A wide reduction (the loss mean) sums
 //                lane-strided partials in double and combines them with the
-//                butterfly in double, then rounds. After a row-level par loop, store or let that
-//                writes a slot (or local) the kernel reads, or reads one it
-//                writes, __syncwarp(): a later statement (or the next
-//                iteration of a serial loop) may read what another lane
-//                wrote, or overwrite what another lane has still to read.
+//                butterfly in double, then rounds. After a row-level par
+//                loop, store or let that writes a slot (or local) the kernel
+//                reads, or reads one it writes, __syncwarp(): a later
+//                statement (or the next iteration of a serial loop) may read
+//                what another lane wrote, or overwrite what another lane has
+//                still to read.
 // `live` is uniform over a warp, so the warp's whole row runs under it: the
 // shuffles are executed by all 32 lanes of a live warp and by none of a warp
 // past the last row (the emulation pairs shuffles within a warp only).
@@ -375,14 +376,11 @@ typedef struct {
 // and reductions spread over the block; one with a team (LKernel.team) a
 // block of that many threads.
 enum { ROW_BLOCK_MAX = 64 };
-static bool lk_has_reduce(const LStmt *st) {
+// Whether a reduction, wide or not as asked, is in st (a block's needs
+// shared memory to combine its threads' partials: red, red_d).
+static bool lk_has_reduce(const LStmt *st, bool wide) {
   for (; st; st = st->next)
-    if ((st->kind == LS_REDUCE && !st->wide) || lk_has_reduce(st->body)) return true;
-  return false;
-}
-static bool lk_has_wide(const LStmt *st) {
-  for (; st; st = st->next)
-    if ((st->kind == LS_REDUCE && st->wide) || lk_has_wide(st->body)) return true;
+    if ((st->kind == LS_REDUCE && st->wide == wide) || lk_has_reduce(st->body, wide)) return true;
   return false;
 }
 static bool lk_row_block(const LKernel *lk) {
@@ -719,7 +717,8 @@ static int render_lkernel(R *r, const LKernel *lk) {
     lk_local_views(&p, p.block ? MODE_ROW_BLOCK : MODE_WARP);
     if (p.block)
       out(r, "%s%s  for (xf_i64 row = blockIdx.x; row < a.n; row += gridDim.x) {\n    {\n",
-          lk_has_reduce(lk->body) ? "  __shared__ float red[32];\n" : "", lk_has_wide(lk->body) ? "  __shared__ double red_d[32];\n" : "");
+          lk_has_reduce(lk->body, false) ? "  __shared__ float red[32];\n" : "",
+          lk_has_reduce(lk->body, true) ? "  __shared__ double red_d[32];\n" : "");
     else out(r, "  XF_WARP_LOOP(row, live) {\n    if (live) {\n");
     out(r, "      const xf_i64 %s = XF_ITEM(row);\n      (void)%s;\n", o, o);
     p.ind = 6;
@@ -763,6 +762,12 @@ static void fn_close(R *r, const char *name) { out(r, "}\nXF_EMU_ENTRY(%s)\n\n",
 
 static int mode_threads(int mode) {
   return mode == MODE_ELEM ? ELEM_THREADS : mode == MODE_WARP ? WARP_THREADS : ROW_BLOCK_THREADS;
+}
+// The block size of a function of mode printing lk (NULL: rendered here).
+static int lk_threads(const LKernel *lk, int mode) {
+  if (lk && mode == MODE_WARP) return 32 * lk_warps(lk);
+  if (lk && mode == MODE_ROW_BLOCK && lk->team) return lk->team;
+  return mode_threads(mode);
 }
 
 // Renders the body of the class function of a kernel lower.c describes
@@ -867,9 +872,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       if (variant) fn_infer[ki] = m->nnames;
       else fn_train[ki] = m->nnames;
       m->names[m->nnames++] = name;
-      threads[ki] = lk[variant] && mode[ki] == MODE_WARP                          ? 32 * lk_warps(lk[variant])
-                    : lk[variant] && mode[ki] == MODE_ROW_BLOCK && lk[variant]->team ? lk[variant]->team
-                                                                                   : mode_threads(mode[ki]);
+      threads[ki] = lk_threads(lk[variant], mode[ki]);
       fn_open(&r, name, threads[ki]);
       if (broken == ki) out(&r, "  xf_undefined_by_test_hook;\n");
       fputs(body, r.f);
