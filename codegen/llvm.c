@@ -64,9 +64,9 @@ typedef struct {
   V fn;                // function being emitted
   const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
-  // the step program's variant: rows of the time axis restricted to [w0, w1)
   LTarget forms;      // LlvmOptions.forms
   SymSize *outer;     // per class: the outer extent its function runs over
+  // the step program's variant: rows of the time axis restricted to [w0, w1)
   bool win;
   V w0, w1;
   LLVMBasicBlockRef entry;
@@ -778,7 +778,7 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
     }
     case LS_CARRY: {  // allocas mem2reg makes registers: loaded at the top, stored at the latch
       V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
-      V *slot = arena_alloc(&e->arena, sizeof(V) * (size_t)s->ncarry), *nx = arena_alloc(&e->arena, sizeof(V) * (size_t)s->ncarry);
+      V *slot = arena_alloc(&e->arena, sizeof(V) * (size_t)s->ncarry);
       Ty *ty = arena_alloc(&e->arena, sizeof(Ty) * (size_t)s->ncarry);
       for (int c = 0; c < s->ncarry; c++) {
         V v = lexpr(e, p, s->init[c]);
@@ -789,8 +789,8 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
       p->vals[s->var] = loop_begin(e, &L, lo, hi);
       for (int c = 0; c < s->ncarry; c++) p->vals[s->carry[c]] = LLVMBuildLoad2(e->b, ty[c], slot[c], "");
       lblock(e, p, s->body);
-      for (int c = 0; c < s->ncarry; c++) nx[c] = lexpr(e, p, s->step[c]);
-      for (int c = 0; c < s->ncarry; c++) LLVMBuildStore(e->b, nx[c], slot[c]);
+      for (int c = 0; c < s->ncarry; c++)  // step[] reads the values loaded above, not the slots
+        LLVMBuildStore(e->b, lexpr(e, p, s->step[c]), slot[c]);
       loop_end(e, &L);
       for (int c = 0; c < s->ncarry; c++) p->vals[s->carry[c]] = LLVMBuildLoad2(e->b, ty[c], slot[c], "");
       continue;
