@@ -96,8 +96,8 @@ typedef enum {
               // butterfly: the same float up to double rounding)
   LS_CARRY,   // for var in [lo, hi) in order, carrying values: carry[k] =
               // init[k] before the loop; each iteration runs body with carry[k]
-              // the values so far, then sets every carry[k] to next[k] at once
-              // (next[] evaluated after the body, in its scope); after the loop
+              // the values so far, then sets every carry[k] to step[k] at once
+              // (step[] evaluated after the body, in its scope); after the loop
               // carry[k] hold the last values. The values live in registers
               // (a GPU thread's own, a CPU's), not in memory
   LS_COUNT
