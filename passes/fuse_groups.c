@@ -95,6 +95,13 @@ static bool read_after(const Graph *g, int s, int d) {
   return true;
 }
 
+// Whether node i may join root's group (root: its first user's): i has no
+// other user, or it becomes root's stored member: its next user runs after
+// root, and root stores no other member.
+static bool may_join(int i, int root, const int *users, const int *second, const int *stored) {
+  return users[i] == 1 || (second[i] > root && stored[root] < 0);
+}
+
 static bool row_op(const Node *n) {
   OpKind o = n->op;
   return (o == OP_LAYERNORM || o == OP_RMSNORM || o == OP_LAYERNORM_DX || o == OP_RMSNORM_DX) && n->dtype == DT_F32;
@@ -125,7 +132,7 @@ static void norm_dg(const Graph *g, int *into, int *kind, int *stored) {
 
 void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored) {
   int n = g->nnodes;
-  int *users = calloc((size_t)n + 1, sizeof(int)), *user = calloc((size_t)n + 1, sizeof(int));
+  int *users = calloc((size_t)n + 1, sizeof(int));
   int *leaves = calloc((size_t)n + 1, sizeof(int)), *drops = calloc((size_t)n + 1, sizeof(int));
   // first[i], second[i]: the users of the first two edges out of i in node order, -1 none
   int *first = malloc(((size_t)n + 1) * sizeof(int)), *second = malloc(((size_t)n + 1) * sizeof(int));
@@ -134,7 +141,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int x = g->nodes[i].in[k];
-      users[x]++, user[x] = i;
+      users[x]++;
       if (first[x] < 0) first[x] = i;
       else if (second[x] < 0) second[x] = i;
     }
@@ -150,8 +157,8 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     if (output[i] || first[i] < 0 || !joins(g, p)) continue;
     const Node *u = &g->nodes[first[i]];
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
-    bool store = users[i] > 1;  // users outside the group: the earliest must run after the root
-    if (store && (second[i] <= root || stored[root] >= 0)) continue;
+    bool store = users[i] > 1;
+    if (!may_join(i, root, users, second, stored)) continue;
     if (kind[root] == FG_WEIGHT_GRAD || !shape_eq(&p->shape, &u->shape)) continue;
     if (into[u->id] < 0 && !elementwise(u)) continue;                  // u must be elementwise or inside a group
     if (u->op == OP_SOFTMAX || u->op == OP_ONEHOT) continue;            // they read a stored input
@@ -166,7 +173,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
   for (int i = 0; i < n; i++) {
     const Node *m = &g->nodes[i];
     if (m->op != OP_MATMUL || users[i] != 1 || into[i] >= 0 || kind[i] != FG_NONE) continue;
-    const Node *u = &g->nodes[user[i]];
+    const Node *u = &g->nodes[first[i]];  // its only user
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
     const Shape *xs = &g->nodes[m->in[0]].shape, *ws = &g->nodes[m->in[1]].shape;
     if (!shape_eq(&m->shape, &u->shape) || ws->rank != 2 || xs->rank != m->shape.rank || m->shape.rank < 2) continue;
@@ -183,7 +190,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     const Node *u = &g->nodes[first[i]];
     int root = into[u->id] >= 0 ? into[u->id] : u->id;
     bool store = users[i] > 1;
-    if (store && (second[i] <= root || stored[root] >= 0)) continue;
+    if (!may_join(i, root, users, second, stored)) continue;
     if (!shape_eq(&x->shape, &u->shape) || !(kind[root] == FG_MAP || (kind[root] == FG_NONE && elementwise(u)))) continue;
     if (leaves[root] - 1 + x->nin > FG_MAX_LEAVES || has_softmax(g, into, root)) continue;
     into[i] = root;
@@ -193,5 +200,5 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
   }
   norm_dg(g, into, kind, stored);
 done:
-  free(users), free(user), free(leaves), free(drops), free(first), free(second), free(output);
+  free(users), free(leaves), free(drops), free(first), free(second), free(output);
 }
