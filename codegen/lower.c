@@ -456,16 +456,18 @@ static void lower_map(Lo *L, const Node *n) {
 // output row (p, m) of Lc per outer index o = p M + m: out = 0, then rows t
 // in order accumulated into it (contiguous, so the column loop vectorises;
 // each element's order is t = 0, 1, ...), MEAN divided by K after.
+// FG_NORM_DG: also the sum of KS_IN1 (dy, x's shape) into KS_SCRATCH.
 static void lower_reduce_rows(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
-  bool mx = n->op == OP_MAX;
+  bool mx = n->op == OP_MAX, pair = L->k->fusion == FG_NORM_DG;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *Lc = xdim(L, xs->d[r - 1]);
   int o = 0;
   int m = let(L, x2(L, LX_REM, xvar(L, o), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, o), M), "p");
   int ob = let(L, imul(L, xvar(L, o), Lc), "obase");
   int c = for_begin(L, xi(L, 0), Lc, true, "c");
   store(L, KS_OUT, iadd(L, xvar(L, ob), xvar(L, c)), xf(L, mx ? -INFINITY : 0));
+  if (pair) store(L, KS_SCRATCH, iadd(L, xvar(L, ob), xvar(L, c)), xf(L, 0));
   for_end(L);
   int t = for_begin(L, xi(L, 0), K, false, "t");
   int xb = let(L, imul(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, p), K), xvar(L, t)), M), xvar(L, m)), Lc), "xbase");
@@ -473,6 +475,8 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
   int oi = let(L, iadd(L, xvar(L, ob), xvar(L, c)), "oi");
   LExpr *xv = load(L, KS_IN0, iadd(L, xvar(L, xb), xvar(L, c))), *acc = load(L, KS_OUT, xvar(L, oi));
   store(L, KS_OUT, xvar(L, oi), mx ? x2(L, LX_MAX, xv, acc) : x2(L, LX_ADD, acc, xv));
+  if (pair)
+    store(L, KS_SCRATCH, xvar(L, oi), x2(L, LX_ADD, load(L, KS_SCRATCH, xvar(L, oi)), load(L, KS_IN1, iadd(L, xvar(L, xb), xvar(L, c)))));
   for_end(L);
   for_end(L);
   if (n->op == OP_MEAN) {
@@ -518,11 +522,13 @@ static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
 }
 
 // A sum, mean or max over rows: GPU_RED_U accumulators per thread (loads in
-// flight: rows s G U + u G + g of step s).
+// flight: rows s G U + u G + g of step s). FG_NORM_DG: also the sum of
+// KS_IN1 into KS_SCRATCH, its own GPU_RED_U accumulators.
 static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
   bool mx = n->op == OP_MAX;
+  int nsum = L->k->fusion == FG_NORM_DG ? 2 : 1;
   int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = GPU_RED_TEAM / cw;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
   L->own_outer = true, L->lk->team = GPU_RED_TEAM;
@@ -531,31 +537,43 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
   int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
   int Kv = let(L, K, "K");
-  int part = local(L, GPU_RED_TEAM), g, c;
+  int part[2], g, c;
+  for (int k = 0; k < nsum; k++) part[k] = local(L, GPU_RED_TEAM);
   int x = tile_threads(L, tile, cw, &g, &c);
-  LExpr *init[GPU_RED_U];
-  const char *names[GPU_RED_U];
-  int acc[GPU_RED_U], step;
-  for (int u = 0; u < GPU_RED_U; u++) init[u] = id, names[u] = "acc";
+  LExpr *init[2 * GPU_RED_U];
+  const char *names[2 * GPU_RED_U];
+  int acc[2 * GPU_RED_U], step;
+  for (int u = 0; u < nsum * GPU_RED_U; u++) init[u] = id, names[u] = "acc";
   LExpr *nsteps = x2(L, LX_DIV, iadd(L, xvar(L, Kv), xi(L, G * GPU_RED_U - 1)), xi(L, G * GPU_RED_U));
-  LStmt *st = carry_begin(L, xi(L, 0), nsteps, GPU_RED_U, init, names, acc, &step);
-  LExpr *next[GPU_RED_U];
+  LStmt *st = carry_begin(L, xi(L, 0), nsteps, nsum * GPU_RED_U, init, names, acc, &step);
+  LExpr *next[2 * GPU_RED_U];
   for (int u = 0; u < GPU_RED_U; u++) {
     int row = let(L, iadd(L, imul(L, xvar(L, step), xi(L, G * GPU_RED_U)), iadd(L, xi(L, u * G), xvar(L, g))), "t");
     LExpr *in = imin(L, xvar(L, row), x2(L, LX_SUB, xvar(L, Kv), xi(L, 1)));
     LExpr *at = iadd(L, imul(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, p), xvar(L, Kv)), in), M), xvar(L, m)), xi(L, lc)), xvar(L, c));
-    int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, Kv)), load(L, KS_IN0, at), id), "v");
-    next[u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, acc[u])) : x2(L, LX_ADD, xvar(L, acc[u]), xvar(L, v));
+    for (int k = 0; k < nsum; k++) {
+      int a = acc[k * GPU_RED_U + u];
+      int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, Kv)), load(L, KS_IN0 + k, at), id), "v");
+      next[k * GPU_RED_U + u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
+    }
   }
   carry_end(L, st, next);
-  LExpr *all = xvar(L, acc[0]);
-  for (int u = 1; u < GPU_RED_U; u++) all = mx ? x2(L, LX_MAX, xvar(L, acc[u]), all) : x2(L, LX_ADD, all, xvar(L, acc[u]));
-  store(L, part, xvar(L, x), all);
+  for (int k = 0; k < nsum; k++) {
+    LExpr *all = xvar(L, acc[k * GPU_RED_U]);
+    for (int u = 1; u < GPU_RED_U; u++) {
+      LExpr *a = xvar(L, acc[k * GPU_RED_U + u]);
+      all = mx ? x2(L, LX_MAX, a, all) : x2(L, LX_ADD, all, a);
+    }
+    store(L, part[k], xvar(L, x), all);
+  }
   for_end(L);
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
-  LExpr *v = xvar(L, tile_total(L, part, cw, cl, mx ? LX_MAX : LX_ADD, "res"));
-  if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
-  store(L, KS_OUT, iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl)), v);
+  LExpr *oc = iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl));
+  for (int k = 0; k < nsum; k++) {
+    LExpr *v = xvar(L, tile_total(L, part[k], cw, cl, mx ? LX_MAX : LX_ADD, k ? "res2" : "res"));
+    if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
+    store(L, k ? KS_SCRATCH : KS_OUT, oc, v);
+  }
   for_end(L);
 }
 
@@ -686,72 +704,21 @@ static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
   w->sigma = let(L, x1(L, LX_SQRT, x2(L, LX_ADD, x2(L, LX_DIV, xvar(L, sq), df), xf(L, eps))), "sigma");
 }
 
-// The GPU's form of _DG (with the bias gradient of FG_NORM_DG), in column
-// tiles as lower_reduce_rows_gpu: each thread computes its row's mean and
-// deviation itself (the cw threads of a row share its loads) and carries
-// dy o xhat and dy in registers.
-static bool norm_dg_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
-  if (tgt != LTARGET_GPU || (n->op != OP_LAYERNORM_DG && n->op != OP_RMSNORM_DG)) return false;
-  const Shape *xs = &g->nodes[n->in[0]].shape;
-  return xs->d[xs->rank - 1].kind == DIM_CONST;
-}
-static void lower_norm_dg_gpu(Lo *L, const Node *n, Row *w, bool rms) {
-  const Shape *xs = &L->g->nodes[n->in[0]].shape;
-  int64_t d = xs->d[xs->rank - 1].n, cw = col_tile_width(d), ct = d / cw, G = GPU_RED_TEAM / cw;
-  bool bias = L->k->stored >= 0;
-  L->own_outer = true, L->lk->team = GPU_RED_TEAM;
-  L->lk->outer = xi(L, ct), L->lk->nouter = (SymSize){ct, 0, 0};
-  int tile = let(L, xvar(L, 0), "tile");
-  int R = let(L, dprod(L, xs, 0, xs->rank - 1), "R");
-  int part = local(L, GPU_RED_TEAM), partb = bias ? local(L, GPU_RED_TEAM) : -1, g, c;
-  int x = tile_threads(L, tile, cw, &g, &c);
-  LExpr *init[2] = {xf(L, 0), xf(L, 0)};
-  const char *names[2] = {"dg", "db"};
-  int acc[2], t;
-  LStmt *st = carry_begin(L, xi(L, 0), x2(L, LX_DIV, iadd(L, xvar(L, R), xi(L, G - 1)), xi(L, G)), bias ? 2 : 1, init, names, acc, &t);
-  int row = let(L, iadd(L, imul(L, xvar(L, t), xi(L, G)), xvar(L, g)), "row");
-  LExpr *valid = x2(L, LX_LT, xvar(L, row), xvar(L, R));
-  w->base = let(L, imul(L, imin(L, xvar(L, row), x2(L, LX_SUB, xvar(L, R), xi(L, 1))), xi(L, d)), "base");
-  row_stats(L, w, xi(L, d), rms, n->fval);
-  int dyv = let(L, xsel(L, valid, at(L, w, w->dy, c), xf(L, 0)), "dyv");
-  LExpr *next[2] = {x2(L, LX_ADD, xvar(L, acc[0]), x2(L, LX_MUL, xvar(L, dyv), xhat(L, w, c))), NULL};
-  if (bias) next[1] = x2(L, LX_ADD, xvar(L, acc[1]), xvar(L, dyv));
-  carry_end(L, st, next);
-  store(L, part, xvar(L, x), xvar(L, acc[0]));
-  if (bias) store(L, partb, xvar(L, x), xvar(L, acc[1]));
-  for_end(L);
-  int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
-  LExpr *oc = iadd(L, imul(L, xvar(L, tile), xi(L, cw)), xvar(L, cl));
-  for (int k = 0; k < (bias ? 2 : 1); k++) store(L, k ? KS_SCRATCH : KS_OUT, oc, xvar(L, tile_total(L, k ? partb : part, cw, cl, LX_ADD, k ? "db" : "dg")));
-  for_end(L);
-}
-
-// LAYERNORM, RMSNORM and their gradients _DX (one row per outer index) and
-// _DG (serial over rows: the sum over rows in row order, independent of
-// threads). interp.c has the equations.
+// LAYERNORM, RMSNORM and their gradients _DX and _DYXH (the gain
+// gradient's terms dy o xhat, summed by a SUM after it), one row per outer
+// index. interp.c has the equations.
 static void lower_norm(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
-  bool rms = n->op == OP_RMSNORM || n->op == OP_RMSNORM_DX || n->op == OP_RMSNORM_DG;
-  bool dg = n->op == OP_LAYERNORM_DG || n->op == OP_RMSNORM_DG;
+  bool rms = n->op == OP_RMSNORM || n->op == OP_RMSNORM_DX || n->op == OP_RMSNORM_DYXH;
+  bool dyxh = n->op == OP_LAYERNORM_DYXH || n->op == OP_RMSNORM_DYXH;
   LExpr *d = xdim(L, xs->d[xs->rank - 1]), *rows = dprod(L, xs, 0, xs->rank - 1);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
-  L->lk->outer = dg ? xi(L, 1) : rows;
-  L->lk->nouter = dg ? (SymSize){1, 0, 0} : symsize_prod(xs, 0, xs->rank - 1);
-  Row w = {.x = in_slot(L, n, 0), .g = in_slot(L, n, 1), .dy = dg ? in_slot(L, n, 1) : n->nin > 2 ? in_slot(L, n, 2) : -1};
-  if (dg && norm_dg_gpu_form(L->g, n, L->tgt)) {
-    lower_norm_dg_gpu(L, n, &w, rms);
-    return;
-  }
-  int c, row = 0;
-  if (dg) {  // FG_NORM_DG: also the bias gradient, sum dy in row order, to KS_SCRATCH
-    c = for_begin(L, xi(L, 0), d, true, "c");
-    store(L, KS_OUT, xvar(L, c), xf(L, 0));
-    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), xf(L, 0));
-    for_end(L);
-    row = for_begin(L, xi(L, 0), rows, false, "row");
-  }
-  w.base = let(L, imul(L, xvar(L, row), d), "base");
+  L->lk->outer = rows;
+  L->lk->nouter = symsize_prod(xs, 0, xs->rank - 1);
+  Row w = {.x = in_slot(L, n, 0), .g = in_slot(L, n, 1), .dy = dyxh ? in_slot(L, n, 1) : n->nin > 2 ? in_slot(L, n, 2) : -1};
+  int c;
+  w.base = let(L, imul(L, xvar(L, 0), d), "base");
   row_stats(L, &w, d, rms, n->fval);
   switch (n->op) {
   case OP_LAYERNORM: case OP_RMSNORM:  // y = g o xhat (+ b)
@@ -779,11 +746,9 @@ static void lower_norm(Lo *L, const Node *n) {
     for_end(L);
     break;
   }
-  default:  // _DG: dg += dy o xhat, rows in order
+  default:  // _DYXH: dy o xhat
     c = for_begin(L, xi(L, 0), d, true, "c");
-    store(L, KS_OUT, xvar(L, c), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, c)), x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c))));
-    if (L->k->stored >= 0) store(L, KS_SCRATCH, xvar(L, c), x2(L, LX_ADD, load(L, KS_SCRATCH, xvar(L, c)), at(L, &w, w.dy, c)));
-    for_end(L);
+    row_store(L, n, &w, c, x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c)));
     for_end(L);
     break;
   }
@@ -1389,8 +1354,8 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   L.lk->ninner = (SymSize){1, 0, 0};
   switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: lower_axis(&L, n); break;
-  case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DG:
-  case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DG: lower_norm(&L, n); break;
+  case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH:
+  case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: lower_norm(&L, n); break;
   case OP_CROSS_ENTROPY: lower_cross_entropy(&L, n); break;
   case OP_EMBED: lower_embed(&L, n); break;
   case OP_ATTENTION: case OP_ATTENTION_GRAD: lower_attention(&L, n); break;
@@ -1511,7 +1476,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
-  if (reduce_rows_gpu_form(g, n, tgt) || norm_dg_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
+  if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows

@@ -52,7 +52,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
     return symsize_prod(x, 0, n->axis);
   case OP_SOFTMAX: return symsize_prod(x, 0, n->axis);
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
-  case OP_SCATTER_ADD: case OP_LAYERNORM_DG: case OP_RMSNORM_DG: return (SymSize){1, 0, 0};  // serial
+  case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                       // serial
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return symsize_prod(x, 0, x->rank - 2);
@@ -379,6 +379,10 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
     k->stored = stored[i];
     k->scratch = stored[i] >= 0 ? s->buf_of[stored[i]] : -1;
+    if (kind[i] == FG_NORM_DG) {  // the bias sum's rows, dy, in slot KS_IN1
+      int dy = g->nodes[stored[i]].in[0];
+      k->in[k->nin] = s->buf_of[dy], k->leaf[k->nin++] = dy;
+    }
     if (kind[i] == FG_WEIGHT_GRAD) {  // reads x and dy, one column block of dW per outer index
       const Node *m = &g->nodes[n->in[0]];
       int x = g->nodes[m->in[0]].in[0], dy = m->in[1];

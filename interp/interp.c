@@ -350,18 +350,17 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     return true;
   }
   case OP_LAYERNORM_DX:
-  case OP_LAYERNORM_DG: {
-    // xhat = (x - mu) / sigma per row; DG: dg = sum_rows dy o xhat; DX with
+  case OP_LAYERNORM_DYXH: {
+    // xhat = (x - mu) / sigma per row; DYXH: dy o xhat; DX with
     // dxhat = dy o g: dx = (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma
     const double *dy = in->val[n->in[n->nin - 1]];
     int64_t d = xd[xs->rank - 1], rows = in->numel[n->in[0]] / d;
-    if (n->op == OP_LAYERNORM_DG) memset(out, 0, sizeof(double) * (size_t)d);
     for (int64_t i = 0; i < rows; i++) {
       const double *row = x + i * d, *dyr = dy + i * d;
       double mu, sigma;
       ln_stats(row, d, n->fval, &mu, &sigma);
-      if (n->op == OP_LAYERNORM_DG) {
-        for (int64_t c = 0; c < d; c++) out[c] += dyr[c] * (row[c] - mu) / sigma;
+      if (n->op == OP_LAYERNORM_DYXH) {
+        for (int64_t c = 0; c < d; c++) out[i * d + c] = dyr[c] * (row[c] - mu) / sigma;
         continue;
       }
       double m1 = 0, m2 = 0;
@@ -377,13 +376,12 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   }
   case OP_RMSNORM:
   case OP_RMSNORM_DX:
-  case OP_RMSNORM_DG: {
+  case OP_RMSNORM_DYXH: {
     // sigma = sqrt(mean(x^2) + eps) per row, xhat = x / sigma; y = g o xhat;
-    // DG: dg = sum_rows dy o xhat; DX with dxhat = dy o g:
+    // DYXH: dy o xhat; DX with dxhat = dy o g:
     // dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma
     const double *dy = in->val[n->in[n->nin - 1]];
     int64_t d = xd[xs->rank - 1], rows = in->numel[n->in[0]] / d;
-    if (n->op == OP_RMSNORM_DG) memset(out, 0, sizeof(double) * (size_t)d);
     for (int64_t i = 0; i < rows; i++) {
       const double *row = x + i * d, *dyr = dy + i * d;
       double sq = 0;
@@ -393,8 +391,8 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
       case OP_RMSNORM:
         for (int64_t c = 0; c < d; c++) out[i * d + c] = y[c] * row[c] / sigma;
         break;
-      case OP_RMSNORM_DG:
-        for (int64_t c = 0; c < d; c++) out[c] += dyr[c] * row[c] / sigma;
+      case OP_RMSNORM_DYXH:
+        for (int64_t c = 0; c < d; c++) out[i * d + c] = dyr[c] * row[c] / sigma;
         break;
       default:
         for (int64_t c = 0; c < d; c++) m2 += dyr[c] * y[c] * row[c] / sigma;

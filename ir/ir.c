@@ -390,15 +390,14 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       return want_f32(g, n, 0, err, errlen) && want_f32(g, n, 1, err, errlen);
     }
     case OP_LAYERNORM_DX: case OP_RMSNORM_DX:
-    case OP_LAYERNORM_DG: case OP_RMSNORM_DG: {  // x [..., d]; DX: g [d], dy like x; DG: dy like x
+    case OP_LAYERNORM_DYXH: case OP_RMSNORM_DYXH: {  // x [..., d]; DX: g [d], dy like x; DYXH: dy like x
       const Shape *gs = &g->nodes[n->in[1]].shape, *ds = &g->nodes[n->in[n->nin - 1]].shape;
       bool dx = n->op == OP_LAYERNORM_DX || n->op == OP_RMSNORM_DX;
       bool ok = x->rank >= 1 && shape_eq(x, ds);
       if (ok && dx) ok = gs->rank == 1 && dim_eq(gs->d[0], x->d[x->rank - 1]);
       if (!ok) return fail(err, errlen, "%s of %s needs a gain [d] and dy like x", ir_op_info[n->op].name, sx);
       if (!(n->fval > 0)) return fail(err, errlen, "%s epsilon must be positive", ir_op_info[n->op].name);
-      if (dx) *out = *x;
-      else *out = (Shape){.rank = 1, .d = {x->d[x->rank - 1]}};
+      *out = *x;
       for (int i = 0; i < n->nin; i++)
         if (!want_f32(g, n, i, err, errlen)) return false;
       return true;

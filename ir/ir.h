@@ -129,13 +129,13 @@ typedef enum {
   X(LAYERNORM, "layernorm", 3, OPC_NN, 1)   /* x, g, b over last axis; eps */  \
   /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */  \
   X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0)                                \
-  /* x, dy -> dg [d] = sum over rows of dy o xhat */                           \
-  X(LAYERNORM_DG, "layernorm_dg", 2, OPC_NN, 0)                                \
+  /* x, dy -> dy o xhat [..., d], the terms of the gain gradient (its sum) */ \
+  X(LAYERNORM_DYXH, "layernorm_dy_xhat", 2, OPC_NN, 0)                         \
   /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */          \
   X(RMSNORM, "rmsnorm", 2, OPC_NN, 1)                                          \
-  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dg [d] */          \
+  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dy o xhat */     \
   X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0)                                    \
-  X(RMSNORM_DG, "rmsnorm_dg", 2, OPC_NN, 0)                                    \
+  X(RMSNORM_DYXH, "rmsnorm_dy_xhat", 2, OPC_NN, 0)                             \
   X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1) /* [..., T, T]: fval above diag */ \
   X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1) /* x [..., T, d], w [L, ...] */  \
   X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \

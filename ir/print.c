@@ -54,8 +54,8 @@ void ir_print(FILE *f, const Graph *g) {
     case OP_ATTENTION: case OP_ATTENTION_GRAD:
       fprintf(f, " scale=%g%s", n->fval, n->axis ? " heads=time_major" : "");
       break;
-    case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DG:
-    case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DG: fprintf(f, " eps=%g", n->fval); break;
+    case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH:
+    case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: fprintf(f, " eps=%g", n->fval); break;
     case OP_CAUSAL_CONV: fprintf(f, " kernel=%s", conv_names[n->conv]); break;
     case OP_DROPOUT: fprintf(f, " p=%g stream=%u", n->fval, n->seed); break;
     default: break;

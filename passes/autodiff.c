@@ -172,19 +172,20 @@ static void g_softmax(AD *a, const Node *n, int dy) {  // y o (dy - sum(dy o y))
 }
 static void g_layernorm(AD *a, const Node *n, int dy) {
   // xhat = (x - mu) / sigma, sigma = sqrt(var + eps) (biased variance);
-  // db = sum dy, dg = sum dy o xhat (LAYERNORM_DG), dx (LAYERNORM_DX):
+  // db = sum dy, dg = sum dy o xhat (the rows of LAYERNORM_DYXH summed by
+  // unbroadcast), dx (LAYERNORM_DX):
   // (dxhat - mean(dxhat) - xhat o mean(dxhat o xhat)) / sigma, dxhat = dy o g
   if (a->needs[IN(2)]) accumulate(a, IN(2), dy);
   if (a->needs[IN(1)])
-    accumulate(a, IN(1), emit(a, (Node){.op = OP_LAYERNORM_DG, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_LAYERNORM_DYXH, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
   if (a->needs[IN(0)])
     accumulate(a, IN(0), emit(a, (Node){.op = OP_LAYERNORM_DX, .nin = 3, .in = {IN(0), IN(1), dy}, .fval = n->fval}));
 }
 static void g_rmsnorm(AD *a, const Node *n, int dy) {
   // xhat = x / sigma, sigma = sqrt(mean(x^2) + eps); dg = sum dy o xhat
-  // (RMSNORM_DG), dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma (RMSNORM_DX)
+  // (RMSNORM_DYXH summed), dx = (dxhat - xhat o mean(dxhat o xhat)) / sigma (RMSNORM_DX)
   if (a->needs[IN(1)])
-    accumulate(a, IN(1), emit(a, (Node){.op = OP_RMSNORM_DG, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_RMSNORM_DYXH, .nin = 2, .in = {IN(0), dy}, .fval = n->fval}));
   if (a->needs[IN(0)])
     accumulate(a, IN(0), emit(a, (Node){.op = OP_RMSNORM_DX, .nin = 3, .in = {IN(0), IN(1), dy}, .fval = n->fval}));
 }

@@ -39,12 +39,12 @@
 //                   of the row op is computed, then the elementwise tree
 //                   over it, the row op's value never stored (unless it is
 //                   the stored member).
-//   FG_NORM_DG      a LAYERNORM_DG or RMSNORM_DG d (the gain gradient, a sum
-//                   over the rows of dy in row order) with the stored
-//                   member sum(dy) over every axis but the last (the bias
-//                   gradient, the same rows in the same order), when that
-//                   sum comes before d and nothing but reshapes reads it
-//                   before d.
+//   FG_NORM_DG      a sum d over every axis but the last of a LAYERNORM_DYXH
+//                   or RMSNORM_DYXH p (the gain gradient, p read by d
+//                   only) with the stored member sum(dy) over the same
+//                   axes, dy = p's dy (the bias gradient): two sums over
+//                   the same rows in one kernel, when sum(dy) comes before
+//                   d and nothing but reshapes reads it before d.
 // Every member comes before its root in node order, so the root's kernel
 // runs after every kernel a member reads.
 #include <stdlib.h>
@@ -113,17 +113,28 @@ static bool has_softmax(const Graph *g, const int *into, int root) {
   return false;
 }
 
-static void norm_dg(const Graph *g, int *into, int *kind, int *stored) {
+// Whether node i sums x over every axis but the last.
+static bool row_sum(const Graph *g, int i, int x) {
+  const Node *s = &g->nodes[i];
+  const Node *xn = &g->nodes[x];
+  return s->op == OP_SUM && s->in[0] == x && s->axis == 0 && ir_reduce_end(s) == xn->shape.rank - 2 &&
+         xn->dtype == DT_F32;
+}
+
+static void norm_dg(const Graph *g, const int *users, const int *first, int *into, int *kind, int *stored) {
   int n = g->nnodes;
-  int *dg_of = malloc(((size_t)n + 1) * sizeof(int));  // dg_of[dy]: the last _DG node reading dy
+  int *dg_of = malloc(((size_t)n + 1) * sizeof(int));  // dg_of[dy]: the last gain-gradient sum over _DYXH(x, dy)
   for (int i = 0; i < n; i++) dg_of[i] = -1;
-  for (int i = 0; i < n; i++)
-    if (g->nodes[i].op == OP_LAYERNORM_DG || g->nodes[i].op == OP_RMSNORM_DG) dg_of[g->nodes[i].in[1]] = i;
+  for (int i = 0; i < n; i++) {
+    const Node *p = &g->nodes[i];
+    if ((p->op == OP_LAYERNORM_DYXH || p->op == OP_RMSNORM_DYXH) && users[i] == 1 && row_sum(g, first[i], i))
+      dg_of[p->in[1]] = first[i];
+  }
   for (int i = 0; i < n; i++) {
     const Node *s = &g->nodes[i];
     if (s->op != OP_SUM || into[i] >= 0 || kind[i] != FG_NONE) continue;
-    int dy = s->in[0], d = dg_of[dy], r = g->nodes[dy].shape.rank;
-    if (d < i || s->axis != 0 || ir_reduce_end(s) != r - 2 || g->nodes[dy].dtype != DT_F32) continue;
+    int dy = s->in[0], d = dg_of[dy];
+    if (d < i || !row_sum(g, i, dy)) continue;
     if (kind[d] != FG_NONE || stored[d] >= 0 || !read_after(g, i, d)) continue;
     into[i] = d, kind[d] = FG_NORM_DG, stored[d] = i;
   }
@@ -198,7 +209,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     leaves[root] += x->nin - 1;
     if (store) stored[root] = i;
   }
-  norm_dg(g, into, kind, stored);
+  norm_dg(g, users, first, into, kind, stored);
 done:
   free(users), free(leaves), free(drops), free(first), free(second), free(output);
 }

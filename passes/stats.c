@@ -170,27 +170,27 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     c->other = sadd(c->other, rows);
     return;
   }
-  case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DG: {
+  case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: {
     // per row, as the interpreter: sigma (d muls, d-1 adds, a div, an add, a
-    // sqrt), xhat (d divs); forward: g o xhat (d muls); DG: dy o xhat into dg
-    // (d muls, d adds); DX: dxhat (d muls), mean(dxhat o xhat) (d muls, d
-    // adds, a div), dx (d muls, d adds, d divs)
+    // sqrt), xhat (d divs); forward: g o xhat (d muls); DYXH: dy o xhat (d
+    // muls); DX: dxhat (d muls), mean(dxhat o xhat) (d muls, d adds, a div),
+    // dx (d muls, d adds, d divs)
     int64_t d = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / d;
-    int dx = n->op == OP_RMSNORM_DX, dg = n->op == OP_RMSNORM_DG;
-    c->add = sadd(c->add, smul(rows, smul(dx ? 3 : dg ? 2 : 1, d)));
+    int dx = n->op == OP_RMSNORM_DX;
+    c->add = sadd(c->add, smul(rows, smul(dx ? 3 : 1, d)));
     c->mul = sadd(c->mul, smul3(rows, dx ? 4 : 2, d));
     c->div = sadd(c->div, smul(rows, dx ? smul(2, d) + 2 : d + 1));
     c->other = sadd(c->other, rows);
     return;
   }
-  case OP_LAYERNORM_DX: case OP_LAYERNORM_DG: {
+  case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH: {
     // per row, as the interpreter: mu, sigma (3d + 1 adds, d muls, 2 divs, a
-    // sqrt), xhat (d adds, d divs); DG: dy o xhat into dg (d muls, d adds);
-    // DX: dxhat (d muls), its two means (2d adds, d muls, 2 divs), dx (2d
-    // adds, d muls, d divs)
+    // sqrt), xhat (d adds, d divs); DYXH: dy o xhat (d muls); DX: dxhat (d
+    // muls), its two means (2d adds, d muls, 2 divs), dx (2d adds, d muls, d
+    // divs)
     int64_t d = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / d;
     bool dx = n->op == OP_LAYERNORM_DX;
-    c->add = sadd(c->add, smul(rows, smul(dx ? 8 : 5, d) + 1));
+    c->add = sadd(c->add, smul(rows, smul(dx ? 8 : 4, d) + 1));
     c->mul = sadd(c->mul, smul3(rows, dx ? 4 : 2, d));
     c->div = sadd(c->div, smul(rows, dx ? smul(2, d) + 4 : d + 2));
     c->other = sadd(c->other, rows);
