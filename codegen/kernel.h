@@ -117,6 +117,9 @@ int schedule_root(const Schedule *s, int b);
 // where it stands, located: "file:line:col: error: the B backend has no
 // lowering for op 'X' (node %N)".
 void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n);
+// The storage root of the buffer in each operand slot KS_OUT .. KS_IMM - 1
+// of kernel k, -1 where none: what a backend passes, what lifetimes count.
+void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Prints the kernels in order with their classes and fusion, and every

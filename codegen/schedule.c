@@ -143,6 +143,15 @@ void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n)
 
 uint64_t kernel_imm(const Schedule *s, const Kernel *k) { return k->dropout >= 0 ? s->g->nodes[k->dropout].seed : 0; }
 
+void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
+  for (int j = 0; j < KS_IMM; j++) slot[j] = -1;
+  slot[KS_OUT] = k->out;
+  for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
+  slot[KS_SCRATCH] = k->scratch;
+  for (int j = 0; j < KS_IMM; j++)
+    if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
+}
+
 // ---- kernel classes: what a kernel computes, without where ------------------
 
 static void sig_shape(char **p, char *end, const Shape *sh, DType t) {
@@ -235,10 +244,9 @@ static void use(Schedule *s, int b, int k) {
 static void assign_lifetimes(Schedule *s) {
   for (int b = 0; b < s->nbufs; b++) s->bufs[b].first = s->bufs[b].last = -1;
   for (int k = 0; k < s->nkernels; k++) {
-    const Kernel *kn = &s->kernels[k];
-    use(s, kn->out, k);
-    use(s, kn->scratch, k);
-    for (int i = 0; i < kn->nin; i++) use(s, kn->in[i], k);
+    int slot[KS_IMM];
+    kernel_slots(s, &s->kernels[k], slot);
+    for (int j = 0; j < KS_IMM; j++) use(s, slot[j], k);
   }
   for (int b = 0; b < s->nbufs; b++)
     if (s->bufs[b].alias_of < 0 && s->bufs[b].role == BUF_OUTPUT && s->bufs[b].first >= 0) s->bufs[b].last = s->nkernels;
