@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(XF_NSLOTS == KS_IMM, "runtime/xf_abi.h's slots are codegen/kernel.h's buffer slots");
+
 enum { MODE_ELEM, MODE_WARP, MODE_ROW_BLOCK };
 enum { ELEM_THREADS = 256, WARP_THREADS = 128, ROW_BLOCK_THREADS = 512 };
 

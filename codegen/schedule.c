@@ -146,6 +146,7 @@ uint64_t kernel_imm(const Schedule *s, const Kernel *k) { return k->dropout >= 0
 void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
   for (int j = 0; j < KS_IMM; j++) slot[j] = -1;
   slot[KS_OUT] = k->out;
+  for (int p = 1; p < k->nout; p++) slot[kernel_out_slot(p)] = k->xout[p - 1];
   for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
   slot[KS_SCRATCH] = k->scratch;
   for (int j = 0; j < KS_IMM; j++)
@@ -197,7 +198,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d ", k->fusion, k->phase, k->tb);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -297,7 +298,9 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, "  k%-5d %-14s %%%d%s", k, ir_op_info[n->op].name, kn->node, fusions[kn->fusion]);
     if (kn->phase) fprintf(f, " phase=%d", kn->phase);
     if (kn->tb) fprintf(f, " trans_b");
-    fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
+    fprintf(f, " class=k%d out=b%d", kn->cls, schedule_root(s, kn->out));
+    for (int p = 1; p < kn->nout; p++) fprintf(f, ",b%d", schedule_root(s, kn->xout[p - 1]));
+    fprintf(f, " in=");
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
@@ -375,6 +378,8 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
+    k->nout = 1;
+    for (int p = 0; p < KERNEL_MAX_OUT - 1; p++) k->xout[p] = -1;
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;
