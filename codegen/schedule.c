@@ -3,7 +3,9 @@
 // Requires: a verified graph with a backward pass (autodiff) and outputs
 // "loss", "logits" (optional) and "grad.<param>".
 // Guarantees: every IR node has a buffer (aliases for reshapes); every node
-// that computes has exactly one kernel; kernels of equal signature share a
+// that computes has exactly one kernel, but for what a fused schedule folds
+// into another kernel (group members, transposes into a GEMM's flag, the
+// slices of a split output: Kernel.nout); kernels of equal signature share a
 // class; every storage root has its lifetime in the kernel order; each program lists the kernels it
 // needs, in topological order: PROG_TRAIN everything reaching the loss and
 // the gradients, PROG_EVAL the loss's forward cone, PROG_SAMPLE the logits'.
@@ -105,6 +107,54 @@ static void fold_transposes(const Graph *g, const int *into, const int *kind, bo
       if (!product || kind[root] == FG_WEIGHT_GRAD) folded[t] = false;
     }
   }
+}
+
+// The parts along the last axis that node n's op defines, their starts and
+// lengths: ATTENTION_GRAD's dq [..., h], dk [..., h], dv [..., e] (autodiff's
+// slices); 0 for any other op.
+static int split_parts(const Graph *g, const Node *n, int64_t *start, int64_t *len) {
+  if (n->op != OP_ATTENTION_GRAD) return 0;
+  int r = n->shape.rank;
+  int64_t h = g->nodes[n->in[0]].shape.d[r - 1].n, e = g->nodes[n->in[2]].shape.d[r - 1].n;
+  start[0] = 0, start[1] = h, start[2] = 2 * h;
+  len[0] = h, len[1] = h, len[2] = e;
+  return 3;
+}
+
+// Values written as parts (Kernel.nout): a node a of split_parts, in no
+// group and no output, whose every live reader is a SLICE, in no group, of
+// one whole part, each part read by exactly one: parts[a KERNEL_MAX_OUT + p]
+// = the slice of part p, whose buffer a's kernel writes; cut[slice]: it gets
+// no kernel. parts (all -1 on entry) stays -1 for every other node.
+static void fold_splits(const Graph *g, const bool *live, const int *into, const int *kind, int *parts, bool *cut) {
+  int n = g->nnodes;
+  int64_t start[KERNEL_MAX_OUT], len[KERNEL_MAX_OUT];
+  bool *ok = calloc((size_t)n + 1, sizeof *ok);
+  for (int i = 0; i < n; i++) ok[i] = live[i] && into[i] < 0 && kind[i] == FG_NONE && split_parts(g, &g->nodes[i], start, len);
+  for (int o = 0; o < g->noutputs; o++) ok[g->outputs[o].node] = false;
+  for (int i = 0; i < n; i++) {  // each reader of a candidate takes its part, or vetoes
+    const Node *x = &g->nodes[i];
+    for (int k = 0; live[i] && k < x->nin; k++) {
+      int a = x->in[k];
+      if (!ok[a]) continue;
+      int np = split_parts(g, &g->nodes[a], start, len), p = 0;
+      bool whole = x->op == OP_SLICE && into[i] < 0 && kind[i] == FG_NONE && x->axis == x->shape.rank - 1 &&
+                   x->len.kind == DIM_CONST;
+      while (p < np && !(whole && x->start == start[p] && x->len.n == len[p])) p++;
+      if (p == np || parts[a * KERNEL_MAX_OUT + p] >= 0) ok[a] = false;
+      else parts[a * KERNEL_MAX_OUT + p] = i;
+    }
+  }
+  for (int a = 0; a < n; a++) {
+    int np = split_parts(g, &g->nodes[a], start, len);
+    for (int p = 0; p < np; p++) ok[a] = ok[a] && parts[a * KERNEL_MAX_OUT + p] >= 0;
+    for (int p = 0; p < np; p++) {
+      int *x = &parts[a * KERNEL_MAX_OUT + p];
+      if (ok[a]) cut[*x] = true;
+      else *x = -1;
+    }
+  }
+  free(ok);
 }
 
 // Marks every node that a marked node reads, transitively (need[] in, out).
@@ -371,15 +421,25 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
   cone_groups(g, s->group, live);
+  int *parts = arena_alloc(a, sizeof(int) * (size_t)g->nnodes * KERNEL_MAX_OUT);
+  bool *cut = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes * KERNEL_MAX_OUT; i++) parts[i] = -1;
+  if (fuse) fold_splits(g, live, s->group, kind, parts, cut);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i]) continue;
+    if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i] || cut[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
     k->nout = 1;
     for (int p = 0; p < KERNEL_MAX_OUT - 1; p++) k->xout[p] = -1;
+    for (int p = 0; p < KERNEL_MAX_OUT && parts[i * KERNEL_MAX_OUT + p] >= 0; p++) {  // a split output
+      int b = s->buf_of[parts[i * KERNEL_MAX_OUT + p]];
+      if (p) k->xout[p - 1] = b;
+      else k->out = b;
+      k->nout = p + 1;
+    }
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;
