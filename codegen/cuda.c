@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(XF_NSLOTS == KS_IMM, "runtime/xf_abi.h's slots are codegen/kernel.h's buffer slots");
+
 enum { MODE_ELEM, MODE_WARP, MODE_ROW_BLOCK };
 enum { ELEM_THREADS = 256, WARP_THREADS = 128, ROW_BLOCK_THREADS = 512 };
 
@@ -927,10 +929,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       const Node *n = &g->nodes[k->node];
       LWindow w = step ? lower_window(s, time_axis, k, LTARGET_GPU) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
       int slots[XF_NSLOTS];
-      for (int j = 0; j < XF_NSLOTS; j++) slots[j] = -1;
-      slots[KS_OUT] = schedule_root(s, k->out);
-      if (k->scratch >= 0) slots[KS_SCRATCH] = schedule_root(s, k->scratch);
-      for (int j = 0; j < k->nin; j++) slots[KS_IN0 + j] = schedule_root(s, k->in[j]);
+      kernel_slots(s, k, slots);
       r.k = k;
       XfLaunch rec;
       const LGemm *gm = gemm[c];

@@ -64,11 +64,23 @@ typedef enum {
 // kernel each; --no-fuse makes none and that schedule is the oracle the
 // tests compare the fused one with.
 #define KERNEL_MAX_IN FG_MAX_LEAVES
+// A value cut along its last axis into parts that are only read whole (the
+// dq | dk | dv of ATTENTION_GRAD, each read by one SLICE) is written by its
+// kernel as one output per part, and the SLICEs get no kernel
+// (schedule_build, fused schedules only).
+#define KERNEL_MAX_OUT 3
 
 typedef struct {
   int node;     // the IR node it computes (op, attributes, shapes); the
                 // root of its group (Schedule.group)
-  int out;      // buffer written
+  int out;      // buffer written (slot KS_OUT): the node's value, or with
+                // nout > 1 its first part
+  int xout[KERNEL_MAX_OUT - 1];  // nout > 1: the buffers of parts 1 .. nout-1
+                // (slots KS_OUT1 + i), -1 past them
+  int nout;     // 1, or the parts of the node's value along its last axis in
+                // the op's order (ATTENTION_GRAD: dq [..., h], dk [..., h],
+                // dv [..., e]), each written whole to a buffer of its own, a
+                // SLICE's; the node's own buffer is then never written
   int in[KERNEL_MAX_IN];    // buffers read, in slots KS_IN0 + i
   int leaf[KERNEL_MAX_IN];  // the IR node whose value in[i] holds
   int nin;
@@ -95,8 +107,15 @@ typedef struct {
 
 // Operand slots of a kernel call: what a backend passes for kernel k. A
 // kernel's code refers to its operands only through these slots, so one
-// function serves its whole class.
-enum { KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH = KS_IN0 + KERNEL_MAX_IN, KS_IMM, KS_COUNT };
+// function serves its whole class. KS_OUT1 ..: the parts after the first of
+// a split output (Kernel.nout). The slots before KS_IMM hold buffers
+// (runtime/xf_abi.h: XF_NSLOTS of them).
+enum {
+  KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH = KS_IN0 + KERNEL_MAX_IN, KS_OUT1,
+  KS_IMM = KS_OUT1 + KERNEL_MAX_OUT - 1, KS_COUNT
+};
+// The slot of part p of a kernel's output.
+static inline int kernel_out_slot(int p) { return p ? KS_OUT1 + p - 1 : KS_OUT; }
 
 typedef struct {
   const Graph *g;
@@ -117,6 +136,9 @@ int schedule_root(const Schedule *s, int b);
 // where it stands, located: "file:line:col: error: the B backend has no
 // lowering for op 'X' (node %N)".
 void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n);
+// The storage root of the buffer in each operand slot KS_OUT .. KS_IMM - 1
+// of kernel k, -1 where none: what a backend passes, what lifetimes count.
+void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Prints the kernels in order with their classes and fusion, and every

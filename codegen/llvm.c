@@ -898,11 +898,9 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
     int ki = e->s->prog[p][i];
     const Kernel *k = &e->s->kernels[ki];
     int ops[KS_IMM];
-    for (int j = 0; j < KS_IMM; j++) ops[j] = -1;
-    ops[KS_OUT] = k->out, ops[KS_SCRATCH] = k->scratch;
-    for (int j = 0; j < k->nin; j++) ops[KS_IN0 + j] = k->in[j];
+    kernel_slots(e->s, k, ops);
     V slot[KS_IMM];
-    for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j] < 0 ? -1 : schedule_root(e->s, ops[j]));
+    for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j]);
     recs[i] = abi_const(e, LAUNCH_REC,
                         (V[LAUNCH_REC_NFIELDS]){[LAUNCH_REC_F_fn] = kfns[per_kernel ? ki : k->cls],
                                                 [LAUNCH_REC_F_slots] = LLVMConstArray(e->i32, slot, KS_IMM),
@@ -1149,12 +1147,11 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
   bool *seen = calloc((size_t)e->s->nbufs + 1, sizeof(bool));
   for (int i = 0; o && o->time_axis && i < e->s->nprog[PROG_SAMPLE]; i++) {
     const Kernel *k = &e->s->kernels[e->s->prog[PROG_SAMPLE][i]];
-    int ops[KERNEL_MAX_IN + 2] = {k->out, k->scratch};
-    for (int j = 0; j < k->nin; j++) ops[2 + j] = k->in[j];
-    for (int j = 0; j < k->nin + 2; j++) {
-      if (ops[j] < 0) continue;
-      int b = schedule_root(e->s, ops[j]);
-      if (!seen[b] && e->s->bufs[b].role != BUF_PARAM) seen[b] = true, sb[nstep++] = ci32(e, b);
+    int ops[KS_IMM];
+    kernel_slots(e->s, k, ops);
+    for (int j = 0; j < KS_IMM; j++) {
+      int b = ops[j];
+      if (b >= 0 && !seen[b] && e->s->bufs[b].role != BUF_PARAM) seen[b] = true, sb[nstep++] = ci32(e, b);
     }
   }
   V step_bufs = const_array(e, e->i32, sb, nstep, "xf_step_bufs");

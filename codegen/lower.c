@@ -868,7 +868,21 @@ typedef struct {
   int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
   LExpr *T;
   int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
+  // ATTENTION_GRAD's parts p = dq, dk, dv: feature c of row r, head hd at
+  // slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e] rows in
+  // KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each part in
+  // a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
+  struct { int slot; int64_t w, off; } part[3];
 } Att;
+
+// Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
+static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
+  return iadd(L, imul(L, iadd(L, imul(L, row, xi(L, a->NH)), xvar(L, hd)), xi(L, n)), c);
+}
+// Feature c of part p of the gradient, row `row`, head hd (slot a->part[p].slot).
+static LExpr *att_part_at(Lo *L, const Att *a, int p, LExpr *row, int hd, LExpr *c) {
+  return att_at(L, a, a->part[p].w, row, hd, iadd(L, xi(L, a->part[p].off), c));
+}
 
 
 // sum_{c < len} a[abase + c] * b[bbase + c]: straight-line for short heads,
@@ -972,20 +986,23 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
 }
 
 // Gradient, one sequence per outer index, query rows i in order: the rows of
-// its [T, NH, 2h + e] output (dq | dk | dv per head) zeroed, then for each i,
+// its dq, dk, dv parts (Att.part) zeroed, then for each i,
 // with u_j = exp(s_j - max s), l = sum_j u_j, P_ij = u_j / l:
 // dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij = (sum_j u_j dP_ij) / l,
 // dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j, dk_j += dS_ij q_i,
 // dv_j += P_ij do_i, each output element accumulated in the order of i,
 // then j. Three passes over j per row: scores; u, l, dP; the updates.
 static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
-  int64_t NH = a->NH, h = a->h, e = a->e, w = a->w;
+  int64_t NH = a->NH, h = a->h, e = a->e;
   int r0 = let(L, imul(L, xvar(L, 0), a->T), "r0");
   a->X = local(L, L->g->t_max * NH);  // dP
   int D = local(L, NH);
-  int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * w)), true, "x");
-  store(L, KS_OUT, iadd(L, imul(L, xvar(L, r0), xi(L, NH * w)), xvar(L, x)), xf(L, 0));
-  for_end(L);
+  for (int pt = 0; pt < 3 && (pt == 0 || a->part[pt].slot != a->part[0].slot); pt++) {  // one buffer: zeroed whole
+    int64_t pw = a->part[pt].w;
+    int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * pw)), true, "x");
+    store(L, a->part[pt].slot, iadd(L, imul(L, xvar(L, r0), xi(L, NH * pw)), xvar(L, x)), xf(L, 0));
+    for_end(L);
+  }
   int i = for_begin(L, xi(L, 0), a->T, false, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   att_scores(L, a, n, o, i, r0, false);
@@ -1015,21 +1032,23 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd))))), "ds");
-  int oq = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * w)), imul(L, xvar(L, hd), xi(L, w))), "oq");
-  int ok = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * w)), imul(L, xvar(L, hd), xi(L, w))), "ok");
+  int oq = let(L, att_part_at(L, a, 0, xvar(L, o), hd, xi(L, 0)), "oq");
+  int ok = let(L, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, 0)), "ok");
+  int ov = let(L, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, 0)), "ov");
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
   int kb = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
   yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  int sq = a->part[0].slot, sk = a->part[1].slot, sv = a->part[2].slot;
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
     LExpr *c = feat_c(L, &f);
-    int dq = let(L, iadd(L, xvar(L, oq), c), "dq"), dk = let(L, iadd(L, xvar(L, ok), iadd(L, xi(L, h), c)), "dk");
-    store(L, KS_OUT, xvar(L, dq), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dq)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN1, iadd(L, xvar(L, kb), c)))));
-    store(L, KS_OUT, xvar(L, dk), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dk)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN0, iadd(L, xvar(L, qb), c)))));
+    int dq = let(L, iadd(L, xvar(L, oq), c), "dq"), dk = let(L, iadd(L, xvar(L, ok), c), "dk");
+    store(L, sq, xvar(L, dq), x2(L, LX_ADD, load(L, sq, xvar(L, dq)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN1, iadd(L, xvar(L, kb), c)))));
+    store(L, sk, xvar(L, dk), x2(L, LX_ADD, load(L, sk, xvar(L, dk)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN0, iadd(L, xvar(L, qb), c)))));
   }
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
     LExpr *c = feat_c(L, &f);
-    int dv = let(L, iadd(L, xvar(L, ok), iadd(L, xi(L, 2 * h), c)), "dv");
-    store(L, KS_OUT, xvar(L, dv), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, dv)), x2(L, LX_MUL, xvar(L, p), load(L, KS_IN0 + 3, iadd(L, xvar(L, yb), c)))));
+    int dv = let(L, iadd(L, xvar(L, ov), c), "dv");
+    store(L, sv, xvar(L, dv), x2(L, LX_ADD, load(L, sv, xvar(L, dv)), x2(L, LX_MUL, xvar(L, p), load(L, KS_IN0 + 3, iadd(L, xvar(L, yb), c)))));
   }
   for_end(L);
   for_end(L);
@@ -1071,11 +1090,6 @@ static LExpr *xwin(Lo *L, int hi) {
   LExpr *e = ex(L, LX_WIN, LT_I64);
   e->ival = hi;
   return e;
-}
-
-// Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
-static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
-  return iadd(L, imul(L, iadd(L, imul(L, row, xi(L, a->NH)), xvar(L, hd)), xi(L, n)), c);
 }
 
 // Local tile [ATT_TILE, n] <- rows r0 + [k0, k0 + ATT_TILE) of slot, head hd,
@@ -1211,7 +1225,7 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
 // m_i, l_i and sum_j u_j dP_ij online; (2) over key tiles, per query row,
 // dq_i; (3) over query tiles (Q and dO), per key row j, dk_j and dv_j.
 static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
-  int64_t NH = a->NH, h = a->h, e = a->e, w = a->w, tm = L->g->t_max;
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
   int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
   int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
   int T = let(L, a->T, "T");
@@ -1299,17 +1313,17 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   att_state_end(L, &st);
   for_end(L);
   for_end(L);
-  // the [T, NH, 2h + e] rows: dq | dk | dv per head
+  // the parts' rows (Att.part): dq, dk, dv of head hd
   i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
   LExpr *orow = iadd(L, xvar(L, r0), xvar(L, i));
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
     LExpr *c = feat_c(L, &f), *at = iadd(L, imul(L, c, xi(L, tm)), xvar(L, i));
-    store(L, KS_OUT, att_at(L, a, w, orow, hd, c), load(L, DQ, at));
-    store(L, KS_OUT, att_at(L, a, w, orow, hd, iadd(L, xi(L, h), c)), load(L, DK, at));
+    store(L, a->part[0].slot, att_part_at(L, a, 0, orow, hd, c), load(L, DQ, at));
+    store(L, a->part[1].slot, att_part_at(L, a, 1, orow, hd, c), load(L, DK, at));
   }
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
     LExpr *c = feat_c(L, &f);
-    store(L, KS_OUT, att_at(L, a, w, orow, hd, iadd(L, xi(L, 2 * h), c)), load(L, DV, iadd(L, imul(L, c, xi(L, tm)), xvar(L, i))));
+    store(L, a->part[2].slot, att_part_at(L, a, 2, orow, hd, c), load(L, DV, iadd(L, imul(L, c, xi(L, tm)), xvar(L, i))));
   }
   for_end(L);
 }
@@ -1322,6 +1336,17 @@ static void lower_attention(Lo *L, const Node *n) {
            .T = xdim(L, qs->d[tax])};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
+  bool split = L->k->nout == 3;  // dq, dk, dv to buffers of their own (schedule.c's split_parts)
+  if (L->k->nout != 1 && !split) {
+    snprintf(L->err, L->errlen, "internal error: kernel of %%%d (%s): %d outputs", n->id, ir_op_info[n->op].name, L->k->nout);
+    return;
+  }
+  int64_t width[3] = {a.h, a.h, a.e}, off = 0;
+  for (int p = 0; p < 3; off += width[p++]) {
+    a.part[p].slot = split ? kernel_out_slot(p) : KS_OUT;
+    a.part[p].w = split ? width[p] : a.w;
+    a.part[p].off = split ? 0 : off;
+  }
   if (att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
     L->own_outer = true, L->lk->team = ATT_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH));

@@ -3,7 +3,9 @@
 // Requires: a verified graph with a backward pass (autodiff) and outputs
 // "loss", "logits" (optional) and "grad.<param>".
 // Guarantees: every IR node has a buffer (aliases for reshapes); every node
-// that computes has exactly one kernel; kernels of equal signature share a
+// that computes has exactly one kernel, but for what a fused schedule folds
+// into another kernel (group members, transposes into a GEMM's flag, the
+// slices of a split output: Kernel.nout); kernels of equal signature share a
 // class; every storage root has its lifetime in the kernel order; each program lists the kernels it
 // needs, in topological order: PROG_TRAIN everything reaching the loss and
 // the gradients, PROG_EVAL the loss's forward cone, PROG_SAMPLE the logits'.
@@ -107,6 +109,54 @@ static void fold_transposes(const Graph *g, const int *into, const int *kind, bo
   }
 }
 
+// The parts along the last axis that node n's op defines, their starts and
+// lengths: ATTENTION_GRAD's dq [..., h], dk [..., h], dv [..., e] (autodiff's
+// slices); 0 for any other op.
+static int split_parts(const Graph *g, const Node *n, int64_t *start, int64_t *len) {
+  if (n->op != OP_ATTENTION_GRAD) return 0;
+  int r = n->shape.rank;
+  int64_t h = g->nodes[n->in[0]].shape.d[r - 1].n, e = g->nodes[n->in[2]].shape.d[r - 1].n;
+  start[0] = 0, start[1] = h, start[2] = 2 * h;
+  len[0] = h, len[1] = h, len[2] = e;
+  return 3;
+}
+
+// Values written as parts (Kernel.nout): a node a of split_parts, in no
+// group and no output, whose every live reader is a SLICE, in no group, of
+// one whole part, each part read by exactly one: parts[a KERNEL_MAX_OUT + p]
+// = the slice of part p, whose buffer a's kernel writes; cut[slice]: it gets
+// no kernel. parts (all -1 on entry) stays -1 for every other node.
+static void fold_splits(const Graph *g, const bool *live, const int *into, const int *kind, int *parts, bool *cut) {
+  int n = g->nnodes;
+  int64_t start[KERNEL_MAX_OUT], len[KERNEL_MAX_OUT];
+  bool *ok = calloc((size_t)n + 1, sizeof *ok);
+  for (int i = 0; i < n; i++) ok[i] = live[i] && into[i] < 0 && kind[i] == FG_NONE && split_parts(g, &g->nodes[i], start, len);
+  for (int o = 0; o < g->noutputs; o++) ok[g->outputs[o].node] = false;
+  for (int i = 0; i < n; i++) {  // each reader of a candidate takes its part, or vetoes
+    const Node *x = &g->nodes[i];
+    for (int k = 0; live[i] && k < x->nin; k++) {
+      int a = x->in[k];
+      if (!ok[a]) continue;
+      int np = split_parts(g, &g->nodes[a], start, len), p = 0;
+      bool whole = x->op == OP_SLICE && into[i] < 0 && kind[i] == FG_NONE && x->axis == x->shape.rank - 1 &&
+                   x->len.kind == DIM_CONST;
+      while (p < np && !(whole && x->start == start[p] && x->len.n == len[p])) p++;
+      if (p == np || parts[a * KERNEL_MAX_OUT + p] >= 0) ok[a] = false;
+      else parts[a * KERNEL_MAX_OUT + p] = i;
+    }
+  }
+  for (int a = 0; a < n; a++) {
+    int np = split_parts(g, &g->nodes[a], start, len);
+    for (int p = 0; p < np; p++) ok[a] = ok[a] && parts[a * KERNEL_MAX_OUT + p] >= 0;
+    for (int p = 0; p < np; p++) {
+      int *x = &parts[a * KERNEL_MAX_OUT + p];
+      if (ok[a]) cut[*x] = true;
+      else *x = -1;
+    }
+  }
+  free(ok);
+}
+
 // Marks every node that a marked node reads, transitively (need[] in, out).
 static void cone(const Graph *g, bool *need) {
   for (int i = g->nnodes - 1; i >= 0; i--)
@@ -142,6 +192,16 @@ void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n)
 }
 
 uint64_t kernel_imm(const Schedule *s, const Kernel *k) { return k->dropout >= 0 ? s->g->nodes[k->dropout].seed : 0; }
+
+void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
+  for (int j = 0; j < KS_IMM; j++) slot[j] = -1;
+  slot[KS_OUT] = k->out;
+  for (int p = 1; p < k->nout; p++) slot[kernel_out_slot(p)] = k->xout[p - 1];
+  for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
+  slot[KS_SCRATCH] = k->scratch;
+  for (int j = 0; j < KS_IMM; j++)
+    if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
+}
 
 // ---- kernel classes: what a kernel computes, without where ------------------
 
@@ -188,7 +248,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d ", k->fusion, k->phase, k->tb);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -235,10 +295,9 @@ static void use(Schedule *s, int b, int k) {
 static void assign_lifetimes(Schedule *s) {
   for (int b = 0; b < s->nbufs; b++) s->bufs[b].first = s->bufs[b].last = -1;
   for (int k = 0; k < s->nkernels; k++) {
-    const Kernel *kn = &s->kernels[k];
-    use(s, kn->out, k);
-    use(s, kn->scratch, k);
-    for (int i = 0; i < kn->nin; i++) use(s, kn->in[i], k);
+    int slot[KS_IMM];
+    kernel_slots(s, &s->kernels[k], slot);
+    for (int j = 0; j < KS_IMM; j++) use(s, slot[j], k);
   }
   for (int b = 0; b < s->nbufs; b++)
     if (s->bufs[b].alias_of < 0 && s->bufs[b].role == BUF_OUTPUT && s->bufs[b].first >= 0) s->bufs[b].last = s->nkernels;
@@ -289,7 +348,9 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, "  k%-5d %-14s %%%d%s", k, ir_op_info[n->op].name, kn->node, fusions[kn->fusion]);
     if (kn->phase) fprintf(f, " phase=%d", kn->phase);
     if (kn->tb) fprintf(f, " trans_b");
-    fprintf(f, " class=k%d out=b%d in=", kn->cls, schedule_root(s, kn->out));
+    fprintf(f, " class=k%d out=b%d", kn->cls, schedule_root(s, kn->out));
+    for (int p = 1; p < kn->nout; p++) fprintf(f, ",b%d", schedule_root(s, kn->xout[p - 1]));
+    fprintf(f, " in=");
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
@@ -360,13 +421,25 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   bool *live = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int o = 0; o < g->noutputs; o++) live[g->outputs[o].node] = true;
   cone_groups(g, s->group, live);
+  int *parts = arena_alloc(a, sizeof(int) * (size_t)g->nnodes * KERNEL_MAX_OUT);
+  bool *cut = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes * KERNEL_MAX_OUT; i++) parts[i] = -1;
+  if (fuse) fold_splits(g, live, s->group, kind, parts, cut);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     kernel_of[i] = -1;
-    if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i]) continue;
+    if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i] || cut[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
     k->out = s->buf_of[i];
+    k->nout = 1;
+    for (int p = 0; p < KERNEL_MAX_OUT - 1; p++) k->xout[p] = -1;
+    for (int p = 0; p < KERNEL_MAX_OUT && parts[i * KERNEL_MAX_OUT + p] >= 0; p++) {  // a split output
+      int b = s->buf_of[parts[i * KERNEL_MAX_OUT + p]];
+      if (p) k->xout[p - 1] = b;
+      else k->out = b;
+      k->nout = p + 1;
+    }
     k->fusion = kind[i];
     k->dropout = n->op == OP_DROPOUT ? i : -1;
     k->matmul = -1;

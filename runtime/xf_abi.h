@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 10u
+#define XF_ABI_VERSION 11u
 
 struct XfApi;
 
@@ -117,8 +117,9 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
 // launches that the runtime walks (runtime/cuda_host.c): a generated kernel,
 // or a strided-batched GEMM (cuBLAS on a device).
 
-// Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH).
-#define XF_NSLOTS 10
+// Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH,
+// KS_OUT1..: the parts of a split output).
+#define XF_NSLOTS 12
 
 // XfKernelArgs: the one argument of every generated kernel, passed by value.
 // The generated source declares the same struct from this list (codegen/cuda.c,

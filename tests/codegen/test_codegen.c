@@ -308,10 +308,12 @@ int main(void) {
     check_model("examples/transformer.xf", defs, 7, 2, 150, true);
     check_model("examples/macaron.xf", defs, 7, 2, 5, true);
   }
+  check_model("tests/fusion/attn_fixed_v.xf", NULL, 0, 3, 6, true);  // attention_grad's combined output
   model_so_forms = LTARGET_CPU;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
   check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);
+  check_model("tests/fusion/attn_fixed_v.xf", NULL, 0, 3, 6, true);
   static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_matmul_broadcast", "op_concat", "op_slice", "op_max", "op_causal_mask",
                               "op_causal_conv_matrix", "op_causal_conv_vector", "op_causal_conv_scalar", "op_dropout",
                               "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos", "op_layernorm", "op_rmsnorm", "op_mean"};

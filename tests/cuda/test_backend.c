@@ -348,7 +348,8 @@ int main(int argc, char **argv) {
                     {"dropout", "0.1"}};
     check("examples/transformer.xf", lng, 7, 2, 200, true);
   }
-  static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf"};
+  static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
+                                 "tests/fusion/attn_fixed_v.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     if (!only || strstr(models[i], only)) check(models[i], NULL, 0, 2, 6, true);
   glob_t ops;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fusion and memory planning, from the outside (xfc --emit=schedule, --stats,
 # xfrun): the attention pattern fires on a user-written block and on the
-# standard library's, and not on near misses; kernels are generated once per
+# standard library's, and not on near misses; attention's gradient writes
+# dq, dk, dv as three outputs, no slice kernels; kernels are generated once per
 # class, so the number of functions does not grow with depth; the 18-layer
 # Table 1 transformer plans well under PyTorch eager's 6.6 GB; a training run
 # whose dead buffers are poisoned with NaN (XF_DEBUG_POISON=1) logs the same
@@ -23,6 +24,23 @@ for ex in transformer macaron postnorm rk4; do
   n=$("$xfc" --emit=fused -D layers=2 examples/$ex.xf | count " = attention ")
   [ "$n" -ge 2 ] && ok "$ex: $n attention ops fused" || bad "$ex: $n attention ops fused"
 done
+
+# attention_grad writes dq, dk, dv as three outputs when each is read whole by
+# one slice (the slices get no kernel); attn_fixed_v's values need no gradient,
+# so its two slices keep their kernels and read the combined output
+split_counts() {  # schedule on stdin -> "kernels, attention_grad kernels with 3 outputs, slice kernels reading one"
+  awk '/^schedule / { n = $3 }
+       $2 == "attention_grad" { for (i = 3; i <= NF; i++) if ($i ~ /^out=/) { m = split(substr($i, 5), b, ",");
+                                  for (j in b) ag[b[j]] = 1; three += m == 3 } }
+       $2 == "slice" { for (i = 3; i <= NF; i++) if ($i ~ /^in=/ && ag[substr($i, 4)]) reads++ }
+       END { printf "%d %d %d\n", n, three, reads }'
+}
+got=$("$xfc" --emit=schedule examples/transformer.xf | split_counts)
+[ "$got" = "524 18 0" ] && ok "transformer: 18 attention_grad kernels write dq, dk, dv; no slice kernel reads them ($got)" ||
+  bad "transformer: kernels, split attention_grads, slices of them: '$got', want '524 18 0'"
+got=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_fixed_v.xf | split_counts)
+[ "$got" = "30 0 2" ] && ok "attn_fixed_v: dv unused, the combined output and its 2 slice kernels stay" ||
+  bad "attn_fixed_v: kernels, split attention_grads, slices of them: '$got', want '30 0 2'"
 
 # one function per kernel class: the same count at 2 and 18 layers
 for ex in transformer she rk4; do
