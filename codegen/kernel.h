@@ -89,6 +89,8 @@ typedef struct {
   int scratch;    // a scratch buffer of the kernel, or the stored member's, or -1
   int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
                   // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1
+  int terms;      // the buffer of the LAYERNORM_DYXH or RMSNORM_DYXH whose rows the
+                  // kernel of its _DX also writes (slot KS_TERMS), or -1
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group
@@ -116,6 +118,8 @@ enum {
 };
 // The slot of part p of a kernel's output.
 static inline int kernel_out_slot(int p) { return p ? KS_OUT1 + p - 1 : KS_OUT; }
+// The slot of a kernel's row terms (Kernel.terms; such a kernel has nout 1).
+enum { KS_TERMS = KS_OUT1 };
 
 typedef struct {
   const Graph *g;

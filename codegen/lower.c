@@ -488,9 +488,10 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
   }
 }
 
-// The GPU's reductions over rows (sums over axes before the last, the norm
-// gain gradients): a block of GPU_RED_TEAM threads per tile of cw columns
-// of an output row (cw the largest of 8, 4, 2, 1 dividing the row width);
+// The GPU's reductions over rows (sums over axes before the last, with the
+// bias sum beside the gain gradient's): a block of GPU_RED_TEAM threads per
+// tile of cw columns of an output row (cw the largest of 8, 4, 2, 1 dividing
+// the row width);
 // thread x = g cw + cl, g < G = TEAM / cw, sums rows g, g + G, ... of its
 // column in registers, then each column's total is its G partials in the
 // order of g. Rows run in parallel, so the association differs from the
@@ -743,6 +744,7 @@ static void lower_norm(Lo *L, const Node *n) {
     if (a1 >= 0) t = x2(L, LX_SUB, t, xvar(L, a1));
     t = x2(L, LX_SUB, t, x2(L, LX_MUL, xhat(L, &w, c), xvar(L, a2)));
     row_store(L, n, &w, c, x2(L, LX_DIV, t, xvar(L, w.sigma)));
+    if (L->k->terms >= 0) store(L, KS_TERMS, iadd(L, xvar(L, w.base), xvar(L, c)), x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c)));
     for_end(L);
     break;
   }

@@ -199,6 +199,7 @@ void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
   for (int p = 1; p < k->nout; p++) slot[kernel_out_slot(p)] = k->xout[p - 1];
   for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
   slot[KS_SCRATCH] = k->scratch;
+  if (k->terms >= 0) slot[KS_TERMS] = k->terms;
   for (int j = 0; j < KS_IMM; j++)
     if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
 }
@@ -248,7 +249,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -353,6 +354,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " in=");
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
+    if (kn->terms >= 0) fprintf(f, " terms=b%d", kn->terms);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
       fprintf(f, " group=");
       for (int i = 0, first = 1; i < g->nnodes; i++)
@@ -413,8 +415,19 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   }
   int *kernel_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   int *kind = arena_alloc(a, sizeof(int) * (size_t)g->nnodes), *stored = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  int *terms = arena_alloc(a, sizeof(int) * (size_t)g->nnodes), *after = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
   s->group = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  fuse_groups(g, fuse, s->group, kind, stored);
+  fuse_groups(g, fuse, s->group, kind, stored, terms, after);
+  // kernels in node order, but a node with after[i] = r right after r
+  int *order = arena_alloc(a, sizeof(int) * (size_t)g->nnodes), *follower = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) follower[i] = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (after[i] >= 0) follower[after[i]] = i;
+  for (int i = 0, no = 0; i < g->nnodes; i++) {
+    if (after[i] >= 0) continue;
+    order[no++] = i;
+    if (follower[i] >= 0) order[no++] = follower[i];
+  }
   bool *folded = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   if (fuse) fold_transposes(g, s->group, kind, folded);
   // nodes no program needs (left behind by a rewrite such as fuse_attention) get no kernel
@@ -425,9 +438,10 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
   bool *cut = arena_alloc(a, sizeof(bool) * (size_t)g->nnodes);
   for (int i = 0; i < g->nnodes * KERNEL_MAX_OUT; i++) parts[i] = -1;
   if (fuse) fold_splits(g, live, s->group, kind, parts, cut);
-  for (int i = 0; i < g->nnodes; i++) {
+  for (int i = 0; i < g->nnodes; i++) kernel_of[i] = -1;
+  for (int oi = 0; oi < g->nnodes; oi++) {
+    int i = order[oi];
     const Node *n = &g->nodes[i];
-    kernel_of[i] = -1;
     if (!computes(n->op) || s->group[i] >= 0 || !live[i] || folded[i] || cut[i]) continue;
     Kernel *k = &s->kernels[s->nkernels];
     k->node = i;
@@ -452,6 +466,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->outer = outer_of(g, kind[i] == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n);
     k->stored = stored[i];
     k->scratch = stored[i] >= 0 ? s->buf_of[stored[i]] : -1;
+    k->terms = terms[i] >= 0 ? s->buf_of[terms[i]] : -1;
     if (kind[i] == FG_NORM_DG) {  // the bias sum's rows, dy, in slot KS_IN1
       int dy = g->nodes[stored[i]].in[0];
       k->in[k->nin] = s->buf_of[dy], k->leaf[k->nin++] = dy;
@@ -489,11 +504,13 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     // a fused kernel reads the pattern's inputs directly (already needed above)
     s->prog[p] = arena_alloc(a, sizeof(int) * (size_t)(s->nkernels + 1));
     // kernel_of[i] + 1 is the second phase of a two-phase op
-    for (int i = 0; i < g->nnodes; i++)
+    for (int oi = 0; oi < g->nnodes; oi++) {
+      int i = order[oi];
       if (need[i] && kernel_of[i] >= 0) {
         s->prog[p][s->nprog[p]++] = kernel_of[i];
         if (g->nodes[i].op == OP_CROSS_ENTROPY) s->prog[p][s->nprog[p]++] = kernel_of[i] + 1;
       }
+    }
   }
   assign_classes(a, s);
   assign_lifetimes(s);

@@ -6,7 +6,8 @@
 // gets its own kernel (or computes nothing); kind[r] = the group kind of a
 // root r (FG_NONE for a kernel of its own); stored[r] = the member of r's
 // FG_MAP or FG_MATMUL_MAP group whose value the kernel also stores (read by
-// kernels after it), or -1. Groups:
+// kernels after it), or -1; terms[r] and after[s], row terms (below), or
+// -1. Groups:
 //   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
 //                   dy [B, T, c]: the gradient of an unbatched weight, one
 //                   GEMM [d, B*T] @ [B*T, c]; the transpose and the batched
@@ -46,7 +47,16 @@
 //                   the same rows in one kernel, when sum(dy) comes before
 //                   d and nothing but reshapes reads it before d.
 // Every member comes before its root in node order, so the root's kernel
-// runs after every kernel a member reads.
+// runs after every kernel a member reads. One kind of member is not part of
+// its root's value:
+//   row terms       a LAYERNORM_DYXH or RMSNORM_DYXH p computed by the kernel
+//                   of the matching _DX q (the same x, dy and eps; q alone or
+//                   the row op of an FG_NORM_MAP group rooted at r): terms[r]
+//                   = p, written from the row statistics q has (a second
+//                   output). p's one reader is a sum s over its rows; when
+//                   s comes before r, after[s] = r: s's kernel runs right
+//                   after r's, allowed when nothing but reshapes reads s or
+//                   its stored member before r.
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,14 +151,42 @@ static void norm_dg(const Graph *g, const int *users, const int *first, int *int
   free(dg_of);
 }
 
-void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored) {
+// The _DX of the same norm, x, dy and eps as row terms p, or -1.
+static int matching_dx(const Graph *g, const Node *p) {
+  OpKind want = p->op == OP_LAYERNORM_DYXH ? OP_LAYERNORM_DX : OP_RMSNORM_DX;
+  for (int i = p->id + 1; i < g->nnodes; i++) {
+    const Node *q = &g->nodes[i];
+    if (q->op == want && q->in[0] == p->in[0] && q->in[2] == p->in[1] && q->fval == p->fval) return i;
+  }
+  return -1;
+}
+
+static void row_terms(const Graph *g, const int *users, const int *first, int *into, const int *stored, int *terms,
+                      int *after) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *p = &g->nodes[i];
+    if ((p->op != OP_LAYERNORM_DYXH && p->op != OP_RMSNORM_DYXH) || into[i] >= 0 || users[i] != 1) continue;
+    int q = matching_dx(g, p);
+    if (q < 0 || p->dtype != DT_F32) continue;
+    int r = into[q] >= 0 ? into[q] : q, s = first[i];
+    if (terms[r] >= 0) continue;
+    if (s < r) {
+      if (!read_after(g, s, r) || (stored[s] >= 0 && !read_after(g, stored[s], r))) continue;
+      after[s] = r;
+    }
+    into[i] = r, terms[r] = i;
+  }
+}
+
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored, int *terms, int *after) {
   int n = g->nnodes;
   int *users = calloc((size_t)n + 1, sizeof(int));
   int *leaves = calloc((size_t)n + 1, sizeof(int)), *drops = calloc((size_t)n + 1, sizeof(int));
   // first[i], second[i]: the users of the first two edges out of i in node order, -1 none
   int *first = malloc(((size_t)n + 1) * sizeof(int)), *second = malloc(((size_t)n + 1) * sizeof(int));
   bool *output = calloc((size_t)n + 1, sizeof(bool));
-  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE, stored[i] = -1, first[i] = second[i] = -1;
+  for (int i = 0; i < n; i++) into[i] = -1, kind[i] = FG_NONE, stored[i] = -1, terms[i] = after[i] = -1;
+  for (int i = 0; i < n; i++) first[i] = second[i] = -1;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int x = g->nodes[i].in[k];
@@ -210,6 +248,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored)
     if (store) stored[root] = i;
   }
   norm_dg(g, users, first, into, kind, stored);
+  row_terms(g, users, first, into, stored, terms, after);
 done:
   free(users), free(leaves), free(drops), free(first), free(second), free(output);
 }

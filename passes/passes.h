@@ -61,9 +61,11 @@ bool causal_analyze(const Graph *g, int *time_axis, int *bad, char *why, size_t 
 enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP, FG_MATMUL_MAP, FG_NORM_DG, FG_NORM_MAP };
 #define FG_MAX_LEAVES 8
 // into[node]: the root whose kernel computes node, or -1; kind[root]: FG_*;
-// stored[root]: the member its kernel also stores, or -1. enable false: no
-// groups (the --no-fuse schedule). See fuse_groups.c.
-void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored);
+// stored[root]: the member its kernel also stores, or -1; terms[root]: the
+// _DYXH its kernel also writes (a second output), or -1; after[node]: the
+// root whose kernel node's kernel follows, or -1 (node order otherwise).
+// enable false: no groups (the --no-fuse schedule). See fuse_groups.c.
+void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored, int *terms, int *after);
 
 // ---- memplan.c: one arena for buffers of known lifetimes ---------------------
 

@@ -42,6 +42,20 @@ got=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_fixed_v.xf | split_coun
 [ "$got" = "30 0 2" ] && ok "attn_fixed_v: dv unused, the combined output and its 2 slice kernels stay" ||
   bad "attn_fixed_v: kernels, split attention_grads, slices of them: '$got', want '30 0 2'"
 
+# the gain gradients' row terms dy o xhat come from the layernorm_dx kernels
+# (terms=), no kernel of their own (their sums run after those kernels: the
+# codegen test runs the fused schedule in poisoned storage)
+terms_counts() {  # schedule on stdin -> "kernels writing terms, dy_xhat kernels"
+  awk '$1 ~ /^k[0-9]+$/ { for (i = 3; i <= NF; i++) if ($i ~ /^terms=/) t++; if ($2 ~ /_dy_xhat$/) d++ }
+       END { printf "%d %d\n", t, d }'
+}
+got=$("$xfc" --emit=schedule examples/transformer.xf | terms_counts)
+[ "$got" = "37 0" ] && ok "transformer: 37 layernorm_dx kernels write the gain gradients' terms ($got)" ||
+  bad "transformer: kernels writing terms, dy_xhat kernels: '$got', want '37 0'"
+got=$("$xfc" --emit=schedule --no-fuse examples/transformer.xf | terms_counts)
+[ "$got" = "0 37" ] && ok "--no-fuse: 37 layernorm_dy_xhat kernels of their own" ||
+  bad "--no-fuse: kernels writing terms, dy_xhat kernels: '$got', want '0 37'"
+
 # one function per kernel class: the same count at 2 and 18 layers
 for ex in transformer she rk4; do
   f2=$("$xfc" --emit=schedule -D layers=2 examples/$ex.xf | sed -n 's/.* \([0-9]*\) distinct functions.*/\1/p')
