@@ -490,16 +490,18 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
 
 // The GPU's reductions over rows (sums over axes before the last, with the
 // bias sum beside the gain gradient's): a block of GPU_RED_TEAM threads per
-// tile of cw columns of an output row (cw the largest of 8, 4, 2, 1 dividing
-// the row width);
+// tile of cw columns of an output row (cw the largest of 8, 4, 2, 1 that
+// divides the row width and leaves GPU_RED_TILES tiles; one 32-byte sector
+// holds a row of a tile of 8, and more, narrower tiles keep more loads in
+// flight);
 // thread x = g cw + cl, g < G = TEAM / cw, sums rows g, g + G, ... of its
 // column in registers, then each column's total is its G partials in the
 // order of g. Rows run in parallel, so the association differs from the
 // CPU's rows in order.
-enum { GPU_RED_TEAM = 512, GPU_RED_U = 4 };
+enum { GPU_RED_TEAM = 512, GPU_RED_U = 8, GPU_RED_TILES = 64 };
 static int64_t col_tile_width(int64_t lc) {
   int64_t cw = 8;
-  while (lc % cw) cw /= 2;
+  while (cw > 1 && (lc % cw || lc / cw < GPU_RED_TILES)) cw /= 2;
   return cw;
 }
 // Opens the par loop over the team's threads x: *g its row group, *c its
