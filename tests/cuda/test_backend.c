@@ -247,7 +247,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   unlink(so);
   const XfModel *m = lib ? dlsym(lib, "xf_model") : NULL;
   XfGpu *g = !m ? NULL : strcmp(device_name, "cuda") ? xf_gpu_emu_open(0, err, sizeof err) : xf_gpu_cuda_open(0, err, sizeof err);
-  if (!g || !g->load(g, m->cuda)) {
+  if (!g || !g->load(g, m->cuda, B, T)) {
     printf("FAIL %s: %s\n", path, g ? g->err : lib ? err : dlerror());
     failed++;
     if (g) g->close(g);
