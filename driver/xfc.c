@@ -39,6 +39,7 @@ static void usage(FILE *f) {
         "                  the source in model.so beside the CPU code (xfrun --device picks)\n"
         "  --gpu-arch=A    the virtual architecture of the PTX (default compute_80)\n"
         "  --precision=P   the CUDA GEMMs: tf32 (default: float32 storage, TF32 tensor-core\n"
+        "                  products), bf16 (float32 storage and sums, bf16 tensor-core\n"
         "                  products) or fp32 (float32 throughout: the oracle the tests use)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
@@ -516,8 +517,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       const char *v = arg + 12;
       if (!strcmp(v, "tf32")) o->precision = XF_PRECISION_TF32;
       else if (!strcmp(v, "fp32")) o->precision = XF_PRECISION_FP32;
-      else if (!strcmp(v, "bf16")) return die_usage("%s: bf16 GEMMs are not implemented yet (tf32 or fp32)", arg);
-      else return die_usage("%s: expected tf32 or fp32", arg);
+      else if (!strcmp(v, "bf16")) o->precision = XF_PRECISION_BF16;
+      else return die_usage("%s: expected tf32, bf16 or fp32", arg);
     } else if (!strncmp(arg, "--stdlib=", 9)) {
       o->stdlib_dir = arg + 9;
     } else if (!strcmp(arg, "--stats")) {

@@ -558,7 +558,7 @@ static void model_info(const char *path, XfRuntime *rt) {
     int kernels = 0, gemms = 0;
     for (int j = 0; j < c->nlaunch[XF_PROG_TRAIN]; j++) c->launch[XF_PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
     printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 1 AdamW launch\n", c->nnames, kernels,
-           gemms, c->precision == XF_PRECISION_TF32 ? "TF32" : "float32");
+           gemms, xf_precision_name(c->precision));
   }
 }
 

@@ -19,6 +19,18 @@ static int64_t sym(XfSym z, int64_t B, int64_t T) {
 
 enum { MAX_BLOCKS = 1 << 16 };
 
+int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T) {
+  int64_t most = 0;
+  for (int p = 0; p <= XF_PROG_STEP; p++)
+    for (int i = 0; i < c->nlaunch[p]; i++) {
+      const XfLaunch *L = &c->launch[p][i];
+      if (L->kind != XF_LAUNCH_GEMM) continue;
+      int64_t k = sym(L->k, B, T), n = sym(L->m, B, T) * k + k * sym(L->n, B, T);
+      if (n > most) most = n;
+    }
+  return most;
+}
+
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
                      int64_t row0, uint64_t seed, uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;

@@ -35,11 +35,14 @@ struct XfGpu {
   bool (*download)(XfGpu *g, void *dst, const void *src, size_t bytes);  // device -> host
   bool (*fill)(XfGpu *g, void *dst, int byte, size_t bytes);
   // Makes the kernels of c callable: loads c->ptx (device) or compiles
-  // c->source (emulation). Kernel fn of launch is c->names[fn].
-  bool (*load)(XfGpu *g, const XfCuda *c);
+  // c->source (emulation). Kernel fn of launch is c->names[fn]. Every
+  // program of c will run at B <= max_b and T <= max_t (what the emulation
+  // sizes its GEMM scratch for). Sets the GEMMs' arithmetic, c->precision.
+  bool (*load)(XfGpu *g, const XfCuda *c, int64_t max_b, int64_t max_t);
   bool (*launch)(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned shmem, bool sync, const XfKernelArgs *a);
   // Row-major, as cblas_sgemm, for i < count:
   //   C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = X + i * stride_X
+  // in the precision load() set (XF_PRECISION_*; float32 C and sums).
   bool (*gemm)(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
                int64_t stride_c, int64_t count);
@@ -57,6 +60,15 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen);
 // $XF_CUDA_EMU_HEADER (default: runtime/cuda_emu.h of the source tree).
 // `device` only names it in desc.
 XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen);
+
+// The bf16 value nearest x (ties to even), widened back to float32: what
+// the GPU's bf16 GEMMs multiply (gpu_emu.c).
+float xf_bf16_round(float x);
+
+// cuda_host.c: the most elements the operands of one product take together,
+// m k + k n (op(A_i) and op(B_i)), over the GEMM records of every program of
+// c at (B, T); the sizes grow with B and T.
+int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
 // (row0: XfApi.row0, the global batch row of local row 0; the step program

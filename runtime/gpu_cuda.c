@@ -7,6 +7,14 @@
 // cudaLaunchKernel takes the cudaKernel_t as its function. GEMMs are
 // row-major: C = op(A) op(B) is, read column-major, C^T = op(B)^T op(A)^T, so
 // cuBLAS gets B before A and n before m.
+//
+// The GEMMs' arithmetic (XfCuda.precision), float32 storage and sums in
+// each: FP32, cublasSgemmStridedBatched under CUBLAS_PEDANTIC_MATH; TF32,
+// the same call under CUBLAS_TF32_TENSOR_OP_MATH; BF16,
+// cublasGemmStridedBatchedEx on float32 A, B, C with compute type
+// CUBLAS_COMPUTE_32F_FAST_16BF: the tensor cores multiply the operands
+// rounded to bf16 and sum in float32 (cuBLAS may also pick TF32 there, which
+// is closer to float32).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,7 @@ typedef struct {
   size_t max_shmem;  // dynamic shared memory a block may opt in to
   bool sync_each;    // XF_CUDA_SYNC: wait for every launch and GEMM
   int sm;            // compute capability, 10 major + minor (90: sm_90)
+  int precision;     // XF_PRECISION_*
 } Cuda;
 
 static bool cuda_ok(XfGpu *g, cudaError_t e, const char *call, const char *what) {
@@ -85,7 +94,8 @@ static bool c_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
 // The SASS the device runs natively: the newest sm_XY of the model with the
 // device's major version and a minor version up to its own; else the PTX,
 // JIT-compiled by the driver.
-static bool c_load(XfGpu *g, const XfCuda *m) {
+static bool c_load(XfGpu *g, const XfCuda *m, int64_t max_b, int64_t max_t) {
+  (void)max_b, (void)max_t;
   Cuda *c = g->impl;
   int pick = -1;
   for (int i = 0; i < 2; i++)
@@ -100,11 +110,15 @@ static bool c_load(XfGpu *g, const XfCuda *m) {
     return false;
   size_t n = strlen(g->desc);
   snprintf(g->desc + n, sizeof g->desc - n, ", %s%s, GEMMs in %s", what, pick >= 0 ? "" : " (JIT)",
-           m->precision == XF_PRECISION_TF32 ? "TF32" : "float32");
-  cublasStatus_t st = cublasSetMathMode(c->blas, m->precision == XF_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                                   : CUBLAS_PEDANTIC_MATH);
+           xf_precision_name(m->precision));
+  // BF16 names its compute type in every call; the math mode is for FP32 and TF32
+  c->precision = m->precision;
+  cublasMath_t mode = m->precision == XF_PRECISION_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
+                      : m->precision == XF_PRECISION_BF16 ? CUBLAS_DEFAULT_MATH
+                                                          : CUBLAS_PEDANTIC_MATH;
+  cublasStatus_t st = cublasSetMathMode(c->blas, mode);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    snprintf(g->err, sizeof g->err, "cuda: cublasSetMathMode: %s", blas_status(st));
+    snprintf(g->err, sizeof g->err, "cuda: cublasSetMathMode (%s GEMMs): %s", xf_precision_name(m->precision), blas_status(st));
     return false;
   }
   c->kernels = calloc((size_t)m->nnames + 1, sizeof *c->kernels);
@@ -142,13 +156,22 @@ static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
                    int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *cc, int64_t ldc,
                    int64_t stride_c, int64_t count) {
   Cuda *c = g->impl;
-  cublasStatus_t s = cublasSgemmStridedBatched(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
-                                               (int)m, (int)k, &alpha, b, (int)ldb, stride_b, a, (int)lda, stride_a, &beta, cc,
-                                               (int)ldc, stride_c, (int)count);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    return !c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "cublasSgemmStridedBatched", "the GEMM");
-  snprintf(g->err, sizeof g->err, "cuda: cublasSgemmStridedBatched (%lldx%lldx%lld, %lld batches): %s", (long long)m,
-           (long long)n, (long long)k, (long long)count, blas_status(s));
+  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const char *call;
+  cublasStatus_t s;
+  if (c->precision == XF_PRECISION_BF16) {
+    call = "cublasGemmStridedBatchedEx (CUBLAS_COMPUTE_32F_FAST_16BF)";
+    s = cublasGemmStridedBatchedEx(c->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, b, CUDA_R_32F, (int)ldb, stride_b, a,
+                                   CUDA_R_32F, (int)lda, stride_a, &beta, cc, CUDA_R_32F, (int)ldc, stride_c, (int)count,
+                                   CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+  } else {
+    call = "cublasSgemmStridedBatched";
+    s = cublasSgemmStridedBatched(c->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb, stride_b, a, (int)lda,
+                                  stride_a, &beta, cc, (int)ldc, stride_c, (int)count);
+  }
+  if (s == CUBLAS_STATUS_SUCCESS) return !c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), call, "the GEMM");
+  snprintf(g->err, sizeof g->err, "cuda: %s (%lldx%lldx%lld, %lld batches): %s", call, (long long)m, (long long)n, (long long)k,
+           (long long)count, blas_status(s));
   return false;
 }
 

@@ -6,6 +6,14 @@
 // entry point; launch() calls it over the grid; GEMMs go to the CPU BLAS.
 // Nothing here is a GPU: it checks the generated source's numerics and the
 // host code that drives a GPU, on machines without one.
+//
+// The GEMMs' arithmetic (XfCuda.precision): FP32 and TF32 are float32 GEMMs
+// (TF32's 10-bit products are not modelled); BF16 rounds every element of
+// A_i and B_i to bf16 (xf_bf16_round) into scratch copies, then multiplies
+// those in float32 with float32 sums: a product of two bf16 values is exact
+// in float32, so that is the GPU's arithmetic up to the order of the sums.
+// The scratch is allocated once, at load, for the largest product of the
+// model's launch tables (xf_cuda_gemm_operands at max_b, max_t).
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +36,34 @@ typedef struct {
   void *lib;
   EmuEntry *entries;
   int nentries;
+  int precision;       // XF_PRECISION_*
+  float *scratch;      // BF16: op(A_i) then op(B_i), rounded, packed
+  int64_t scratch_n;   // its elements: m k + k n of every GEMM fits
 } Emu;
+
+// Round to nearest, ties to even, on the float32 bit pattern: bf16 keeps the
+// upper 16 bits (sign, 8 exponent bits, 7 mantissa bits). Adding 0x7fff plus
+// the lowest kept bit carries into the kept bits exactly when the dropped
+// 16 bits exceed half an ulp, or equal it with the kept part odd; a carry
+// out of the mantissa steps the exponent (up to infinity), as IEEE rounding
+// does. NaN stays NaN: its quiet bit is set, since dropping the low bits
+// could leave an all-zero mantissa (infinity).
+float xf_bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
+  else u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// The rows x cols matrix at src (leading dimension ld), rounded to bf16,
+// packed into dst (leading dimension cols).
+static void round_matrix(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) dst[r * cols + j] = xf_bf16_round(src[r * ld + j]);
+}
 
 static bool e_alloc(XfGpu *g, void **p, size_t bytes) {
   *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63 ? (bytes + 63) & ~(size_t)63 : 64);
@@ -73,8 +108,18 @@ static void first_error(const char *path, char *out, size_t len) {
   if (f) fclose(f);
 }
 
-static bool e_load(XfGpu *g, const XfCuda *c) {
+static bool e_load(XfGpu *g, const XfCuda *c, int64_t max_b, int64_t max_t) {
   Emu *e = g->impl;
+  e->precision = c->precision;
+  size_t n = strlen(g->desc);
+  const char *gemms = c->precision == XF_PRECISION_TF32 ? "float32 (TF32 is not emulated)" : xf_precision_name(c->precision);
+  snprintf(g->desc + n, sizeof g->desc - n, ", GEMMs in %s", gemms);
+  if (c->precision == XF_PRECISION_BF16) {
+    e->scratch_n = xf_cuda_gemm_operands(c, max_b, max_t);
+    if (e->scratch_n > 0 && !(e->scratch = malloc(sizeof(float) * (size_t)e->scratch_n)))
+      return snprintf(g->err, sizeof g->err, "cuda-emulation: cannot allocate %lld floats for the bf16 GEMMs' operands",
+                      (long long)e->scratch_n), false;
+  }
   const char *cxx = getenv("XF_CXX"), *header = getenv("XF_CUDA_EMU_HEADER"), *tmp = getenv("TMPDIR");
   if (!cxx || !*cxx) cxx = "c++";
   if (!header || !*header) header = XF_CUDA_EMU_HEADER;
@@ -129,9 +174,25 @@ static bool e_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
 static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                    int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
                    int64_t stride_c, int64_t count) {
-  (void)g;
-  for (int64_t i = 0; i < count; i++)
-    xf_sgemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
+  Emu *e = g->impl;
+  bool bf16 = e->precision == XF_PRECISION_BF16;
+  if (bf16 && m * k + k * n > e->scratch_n)
+    return snprintf(g->err, sizeof g->err,
+                    "internal error: cuda-emulation: a %lldx%lldx%lld GEMM exceeds the bf16 scratch planned at load (%lld floats)",
+                    (long long)m, (long long)n, (long long)k, (long long)e->scratch_n),
+           false;
+  for (int64_t i = 0; i < count; i++) {
+    const float *ai = a + i * stride_a, *bi = b + i * stride_b;
+    int64_t ldai = lda, ldbi = ldb;
+    if (bf16 && k > 0) {  // op(A_i) is m x k, op(B_i) k x n
+      float *ra = e->scratch, *rb = e->scratch + m * k;
+      ldai = ta ? m : k, ldbi = tb ? k : n;
+      round_matrix(ai, ta ? k : m, ldai, lda, ra);
+      round_matrix(bi, tb ? n : k, ldbi, ldb, rb);
+      ai = ra, bi = rb;
+    }
+    xf_sgemm(ta, tb, m, n, k, alpha, ai, ldai, bi, ldbi, beta, c + i * stride_c, ldc);
+  }
   return true;
 }
 
@@ -145,6 +206,7 @@ static void e_close(XfGpu *g) {
   if (e) {
     if (e->lib) dlclose(e->lib);
     free(e->entries);
+    free(e->scratch);
     free(e);
   }
   free(g);

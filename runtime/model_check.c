@@ -81,7 +81,7 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
   for (int i = 0; i < c->nnames; i++)
     if (!name_ok(c->names[i])) return fail(err, errlen, "CUDA kernel %d has no name", i);
   if (c->adamw < 0 || c->adamw >= c->nnames) return fail(err, errlen, "CUDA AdamW kernel %d of %d", c->adamw, c->nnames);
-  if (c->precision != XF_PRECISION_FP32 && c->precision != XF_PRECISION_TF32)
+  if (c->precision < 0 || c->precision >= XF_NPRECISIONS)
     return fail(err, errlen, "CUDA GEMM precision %d", c->precision);
   for (int i = 0; i < 2; i++)
     if (c->sass_size[i] < 0 || c->sass_size[i] > (1LL << 30) || (c->sass_size[i] && (!c->sass[i] || c->sass_sm[i] < 50)))

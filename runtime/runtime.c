@@ -313,7 +313,8 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
   size_t segs_bytes = sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1);
   size_t bytes = rt->bytes + 64 + segs_bytes;
-  if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda))
+  // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
+  if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
   rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + 64);

@@ -163,9 +163,16 @@ enum { XF_ADAM_CHUNK = 4096 };
   F(P, I32, pt)
 
 enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
-// The GEMMs of the CUDA code: float32 throughout (the oracle), or float32
-// storage with TF32 tensor-core products (10-bit mantissas), float32 sums.
-enum { XF_PRECISION_FP32, XF_PRECISION_TF32 };
+// The GEMMs of the CUDA code (the records of XF_LAUNCH_GEMM), float32
+// storage and float32 sums in every case; the products: float32 (FP32, the
+// oracle), TF32 tensor-core products (10-bit mantissas), or bf16
+// tensor-core products (each operand element rounded to bf16, 7-bit
+// mantissas). Values are stored in model.so: append only.
+enum { XF_PRECISION_FP32, XF_PRECISION_TF32, XF_PRECISION_BF16, XF_NPRECISIONS };
+// How xfrun names a precision ("GEMMs in %s").
+static inline const char *xf_precision_name(int32_t p) {
+  return p == XF_PRECISION_TF32 ? "TF32" : p == XF_PRECISION_BF16 ? "bf16 (float32 storage and sums)" : "float32";
+}
 
 // XfLaunch: one launch of a program's table.
 #define XF_LAUNCH_FIELDS(F, A, P)                                                                                \

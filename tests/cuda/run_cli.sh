@@ -83,8 +83,7 @@ usage_error() {
 }
 usage_error "--gpu-arch=sm_80" "expected a virtual architecture" "$xfc" --target=cuda --gpu-arch=sm_80 examples/she.xf
 usage_error "--target=metal" "expected cpu or cuda" "$xfc" --target=metal examples/she.xf
-usage_error "--precision=bf16" "bf16 GEMMs are not implemented yet" "$xfc" --target=cuda --precision=bf16 examples/she.xf
-usage_error "--precision=fp16" "expected tf32 or fp32" "$xfc" --target=cuda --precision=fp16 examples/she.xf
+usage_error "--precision=fp16" "expected tf32, bf16 or fp32" "$xfc" --target=cuda --precision=fp16 examples/she.xf
 
 # an NVRTC error is an internal error naming the kernel and its IR node with the source location
 k=$("$xfc" --emit=schedule examples/she.xf "${small[@]}" | awk '/layernorm/ {print $1; exit}' | tr -dc '0-9')
@@ -120,6 +119,13 @@ printf '%s' "$out" | grep -q "GEMMs in TF32" && ok "the GEMMs default to TF32" |
 "$xfc" --target=cuda --precision=fp32 -o "$tmp/she_fp32.so" examples/she.xf "${small[@]}" &&
   "$xfrun" info "$tmp/she_fp32.so" | grep -q "GEMMs in float32" && ok "--precision=fp32: float32 GEMMs" ||
   bad "--precision=fp32: $("$xfrun" info "$tmp/she_fp32.so" 2>&1)"
+"$xfc" --target=cuda --precision=bf16 -o "$tmp/she_bf16.so" examples/she.xf "${small[@]}" &&
+  "$xfrun" info "$tmp/she_bf16.so" | grep -q "GEMMs in bf16 (float32 storage and sums)" && ok "--precision=bf16: bf16 GEMMs" ||
+  bad "--precision=bf16: $("$xfrun" info "$tmp/she_bf16.so" 2>&1)"
+# the emulated device says what its GEMMs compute
+out=$(XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_bf16.so" --device cuda --steps 1 "${train[@]}" 2>&1)
+printf '%s' "$out" | grep -q "device: GPU 0 emulated .*, GEMMs in bf16 (float32 storage and sums)$" &&
+  ok "the emulation's device line: $(printf '%s' "$out" | grep -m1 'device:' | cut -d: -f3-)" || bad "bf16 emulated device line: $out"
 out=$("$xfrun" info "$tmp/she_cpu.so" 2>&1)
 printf '%s' "$out" | grep -q "CPU code only" && ok "xfrun info on a CPU-only model.so" || bad "xfrun info CPU model: $out"
 expect_error "xfrun info on a missing model.so" "no-such.so" "$xfrun" info "$tmp/no-such.so"
