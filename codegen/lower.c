@@ -1154,10 +1154,15 @@ static int att_state_add(AttState *w, int slot, LExpr *at) {
   w->slot[w->n] = slot, w->at[w->n] = at;
   return w->n++;
 }
-static void att_state_begin(Lo *L, AttState *w, LExpr *lo, LExpr *hi, const char *name) {
+// The carried loop over [lo, hi); each state value starts as its stored
+// value times scale (NULL: 1).
+static void att_state_begin(Lo *L, AttState *w, LExpr *lo, LExpr *hi, const char *name, LExpr *scale) {
   LExpr **init = arena_alloc(L->a, sizeof(LExpr *) * (size_t)w->n);
   const char **names = arena_alloc(L->a, sizeof(char *) * (size_t)w->n);
-  for (int k = 0; k < w->n; k++) init[k] = load(L, w->slot[k], w->at[k]), names[k] = name;
+  for (int k = 0; k < w->n; k++) {
+    init[k] = load(L, w->slot[k], w->at[k]), names[k] = name;
+    if (scale) init[k] = x2(L, LX_MUL, init[k], scale);
+  }
   w->st = carry_begin(L, lo, hi, w->n, init, names, w->var, &w->index);
 }
 static void att_state_end(Lo *L, AttState *w) {
@@ -1177,6 +1182,21 @@ static void att_state_axpy(Lo *L, AttState *w, int first, int64_t n, LExpr *al, 
     if (al) old = x2(L, LX_MUL, old, al);
     w->next[first + c] = x2(L, LX_ADD, old, x2(L, LX_MUL, f, load(L, tile, iadd(L, imul(L, t, xi(L, n)), xi(L, c)))));
   }
+}
+
+// The running maximum of row i's scores through key tile k0: its scores
+// s_jj = scale q . k_(k0 + jj), jj < jn, are reduced to their maximum first,
+// so the running sums are rescaled once per tile (by *al = e^(m_old - m),
+// m the new maximum, stored to M[i]) and each key costs one exponential.
+static int att_tile_max(Lo *L, Att *a, const AttRow *q, int Kt, int jn, int M, int i, double scale, int *al) {
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  int mt = reduce_end(L, rd, x2(L, LX_MUL, att_dot(L, a, q, Kt, xvar(L, jj)), xf(L, scale)), "mt");
+  int mo = let(L, load(L, M, xvar(L, i)), "mo");
+  int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
+  *al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
+  store(L, M, xvar(L, i), xvar(L, mn));
+  return mn;
 }
 
 // Forward, rows [w0, min(w1, T)) of the step program's window (all rows
@@ -1200,17 +1220,15 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
   int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
   AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
-  AttState w = att_state(L, 2 + e);
-  int m = att_state_add(&w, M, xvar(L, i)), l = att_state_add(&w, Ls, xvar(L, i)), acc = att_state_acc(L, &w, A, e, i);
-  att_state_begin(L, &w, xi(L, 0), xvar(L, jn), "st");
+  int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+  AttState w = att_state(L, 1 + e);
+  int l = att_state_add(&w, Ls, xvar(L, i)), acc = att_state_acc(L, &w, A, e, i);
+  att_state_begin(L, &w, xi(L, 0), xvar(L, jn), "st", xvar(L, al));
   int jj = w.index;
   int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
-  int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, w.var[m])), "mn");
-  int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, w.var[m]), xvar(L, mn))), "al");
   int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
-  w.next[m] = xvar(L, mn);
-  w.next[l] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, w.var[l]), xvar(L, al)), xvar(L, p));
-  att_state_axpy(L, &w, acc, e, xvar(L, al), xvar(L, p), Vt, xvar(L, jj));
+  w.next[l] = x2(L, LX_ADD, xvar(L, w.var[l]), xvar(L, p));
+  att_state_axpy(L, &w, acc, e, NULL, xvar(L, p), Vt, xvar(L, jj));
   att_state_end(L, &w);
   for_end(L);
   for_end(L);
@@ -1256,27 +1274,25 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
     AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
     int mi = -1, inv = -1, Di = -1;
-    AttState st = att_state(L, 3 + h);
-    int m = -1, l = -1, d = -1, dq = -1;
+    AttState st = att_state(L, 2 + h);
+    int l = -1, d = -1, dq = -1, al = -1, mn = -1;
     if (sweep == 1) {
-      m = att_state_add(&st, M, xvar(L, i)), l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
+      mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+      l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
     } else {
       mi = let(L, load(L, M, xvar(L, i)), "mi");
       inv = let(L, load(L, Ls, xvar(L, i)), "inv");
       Di = let(L, load(L, D, xvar(L, i)), "Di");
       dq = att_state_acc(L, &st, DQ, h, i);
     }
-    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st");
+    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", sweep == 1 ? xvar(L, al) : NULL);
     int jj = st.index;
     int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
     int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
     if (sweep == 1) {
-      int mn = let(L, x2(L, LX_MAX, xvar(L, s), xvar(L, st.var[m])), "mn");
-      int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, st.var[m]), xvar(L, mn))), "al");
       int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
-      st.next[m] = xvar(L, mn);
-      st.next[l] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, st.var[l]), xvar(L, al)), xvar(L, p));
-      st.next[d] = x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, st.var[d]), xvar(L, al)), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
+      st.next[l] = x2(L, LX_ADD, xvar(L, st.var[l]), xvar(L, p));
+      st.next[d] = x2(L, LX_ADD, xvar(L, st.var[d]), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
     } else {
       int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mi))), xvar(L, inv)), "p");
       int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))), "ds");
@@ -1305,7 +1321,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
   AttState st = att_state(L, h + e);
   int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
-  att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st");
+  att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st", NULL);
   int ii = st.index;
   int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
   int s = let(L, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), "s");
