@@ -2,26 +2,31 @@
 // from the filtered distribution. Semantics in sample.h.
 //
 // probs doubles as the store of the unnormalised weights w (step 1), which
-// the ranking reads; order holds the ranked ids. Nothing is allocated.
+// the ranking reads; order holds the ranked ids. Nothing is allocated. Only
+// what the filters read is ranked (a partial heap selection), so top-k costs
+// O(vocab + k log vocab) and top-p O(vocab + m log vocab), m the tokens
+// whose weights still change the total mass; the kept tokens and every sum
+// are those of a full sort.
 #include "sample.h"
 
 #include <math.h>
 #include <stdio.h>
 
 // Rank order: a before b when w[a] > w[b], or w[a] == w[b] and a < b. A
-// strict total order, so the unstable heapsort below gives one result.
+// strict total order, so every selection below gives one result: the same
+// ranked prefix a full sort would.
 static bool ranks_before(const float *w, int32_t a, int32_t b) {
   return w[a] > w[b] || (w[a] == w[b] && a < b);
 }
 
-// Restores the heap property below position i of order[0 .. n-1], where the
-// root is the element ranked last (so the heap sorts into rank order).
+// Restores the heap property below position i of order[0 .. n-1], whose
+// root is the best-ranked element.
 static void sift_down(const float *w, int32_t *order, int64_t n, int64_t i) {
   for (;;) {
     int64_t c = 2 * i + 1;
     if (c >= n) return;
-    if (c + 1 < n && ranks_before(w, order[c], order[c + 1])) c++;
-    if (!ranks_before(w, order[i], order[c])) return;
+    if (c + 1 < n && ranks_before(w, order[c + 1], order[c])) c++;
+    if (!ranks_before(w, order[c], order[i])) return;
     int32_t t = order[i];
     order[i] = order[c];
     order[c] = t;
@@ -29,14 +34,34 @@ static void sift_down(const float *w, int32_t *order, int64_t n, int64_t i) {
   }
 }
 
-static void sort_by_rank(const float *w, int32_t *order, int64_t n) {
+// Ranks a prefix of order[0 .. n-1]: order[0 .. m-1] become the first m
+// tokens in rank order (the rest stay in order[m .. n-1], unsorted) and
+// *total their weights summed in double in rank order, which is the sum
+// over the first `want` ranked tokens. m = want, or with `early` the first
+// count at which the sum stops changing: once the next weight is below half
+// an ulp of the sum, it and every later (smaller) weight round away. A
+// heap, popped m times: O(n + m log n).
+static int64_t rank_prefix(const float *w, int32_t *order, int64_t n, int64_t want, bool early, double *total) {
   for (int64_t i = n / 2 - 1; i >= 0; i--) sift_down(w, order, n, i);
-  for (int64_t end = n - 1; end > 0; end--) {
+  double sum = 0;
+  int64_t m = 0;
+  while (m < want) {  // the heap is order[0 .. n-m-1], the popped tokens order[n-m ..] from the end
+    double v = w[order[0]];
+    if (early && sum > 0 && v < (nextafter(sum, INFINITY) - sum) / 2) break;
+    sum += v;
+    m++;
     int32_t t = order[0];
-    order[0] = order[end];
-    order[end] = t;
-    sift_down(w, order, end, 0);
+    order[0] = order[n - m];
+    order[n - m] = t;
+    sift_down(w, order, n - m, 0);
   }
+  for (int64_t i = 0, j = n - 1; i < j; i++, j--) {  // the popped tokens to the front, in rank order
+    int32_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  *total = sum;
+  return m;
 }
 
 // Greedy: one-hot on the largest logit, lowest id on ties; NaN never wins.
@@ -69,22 +94,24 @@ int64_t xf_sample_filter(const float *logits, int64_t vocab, const XfSampling *s
     }
   }
 
-  // Step 2: rank the tokens of positive weight (the max has w = 1, so n >= 1).
+  // Step 2: the tokens of positive weight (the max has w = 1, so n >= 1),
+  // ranked as far as steps 3-5 read them.
   int64_t n = 0;
   for (int64_t i = 0; i < vocab; i++)
     if (probs[i] > 0) order[n++] = (int32_t)i;
-  sort_by_rank(probs, order, n);
 
-  // Step 3: top-k.
-  int64_t kept = n;
-  if (s->top_k > 0 && s->top_k < kept) kept = s->top_k;
+  // Step 3: top-k; total: the survivors' mass, in rank order. Every kept
+  // token gets ranked: top-p keeps no more than the ranked prefix whose sum
+  // is total, so with top-p that prefix may stop early.
+  int64_t kept = s->top_k > 0 && s->top_k < n ? s->top_k : n;
+  double total;
+  int64_t ranked = rank_prefix(probs, order, n, kept, s->top_p < 1, &total);
 
-  // Step 4: top-p over the top-k survivors, cumulative mass in rank order.
-  double total = 0;
-  for (int64_t r = 0; r < kept; r++) total += probs[order[r]];
+  // Step 4: top-p over the top-k survivors, cumulative mass in rank order
+  // (it reaches total within the ranked prefix).
   if (s->top_p < 1) {
     double cum = 0;
-    for (int64_t r = 0; r < kept; r++) {
+    for (int64_t r = 0; r < ranked; r++) {
       cum += probs[order[r]];
       if (cum / total >= s->top_p) {
         kept = r + 1;

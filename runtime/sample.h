@@ -49,7 +49,9 @@ typedef struct {
 // distribution probs[vocab] (0 for removed tokens) and returns the number of
 // kept tokens (>= 1; exactly the entries with probs > 0). `order` is scratch
 // of vocab int32 (no allocation); on return order[0 .. kept-1] are the kept
-// ids by rank. `s` must pass xf_sampling_check. O(vocab log vocab).
+// ids by rank. `s` must pass xf_sampling_check. Greedy: O(vocab); top-k:
+// O(vocab + k log vocab); top-p: O(vocab + m log vocab) (sample.c); neither:
+// O(vocab log vocab).
 int64_t xf_sample_filter(const float *logits, int64_t vocab, const XfSampling *s, float *probs, int32_t *order);
 
 // Draws an id from probs[vocab] with u in [0, 1): the inverse CDF in id

@@ -329,6 +329,82 @@ static void test_check(void) {
   CHECK(strchr(err, '\n') == NULL);
 }
 
+// The filter as specified in sample.h, with a full sort of every token of
+// positive weight (qsort by rank): the oracle of the partial selection,
+// which must keep the same tokens with bit-identical probabilities.
+static const float *ref_w;
+static int by_rank(const void *pa, const void *pb) {
+  int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+  if (ref_w[a] != ref_w[b]) return ref_w[a] > ref_w[b] ? -1 : 1;
+  return a < b ? -1 : a > b;
+}
+static int64_t ref_filter(const float *logits, int64_t vocab, const XfSampling *s, float *pr, int32_t *ord) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < vocab; i++)
+    if (logits[i] > mx) mx = logits[i];
+  for (int64_t i = 0; i < vocab; i++)
+    pr[i] = isfinite(logits[i]) ? (float)exp(((double)logits[i] - (double)mx) / s->temperature) : 0.0f;
+  int64_t n = 0;
+  for (int64_t i = 0; i < vocab; i++)
+    if (pr[i] > 0) ord[n++] = (int32_t)i;
+  ref_w = pr;
+  qsort(ord, (size_t)n, sizeof *ord, by_rank);
+  int64_t kept = s->top_k > 0 && s->top_k < n ? s->top_k : n;
+  double total = 0;
+  for (int64_t r = 0; r < kept; r++) total += pr[ord[r]];
+  if (s->top_p < 1) {
+    double cum = 0;
+    for (int64_t r = 0; r < kept; r++) {
+      cum += pr[ord[r]];
+      if (cum / total >= s->top_p) {
+        kept = r + 1, total = cum;
+        break;
+      }
+    }
+  }
+  for (int64_t r = kept; r < n; r++) pr[ord[r]] = 0;
+  for (int64_t r = 0; r < kept; r++) pr[ord[r]] = (float)(pr[ord[r]] / total);
+  while (kept > 1 && pr[ord[kept - 1]] == 0) kept--;
+  return kept;
+}
+
+// The partial selection against the full sort: logits of several spreads
+// (flat ones, where every token changes the total; steep ones, where the
+// early stop cuts most), with ties, every combination of temperature, top-k
+// and top-p: the same count, the same ranked kept ids, the same bits.
+static void test_partial_selection(void) {
+  enum { V = 5000 };
+  static float l[V], pr[V], rp[V];
+  static int32_t ord[V], rord[V];
+  const double spread[] = {0.01, 1, 4, 30};
+  const double temps[] = {0.3, 1, 2.5};
+  const int64_t ks[] = {0, 1, 7, 50, V - 1, V + 3};
+  const double ps[] = {1, 0.999999, 0.9, 0.6, 0.05};
+  int cases = 0, bad = 0;
+  for (size_t a = 0; a < sizeof spread / sizeof *spread; a++) {
+    for (int i = 0; i < V; i++) l[i] = (float)(spread[a] * xf_rand_normal(5, (uint64_t)a, (uint64_t)i, 0));
+    for (int i = 0; i < 40; i++) l[(i * 97) % V] = l[(i * 31 + 7) % V];  // ties
+    l[123] = -INFINITY;
+    for (size_t t = 0; t < sizeof temps / sizeof *temps; t++)
+      for (size_t k = 0; k < sizeof ks / sizeof *ks; k++)
+        for (size_t p = 0; p < sizeof ps / sizeof *ps; p++) {
+          XfSampling s = {temps[t], ks[k], ps[p]};
+          int64_t n = xf_sample_filter(l, V, &s, pr, ord), rn = ref_filter(l, V, &s, rp, rord);
+          bool same = n == rn && !memcmp(pr, rp, sizeof pr) && !memcmp(ord, rord, sizeof(int32_t) * (size_t)n);
+          bad += !same, cases++;
+        }
+  }
+  CHECK(cases == 360 && bad == 0);
+  // A total that only a full sum gets right: one token of weight 1 and 1000
+  // of weight about 2^-50 (4 ulps of 1 each: every one changes the sum), and
+  // p just under 1: the first token's share, 1 - 8.9e-13, is short of p, so
+  // the tail is kept; a sum stopped too early (total 1) would keep 1 token.
+  for (int i = 0; i < 1001; i++) l[i] = i ? (float)(-50 * log(2.0)) : 0;
+  XfSampling s = {1, 0, 1 - 1e-13};
+  int64_t n = xf_sample_filter(l, 1001, &s, pr, ord);
+  CHECK(n == ref_filter(l, 1001, &s, rp, rord) && n > 1 && !memcmp(pr, rp, sizeof(float) * 1001));
+}
+
 int main(void) {
   test_top_p();
   test_top_k();
@@ -338,6 +414,7 @@ int main(void) {
   test_nonfinite();
   test_vocab_one();
   test_large_vocab();
+  test_partial_selection();
   test_draw();
   test_check();
   printf("%d passed, %d failed\n", passed, failed);
