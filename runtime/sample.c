@@ -3,14 +3,16 @@
 //
 // probs doubles as the store of the unnormalised weights w (step 1), which
 // the ranking reads; order holds the ranked ids. Nothing is allocated. Only
-// what the filters read is ranked (a partial heap selection), so top-k costs
-// O(vocab + k log vocab) and top-p O(vocab + m log vocab), m the tokens
-// whose weights still change the total mass; the kept tokens and every sum
-// are those of a full sort.
+// what the filters read is ranked: top-k by a partial heap selection,
+// O(vocab + k log vocab); otherwise a radix sort of the tokens whose weights
+// can change a cumulative mass, O(vocab). The kept tokens and every sum are
+// those of a full sort.
 #include "sample.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 // Rank order: a before b when w[a] > w[b], or w[a] == w[b] and a < b. A
 // strict total order, so every selection below gives one result: the same
@@ -34,34 +36,49 @@ static void sift_down(const float *w, int32_t *order, int64_t n, int64_t i) {
   }
 }
 
-// Ranks a prefix of order[0 .. n-1]: order[0 .. m-1] become the first m
-// tokens in rank order (the rest stay in order[m .. n-1], unsorted) and
-// *total their weights summed in double in rank order, which is the sum
-// over the first `want` ranked tokens. m = want, or with `early` the first
-// count at which the sum stops changing: once the next weight is below half
-// an ulp of the sum, it and every later (smaller) weight round away. A
-// heap, popped m times: O(n + m log n).
-static int64_t rank_prefix(const float *w, int32_t *order, int64_t n, int64_t want, bool early, double *total) {
+static void swap_ids(int32_t *order, int64_t i, int64_t j) {
+  int32_t t = order[i];
+  order[i] = order[j];
+  order[j] = t;
+}
+
+// The first `want` tokens of order[0 .. n-1] in rank order at the front (the
+// rest unsorted after them) and *total their weights summed in double in
+// rank order. A heap popped want times: O(n + want log n).
+static void heap_prefix(const float *w, int32_t *order, int64_t n, int64_t want, double *total) {
   for (int64_t i = n / 2 - 1; i >= 0; i--) sift_down(w, order, n, i);
   double sum = 0;
-  int64_t m = 0;
-  while (m < want) {  // the heap is order[0 .. n-m-1], the popped tokens order[n-m ..] from the end
-    double v = w[order[0]];
-    if (early && sum > 0 && v < (nextafter(sum, INFINITY) - sum) / 2) break;
-    sum += v;
-    m++;
-    int32_t t = order[0];
-    order[0] = order[n - m];
-    order[n - m] = t;
+  for (int64_t m = 1; m <= want; m++) {  // the heap is order[0 .. n-m], the popped tokens order[n-m+1 ..] from the end
+    sum += w[order[0]];
+    swap_ids(order, 0, n - m);
     sift_down(w, order, n - m, 0);
   }
-  for (int64_t i = 0, j = n - 1; i < j; i++, j--) {  // the popped tokens to the front, in rank order
-    int32_t t = order[i];
-    order[i] = order[j];
-    order[j] = t;
-  }
+  for (int64_t i = 0, j = n - 1; i < j; i++, j--) swap_ids(order, i, j);  // the popped tokens to the front
   *total = sum;
-  return m;
+}
+
+// Sorts order[0 .. n-1], ids in increasing order, into rank order: a
+// least-significant-digit radix sort, 8 bits a pass, on the complemented
+// bits of the weights (for w > 0 the bits grow with w), stable, so equal
+// weights keep the lower id first. tmp: n ids of scratch. O(n).
+static void radix_rank(const float *w, int32_t *order, int32_t *tmp, int64_t n) {
+  int32_t *src = order, *dst = tmp;
+  for (int shift = 0; shift < 32; shift += 8) {
+    int64_t count[257] = {0};
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t bits;
+      memcpy(&bits, &w[src[i]], sizeof bits);
+      count[((~bits >> shift) & 0xff) + 1]++;
+    }
+    for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t bits;
+      memcpy(&bits, &w[src[i]], sizeof bits);
+      dst[count[(~bits >> shift) & 0xff]++] = src[i];
+    }
+    int32_t *t = src;
+    src = dst, dst = t;
+  }
 }
 
 // Greedy: one-hot on the largest logit, lowest id on ties; NaN never wins.
@@ -94,24 +111,37 @@ int64_t xf_sample_filter(const float *logits, int64_t vocab, const XfSampling *s
     }
   }
 
-  // Step 2: the tokens of positive weight (the max has w = 1, so n >= 1),
-  // ranked as far as steps 3-5 read them.
-  int64_t n = 0;
+  // Step 2: the tokens of positive weight (the max has w = 1, so n >= 1).
+  // With top-p and no top-k, a weight below 2^-53, half an ulp of any sum
+  // that holds the max, changes no cumulative mass and is never kept: such
+  // tokens stay out of the ranking (they are ranked last, after every kept
+  // one, so the result is a full sort's).
+  bool tail_out = s->top_p < 1 && s->top_k == 0;
+  float least = tail_out ? 0x1p-53f : FLT_TRUE_MIN;  // the smallest weight ranked
+  int64_t ranked = 0;
   for (int64_t i = 0; i < vocab; i++)
-    if (probs[i] > 0) order[n++] = (int32_t)i;
+    if (probs[i] >= least) order[ranked++] = (int32_t)i;
+  int64_t n = ranked;
+  for (int64_t i = 0; i < vocab; i++)
+    if (probs[i] > 0 && probs[i] < least) order[n++] = (int32_t)i;
 
-  // Step 3: top-k; total: the survivors' mass, in rank order. Every kept
-  // token gets ranked: top-p keeps no more than the ranked prefix whose sum
-  // is total, so with top-p that prefix may stop early.
+  // Step 3: top-k, the first k ranked by a partial heap selection; else the
+  // ranked set sorted. total: the survivors' mass, summed in rank order.
   int64_t kept = s->top_k > 0 && s->top_k < n ? s->top_k : n;
-  double total;
-  int64_t ranked = rank_prefix(probs, order, n, kept, s->top_p < 1, &total);
+  double total = 0;
+  if (kept < ranked / 8) {
+    heap_prefix(probs, order, ranked, kept, &total);
+  } else {
+    radix_rank(probs, order, order + vocab, ranked);  // 4 passes: the result is back in order
+    if (kept > ranked) kept = ranked;  // tail_out: the unranked tail adds nothing to total
+    for (int64_t r = 0; r < kept; r++) total += probs[order[r]];
+  }
 
   // Step 4: top-p over the top-k survivors, cumulative mass in rank order
   // (it reaches total within the ranked prefix).
   if (s->top_p < 1) {
     double cum = 0;
-    for (int64_t r = 0; r < ranked; r++) {
+    for (int64_t r = 0; r < kept; r++) {
       cum += probs[order[r]];
       if (cum / total >= s->top_p) {
         kept = r + 1;

@@ -45,13 +45,13 @@ typedef struct {
   double top_p;        // 1.0: off; in (0, 1]: keep the smallest most-probable set with mass >= top_p
 } XfSampling;
 
-// Turns logits[vocab] (1 <= vocab <= INT32_MAX) into the filtered, renormalised
-// distribution probs[vocab] (0 for removed tokens) and returns the number of
-// kept tokens (>= 1; exactly the entries with probs > 0). `order` is scratch
-// of vocab int32 (no allocation); on return order[0 .. kept-1] are the kept
-// ids by rank. `s` must pass xf_sampling_check. Greedy: O(vocab); top-k:
-// O(vocab + k log vocab); top-p: O(vocab + m log vocab) (sample.c); neither:
-// O(vocab log vocab).
+// Turns logits[vocab] (1 <= vocab <= INT32_MAX / 2) into the filtered,
+// renormalised distribution probs[vocab] (0 for removed tokens) and returns
+// the number of kept tokens (>= 1; exactly the entries with probs > 0).
+// `order` is scratch of 2 vocab int32 (no allocation); on return order[0 ..
+// kept-1] are the kept ids by rank. `s` must pass xf_sampling_check. Time:
+// O(vocab) (greedy, top-p, neither: a radix sort), O(vocab + k log vocab)
+// with a small top-k (sample.c).
 int64_t xf_sample_filter(const float *logits, int64_t vocab, const XfSampling *s, float *probs, int32_t *order);
 
 // Draws an id from probs[vocab] with u in [0, 1): the inverse CDF in id

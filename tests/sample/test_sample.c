@@ -27,7 +27,7 @@ static uint64_t ids(int n, const int *list) {
 #define IDS(...) ids((int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
 
 static float probs[MAXV];
-static int32_t order[MAXV];
+static int32_t order[2 * MAXV];
 
 // Filters logits with (T, k, p); returns the kept mask and checks that the
 // return value counts it, that probs sum to 1 and that order lists the kept
@@ -217,7 +217,7 @@ static void test_vocab_one(void) {
 static void test_large_vocab(void) {
   enum { V = 5000 };
   static float l[V], pr[V];
-  static int32_t ord[V];
+  static int32_t ord[2 * V];
   static double ref[V];
   for (int i = 0; i < V; i++) l[i] = (float)(2 * xf_rand_normal(11, 3, (uint64_t)i, 0));
   l[17] = l[4000];  // one exact tie
@@ -375,7 +375,7 @@ static int64_t ref_filter(const float *logits, int64_t vocab, const XfSampling *
 static void test_partial_selection(void) {
   enum { V = 5000 };
   static float l[V], pr[V], rp[V];
-  static int32_t ord[V], rord[V];
+  static int32_t ord[2 * V], rord[2 * V];
   const double spread[] = {0.01, 1, 4, 30};
   const double temps[] = {0.3, 1, 2.5};
   const int64_t ks[] = {0, 1, 7, 50, V - 1, V + 3};
