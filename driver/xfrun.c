@@ -504,8 +504,11 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
   }
   for (int64_t i = 0; i < N; i++) memcpy(feed + i * n, prompt, sizeof(int32_t) * (size_t)n);
   if (N == 1) fputs(a->prompt, stdout), fflush(stdout);
+  double t0 = now();
   const float *logits = xf_sampler_feed(sm, feed, n);
-  for (int64_t k = 0; k < a->max_tokens && logits && !g_stop; k++) {
+  double t1 = now();
+  int64_t made = 0;  // tokens drawn per sequence
+  for (int64_t k = 0; k < a->max_tokens && logits && !g_stop; k++, made++) {
     for (int64_t i = 0; i < N; i++) {
       xf_sample_filter(logits + i * V, V, &s, probs, order);
       uint64_t index = ((uint64_t)i << 32) | (uint64_t)k;
@@ -520,6 +523,7 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
     }
     if (k + 1 < a->max_tokens) logits = xf_sampler_feed(sm, feed, 1);
   }
+  double t2 = now();
   int status = 0;
   if (!logits) status = die("model %s has no 'logits' output to sample from", xf_model(rt)->name);
   for (int64_t i = 0; N > 1 && !status && i < N; i++) {
@@ -532,6 +536,10 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
     fputc('\n', stdout);
   }
   if (N == 1) fputc('\n', stdout);
+  if (!status && made > 0)  // the prompt's pass, then every token drawn and fed back (filter, draw, step)
+    fprintf(stderr, "xfrun: prompt of %lld tokens in %.1f ms; %lld x %lld tokens in %.3f s: %.1f tokens/s, %.3f ms a step\n",
+            (long long)n, (t1 - t0) * 1e3, (long long)N, (long long)made, t2 - t1, (double)(N * made) / (t2 - t1),
+            (t2 - t1) * 1e3 / (double)made);
   free(feed), free(order), free(probs), free(out);
   xf_sampler_close(sm);
   return g_stop && !status ? 128 + g_stop : status;
