@@ -33,7 +33,7 @@
 #define XF_DATA_DIR "data"
 #endif
 
-enum { MAX_DATA = 256, STREAM_SAMPLE = 0x73616d70u };
+enum { MAX_DATA = 256 };
 
 static void usage(FILE *f) {
   fputs("usage: xfrun train  model.so [--data FILE|DIR ...] [options]\n"
@@ -512,7 +512,7 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
     for (int64_t i = 0; i < N; i++) {
       xf_sample_filter(logits + i * V, V, &s, probs, order);
       uint64_t index = ((uint64_t)i << 32) | (uint64_t)k;
-      int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, STREAM_SAMPLE, index, 0));
+      int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, XF_STREAM_SAMPLE, index, 0));
       out[i * a->max_tokens + k] = feed[i] = id;
       if (N == 1) {
         size_t len;

@@ -62,6 +62,10 @@ int64_t xf_sample_filter(const float *logits, int64_t vocab, const XfSampling *s
 // xf_sample_filter).
 int32_t xf_sample_draw(const float *probs, int64_t vocab, double u);
 
+// The stream of runtime/rng.h that `xfrun sample` draws its uniforms from:
+// sequence i's token k takes xf_rand_uniform(seed, XF_STREAM_SAMPLE, i << 32 | k, 0).
+enum { XF_STREAM_SAMPLE = 0x73616d70 };
+
 // Checks a sampling configuration; false with a one-line message naming the
 // command-line option, e.g. "--top-p 1.5: must be in (0, 1]".
 bool xf_sampling_check(const XfSampling *s, char *err, size_t errlen);
