@@ -1141,21 +1141,20 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
                                                [XF_BUFFER_F_init_b] = LLVMConstReal(e->f64, n->init.b),
                                                [XF_BUFFER_F_first] = ci32(e, b->first), [XF_BUFFER_F_last] = ci32(e, b->last)});
   }
-  // the storage roots the step program touches: buffers of its kernels
+  // the storage roots the step program touches, caches and workspace (stepmem.c)
   int nstep = 0;
-  V *sb = calloc((size_t)e->s->nbufs + 1, sizeof(V));
-  bool *seen = calloc((size_t)e->s->nbufs + 1, sizeof(bool));
-  for (int i = 0; o && o->time_axis && i < e->s->nprog[PROG_SAMPLE]; i++) {
-    const Kernel *k = &e->s->kernels[e->s->prog[PROG_SAMPLE][i]];
-    int ops[KS_IMM];
-    kernel_slots(e->s, k, ops);
-    for (int j = 0; j < KS_IMM; j++) {
-      int b = ops[j];
-      if (b >= 0 && !seen[b] && e->s->bufs[b].role != BUF_PARAM) seen[b] = true, sb[nstep++] = ci32(e, b);
-    }
-  }
-  V step_bufs = const_array(e, e->i32, sb, nstep, "xf_step_bufs");
-  free(sb), free(seen);
+  StepBuf *st = calloc((size_t)e->s->nbufs + 1, sizeof *st);
+  V *sv[4];
+  for (int f = 0; f < 4; f++) sv[f] = calloc((size_t)e->s->nbufs + 1, sizeof(V));
+  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st);
+  for (int i = 0; i < nstep; i++)
+    sv[0][i] = ci32(e, st[i].buf), sv[1][i] = ci32(e, st[i].cache), sv[2][i] = ci32(e, st[i].first),
+    sv[3][i] = ci32(e, st[i].last);
+  if (nstep < 0) nstep = 0;
+  V step_bufs = const_array(e, e->i32, sv[0], nstep, "xf_step_bufs"), step_cache = const_array(e, e->i32, sv[1], nstep, "xf_step_cache"),
+    step_first = const_array(e, e->i32, sv[2], nstep, "xf_step_first"), step_last = const_array(e, e->i32, sv[3], nstep, "xf_step_last");
+  for (int f = 0; f < 4; f++) free(sv[f]);
+  free(st);
   V init = abi_const(
       e, XF_MODEL,
       (V[XF_MODEL_NFIELDS]){[XF_MODEL_F_abi_version] = ci32(e, XF_ABI_VERSION), [XF_MODEL_F_name] = cstr(e, g->name),
@@ -1167,7 +1166,9 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
                             [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_cuda] = emit_cuda(e, o),
                             [XF_MODEL_F_step] = step,
                             [XF_MODEL_F_step_note] = o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p),
-                            [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs});
+                            [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,
+                            [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
+                            [XF_MODEL_F_step_last] = step_last});
   V gv = LLVMAddGlobal(e->M, abi_type(e, XF_MODEL), "xf_model");
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);

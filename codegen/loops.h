@@ -233,6 +233,19 @@ typedef struct {
 // The window of kernel k of the sampling program on target tgt;
 // time_axis[node] from causal_analyze (NULL: every kernel LW_FULL).
 LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, LTarget tgt);
+// stepmem.c: the storage of the step program. Every storage root the
+// sampling program touches beside the parameters, in first-touch order:
+// cache (read outside a later run's window: its own storage, kept between
+// runs; the token input too) or workspace (lifetime [first, last] in the
+// global kernel order, last = nkernels for what the host reads after the
+// run), planned by memplan. out holds s->nbufs entries; returns the count,
+// -1 out of memory.
+typedef struct {
+  int buf;
+  bool cache;
+  int first, last;
+} StepBuf;
+int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);
 // Text of an LKernel: one line per statement.
 void lkernel_print(FILE *f, const LKernel *lk);
 // xfc --emit=loops: every kernel class of s as described for tgt, its loops

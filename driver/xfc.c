@@ -61,8 +61,9 @@ static void usage(FILE *f) {
         "  --stats         print parameters and forward operation counts per block instance,\n"
         "                  the operations per generated token at position t = context\n"
         "                  (incremental decoding: seed 001 Tables 5-6),\n"
-        "                  backward and training operations per token, and the planned\n"
-        "                  memory of a training step at --batch, --seq\n"
+        "                  backward and training operations per token, the planned\n"
+        "                  memory of a training step at --batch, --seq, and the memory of\n"
+        "                  incremental decoding per sequence (caches, workspace)\n"
         "  --check-grad    compare every gradient of the graph that is compiled (fused unless\n"
         "                  --no-fuse) with finite differences (float64, reference\n"
         "                  interpreter, dropout off) and print the relative error per parameter;\n"
@@ -131,6 +132,33 @@ struct Options {
   int ninc;
 };
 
+// The memory of incremental decoding per sequence of `context` positions
+// (--stats): the caches later positions read and the workspace planned by
+// lifetimes (codegen/stepmem.c, memplan; the runtime's xf_sampler_open
+// computes the same).
+static void print_step_memory(Graph *g, const Schedule *s) {
+  int *ta = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), bad, n = 0, has_logits = 0;
+  StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
+  PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
+  int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs);
+  char why[256];
+  for (int i = 0; i < g->noutputs; i++) has_logits |= !strcmp(g->outputs[i].name, "logits");
+  if (ta && sb && items && ofs && has_logits && causal_analyze(g, ta, &bad, why, sizeof why) &&
+      (n = step_buffers(s, ta, sb)) > 0) {
+    int64_t T = g->t_max, cache = 0;
+    for (int i = 0; i < n; i++) {
+      int64_t bytes = (4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T) + 63) / 64 * 64;
+      if (sb[i].cache) cache += bytes;
+      else items[i] = (PlanItem){.bytes = bytes, .first = sb[i].first, .last = sb[i].last};
+    }
+    int64_t work = memplan(items, n, ofs);
+    printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
+    printf("  caches (what later positions read)   %10.1f KiB  (%lld bytes)\n", (double)cache / 1024, (long long)cache);
+    printf("  workspace (planned, every step)      %10.1f KiB  (%lld bytes)\n", (double)work / 1024, (long long)work);
+  }
+  free(ta), free(sb), free(items), free(ofs);
+}
+
 // The planned memory of a training step (--stats).
 static void print_memory(Graph *g, const Options *o) {
   Arena a = {0};
@@ -148,6 +176,7 @@ static void print_memory(Graph *g, const Options *o) {
   printf("  parameters, gradients, inputs      %10.1f MiB\n", (double)pers / (1 << 20));
   printf("  AdamW moments                      %10.1f MiB\n", 2 * params / (1 << 20));
   printf("  total                              %10.1f MiB\n", ((double)top + (double)pers + 2 * params) / (1 << 20));
+  print_step_memory(g, s);
   arena_free(&a);
 }
 

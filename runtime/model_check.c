@@ -163,11 +163,17 @@ bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
           return fail(err, errlen, "gradient '%s' has another size than its parameter", b->name);
   }
   if (m->step) {
-    if (m->nstep_bufs < 0 || m->nstep_bufs > m->nbuffers || (m->nstep_bufs && !m->step_bufs))
+    if (m->nstep_bufs < 0 || m->nstep_bufs > m->nbuffers ||
+        (m->nstep_bufs && (!m->step_bufs || !m->step_cache || !m->step_first || !m->step_last)))
       return fail(err, errlen, "%d buffers of the step program", m->nstep_bufs);
-    for (int i = 0; i < m->nstep_bufs; i++)
+    for (int i = 0; i < m->nstep_bufs; i++) {
       if (m->step_bufs[i] < 0 || m->step_bufs[i] >= m->nbuffers)
         return fail(err, errlen, "step program buffer %d is %d of %d", i, m->step_bufs[i], m->nbuffers);
+      if ((m->step_cache[i] != 0 && m->step_cache[i] != 1) || m->step_first[i] < 0 || m->step_first[i] > m->step_last[i] ||
+          m->step_last[i] > m->nkernels)
+        return fail(err, errlen, "step program buffer %d: cache %d, lifetime %d..%d of %d kernels", i, m->step_cache[i],
+                    m->step_first[i], m->step_last[i], m->nkernels);
+    }
   }
   if (m->cuda && m->cuda->nlaunch[XF_PROG_STEP] && !m->step) return fail(err, errlen, "a CUDA step program without a CPU one");
   if (m->step_note && strnlen(m->step_note, 65536) > 65535)

@@ -832,8 +832,37 @@ struct XfSampler {
   void **bufs;       // the step program's buffers: parameters, then the cache arena
   char *arena;       // on a GPU: device storage, beside the runtime's parameters
   float *out;        // [nseq, vocab]
+  size_t cache_bytes, work_bytes;  // the arena: caches, then the planned workspace
+  bool poison;       // XF_DEBUG_POISON: the workspace NaN before every run
   XfApi api;
 };
+
+// The step program's storage at nseq sequences of ctx positions: the caches
+// packed first, each its own, then the workspace planned by lifetimes
+// (memplan, codegen/stepmem.c); offsets[i] for m->step_bufs[i] (NULL: sizes
+// only). False when out of memory.
+static bool step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *offsets, size_t *cache, size_t *work) {
+  int n = m->nstep_bufs;
+  PlanItem *items = calloc((size_t)n + 1, sizeof *items);
+  int64_t *wofs = calloc((size_t)n + 1, sizeof *wofs);
+  if (!items || !wofs) return free(items), free(wofs), false;
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t bytes = (buf_numel(&m->buffers[m->step_bufs[i]], nseq, ctx) * 4 + 63) & ~(int64_t)63;
+    if (m->step_cache[i]) {
+      if (offsets) offsets[i] = (int64_t)at;
+      at += (size_t)bytes;
+    } else {
+      items[i] = (PlanItem){.bytes = bytes, .first = m->step_first[i], .last = m->step_last[i]};
+    }
+  }
+  *cache = at;
+  *work = (size_t)memplan(items, n, wofs);
+  for (int i = 0; offsets && i < n; i++)
+    if (!m->step_cache[i]) offsets[i] = (int64_t)at + wofs[i];
+  free(items), free(wofs);
+  return true;
+}
 
 XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen) {
   const XfModel *m = rt->m;
@@ -848,34 +877,35 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
   bool ok = s->hist && s->out;
   if (ok && s->incremental) {
-    // every buffer of the step program at (nseq, context), each its own storage
-    size_t total = 0;
-    for (int i = 0; i < m->nstep_bufs; i++) total += ((size_t)buf_numel(&m->buffers[m->step_bufs[i]], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
-    size_t bytes = total ? total : 64;
-    s->bufs = calloc((size_t)m->nbuffers + 1, sizeof *s->bufs);
+    // the caches and the planned workspace of the step program at (nseq, context)
+    size_t cache = 0, work = 0;
+    int64_t *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
+    bool planned = ofs && step_plan(m, nseq, s->ctx, ofs, &cache, &work);
+    size_t total = cache + work, bytes = total ? total : 64;
+    s->cache_bytes = cache, s->work_bytes = work;
+    s->bufs = planned ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
     if (rt->gpu) {  // device storage (xf_sampler_close releases it)
       void *d = NULL;
       if (rt->gpu->alloc(rt->gpu, &d, bytes)) s->arena = d;
       if (!s->arena || !rt->gpu->fill(rt->gpu, s->arena, 0, bytes)) {
         fail(err, errlen, "the sampler's caches on the device: %s", rt->gpu->err);
+        free(ofs);
         xf_sampler_close(s);
         return NULL;
       }
-    } else if ((s->arena = aligned_alloc(64, bytes))) {
+    } else if (s->bufs && (s->arena = aligned_alloc(64, bytes))) {
       memset(s->arena, 0, total);
     }
     ok = s->bufs && s->arena;
     if (ok) {
       for (int i = 0; i < m->nbuffers; i++)
         if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->gpu ? rt->dbufs[i] : rt->bufs[i];
-      size_t at = 0;
-      for (int i = 0; i < m->nstep_bufs; i++) {
-        int b = m->step_bufs[i];
-        s->bufs[b] = s->arena + at;
-        at += ((size_t)buf_numel(&m->buffers[b], nseq, s->ctx) * 4 + 63) & ~(size_t)63;
-      }
+      for (int i = 0; i < m->nstep_bufs; i++) s->bufs[m->step_bufs[i]] = s->arena + ofs[i];
       ok = s->bufs[rt->tokens] && s->bufs[rt->logits];
     }
+    free(ofs);
+    const char *poison = getenv("XF_DEBUG_POISON");
+    s->poison = poison && *poison && strcmp(poison, "0");
     s->api = rt->api;
     s->api.kernel_done = NULL;
   }
@@ -897,6 +927,9 @@ void xf_sampler_close(XfSampler *s) {
 
 int64_t xf_sampler_length(const XfSampler *s) { return s->len; }
 bool xf_sampler_incremental(const XfSampler *s) { return s->incremental; }
+void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work) {
+  *cache = s->incremental ? s->cache_bytes : 0, *work = s->incremental ? s->work_bytes : 0;
+}
 
 const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
   XfRuntime *rt = s->rt;
@@ -918,6 +951,10 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
     memcpy(s->hist + i * ctx + s->len, tokens + i * n + (n - use), sizeof(int32_t) * (size_t)use);
   s->len += use;
   int64_t T = s->len;
+  if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
+    if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) device_fail(rt);
+    if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
+  }
   if (s->incremental && rt->gpu) {  // hist is the token buffer at T = context
     XfGpu *g = rt->gpu;
     device_push(rt);

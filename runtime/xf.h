@@ -169,6 +169,11 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n);
 int64_t xf_sampler_length(const XfSampler *s);
 // Whether feed runs the step program.
 bool xf_sampler_incremental(const XfSampler *s);
+// The bytes the sampler holds for its step program: caches (what later
+// positions read: attention's keys and values, a convolution's inputs; kept
+// between feeds) and workspace (planned by lifetimes, reused every feed).
+// 0 and 0 when it recomputes.
+void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work);
 
 // Writes a message into err and returns false (the runtime's error convention).
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

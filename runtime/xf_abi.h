@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 11u
+#define XF_ABI_VERSION 12u
 
 struct XfApi;
 
@@ -257,11 +257,17 @@ static inline const char *xf_precision_name(int32_t p) {
      computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \
      context). NULL when the logits are not provably causal; step_note says                                      \
      which op and where. step_bufs: the storage roots it touches (beside the                                     \
-     parameters), each needing storage of its own. */                                                            \
+     parameters); step_cache[i] 1: a cache, read outside a later run's window                                    \
+     (storage of its own, kept between runs), 0: workspace, written before                                      \
+     it is read in every run, live over kernels [step_first[i],                                                  \
+     step_last[i]] of the global order (codegen/stepmem.c), planned together. */                                 \
   F(P, FN_PROGRAM, step)                                                                                         \
   F(P, STR, step_note)                                                                                           \
   F(P, I32, nstep_bufs)                                                                                          \
-  F(P, P_I32, step_bufs)
+  F(P, P_I32, step_bufs)                                                                                         \
+  F(P, P_I32, step_cache)                                                                                        \
+  F(P, P_I32, step_first)                                                                                        \
+  F(P, P_I32, step_last)
 
 // Every struct of the ABI, S(C type, prefix of its field list), each after
 // the structs its fields hold by value.
