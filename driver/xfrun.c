@@ -495,6 +495,11 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
   if (!a->no_incremental && !xf_sampler_incremental(sm))
     fprintf(stderr, "xfrun: recomputing the whole context for every token: %s\n",
             xf_model(rt)->step_note ? xf_model(rt)->step_note : "the step program runs on the CPU only");
+  size_t cache, work;
+  xf_sampler_memory(sm, &cache, &work);
+  if (cache)
+    fprintf(stderr, "xfrun: caches %.1f KiB per sequence (what later positions read), workspace %.1f KiB for %lld\n",
+            (double)cache / 1024 / (double)N, (double)work / 1024, (long long)N);
   int32_t *feed = malloc(sizeof(int32_t) * (size_t)(n * N)), *order = malloc(sizeof(int32_t) * 2 * (size_t)V);
   int32_t *out = malloc(sizeof(int32_t) * (size_t)(N * (a->max_tokens + 1)));
   float *probs = malloc(sizeof(float) * (size_t)V);

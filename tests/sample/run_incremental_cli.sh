@@ -3,7 +3,8 @@
 # --no-incremental: the same text for a fixed seed, past the context length
 # too; --num-samples draws several continuations in one batch; a model
 # without a step program says why and recomputes. Text and notes are
-# compared; the timing line (xfrun: prompt of ...) differs between runs.
+# compared; the timing line (xfrun: prompt of ...) differs between runs
+# and only the incremental decoder reports its caches.
 # Usage (from the repo root): tests/sample/run_incremental_cli.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
@@ -18,7 +19,7 @@ for ex in she transformer; do
   for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --num-samples 3"; do
     a=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the cat" --max-tokens 40 --threads 2 $opts 2>"$tmp/a.err")
     b=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the cat" --max-tokens 40 --threads 2 --no-incremental $opts 2>"$tmp/b.err")
-    a="$a$(grep -av '^xfrun: prompt of' "$tmp/a.err")" b="$b$(grep -av '^xfrun: prompt of' "$tmp/b.err")"
+    a="$a$(grep -avE '^xfrun: (prompt of|caches)' "$tmp/a.err")" b="$b$(grep -avE '^xfrun: (prompt of|caches)' "$tmp/b.err")"
     [ -n "$a" ] && [ "$a" = "$b" ] && ok "$ex $opts: the same 40 tokens (past context 16) with and without --no-incremental" ||
       bad "$ex $opts: incremental '$a' vs full '$b'"
   done
