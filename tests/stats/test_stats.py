@@ -129,5 +129,34 @@ rows, _ = stats("rk4", layers=1)
 base, _ = stats("transformer", layers=1)
 expect("rk4 calls the mixer 4 times", rows["lm.layers.0.mixer"]["mul"], 4 * base["lm.layers.0.mixer"]["mul"])
 
+# ---- the caches of incremental decoding (codegen/stepmem.c) --------------------
+# Per sequence of l positions: what later positions read, and nothing else
+# but the l token ids. Attention keeps K and V (2 m l d floats); an Extractor
+# the input of its causal convolution (m l d floats); the rest (logits, the
+# FFN, the norms) is workspace planned by lifetimes.
+def step_memory(example, **defs):
+    args = [XFC, "--stats", f"examples/{example}.xf"]
+    for k, v in defs.items():
+        args += ["-D", f"{k}={v}"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    got = {}
+    for line in out.splitlines():
+        for key in ("caches", "workspace"):
+            if line.strip().startswith(key):
+                got[key] = int(line.split("(")[-1].split()[0])
+    return got
+
+def tokens(l):
+    return (4 * l + 63) // 64 * 64
+
+for d, l, m in [(128, 128, 18), (32, 16, 3)]:
+    kv = 2 * m * l * d * 4
+    got = step_memory("transformer", d=d, context=l, layers=m, heads=4)
+    expect(f"transformer caches d={d} l={l} m={m}: K and V (within 1.5x: {got['caches'] / kv:.4f}x)",
+           got["caches"], kv + tokens(l))
+    for ex in ("she", "we", "me"):
+        got = step_memory(ex, d=d, context=l, layers=m)
+        expect(f"{ex} caches d={d} l={l} m={m}: the convolution's input", got["caches"], m * l * d * 4 + tokens(l))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
