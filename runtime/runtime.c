@@ -828,7 +828,9 @@ struct XfSampler {
   XfRuntime *rt;
   int64_t nseq, ctx, vocab, len;
   bool incremental;
-  int32_t *hist;     // [nseq, ctx]: the encoded tokens
+  int32_t *hist;     // [nseq, ctx]: the encoded tokens; past a stream's length, valid ids
+  int64_t *lens;     // [nseq]: positions encoded per stream (len: the longest)
+  int64_t *nfeed;    // [nseq]: scratch of xf_sampler_feed
   void **bufs;       // the step program's buffers: parameters, then the cache arena
   char *arena;       // on a GPU: device storage, beside the runtime's parameters
   float *out;        // [nseq, vocab]
@@ -875,7 +877,8 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   s->incremental = incremental && m->step && (!rt->gpu || m->cuda->nlaunch[XF_PROG_STEP] > 0);
   s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
   s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
-  bool ok = s->hist && s->out;
+  s->lens = calloc((size_t)nseq, sizeof *s->lens), s->nfeed = calloc((size_t)nseq, sizeof *s->nfeed);
+  bool ok = s->hist && s->out && s->lens && s->nfeed;
   if (ok && s->incremental) {
     // the caches and the planned workspace of the step program at (nseq, context)
     size_t cache = 0, work = 0;
@@ -921,7 +924,7 @@ void xf_sampler_close(XfSampler *s) {
   if (!s) return;
   if (s->rt->gpu && s->arena) s->rt->gpu->release(s->rt->gpu, s->arena);
   else free(s->arena);
-  free(s->hist), free(s->out), free(s->bufs);
+  free(s->hist), free(s->out), free(s->bufs), free(s->lens), free(s->nfeed);
   free(s);
 }
 
@@ -932,25 +935,39 @@ void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work) {
 }
 
 const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
-  XfRuntime *rt = s->rt;
-  int64_t ctx = s->ctx, V = s->vocab, from = s->len;
   if (n < 1) return NULL;
-  int64_t use = n;
-  if (s->len + n > ctx) {  // the context rule (xf.h): keep the last K tokens of history + new
-    int64_t K = n < ctx ? n : ctx;
-    if (ctx / 2 > K) K = ctx / 2;
-    use = n < K ? n : K;
-    int64_t keep = K - use < s->len ? K - use : s->len;
-    for (int64_t i = 0; i < s->nseq; i++) {
-      int32_t *h = s->hist + i * ctx;
-      memmove(h, h + s->len - keep, sizeof(int32_t) * (size_t)keep);
-    }
-    s->len = keep, from = 0;
-  }
+  for (int64_t i = 0; i < s->nseq; i++) s->nfeed[i] = n;
+  return xf_sampler_feed_each(s, tokens, s->nfeed);
+}
+
+// Streams of different lengths run one window: positions [from, T), from
+// the earliest position any stream changes to the longest stream's end. A
+// stream shorter than T computes positions past its end from whatever ids
+// its history holds there (valid ids: zeros or earlier tokens); by causality
+// its own positions do not depend on them, and the next feed recomputes
+// them from its first new position on.
+const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int64_t *n) {
+  XfRuntime *rt = s->rt;
+  int64_t ctx = s->ctx, V = s->vocab, from = ctx, T = 0;
   for (int64_t i = 0; i < s->nseq; i++)
-    memcpy(s->hist + i * ctx + s->len, tokens + i * n + (n - use), sizeof(int32_t) * (size_t)use);
-  s->len += use;
-  int64_t T = s->len;
+    if (n[i] < 1) return NULL;
+  for (int64_t i = 0, at = 0; i < s->nseq; at += n[i], i++) {
+    int32_t *h = s->hist + i * ctx;
+    int64_t use = n[i], start = s->lens[i];
+    if (s->lens[i] + n[i] > ctx) {  // the context rule (xf.h): keep the last K tokens of history + new
+      int64_t K = n[i] < ctx ? n[i] : ctx;
+      if (ctx / 2 > K) K = ctx / 2;
+      use = n[i] < K ? n[i] : K;
+      int64_t keep = K - use < s->lens[i] ? K - use : s->lens[i];
+      memmove(h, h + s->lens[i] - keep, sizeof(int32_t) * (size_t)keep);
+      s->lens[i] = keep, start = 0;
+    }
+    memcpy(h + s->lens[i], tokens + at + (n[i] - use), sizeof(int32_t) * (size_t)use);
+    s->lens[i] += use;
+    if (start < from) from = start;
+    if (s->lens[i] > T) T = s->lens[i];
+  }
+  s->len = T;
   if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
     if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) device_fail(rt);
     if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
@@ -963,7 +980,7 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
       device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)
-      if (!g->download(g, s->out + i * V, lg + (i * ctx + T - 1) * V, sizeof(float) * (size_t)V)) device_fail(rt);
+      if (!g->download(g, s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V)) device_fail(rt);
     return s->out;
   }
   if (s->incremental) {
@@ -972,13 +989,13 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
     s->api.win_lo = from, s->api.win_hi = T;
     rt->m->step(&s->api, s->bufs, s->nseq, ctx, rt->opt.seed, rt->step);
     const float *lg = s->bufs[rt->logits];
-    for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + T - 1) * V, sizeof(float) * (size_t)V);
+    for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);
     return s->out;
   }
   int32_t *tok = xf_tokens(rt);
   for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * T, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
   const float *lg = xf_forward(rt, s->nseq, T);
   if (!lg) return NULL;
-  for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * T + T - 1) * V, sizeof(float) * (size_t)V);
+  for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * T + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);
   return s->out;
 }

@@ -165,7 +165,12 @@ void xf_sampler_close(XfSampler *s);
 // ([nseq, vocab], valid until the next call), or NULL if the model has no
 // 'logits' output.
 const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n);
-// Positions currently encoded per sequence (<= the context length).
+// The same with n[i] >= 1 tokens for sequence i, packed (sequence 0's
+// first): streams of different lengths (prompts of their own) in one batch;
+// logits of each sequence's own last position. The step program then runs
+// from the earliest changed position to the longest sequence's end.
+const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int64_t *n);
+// Positions currently encoded by the longest sequence (<= the context length).
 int64_t xf_sampler_length(const XfSampler *s);
 // Whether feed runs the step program.
 bool xf_sampler_incremental(const XfSampler *s);
