@@ -89,6 +89,8 @@ static void usage(FILE *f) {
         "  --top-k N          keep the N most probable tokens; 0 keeps all (default 0)\n"
         "  --top-p X          keep the most probable tokens up to mass X (default 0.6, seed 001 sec. 6)\n"
         "  --num-samples N    N continuations of the prompt in one batch (default 1)\n"
+        "  --prompts FILE     one prompt per line (empty lines skipped), all decoded in one batch\n"
+        "                     (N continuations each); prompts of different lengths share the steps\n"
         "  --no-incremental   recompute the whole context for every token instead of the\n"
         "                     model's incremental decoder (same text; for checking it)\n"
         "  -h, --help         this help\n",
@@ -169,7 +171,11 @@ typedef struct {
   const char *cmd, *model;
   const char *data[MAX_DATA];
   int ndata;
-  const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache;
+  const char *tokenizer, *log, *save, *resume, *checkpoint, *prompt, *cache, *prompts_file;
+  char *prompts_buf;     // --prompts: the file, its lines cut at '\n'
+  const char **prompts;  // nprompts >= 1 prompts: --prompt, or the non-empty lines of --prompts
+  int64_t nprompts;
+  bool set_prompt;
   int device;  // XF_DEVICE_*
   XfGemmKind gemm;
   int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples, gpu;
@@ -213,7 +219,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--save")) a->save = v;
     else if (!strcmp(o, "--resume")) a->resume = v;
     else if (!strcmp(o, "--checkpoint")) a->checkpoint = v;
-    else if (!strcmp(o, "--prompt")) a->prompt = v;
+    else if (!strcmp(o, "--prompt")) a->prompt = v, a->set_prompt = true;
+    else if (!strcmp(o, "--prompts")) a->prompts_file = v;
     else if (!strcmp(o, "--cache")) a->cache = v;
     else if (!strcmp(o, "--device")) {
       if (!strcmp(v, "cpu")) a->device = XF_DEVICE_CPU;
@@ -482,15 +489,16 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   return 0;
 }
 
-// N continuations of the prompt in one batch through a sampler (incremental
-// unless --no-incremental); sequence i draws from the stream of (seed, i).
-// One sequence streams its tokens; several are printed when done.
-// prompt: the n >= 1 tokens of a->prompt (encoded and checked in main).
-static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *prompt, int64_t n) {
+// N continuations of each prompt in one batch through a sampler
+// (incremental unless --no-incremental); stream i = p N + j (prompt p,
+// sample j) draws from the stream of (seed, i). One stream streams its
+// tokens; several are printed when done.
+// ptok[p]: the plen[p] >= 1 tokens of prompt p (encoded and checked in main).
+static int sample(const Args *a, XfRuntime *rt, const Tok *t, int32_t *const *ptok, const int64_t *plen) {
   char err[1024];
   XfSampling s = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};  // checked in main
-  int64_t V = xf_vocab(rt), N = a->num_samples;
-  XfSampler *sm = xf_sampler_open(rt, N, !a->no_incremental, err, sizeof err);
+  int64_t V = xf_vocab(rt), N = a->num_samples, P = a->nprompts, S = P * N, total = 0;
+  XfSampler *sm = xf_sampler_open(rt, S, !a->no_incremental, err, sizeof err);
   if (!sm) return die("%s", err);
   if (!a->no_incremental && !xf_sampler_incremental(sm))
     fprintf(stderr, "xfrun: recomputing the whole context for every token: %s\n",
@@ -499,27 +507,32 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
   xf_sampler_memory(sm, &cache, &work);
   if (cache)
     fprintf(stderr, "xfrun: caches %.1f KiB per sequence (what later positions read), workspace %.1f KiB for %lld\n",
-            (double)cache / 1024 / (double)N, (double)work / 1024, (long long)N);
-  int32_t *feed = malloc(sizeof(int32_t) * (size_t)(n * N)), *order = malloc(sizeof(int32_t) * 2 * (size_t)V);
-  int32_t *out = malloc(sizeof(int32_t) * (size_t)(N * (a->max_tokens + 1)));
+            (double)cache / 1024 / (double)S, (double)work / 1024, (long long)S);
+  for (int64_t p = 0; p < P; p++) total += N * plen[p];
+  int32_t *feed = malloc(sizeof(int32_t) * (size_t)(total > S ? total : S)), *order = malloc(sizeof(int32_t) * 2 * (size_t)V);
+  int32_t *out = malloc(sizeof(int32_t) * (size_t)(S * (a->max_tokens + 1)));
+  int64_t *count = malloc(sizeof(int64_t) * (size_t)S);
   float *probs = malloc(sizeof(float) * (size_t)V);
-  if (!feed || !order || !probs || !out) {
-    free(feed), free(order), free(probs), free(out), xf_sampler_close(sm);
+  if (!feed || !order || !probs || !out || !count) {
+    free(feed), free(order), free(probs), free(out), free(count), xf_sampler_close(sm);
     return die("out of memory");
   }
-  for (int64_t i = 0; i < N; i++) memcpy(feed + i * n, prompt, sizeof(int32_t) * (size_t)n);
-  if (N == 1) fputs(a->prompt, stdout), fflush(stdout);
+  for (int64_t i = 0, at = 0; i < S; at += plen[i / N], i++) {
+    memcpy(feed + at, ptok[i / N], sizeof(int32_t) * (size_t)plen[i / N]);
+    count[i] = plen[i / N];
+  }
+  if (S == 1) fputs(a->prompts[0], stdout), fflush(stdout);
   double t0 = now();
-  const float *logits = xf_sampler_feed(sm, feed, n);
+  const float *logits = xf_sampler_feed_each(sm, feed, count);
   double t1 = now();
   int64_t made = 0;  // tokens drawn per sequence
   for (int64_t k = 0; k < a->max_tokens && logits && !g_stop; k++, made++) {
-    for (int64_t i = 0; i < N; i++) {
+    for (int64_t i = 0; i < S; i++) {
       xf_sample_filter(logits + i * V, V, &s, probs, order);
       uint64_t index = ((uint64_t)i << 32) | (uint64_t)k;
       int32_t id = xf_sample_draw(probs, V, xf_rand_uniform((uint64_t)a->seed, XF_STREAM_SAMPLE, index, 0));
       out[i * a->max_tokens + k] = feed[i] = id;
-      if (N == 1) {
+      if (S == 1) {
         size_t len;
         const char *bytes = xf_tok_token_bytes(t->tok, id, &len);
         if (bytes) fwrite(bytes, 1, len, stdout);
@@ -531,23 +544,54 @@ static int sample(const Args *a, XfRuntime *rt, const Tok *t, const int32_t *pro
   double t2 = now();
   int status = 0;
   if (!logits) status = die("model %s has no 'logits' output to sample from", xf_model(rt)->name);
-  for (int64_t i = 0; N > 1 && !status && i < N; i++) {
-    printf("--- sample %lld\n%s", (long long)(i + 1), a->prompt);
-    for (int64_t k = 0; k < a->max_tokens; k++) {
+  for (int64_t i = 0; S > 1 && !status && i < S; i++) {
+    if (P == 1) printf("--- sample %lld\n%s", (long long)(i + 1), a->prompts[0]);
+    else printf("--- prompt %lld, sample %lld\n%s", (long long)(i / N + 1), (long long)(i % N + 1), a->prompts[i / N]);
+    for (int64_t k = 0; k < made; k++) {
       size_t len;
       const char *bytes = xf_tok_token_bytes(t->tok, out[i * a->max_tokens + k], &len);
       if (bytes) fwrite(bytes, 1, len, stdout);
     }
     fputc('\n', stdout);
   }
-  if (N == 1) fputc('\n', stdout);
-  if (!status && made > 0)  // the prompt's pass, then every token drawn and fed back (filter, draw, step)
+  if (S == 1) fputc('\n', stdout);
+  if (!status && made > 0)  // the prompts' pass, then every token drawn and fed back (filter, draw, step)
     fprintf(stderr, "xfrun: prompt of %lld tokens in %.1f ms; %lld x %lld tokens in %.3f s: %.1f tokens/s, %.3f ms a step\n",
-            (long long)n, (t1 - t0) * 1e3, (long long)N, (long long)made, t2 - t1, (double)(N * made) / (t2 - t1),
+            (long long)(total / S), (t1 - t0) * 1e3, (long long)S, (long long)made, t2 - t1, (double)(S * made) / (t2 - t1),
             (t2 - t1) * 1e3 / (double)made);
-  free(feed), free(order), free(probs), free(out);
+  free(feed), free(order), free(probs), free(out), free(count);
   xf_sampler_close(sm);
   return g_stop && !status ? 128 + g_stop : status;
+}
+
+// a->prompts: --prompt, or the non-empty lines of --prompts (a trailing '\r'
+// dropped). False with a message when the file cannot be read or holds none.
+static bool read_prompts(Args *a, char *err, size_t errlen) {
+  if (!a->prompts_file) {
+    a->prompts = malloc(sizeof *a->prompts);
+    if (!a->prompts) return xf_errorf(err, errlen, "out of memory");
+    a->prompts[0] = a->prompt, a->nprompts = 1;
+    return true;
+  }
+  if (a->set_prompt) return xf_errorf(err, errlen, "--prompt and --prompts: give one of them");
+  size_t len;
+  if (!(a->prompts_buf = xf_read_file(a->prompts_file, &len, err, errlen))) return false;
+  int64_t lines = 1;
+  for (size_t i = 0; i < len; i++) lines += a->prompts_buf[i] == '\n';
+  if (!(a->prompts = malloc(sizeof *a->prompts * (size_t)lines))) return xf_errorf(err, errlen, "out of memory");
+  a->nprompts = 0;
+  for (char *p = a->prompts_buf, *end = a->prompts_buf + len; p < end;) {
+    char *nl = memchr(p, '\n', (size_t)(end - p)), *e = nl ? nl : end;
+    if (e > p && e[-1] == '\r') e--;
+    *e = 0;
+    if (e > p) a->prompts[a->nprompts++] = p;
+    p = nl ? nl + 1 : end;
+  }
+  if (a->nprompts == 0) return xf_errorf(err, errlen, "--prompts %s: no prompt in it (one per line)", a->prompts_file);
+  if (a->nprompts * a->num_samples > 4096)
+    return xf_errorf(err, errlen, "--prompts %s: %lld prompts x --num-samples %lld: more than 4096 sequences", a->prompts_file,
+                     (long long)a->nprompts, (long long)a->num_samples);
+  return true;
 }
 
 // The GEMM in use, in one line, and a second one when its kernel is generic
@@ -645,8 +689,8 @@ int main(int argc, char **argv) {
   XfCorpus corpus = {0};
   XfData d = {0};
   Tok t = {0};
-  int32_t *prompt = NULL;  // xfrun sample: the prompt's tokens
-  int64_t prompt_len = 0;
+  int32_t **ptok = NULL;  // xfrun sample: the tokens of each prompt
+  int64_t *plen = NULL;
   const char *ckpath = a.resume ? a.resume : a.checkpoint;
   if (ckpath && !(ck = xf_checkpoint_open(ckpath, err, sizeof err))) return die("%s", err);
   if (a.resume) {
@@ -668,8 +712,9 @@ int main(int argc, char **argv) {
   }
   if (is_sample) {
     XfSampling sp = {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p};
-    if (!xf_sampling_check(&sp, err, sizeof err)) {
+    if (!xf_sampling_check(&sp, err, sizeof err) || !read_prompts(&a, err, sizeof err)) {
       xf_checkpoint_close(ck);
+      free(a.prompts_buf), free(a.prompts);
       return die("%s", err);
     }
   }
@@ -677,7 +722,7 @@ int main(int argc, char **argv) {
   // (xf_allocate) and before the corpus is encoded: the model and options
   // (xf_load), output paths, the checkpoint against the model, the
   // tokenizer's vocabulary, the corpus size against --seq.
-  XfOptions opt = {.cuda_device = gpu_index(a.gpu), .batch = is_sample ? a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
+  XfOptions opt = {.cuda_device = gpu_index(a.gpu), .batch = is_sample ? a.nprompts * a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
                    .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm};
   if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
@@ -735,11 +780,15 @@ int main(int argc, char **argv) {
     }
   }
   if (is_sample) {  // the prompt gives at least one token
-    if (!(prompt = xf_tok_encode(t.tok, a.prompt, strlen(a.prompt), &prompt_len))) {
-      status = die("out of memory");
-      goto out;
+    ptok = calloc((size_t)a.nprompts, sizeof *ptok), plen = calloc((size_t)a.nprompts, sizeof *plen);
+    for (int64_t p = 0; ptok && plen && p < a.nprompts && !status; p++) {
+      if (!(ptok[p] = xf_tok_encode(t.tok, a.prompts[p], strlen(a.prompts[p]), &plen[p]))) status = die("out of memory");
+      else if (plen[p] == 0 && a.prompts_file)
+        status = die("%s: prompt %lld gives no token: give at least one token of text", a.prompts_file, (long long)(p + 1));
     }
-    if (prompt_len == 0) {
+    if (!status && (!ptok || !plen)) status = die("out of memory");
+    if (status) goto out;
+    if (plen[0] == 0) {
       status = die("--prompt is empty: give at least one token of text");
       goto out;
     }
@@ -771,7 +820,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (is_sample) {
-    status = sample(&a, rt, &t, prompt, prompt_len);
+    status = sample(&a, rt, &t, ptok, plen);
     goto out;
   }
   uint64_t data_key = corpus.hash ^ xf_tok_fingerprint(t.tok);
@@ -791,7 +840,8 @@ int main(int argc, char **argv) {
            ck ? "" : "; fresh parameters: no --checkpoint");
   }
 out:
-  free(prompt);
+  for (int64_t p = 0; ptok && p < a.nprompts; p++) free(ptok[p]);
+  free(ptok), free(plen), free(a.prompts_buf), free(a.prompts);
   tok_free(&t);
   xf_data_free(&d);
   xf_corpus_free(&corpus);
