@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xfrun sample with the incremental decoder (the default) and with
 # --no-incremental: the same text for a fixed seed, past the context length
-# too; --num-samples draws several continuations in one batch; a model
+# too; --num-samples draws several continuations in one batch, --prompts
+# several prompts of different lengths in one batch; a model
 # without a step program says why and recomputes. Text and notes are
 # compared; the timing line (xfrun: prompt of ...) differs between runs
 # and only the incremental decoder reports its caches.
@@ -23,6 +24,17 @@ for ex in she transformer; do
     [ -n "$a" ] && [ "$a" = "$b" ] && ok "$ex $opts: the same 40 tokens (past context 16) with and without --no-incremental" ||
       bad "$ex $opts: incremental '$a' vs full '$b'"
   done
+  # prompts of 1, 14 and 24 tokens (past the context of 16: the context rule)
+  # in one batch, one or two samples each
+  printf 'the cat sat on\nt\n\nthe dog ran to the tree.\n' > "$tmp/prompts"
+  for opts in "--temperature 0" "--seed 5 --num-samples 2"; do
+    a=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompts "$tmp/prompts" --max-tokens 25 --threads 2 $opts 2>/dev/null)
+    b=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompts "$tmp/prompts" --max-tokens 25 --threads 2 --no-incremental $opts 2>/dev/null)
+    k=$(printf '%s\n' "$a" | grep -c '^--- prompt')
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$k" -ge 3 ] &&
+      ok "$ex --prompts (3 lengths) $opts: $k streams, the same text with and without --no-incremental" ||
+      bad "$ex --prompts $opts: incremental '$a' vs full '$b'"
+  done
   n=$("$xfrun" sample "$tmp/$ex.so" --checkpoint "$tmp/$ex.st" --prompt "the" --max-tokens 10 --num-samples 4 --seed 9 | grep -c '^--- sample')
   [ "$n" = 4 ] && ok "$ex --num-samples 4: four continuations" || bad "$ex --num-samples 4 printed $n"
 done
@@ -30,4 +42,8 @@ done
 grep -q "tests/fusion/attn_near.xf:10:12: softmax mixes positions" "$tmp/near.err" && ok "xfc names the op that is not causal" ||
   bad "xfc note: $(cat "$tmp/near.err")"
 expect_error "--num-samples 0" "not a valid value" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --num-samples 0
+printf '\n\r\n' > "$tmp/none"
+expect_error "--prompts of empty lines" "no prompt in it" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --prompts "$tmp/none"
+expect_error "--prompts missing" "cannot open" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --prompts "$tmp/absent"
+expect_error "--prompt and --prompts" "give one of them" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --prompt x --prompts "$tmp/prompts"
 finish

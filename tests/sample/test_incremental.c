@@ -9,7 +9,8 @@
 // (the context rule re-encodes the kept tokens). After every feed the logits
 // of each sequence's last position agree within 1e-5 relative (max-norm),
 // with the step program's workspace poisoned (NaN) before every feed, so
-// that only its caches carry values between feeds.
+// that only its caches carry values between feeds. Then two sequences with
+// prompts of different lengths (1 and context - 2 tokens) in one batch.
 // And a model whose scores are not masked (tests/fusion/attn_near.xf) has no
 // step program: xfc names the op and its location.
 // Usage (from the repo root): test_incremental path/to/xfc
@@ -96,9 +97,32 @@ static void check(const char *xfc, const char *src, const char *defs) {
     free(pr), free(keep);
     xf_sampler_close(inc), xf_sampler_close(full);
   }
+  // prompts of different lengths in one batch (xf_sampler_feed_each): 1 and
+  // ctx - 2 tokens, then one token each to past the context
+  if (ok) {
+    XfSampler *inc = xf_sampler_open(rt, 2, true, err, sizeof err), *full = xf_sampler_open(rt, 2, false, err, sizeof err);
+    int64_t n[2] = {1, ctx - 2};
+    int32_t *pr = malloc(sizeof(int32_t) * (size_t)(n[0] + n[1]));
+    for (int64_t i = 0; i < n[0] + n[1]; i++) pr[i] = tok[i];
+    const float *a = inc && full ? xf_sampler_feed_each(inc, pr, n) : NULL, *b = a ? xf_sampler_feed_each(full, pr, n) : NULL;
+    ok = a && b;
+    float *keep = malloc(sizeof(float) * (size_t)(2 * V));
+    for (int64_t t = 0; ok && t < ctx + 3; t++) {
+      double e = rel_max(b, a, 2 * V);
+      if (!(e <= worst) && !isnan(worst)) worst = e;
+      one[0] = tok[t + 1], one[1] = tok[total + t];
+      a = xf_sampler_feed(inc, one, 1);
+      memcpy(keep, a, sizeof(float) * (size_t)(2 * V));
+      b = xf_sampler_feed(full, one, 1);
+      a = keep;
+    }
+    if (!ok) printf("FAIL %s: prompts of different lengths: %s\n", src, err);
+    free(pr), free(keep);
+    xf_sampler_close(inc), xf_sampler_close(full);
+  }
   ok = ok && worst <= 1e-5;
-  printf("%s %-36s prompts 1, 7, %lld then to position %lld: logits %.1e\n", ok ? "ok  " : "FAIL", src, (long long)ctx,
-         (long long)total, worst);
+  printf("%s %-36s prompts 1, 7, %lld then to position %lld; 1 and %lld in one batch: logits %.1e\n", ok ? "ok  " : "FAIL",
+         src, (long long)ctx, (long long)total, (long long)(ctx - 2), worst);
   ok ? passed++ : failed++;
   free(tok);
   xf_close(rt);
