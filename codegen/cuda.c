@@ -11,15 +11,18 @@
 // records (cuBLAS strided-batched on a device) and everything else a kernel
 // launch; and xf_adamw. The kernels lower.c describes (maps, reductions,
 // norms, losses, embeddings, attention: codegen/loops.h) are printed from
-// their LKernel, construct by construct (render_lkernel); the others (the
-// GEMMs and their non-affine fallback, causal convolutions) are rendered
-// here. The values are those of llvm.c: the same loops, the same exp
+// their LKernel, construct by construct (render_lkernel); the matrix-kind
+// causal convolutions with a chunk (Kernel.chunk) from their LSteps: a
+// function per LKernel step and a GEMM record per LGemm step, in order; the
+// others (the GEMMs and their non-affine fallback, the convolutions of the
+// other kinds or with no chunk) are rendered here. The values are those of
+// llvm.c: the same loops, the same exp
 // polynomial, the same Philox dropout stream, the same serial order where
 // the description fixes one (serial loops); parallel reductions (a row's,
 // the loss mean's in double) sum in a different order, within rounding.
 //
 // Parallel shape of a kernel (its launch mode):
-//   ELEM   one thread per element, grid-stride (LK_ELEMENTS, convolutions)
+//   ELEM   one thread per element, grid-stride (LK_ELEMENTS, direct convolutions)
 //   WARP   one warp per outer index, up to four per block (LK_ROWS)
 //   ROW_BLOCK  one block per outer index (LK_ROWS with a constant few)
 // Every loop that contains a barrier has a trip count uniform over the
@@ -772,10 +775,46 @@ static int lk_threads(const LKernel *lk, int mode) {
   return mode_threads(mode);
 }
 
+// The launch of a function printing an LKernel of mode md with `threads`
+// per block: its work items and items per block.
+static XfLaunch lk_launch(const LKernel *lk, int fn, int md, int threads, int shmem) {
+  SymSize z = lk->nouter;
+  if (lk->shape == LK_ELEMENTS) z = symsize_mul(z, lk->ninner);
+  return (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn, .items = xsym(z), .threads = threads, .shmem = shmem,
+                    .sync = md != MODE_ELEM, .per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads / 32 : 1};
+}
+
+// The functions of the LKernel steps of class ki (lower_steps), "xf_k<ki>_s<i>":
+// each step's launch without its slots, into rec[i] (GEMM steps: their records).
+static void render_steps(R *r, CudaModule *m, long *name_off, const size_t *len, int ki, int broken,
+                         const LSteps *st, XfLaunch *rec) {
+  for (int i = 0; i < st->n; i++) {
+    if (st->gm[i]) {
+      rec[i] = gemm_launch(st->gm[i], false);
+      continue;
+    }
+    char *name = arena_printf(r->a, "xf_k%d_s%d", ki, i), *body = NULL;
+    size_t blen = 0;
+    FILE *saved = r->f;
+    r->f = open_memstream(&body, &blen);
+    int md = render_lkernel(r, st->lk[i]), threads = lk_threads(st->lk[i], md);
+    fclose(r->f);
+    r->f = saved;
+    fflush(r->f), name_off[m->nnames] = (long)*len;
+    rec[i] = lk_launch(st->lk[i], m->nnames, md, threads, lk_shmem(st->lk[i], md));
+    m->name_kernel[m->nnames] = ki, m->names[m->nnames++] = name;
+    fn_open(r, name, threads);
+    if (broken == ki) out(r, "  xf_undefined_by_test_hook;\n");
+    fputs(body, r->f);
+    free(body);
+    fn_close(r, name);
+  }
+}
+
 // Renders the body of the class function of a kernel lower.c describes
-// neither as loops nor as GEMMs (the causal convolutions: ELEM mode, a thread
-// per output element, which is its work item). Any other op here has no
-// lowering: an error, and an empty function.
+// neither as loops nor as GEMMs nor as steps (the direct causal
+// convolutions: ELEM mode, a thread per output element, which is its work
+// item). Any other op here has no lowering: an error, and an empty function.
 static int render_body(R *r, const Kernel *k) {
   const Node *n = &r->g->nodes[k->node];
   switch (n->op) {
@@ -804,7 +843,7 @@ static int line_of(const char *text, long offset) {
 CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   const Graph *g = s->g;
   CudaModule *m = arena_alloc(a, sizeof *m);
-  int cap = 3 * s->nkernels + 2;
+  int cap = 3 * s->nkernels + 2;  // a class has at most 3 functions (train, infer, mm; or LKernel steps)
   m->names = arena_alloc(a, sizeof(char *) * (size_t)cap);
   m->name_line = arena_alloc(a, sizeof(int) * (size_t)cap);
   m->name_kernel = arena_alloc(a, sizeof(int) * (size_t)cap);
@@ -819,6 +858,9 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
   LGemm **gemm = calloc((size_t)s->nkernels + 1, sizeof(LGemm *));  // per class: its GEMMs, or NULL
   XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym)), *linner = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
+  // per class with steps (lower_steps): their count, and each step's launch without its slots
+  int *nsteps = calloc((size_t)s->nkernels + 1, sizeof(int));
+  XfLaunch *step_rec = calloc((size_t)s->nkernels * LSTEPS_MAX + 1, sizeof(XfLaunch));
   char *buf = NULL;
   size_t len = 0;
   R r = {.f = open_memstream(&buf, &len), .s = s, .g = g, .a = a};
@@ -843,6 +885,12 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       fn_close(&r, name);
     }
     if (n->op == OP_MATMUL) continue;
+    LSteps *st = lower_steps(a, s, k, LTARGET_GPU);
+    if (st) {
+      render_steps(&r, m, name_off, &len, ki, broken, st, &step_rec[(size_t)ki * LSTEPS_MAX]);
+      nsteps[ki] = st->n;
+      continue;
+    }
     // the loop description (training variant, and inference when it holds a
     // dropout), or NULL for the kernels rendered here, or an error
     char lerr[512] = "";
@@ -921,7 +969,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       m->launch[p] = NULL, m->nlaunch[p] = 0;
       continue;
     }
-    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(2 * s->nprog[prog] + 1));
+    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(LSTEPS_MAX * s->nprog[prog] + 1));
     int nl = 0;
     for (int i = 0; i < s->nprog[prog]; i++) {
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
@@ -933,6 +981,15 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       r.k = k;
       XfLaunch rec;
       const LGemm *gm = gemm[c];
+      if (nsteps[c]) {  // in order; the step program's window is the whole (lower_window)
+        for (int j = 0; j < nsteps[c]; j++) {
+          rec = step_rec[(size_t)c * LSTEPS_MAX + j];
+          memcpy(rec.slots, slots, sizeof slots);
+          rec.kernel = ki, rec.last = j == nsteps[c] - 1;
+          L[nl++] = rec;
+        }
+        continue;
+      }
       if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows
         rec = gemm_launch(gm, false);
         memcpy(rec.slots, slots, sizeof slots);
@@ -978,6 +1035,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     m->launch[p] = L, m->nlaunch[p] = nl;
   }
   free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads), free(gemm);
+  free(nsteps), free(step_rec);
   m->error = r.err;
   return m;
 }

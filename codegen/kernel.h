@@ -105,6 +105,11 @@ typedef struct {
   int cls;        // the first kernel computing the same function (op or
                   // group, shapes, attributes): a backend generates code once
                   // per class and calls it with each kernel's operands
+  int chunk;      // a matrix-kind causal convolution in a GPU schedule: the
+                  // chunk C (a divisor of the lags L) of its chunked-GEMM form
+                  // (lower.c lower_steps), its scratch in slots KS_CONV_*:
+                  // U in `scratch`, the others in xscratch[]; 0: the direct form
+  int xscratch[2];  // chunk > 0: the buffers of slots KS_CONV_Y and KS_CONV_WT, or -1
 } Kernel;
 
 // Operand slots of a kernel call: what a backend passes for kernel k. A
@@ -120,6 +125,10 @@ enum {
 static inline int kernel_out_slot(int p) { return p ? KS_OUT1 + p - 1 : KS_OUT; }
 // The slot of a kernel's row terms (Kernel.terms; such a kernel has nout 1).
 enum { KS_TERMS = KS_OUT1 };
+// The scratch of a convolution's chunked form (Kernel.chunk; nout 1): the
+// unfolded rows U, the per-chunk products Y (or dW's shifted dy, S), the
+// per-lag transposed weights W_k^T (CONV_DX only).
+enum { KS_CONV_U = KS_SCRATCH, KS_CONV_Y = KS_OUT1, KS_CONV_WT = KS_OUT1 + 1 };
 
 typedef struct {
   const Graph *g;
@@ -153,8 +162,14 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T);
 int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets, int64_t *persistent);
 
 // schedule.c: one kernel per IR node that computes something (leaves and
-// reshapes compute nothing), except nodes folded into a fused kernel.
-Schedule *schedule_build(Arena *a, const Graph *g, bool fuse);
+// reshapes compute nothing), except nodes folded into a fused kernel. gpu:
+// the schedule a GPU runs too (xfc --target=cuda): the matrix-kind causal
+// convolutions get their chunked form's scratch (Kernel.chunk); a CPU-only
+// schedule has none.
+Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu);
+// The chunk C of the GPU's chunked form of kernel node n (Kernel.chunk), or
+// 0 where n keeps the direct form.
+int schedule_conv_chunk(const Graph *g, const Node *n);
 int64_t symsize_eval(SymSize s, int64_t B, int64_t T);
 // The size of dimension d; a * b; a == b; the product of dims [from, to) of s.
 SymSize symsize_of(Dim d);

@@ -13,7 +13,9 @@
 // code calls only libm and the XfApi functions (sgemm, parallel_for).
 //
 // A kernel that lower.c describes (loops.h) is printed from its LKernel
-// (emit_lkernel); GEMMs, convolutions and attention are lowered here. Both
+// (emit_lkernel), its products from their LGemms (emit_gemm); the causal
+// convolutions are lowered here (the GPU's chunked form, LSteps, only where
+// the tests print the GPU's forms: LlvmOptions.forms). Both
 // compute what the reference interpreter (interp/interp.c) does in float32;
 // the tests compare the two.
 #include "llvm.h"
@@ -843,6 +845,28 @@ static void emit_lowered(Emit *e, const LGemm *gm, const LKernel *lk) {
   loop_end(e, &lb);
 }
 
+// The steps of a kernel (loops.h LSteps: the GPU's chunked convolutions,
+// printed only where the tests run the GPU's forms) one after the other in
+// one call, an outer extent of 1: each LKernel over its outer indices, each
+// LGemm over its batch entries.
+static void emit_steps(Emit *e, const LSteps *st) {
+  V lo = e->lo, hi = e->hi;
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->C, e->fn, "steps"), next = LLVMAppendBasicBlockInContext(e->C, e->fn, "after");
+  LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lo, hi, ""), body, next);
+  LLVMPositionBuilderAtEnd(e->b, body);
+  for (int i = 0; i < st->n; i++) {
+    if (st->gm[i]) {
+      e->lo = ci64(e, 0), e->hi = sym(e, st->gm[i]->count);
+      emit_gemm(e, st->gm[i]);
+      e->lo = lo, e->hi = hi;
+    } else {
+      emit_lkernel(e, st->lk[i], ci64(e, 0), sym(e, st->lk[i]->nouter));
+    }
+  }
+  LLVMBuildBr(e->b, next);
+  LLVMPositionBuilderAtEnd(e->b, next);
+}
+
 // The kernels neither a GEMM nor a loop description: the causal convolutions.
 static void emit_backend_kernel(Emit *e, const Node *n) {
   switch (n->op) {
@@ -872,10 +896,12 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   char lerr[sizeof e->err] = "";
   const LGemm *gm = lower_gemm(&e->arena, e->s, k);
   const LKernel *lk = lower_kernel(&e->arena, e->s, k, e->forms, train, lerr, sizeof lerr);
+  const LSteps *st = lower_steps(&e->arena, e->s, k, e->forms);
   if (lk && !gm) e->outer[k->cls] = lk->nouter;  // a form may choose its own (the GPU's attention)
+  if (st) e->outer[k->cls] = (SymSize){1, 0, 0}, emit_steps(e, st);
   if (gm) emit_gemm(e, gm);
   if (lk) emit_lowered(e, gm, lk);
-  else if (!gm && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
+  else if (!gm && !st && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
   else if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", lerr);  // the first error, as unlowered
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);
@@ -1124,6 +1150,9 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
     const Node *n = &g->nodes[b->node];
     static const int roles[] = {[BUF_PARAM] = XF_BUF_PARAM, [BUF_GRAD] = XF_BUF_GRAD, [BUF_INPUT] = XF_BUF_INPUT,
                                 [BUF_ACT] = XF_BUF_ACT, [BUF_OUTPUT] = XF_BUF_OUTPUT};
+    // a kernel's scratch (cross-entropy's row losses, a chunked convolution's
+    // U, Y, S, W^T) is not its node's value: no shape
+    int rank = symsize_eq(b->size, symsize_prod(&n->shape, 0, n->shape.rank)) ? n->shape.rank : 0;
     V d[6];
     for (int k = 0; k < 6; k++)
       d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
@@ -1135,7 +1164,7 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
                                                [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
                                                [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt),
                                                [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),
-                                               [XF_BUFFER_F_rank] = ci32(e, n->shape.rank),
+                                               [XF_BUFFER_F_rank] = ci32(e, rank),
                                                [XF_BUFFER_F_dims] = LLVMConstArray(e->i64, d, 6), [XF_BUFFER_F_init] = ci32(e, init),
                                                [XF_BUFFER_F_init_a] = LLVMConstReal(e->f64, n->init.a),
                                                [XF_BUFFER_F_init_b] = LLVMConstReal(e->f64, n->init.b),

@@ -19,8 +19,11 @@
 //
 // Matrix products (MATMUL, the product of an FG_MATMUL_MAP group before its
 // epilogue, FG_WEIGHT_GRAD) are described as GEMMs (LGemm, lower_gemm): the
-// backends print a BLAS call or a cuBLAS record from it. The causal
-// convolutions are the one kind still lowered by each backend itself.
+// backends print a BLAS call or a cuBLAS record from it. The matrix-kind
+// causal convolutions are, on a GPU, a sequence of LKernels and strided-
+// batched LGemms (LSteps, lower_steps). The causal convolutions on a CPU,
+// and on a GPU those of the other kinds and those with no chunk (Kernel.chunk
+// 0), are the one kind still lowered by each backend itself.
 #ifndef XF_LOOPS_H
 #define XF_LOOPS_H
 
@@ -202,8 +205,35 @@ typedef struct {
 LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k);
 void lgemm_print(FILE *f, const LGemm *gm);
 
+// A kernel computed by several launches in order, each reading what the
+// launches before it wrote (their own outer extents; a barrier between
+// them): step i is an LKernel lk[i] or an LGemm gm[i], exactly one of the
+// two. The GPU form of the matrix-kind causal convolutions (Kernel.chunk,
+// seed 001 eq. 26) as chunked GEMMs, with C the chunk, NC = L / C, R the
+// rows of x (every position of every sequence), U, Y, S, W^T the kernel's
+// scratch (KS_CONV_*):
+//   CAUSAL_CONV  unfold U[(b,i), (r,p)] = i >= r ? x[b, i-r, p] : 0 (r < C);
+//                Y_D = U W_D for D < NC, W_D lags DC .. DC+C-1 of W (one
+//                strided-batched GEMM, U shared); out[b, i] = sum over
+//                D <= i / C, ascending, of Y_D[b, i - DC]
+//   CONV_DX      the same in reversed time (position i' = T-1-i in the
+//                unfold and the sum) on dy, with W^T[k] = W_k^T by a permute first
+//   CONV_DW      unfold U of x; S_D[b, i] = i + DC < T ? dy[b, i + DC] : 0;
+//                dW_D = U^T S_D, one strided-batched GEMM into dW (lags >= T: 0)
+// Every product counts C lags per output row, twice the causal ones on average.
+enum { LSTEPS_MAX = 4 };
+typedef struct {
+  int n;
+  LKernel *lk[LSTEPS_MAX];
+  LGemm *gm[LSTEPS_MAX];
+} LSteps;
+// The steps of kernel k on tgt, or NULL where it is one launch (every kernel
+// but a matrix-kind causal convolution with Kernel.chunk set, on a GPU).
+LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt);
+
 // lower.c: the loop description of kernel k (its class), or NULL for a
-// product (lower_gemm) or a causal convolution (each backend's own). For a
+// product (lower_gemm) or a causal convolution (lower_steps, or each
+// backend's own). For a
 // FG_MATMUL_MAP kernel: the epilogue after the product, over the rows of the
 // product's output (the GEMM has written them to KS_OUT first). An op inside
 // a kernel that has no lowering is reported in err (file:line:col, the

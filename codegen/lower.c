@@ -7,8 +7,10 @@
 // FG_MATMUL_MAP epilogue, the rows of the product) except where the form
 // for the target sets its own (a GPU's attention, sums over rows and gain
 // gradients: LKernel.nouter); NULL for the kernels left to the backends
-// (loops.h). The scheduling choices made here, once for every backend and
-// per target where they differ (LTarget): which kernels are elementwise
+// (loops.h) and for those computed in steps (lower_steps: the matrix-kind
+// causal convolutions on a GPU, as chunked GEMMs). The scheduling choices
+// made here, once for every backend and per target where they differ
+// (LTarget): which kernels are elementwise
 // (LK_ELEMENTS) and which work a row at a time (LK_ROWS), the loop order of
 // each reduction, what a reduction over a row reuses (the statistics of
 // softmax members, of layer norm, computed once per row), and a GPU's
@@ -1508,6 +1510,164 @@ void lgemm_print(FILE *f, const LGemm *gm) {
           gm->split_cols ? ", split over columns of C" : "");
 }
 
+// ---- the chunked convolutions (loops.h LSteps) -------------------------------------
+
+typedef struct {
+  const Shape *xs;     // the unfolded operand: x [.., T, din] (dy for CONV_DX)
+  int64_t C, NC, L;    // chunk, chunks, lags
+  int64_t din, f;      // features of the unfolded operand; of the product's rows (Y, S)
+  SymSize rows;        // R: the rows of xs
+  bool rev;            // CONV_DX: time reversed
+} Chunked;
+
+static LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const char *name) {
+  *L = (Lo){.a = a, .s = s, .g = s->g, .k = k, .tgt = tgt, .train = true, .own_outer = true};
+  L->lk = arena_alloc(a, sizeof *L->lk);
+  L->tail[0] = &L->lk->body;
+  L->lk->name = name;
+  L->lk->ninner = (SymSize){1, 0, 0};
+  new_var(L, LT_I64, "o");
+  return L->lk;
+}
+
+// The row's position i = o mod T and its sequence's row 0, b0 = o - i, of outer index o.
+static void step_row(Lo *L, const Chunked *c, LExpr *o, int *i, int *b0) {
+  LExpr *T = xdim(L, c->xs->d[c->xs->rank - 2]);
+  *i = let(L, x2(L, LX_REM, o, T), "i");
+  *b0 = let(L, x2(L, LX_SUB, o, xvar(L, *i)), "b0");
+}
+
+// U[o, (r, p)] = i >= r ? xs[b0 + t(i - r), p] : 0, t the identity or (rev)
+// T-1-(.); the load's position clamped to i - min(r, i) (LX_SELECT may load
+// either side). A thread per element.
+static LKernel *step_unfold(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const Chunked *c) {
+  Lo L;
+  LKernel *lk = step_begin(&L, a, s, k, tgt, c->rev ? "conv_unfold_reversed" : "conv_unfold");
+  int64_t w = c->C * c->din;
+  lk->shape = LK_ELEMENTS;
+  lk->outer = dprod(&L, c->xs, 0, c->xs->rank - 1), lk->nouter = c->rows;
+  lk->inner = xi(&L, w), lk->ninner = (SymSize){w, 0, 0};
+  int i, b0;
+  step_row(&L, c, xvar(&L, 0), &i, &b0);
+  int j = for_begin(&L, xi(&L, 0), xi(&L, w), true, "j");
+  int r = let(&L, x2(&L, LX_DIV, xvar(&L, j), xi(&L, c->din)), "r");
+  int p = let(&L, x2(&L, LX_REM, xvar(&L, j), xi(&L, c->din)), "p");
+  LExpr *t = x2(&L, LX_SUB, xvar(&L, i), imin(&L, xvar(&L, r), xvar(&L, i)));
+  if (c->rev) t = x2(&L, LX_SUB, x2(&L, LX_SUB, xdim(&L, c->xs->d[c->xs->rank - 2]), xi(&L, 1)), t);
+  LExpr *src = iadd(&L, imul(&L, iadd(&L, xvar(&L, b0), t), xi(&L, c->din)), xvar(&L, p));
+  LExpr *v = xsel(&L, x2(&L, LX_GE, xvar(&L, i), xvar(&L, r)), load(&L, KS_IN0, src), xf(&L, 0));
+  store(&L, KS_CONV_U, iadd(&L, imul(&L, xvar(&L, 0), xi(&L, w)), xvar(&L, j)), v);
+  for_end(&L);
+  return lk;
+}
+
+// W^T[kk, p, q] = W[kk, q, p]: W [L, d, e] -> [L, e, d], outer index o = kk e + p.
+static LKernel *step_transpose(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const Chunked *c) {
+  Lo L;
+  LKernel *lk = step_begin(&L, a, s, k, tgt, "conv_transpose_lags");
+  int64_t e = c->din, d = c->f;
+  lk->shape = LK_ELEMENTS;
+  lk->outer = xi(&L, c->L * e), lk->nouter = (SymSize){c->L * e, 0, 0};
+  lk->inner = xi(&L, d), lk->ninner = (SymSize){d, 0, 0};
+  int kk = let(&L, x2(&L, LX_DIV, xvar(&L, 0), xi(&L, e)), "k");
+  int p = let(&L, x2(&L, LX_REM, xvar(&L, 0), xi(&L, e)), "p");
+  int q = for_begin(&L, xi(&L, 0), xi(&L, d), true, "q");
+  LExpr *src = iadd(&L, imul(&L, iadd(&L, imul(&L, xvar(&L, kk), xi(&L, d)), xvar(&L, q)), xi(&L, e)), xvar(&L, p));
+  store(&L, KS_CONV_WT, iadd(&L, imul(&L, xvar(&L, 0), xi(&L, d)), xvar(&L, q)), load(&L, KS_IN1, src));
+  for_end(&L);
+  return lk;
+}
+
+// out[o, q] = sum over D in [0, min(i'/C + 1, NC)), ascending, of
+// Y[D, b0 + i' - D C, q], i' = i (rev: T-1-i). A row per outer index, its
+// columns over the lanes, each column's sum the lane's own.
+static LKernel *step_shifted_sum(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const Chunked *c) {
+  Lo L;
+  LKernel *lk = step_begin(&L, a, s, k, tgt, c->rev ? "conv_shifted_sum_reversed" : "conv_shifted_sum");
+  lk->shape = LK_ROWS;
+  lk->outer = dprod(&L, c->xs, 0, c->xs->rank - 1), lk->nouter = c->rows;
+  int i, b0;
+  step_row(&L, c, xvar(&L, 0), &i, &b0);
+  LExpr *ip = xvar(&L, i);
+  if (c->rev) ip = x2(&L, LX_SUB, x2(&L, LX_SUB, xdim(&L, c->xs->d[c->xs->rank - 2]), xi(&L, 1)), ip);
+  int pos = let(&L, ip, "ip");
+  int nd = let(&L, imin(&L, iadd(&L, x2(&L, LX_DIV, xvar(&L, pos), xi(&L, c->C)), xi(&L, 1)), xi(&L, c->NC)), "nd");
+  int q = for_begin(&L, xi(&L, 0), xi(&L, c->f), true, "q");
+  int D;
+  LStmt *red = reduce_begin(&L, LX_ADD, xi(&L, 0), xvar(&L, nd), &D);
+  LExpr *yrow = iadd(&L, imul(&L, xvar(&L, D), lk->outer),
+                     x2(&L, LX_SUB, iadd(&L, xvar(&L, b0), xvar(&L, pos)), imul(&L, xvar(&L, D), xi(&L, c->C))));
+  int sum = reduce_end(&L, red, load(&L, KS_CONV_Y, iadd(&L, imul(&L, yrow, xi(&L, c->f)), xvar(&L, q))), "sum");
+  store(&L, KS_OUT, iadd(&L, imul(&L, xvar(&L, 0), xi(&L, c->f)), xvar(&L, q)), xvar(&L, sum));
+  for_end(&L);
+  return lk;
+}
+
+// S[D, row, q] = i + D C < T ? dy[row + D C, q] : 0, outer index o = D R + row,
+// the load's shift clamped to min(D C, T-1-i). A thread per element.
+static LKernel *step_shift(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const Chunked *c) {
+  Lo L;
+  LKernel *lk = step_begin(&L, a, s, k, tgt, "conv_shift");
+  LExpr *R = dprod(&L, c->xs, 0, c->xs->rank - 1), *T = xdim(&L, c->xs->d[c->xs->rank - 2]);
+  lk->shape = LK_ELEMENTS;
+  lk->outer = imul(&L, xi(&L, c->NC), R), lk->nouter = symsize_mul((SymSize){c->NC, 0, 0}, c->rows);
+  lk->inner = xi(&L, c->f), lk->ninner = (SymSize){c->f, 0, 0};
+  int sh = let(&L, imul(&L, x2(&L, LX_DIV, xvar(&L, 0), R), xi(&L, c->C)), "sh");
+  int row = let(&L, x2(&L, LX_REM, xvar(&L, 0), R), "row");
+  int i = let(&L, x2(&L, LX_REM, xvar(&L, row), T), "i");
+  int lim = let(&L, x2(&L, LX_SUB, x2(&L, LX_SUB, T, xi(&L, 1)), xvar(&L, i)), "lim");
+  int q = for_begin(&L, xi(&L, 0), xi(&L, c->f), true, "q");
+  LExpr *src = iadd(&L, imul(&L, iadd(&L, xvar(&L, row), imin(&L, xvar(&L, sh), xvar(&L, lim))), xi(&L, c->f)), xvar(&L, q));
+  LExpr *v = xsel(&L, x2(&L, LX_GE, xvar(&L, lim), xvar(&L, sh)), load(&L, KS_IN1, src), xf(&L, 0));
+  store(&L, KS_CONV_Y, iadd(&L, imul(&L, xvar(&L, 0), xi(&L, c->f)), xvar(&L, q)), v);
+  for_end(&L);
+  return lk;
+}
+
+// The strided-batched GEMM over D < NC: C_D = op(A) B_D with A shared (stride 0).
+static LGemm *step_gemm(Arena *a, bool ta, int sa, int sb, int sc, SymSize m, SymSize n, SymSize k, int64_t nc,
+                        SymSize stride_b, SymSize stride_c) {
+  LGemm *gm = arena_alloc(a, sizeof *gm);
+  gm->ta = ta;
+  gm->slot[LG_A] = sa, gm->slot[LG_B] = sb, gm->slot[LG_C] = sc;
+  gm->m = m, gm->n = n, gm->k = k;
+  gm->ld[LG_A] = ta ? m : k, gm->ld[LG_B] = n, gm->ld[LG_C] = n;
+  gm->nbatch = 1, gm->batch[0] = (SymSize){nc, 0, 0}, gm->count = gm->batch[0];
+  gm->stride[LG_A][0] = (SymSize){0, 0, 0}, gm->stride[LG_B][0] = stride_b, gm->stride[LG_C][0] = stride_c;
+  gm->flat = true;
+  for (int x = 0; x < 3; x++) gm->flat_stride[x] = gm->stride[x][0];
+  return gm;
+}
+
+static bool lower_steps_form(const Kernel *k, LTarget tgt) { return tgt == LTARGET_GPU && k->chunk; }
+
+LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  if (!lower_steps_form(k, tgt)) return NULL;
+  const Shape *xs = &g->nodes[n->in[0]].shape, *os = &n->shape;
+  int r = xs->rank;
+  Chunked c = {.xs = xs, .C = k->chunk, .din = xs->d[r - 1].n, .rows = symsize_prod(xs, 0, r - 1), .rev = n->op == OP_CONV_DX};
+  c.L = n->op == OP_CONV_DW ? os->d[0].n : g->nodes[n->in[1]].shape.d[0].n;
+  c.f = n->op == OP_CONV_DW ? g->nodes[n->in[1]].shape.d[r - 1].n : os->d[os->rank - 1].n;
+  c.NC = c.L / c.C;
+  LSteps *st = arena_alloc(a, sizeof *st);
+  SymSize cd = {c.C * c.din, 0, 0}, f = {c.f, 0, 0};
+  if (n->op == OP_CONV_DX) st->lk[st->n++] = step_transpose(a, s, k, tgt, &c);
+  st->lk[st->n++] = step_unfold(a, s, k, tgt, &c);
+  if (n->op == OP_CONV_DW) {  // dW_D [C d, e] = U^T S_D, k = R; dW viewed as [NC, C d, e]
+    st->lk[st->n++] = step_shift(a, s, k, tgt, &c);
+    st->gm[st->n++] = step_gemm(a, true, KS_CONV_U, KS_CONV_Y, KS_OUT, cd, f, c.rows, c.NC, symsize_mul(c.rows, f),
+                                symsize_mul(cd, f));
+    return st;
+  }
+  // Y_D [R, f] = U [R, C din] W_D [C din, f]: W (W^T for dx) viewed as [NC, C din, f]
+  st->gm[st->n++] = step_gemm(a, false, KS_CONV_U, c.rev ? KS_CONV_WT : KS_IN1, KS_CONV_Y, c.rows, f, cd, c.NC,
+                              symsize_mul(cd, f), symsize_mul(c.rows, f));
+  st->lk[st->n++] = step_shifted_sum(a, s, k, tgt, &c);
+  return st;
+}
+
 // ---- the step program's windows ----------------------------------------------------
 
 // The axes [0, nouter) of *sh are the coordinates of k's outer index
@@ -1522,6 +1682,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
+  if (lower_steps_form(k, tgt)) return w;  // the chunked convolution: every position
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
@@ -1637,11 +1798,16 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
     const Node *n = &s->g->nodes[k->node];
     LGemm *gm = lower_gemm(a, s, k);
     LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
+    LSteps *st = lower_steps(a, s, k, tgt);
     if (err[0]) return fprintf(stderr, "%s\n", err), 1;
     fprintf(f, "k%d %s %%%d%s\n", ki, k->fusion == FG_WEIGHT_GRAD ? "weight_grad" : ir_op_info[n->op].name, n->id,
-            gm || lk ? "" : ": a backend kernel (causal convolution)");
+            gm || lk ? "" : st ? arena_printf(a, ": chunked, C %d, steps in order", k->chunk) : ": a backend kernel (causal convolution)");
     if (gm) lgemm_print(f, gm);
     if (lk) lkernel_print(f, lk);
+    for (int i = 0; st && i < st->n; i++) {
+      if (st->gm[i]) lgemm_print(f, st->gm[i]);
+      else lkernel_print(f, st->lk[i]);
+    }
   }
   return 0;
 }

@@ -63,6 +63,42 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   }
 }
 
+int schedule_conv_chunk(const Graph *g, const Node *n) {
+  if ((n->op != OP_CAUSAL_CONV && n->op != OP_CONV_DX && n->op != OP_CONV_DW) || n->conv != CONV_MATRIX) return 0;
+  Dim l = n->op == OP_CONV_DW ? n->shape.d[0] : g->nodes[n->in[1]].shape.d[0];  // the lags L
+  // C = 16 (128 lags: 8 chunks), else 8; L not a multiple of 8 (fewer than
+  // 8 lags among them) keeps the direct form, a thread per output element
+  static const int64_t chunks[] = {16, 8};
+  for (size_t i = 0; l.kind == DIM_CONST && i < sizeof chunks / sizeof *chunks; i++)
+    if (l.n % chunks[i] == 0) return (int)chunks[i];
+  return 0;
+}
+
+// A scratch buffer of size elements for node id's kernel (activations:
+// planned, its lifetime the kernel's own).
+static int add_scratch(Schedule *s, int id, SymSize size) {
+  s->bufs[s->nbufs] = (Buffer){.role = BUF_ACT, .dtype = DT_F32, .size = size, .node = id, .name = "", .alias_of = -1};
+  return s->nbufs++;
+}
+
+// The chunked form's scratch of convolution kernel k (C = k->chunk, NC = L / C,
+// R = the rows of x, dy: every position of every sequence):
+//   CAUSAL_CONV  x [.., T, d] * W [L, d, e]: U [R, C d], Y [NC, R, e]
+//   CONV_DX      dy [.., T, e], W [L, d, e]: U [R, C e], Y [NC, R, d], W^T [L, e, d]
+//   CONV_DW      x [.., T, d], dy [.., T, e]: U [R, C d], S [NC, R, e]
+static void conv_scratch(Schedule *s, Kernel *k) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  const Shape *xs = &g->nodes[n->in[0]].shape, *os = &n->shape;
+  int r = xs->rank;
+  SymSize rows = symsize_prod(xs, 0, r - 1), d = symsize_of(xs->d[r - 1]);
+  int64_t L = n->op == OP_CONV_DW ? os->d[0].n : g->nodes[n->in[1]].shape.d[0].n, C = k->chunk;
+  SymSize f = n->op == OP_CONV_DW ? symsize_of(g->nodes[n->in[1]].shape.d[r - 1]) : symsize_of(os->d[os->rank - 1]);
+  k->scratch = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(d, (SymSize){C, 0, 0})));
+  k->xscratch[0] = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(f, (SymSize){L / C, 0, 0})));
+  if (n->op == OP_CONV_DX) k->xscratch[1] = add_scratch(s, k->node, symsize_mul(symsize_mul(d, f), (SymSize){L, 0, 0}));
+}
+
 // The buffer a kernel reads for node id: a folded transpose's input.
 static int read_buf(const Schedule *s, const bool *folded, int id) {
   return s->buf_of[folded[id] ? s->g->nodes[id].in[0] : id];
@@ -200,6 +236,7 @@ void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
   for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
   slot[KS_SCRATCH] = k->scratch;
   if (k->terms >= 0) slot[KS_TERMS] = k->terms;
+  for (int i = 0; k->chunk && i < 2; i++) slot[KS_CONV_Y + i] = k->xscratch[i];
   for (int j = 0; j < KS_IMM; j++)
     if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
 }
@@ -249,7 +286,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0, k->chunk);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -354,6 +391,9 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " in=");
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
+    for (int i = 0; kn->chunk && i < 2; i++)
+      if (kn->xscratch[i] >= 0) fprintf(f, ",b%d", kn->xscratch[i]);
+    if (kn->chunk) fprintf(f, " chunk=%d", kn->chunk);
     if (kn->terms >= 0) fprintf(f, " terms=b%d", kn->terms);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
       fprintf(f, " group=");
@@ -389,11 +429,11 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   free(off);
 }
 
-Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
+Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
   Schedule *s = arena_alloc(a, sizeof *s);
   s->g = g;
   s->buf_of = arena_alloc(a, sizeof(int) * (size_t)g->nnodes);
-  s->bufs = arena_alloc(a, sizeof(Buffer) * (size_t)g->nnodes * 2);
+  s->bufs = arena_alloc(a, sizeof(Buffer) * (size_t)g->nnodes * 4);  // a node's, and up to 3 scratch of its kernel
   s->kernels = arena_alloc(a, sizeof(Kernel) * (size_t)g->nnodes * 2);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
@@ -448,6 +488,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
     k->out = s->buf_of[i];
     k->nout = 1;
     for (int p = 0; p < KERNEL_MAX_OUT - 1; p++) k->xout[p] = -1;
+    k->xscratch[0] = k->xscratch[1] = -1;
     for (int p = 0; p < KERNEL_MAX_OUT && parts[i * KERNEL_MAX_OUT + p] >= 0; p++) {  // a split output
       int b = s->buf_of[parts[i * KERNEL_MAX_OUT + p]];
       if (p) k->xout[p - 1] = b;
@@ -479,11 +520,11 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse) {
       k->leaf[0] = x, k->leaf[1] = dy;
       k->outer = symsize_of(g->nodes[dy].shape.d[2]);
     }
+    k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
+    if (k->chunk) conv_scratch(s, k);
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
-      s->bufs[s->nbufs] = (Buffer){.role = BUF_ACT, .dtype = DT_F32, .size = k->outer, .node = i, .name = "",
-                                   .alias_of = -1};
-      k->scratch = s->nbufs++;
+      k->scratch = add_scratch(s, i, k->outer);
       Kernel *k2 = &s->kernels[s->nkernels++];
       *k2 = *k;
       k2->phase = 1;

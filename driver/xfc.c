@@ -162,7 +162,7 @@ static void print_step_memory(Graph *g, const Schedule *s) {
 // The planned memory of a training step (--stats).
 static void print_memory(Graph *g, const Options *o) {
   Arena a = {0};
-  Schedule *s = schedule_build(&a, g, !o->no_fuse);
+  Schedule *s = schedule_build(&a, g, !o->no_fuse, o->cuda);
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
@@ -239,7 +239,7 @@ static unsigned char *cuda_sass(const CudaModule *m, int sm, bool summary, size_
 // Schedule, LLVM code generation, object, shared object.
 static int codegen(Graph *g, const Options *o) {
   Arena a = {0};
-  Schedule *s = schedule_build(&a, g, !o->no_fuse);
+  Schedule *s = schedule_build(&a, g, !o->no_fuse, o->cuda);
   if (o->emit && !strcmp(o->emit, "schedule")) {
     schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
     if (o->cuda) {  // the GPU operations of a training step (codegen/cuda.c's launch table)

@@ -118,7 +118,7 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
 // or a strided-batched GEMM (cuBLAS on a device).
 
 // Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH,
-// KS_OUT1..: the parts of a split output).
+// KS_OUT1..: the parts of a split output, or a chunked convolution's scratch).
 #define XF_NSLOTS 12
 
 // XfKernelArgs: the one argument of every generated kernel, passed by value.

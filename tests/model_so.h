@@ -34,7 +34,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   if (fuse) fuse_attention(g);
   if (!autodiff(g, err, errlen)) return NULL;
   if (model_so_remat) remat(g);
-  *sched = schedule_build(a, g, fuse);
+  *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);
   char obj[] = "/tmp/xf-test-XXXXXX.o";
   int fd = mkstemps(obj, 2);
   if (fd < 0) return snprintf(err, errlen, "cannot create a temporary object"), NULL;

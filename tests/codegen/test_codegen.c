@@ -238,7 +238,7 @@ static void check_unlowered(void) {
   Define defs[] = {{"layers", "1"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"}};
   Graph *g = elaborate(&d, load_program(&d, "examples/transformer.xf", &sp), defs, 6);
   bool ok = autodiff(g, err, sizeof err);
-  Schedule *s = ok ? schedule_build(&a, g, true) : NULL;
+  Schedule *s = ok ? schedule_build(&a, g, true, false) : NULL;
   int victim = -1;
   for (int i = 0; s && i < g->nnodes && victim < 0; i++)
     if (s->group[i] >= 0 && ir_op_info[g->nodes[i].op].cat == OPC_BINARY) victim = i;
@@ -309,6 +309,18 @@ int main(void) {
     check_model("examples/macaron.xf", defs, 7, 2, 5, true);
   }
   check_model("tests/fusion/attn_fixed_v.xf", NULL, 0, 3, 6, true);  // attention_grad's combined output
+  // the chunked convolutions (loops.h LSteps: unfold, strided-batched GEMM,
+  // shifted sum; dW's shift and GEMM into dW): context 32, chunk 16, 2 chunks,
+  // at T 32 and at T 21 (not a multiple of the chunk, fewer positions than
+  // lags); context 40, chunk 8, 5 chunks, at T 27
+  {
+    Define ch[] = {{"layers", "1"}, {"d", "8"}, {"context", "32"}, {"vocab", "11"}, {"ffn", "12"}, {"dropout", "0.1"}};
+    check_model("examples/she.xf", ch, 6, 2, 32, true);
+    check_model("examples/she.xf", ch, 6, 2, 21, true);
+    ch[2].value = "40";
+    check_model("examples/she.xf", ch, 6, 3, 27, true);
+    check_model("examples/macaron_she.xf", ch, 6, 2, 27, false);
+  }
   model_so_forms = LTARGET_CPU;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);

@@ -2,7 +2,8 @@
 // (runtime/cuda_emu.h), against the LLVM backend, through the runtime API.
 //
 // For every example at small sizes (2 layers, d 16, context 8, dropout on;
-// the transformer also at context 200),
+// the transformer also at context 200; SHE also at contexts 32 and 40, its
+// chunked convolutions over 2 and 5 chunks, T 21 and 27 not multiples of the chunk),
 // the fusion models and every op model of tests/grad (these without tokens,
 // so at the level of the launch tables: check_raw), one model.so carrying
 // both targets is opened twice: on the CPU and on "CUDA" with
@@ -77,7 +78,7 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, in
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
   if (fuse) fuse_attention(g);
   if (!autodiff(g, err, errlen)) goto out;
-  Schedule *s = schedule_build(&a, g, fuse);
+  Schedule *s = schedule_build(&a, g, fuse, true);
   // the step program (incremental decoding) of both targets, where the logits are causal
   int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
   char why[256];
@@ -492,6 +493,16 @@ int main(int argc, char **argv) {
                     {"dropout", "0.1"}};
     check("examples/transformer.xf", lng, 7, 2, 200, true, XF_PRECISION_FP32);
     check("examples/transformer.xf", lng, 7, 2, 200, true, XF_PRECISION_BF16);
+  }
+  // the chunked convolutions (Kernel.chunk) over several chunks: context 32,
+  // chunk 16, 2 chunks, at T 32 and at T 21 (not a multiple of the chunk, fewer
+  // positions than lags); context 40, chunk 8, 5 chunks, at T 27
+  if (!only || strstr("examples/she.xf chunks", only)) {
+    Define ch[] = {{"layers", "1"}, {"d", "16"}, {"context", "32"}, {"vocab", "13"}, {"ffn", "24"}, {"dropout", "0.1"}};
+    check("examples/she.xf", ch, 6, 2, 32, true, XF_PRECISION_FP32);
+    check("examples/she.xf", ch, 6, 2, 21, true, XF_PRECISION_FP32);
+    ch[2].value = "40";
+    check("examples/she.xf", ch, 6, 3, 27, true, XF_PRECISION_FP32);
   }
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
                                  "tests/fusion/attn_fixed_v.xf"};
