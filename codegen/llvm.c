@@ -438,7 +438,9 @@ static void zero(Emit *e, V base, V from, V count) {
 // The GEMMs of an LGemm (loops.h) for the kernel's outer indices [lo, hi):
 // batch entries (the rows of [lo, hi) as one GEMM when folded), or the
 // columns of C (split_cols). The step program's variant (Emit.win): rows
-// [w0, w1) of each entry.
+// [w0, w1) of each entry; folded, a window of one row is one GEMM over the
+// entries (row w0 of each, m rows apart): the weights are read once for
+// every stream, not once per stream.
 static void emit_gemm(Emit *e, const LGemm *gm) {
   V A = buf(e, gm->slot[LG_A], false), Bm = buf(e, gm->slot[LG_B], false), C = buf(e, gm->slot[LG_C], false);
   V m = sym(e, gm->m), n = sym(e, gm->n), k = sym(e, gm->k);
@@ -449,6 +451,20 @@ static void emit_gemm(Emit *e, const LGemm *gm) {
     return;
   }
   V row0 = ci64(e, 0);
+  LLVMBasicBlockRef after = NULL;
+  if (e->win && gm->fold && !gm->ta) {  // one position of every entry: one GEMM over the entries' rows w0, lda apart
+    LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(e->C, e->fn, "win1"),
+                      each = LLVMAppendBasicBlockInContext(e->C, e->fn, "wineach");
+    after = LLVMAppendBasicBlockInContext(e->C, e->fn, "windone");
+    LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntEQ, LLVMBuildSub(e->b, e->w1, e->w0, ""), ci64(e, 1), ""), one, each);
+    LLVMPositionBuilderAtEnd(e->b, one);
+    V first = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->lo, m, ""), e->w0, "");
+    call_sgemm(e, gm->ta, gm->tb, LLVMBuildSub(e->b, e->hi, e->lo, ""), n, k, gep(e, A, LLVMBuildMul(e->b, first, lda, "")),
+               LLVMBuildMul(e->b, m, lda, ""), Bm, ldb, 0, gep(e, C, LLVMBuildMul(e->b, first, ldc, "")),
+               LLVMBuildMul(e->b, m, ldc, ""));
+    LLVMBuildBr(e->b, after);
+    LLVMPositionBuilderAtEnd(e->b, each);
+  }
   if (e->win) row0 = e->w0, m = LLVMBuildSub(e->b, e->w1, e->w0, "");
   if (gm->fold && !e->win) {  // the entries' rows are contiguous in A and C, B is shared
     V first = LLVMBuildMul(e->b, e->lo, m, "");
@@ -475,6 +491,7 @@ static void emit_gemm(Emit *e, const LGemm *gm) {
   off[LG_C] = LLVMBuildAdd(e->b, off[LG_C], LLVMBuildMul(e->b, row0, ldc, ""), "");
   call_sgemm(e, gm->ta, gm->tb, m, n, k, gep(e, A, off[LG_A]), lda, gep(e, Bm, off[LG_B]), ldb, 0, gep(e, C, off[LG_C]), ldc);
   loop_end(e, &lb);
+  if (after) LLVMBuildBr(e->b, after), LLVMPositionBuilderAtEnd(e->b, after);
 }
 
 // Causal convolution (CAUSAL_CONV) and its input gradient (CONV_DX).
