@@ -72,11 +72,13 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
 // (row0: XfApi.row0, the global batch row of local row 0; the step program
-// computes positions [w0, w1), as XfApi.win_lo/win_hi; other programs ignore them):
+// computes positions [w0, w1), as XfApi.win_lo/win_hi; other programs ignore
+// them; vars: device storage of the XfStepVars its kernels read, which must
+// hold the step's values when they run):
 // every launch record in order, operand slots from dev[] (the device storage
 // of each buffer, aliases resolved); done(ctx, k) after the last launch of
 // kernel k when done is set. False with g->err on the first failure.
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
-                     int64_t row0, uint64_t seed, uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx);
+                     int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
 
 #endif

@@ -161,6 +161,7 @@ struct XfRuntime {
   void **dbufs;
   double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
   XfAdamSeg *dsegs;  // the device's AdamW table (XfAdamSeg), after dhyper
+  XfStepVars *dvars; // what the kernels read of the step (XfKernelArgs.vars), after dsegs
   int nsegs;
   int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
@@ -311,13 +312,14 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   XfGpu *g = rt->gpu;
   const XfOptions *o = &rt->opt;
   double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-  size_t segs_bytes = sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1);
-  size_t bytes = rt->bytes + 64 + segs_bytes;
+  size_t segs_bytes = (sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1) + 63) & ~(size_t)63;
+  size_t bytes = rt->bytes + 64 + segs_bytes + 64;
   // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
   rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + 64);
+  rt->dvars = (XfStepVars *)(rt->darena + rt->bytes + 64 + segs_bytes);
   rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
   XfAdamSeg *segs = calloc((size_t)rt->nparams + 1, sizeof *segs);
   if (!rt->dbufs || !segs) return free(segs), fail(err, errlen, "out of memory");
@@ -679,11 +681,18 @@ static void device_poison(void *ctx, int32_t kernel) {
     if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) device_fail(rt);
 }
 
+// The device's XfStepVars set to this step's values.
+static void upload_vars(XfRuntime *rt) {
+  XfStepVars v = {.step = rt->step};
+  if (!rt->gpu->upload(rt->gpu, rt->dvars, &v, sizeof v)) device_fail(rt);
+}
+
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
+  upload_vars(rt);
   upload_input(rt, rt->tokens, B, T);
   if (prog != XF_PROG_SAMPLE) upload_input(rt, rt->targets, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->step,
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
@@ -695,7 +704,7 @@ static void device_read(XfRuntime *rt, int b, size_t bytes) {
 // Every parameter in one launch (XfAdamSeg): a block per chunk.
 static void device_adamw(XfRuntime *rt) {
   XfGpu *g = rt->gpu;
-  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .step = rt->step};
+  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .vars = rt->dvars};
   a.slot[0] = rt->dsegs, a.slot[1] = rt->dhyper;
   int64_t blocks = rt->nchunks < 65536 ? rt->nchunks : 65536;
   if (rt->nsegs && !g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a)) device_fail(rt);
@@ -922,7 +931,7 @@ const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
     XfGpu *g = rt->gpu;
     device_push(rt);
     if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->step, NULL, NULL))
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->dvars, NULL, NULL))
       device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)

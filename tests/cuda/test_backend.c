@@ -322,7 +322,10 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   }
   XfApi api = {.parallel_for = serial_for, .sgemm = blas};
   m->programs[XF_PROG_TRAIN](&api, host, B, T, 99, 7);
-  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, 7, NULL, NULL);
+  XfStepVars vars = {.step = 7};
+  void *dvars = NULL;
+  ok = ok && g->alloc(g, &dvars, sizeof vars) && g->upload(g, dvars, &vars, sizeof vars);
+  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, dvars, NULL, NULL);
   double worst = 0;
   const char *wname = "";
   for (int i = 0; i < nb && ok; i++) {
@@ -344,6 +347,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   for (int i = 0; i < nb; i++)
     if (m->buffers[i].alias_of < 0) free(host[i]), g->release(g, dev[i]);
   free(host), free(dev), free(numel);
+  if (dvars) g->release(g, dvars);
   g->close(g);
   dlclose(lib);
 }
