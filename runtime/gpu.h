@@ -13,6 +13,19 @@
 // launch and gemm touch them. Every function returns false on failure with
 // a one-line message in err saying what failed and where (the CUDA call or
 // the command, and its error string).
+//
+// Work is issued in order on one stream; the host waits for it only in
+// upload, download and finish (and after every launch and GEMM under
+// XF_CUDA_SYNC), and syncs counts those waits. upload_async does not wait:
+// its source is pinned host memory (host_alloc) that the caller leaves
+// unchanged until the next wait has returned.
+//
+// A graph (CUDA stream capture): between capture_begin and capture_end, launch
+// and gemm record their work with their arguments (by value: the pointers,
+// not what they point to) instead of running it, and nothing else is called;
+// replay runs the recorded work in order, as issued, on the stream.
+// capture_end after a failed launch or gemm still ends the capture (then
+// returns false and no graph).
 #ifndef XF_GPU_H
 #define XF_GPU_H
 
@@ -48,6 +61,17 @@ struct XfGpu {
                int64_t stride_c, int64_t count);
   bool (*finish)(XfGpu *g);  // waits until all work issued so far is done
   void (*close)(XfGpu *g);   // frees everything, g included
+  bool (*host_alloc)(XfGpu *g, void **p, size_t bytes);  // pinned host memory
+  void (*host_free)(XfGpu *g, void *p);
+  bool (*upload_async)(XfGpu *g, void *dst, const void *src, size_t bytes);  // src: from host_alloc
+  bool (*capture_begin)(XfGpu *g);
+  bool (*capture_end)(XfGpu *g, void **graph);  // *graph: the executable graph
+  bool (*replay)(XfGpu *g, void *graph);
+  void (*graph_free)(XfGpu *g, void *graph);
+  bool sync_each;      // XF_CUDA_SYNC=1: every launch and GEMM is waited for
+  uint64_t syncs;      // the host's waits for the device so far
+  uint64_t captures;   // graphs captured so far
+  uint64_t replays;    // graph replays so far
 };
 
 // Device `device` (0: the first). NULL with "no CUDA device: <reason>" in err
