@@ -24,8 +24,9 @@
 // and gemm record their work with their arguments (by value: the pointers,
 // not what they point to) instead of running it, and nothing else is called;
 // replay runs the recorded work in order, as issued, on the stream.
-// capture_end after a failed launch or gemm still ends the capture (then
-// returns false and no graph).
+// capture_end after a failed launch or gemm still ends the capture; what it
+// returns then is moot (a graph or none): the caller drops any graph and
+// reports the failed call's message.
 #ifndef XF_GPU_H
 #define XF_GPU_H
 
