@@ -119,6 +119,9 @@ static void prelude(R *r) {
          "#define XF_NSLOTS %d\n"
          "struct XfKernelArgs {\n" XF_KERNEL_ARGS_FIELDS(CU_FIELD, CU_ARRAY, XfKernelArgs) "};\n"
          "struct XfAdamSeg {\n" XF_ADAM_SEG_FIELDS(CU_FIELD, CU_ARRAY, XfAdamSeg) "};\n"
+         "struct XfStepVars {\n" XF_STEP_VARS_FIELDS(CU_FIELD, CU_ARRAY, XfStepVars) "};\n"
+         "// The step, read from device memory (XfKernelArgs.vars), not from the arguments.\n"
+         "#define XF_STEP(a) (((const XfStepVars *)(a).vars)->step)\n"
          "#define XF_ADAM_CHUNK %d\n"
          "#define XF_INF __int_as_float(0x7f800000)\n"
          "\n",
@@ -503,7 +506,7 @@ static void lx(LP *p, const LExpr *e) {
   case LX_KEEP:  // dropout's draw, compared in double (runtime/rng.h)
     out(r, "(xf_uniform(a.seed, a.imm, (xf_u64)");
     lx(p, e->a[0]);
-    out(r, ", a.step) >= %.17g)", e->fval);
+    out(r, ", XF_STEP(a)) >= %.17g)", e->fval);
     return;
   case LX_COUNT: break;
   }
@@ -939,7 +942,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   out(&r, "extern \"C\" __global__ void __launch_bounds__(%d, %d) xf_adamw(const XfKernelArgs a) {\n", ELEM_THREADS,
       min_blocks(ELEM_THREADS));
   out(&r, "  const XfAdamSeg *seg = (const XfAdamSeg *)a.slot[0];\n  const double *hp = (const double *)a.slot[1];\n"
-          "  const double t = (double)a.step;\n"
+          "  const double t = (double)XF_STEP(a);\n"
           "  const float lr = (float)hp[0], b1 = (float)hp[1], b2 = (float)hp[2], eps = (float)hp[3];\n"
           "  const float decay = (float)(1.0 - hp[0] * hp[4]);\n"
           "  const float bc1 = (float)(1.0 - pow(hp[1], t)), sqrt_bc2 = sqrtf((float)(1.0 - pow(hp[2], t)));\n"

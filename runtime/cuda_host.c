@@ -32,7 +32,7 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T) {
 }
 
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
-                     int64_t row0, uint64_t seed, uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx) {
+                     int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;
   for (int i = 0; i < c->nlaunch[prog]; i++) {
     const XfLaunch *L = &c->launch[prog][i];
@@ -57,7 +57,8 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
                    sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count))
         return false;
     } else {
-      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm, .step = step,
+      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm,
+                        .vars = (void *)vars,
                         .w0 = prog == XF_PROG_STEP ? w0 : 0, .w1 = prog == XF_PROG_STEP ? w1 : T};
       if (win) {  // of every block of extent * stride items, positions [w0, w1)
         int64_t stride = sym(L->win_stride, B, T), block = sym(L->win_extent, B, T) * stride;

@@ -13,6 +13,20 @@
 // launch and gemm touch them. Every function returns false on failure with
 // a one-line message in err saying what failed and where (the CUDA call or
 // the command, and its error string).
+//
+// Work is issued in order on one stream; the host waits for it only in
+// upload, download and finish (and after every launch and GEMM under
+// XF_CUDA_SYNC), and syncs counts those waits. upload_async does not wait:
+// its source is pinned host memory (host_alloc) that the caller leaves
+// unchanged until the next wait has returned.
+//
+// A graph (CUDA stream capture): between capture_begin and capture_end, launch
+// and gemm record their work with their arguments (by value: the pointers,
+// not what they point to) instead of running it, and nothing else is called;
+// replay runs the recorded work in order, as issued, on the stream.
+// capture_end after a failed launch or gemm still ends the capture; what it
+// returns then is moot (a graph or none): the caller drops any graph and
+// reports the failed call's message.
 #ifndef XF_GPU_H
 #define XF_GPU_H
 
@@ -48,6 +62,17 @@ struct XfGpu {
                int64_t stride_c, int64_t count);
   bool (*finish)(XfGpu *g);  // waits until all work issued so far is done
   void (*close)(XfGpu *g);   // frees everything, g included
+  bool (*host_alloc)(XfGpu *g, void **p, size_t bytes);  // pinned host memory
+  void (*host_free)(XfGpu *g, void *p);
+  bool (*upload_async)(XfGpu *g, void *dst, const void *src, size_t bytes);  // src: from host_alloc
+  bool (*capture_begin)(XfGpu *g);
+  bool (*capture_end)(XfGpu *g, void **graph);  // *graph: the executable graph
+  bool (*replay)(XfGpu *g, void *graph);
+  void (*graph_free)(XfGpu *g, void *graph);
+  bool sync_each;      // XF_CUDA_SYNC=1: every launch and GEMM is waited for
+  uint64_t syncs;      // the host's waits for the device so far
+  uint64_t captures;   // graphs captured so far
+  uint64_t replays;    // graph replays so far
 };
 
 // Device `device` (0: the first). NULL with "no CUDA device: <reason>" in err
@@ -72,11 +97,13 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
 // (row0: XfApi.row0, the global batch row of local row 0; the step program
-// computes positions [w0, w1), as XfApi.win_lo/win_hi; other programs ignore them):
+// computes positions [w0, w1), as XfApi.win_lo/win_hi; other programs ignore
+// them; vars: device storage of the XfStepVars its kernels read, which must
+// hold the step's values when they run):
 // every launch record in order, operand slots from dev[] (the device storage
 // of each buffer, aliases resolved); done(ctx, k) after the last launch of
 // kernel k when done is set. False with g->err on the first failure.
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
-                     int64_t row0, uint64_t seed, uint32_t step, void (*done)(void *ctx, int32_t kernel), void *ctx);
+                     int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
 
 #endif

@@ -15,6 +15,15 @@
 // CUBLAS_COMPUTE_32F_FAST_16BF: the tensor cores multiply the operands
 // rounded to bf16 and sum in float32 (cuBLAS may also pick TF32 there, which
 // is closer to float32).
+//
+// Graphs: stream capture (cudaStreamBeginCapture, ThreadLocal mode: only this
+// thread's unsafe calls would break it) records the kernels and cuBLAS's
+// GEMMs issued on the stream; cudaGraphInstantiate makes the executable graph
+// that cudaGraphLaunch replays. cuBLAS works in a workspace of our own
+// (cublasSetWorkspace at open, for eager and captured GEMMs alike): NVIDIA's
+// advice for graphs, since cuBLAS's default one could be allocated during a
+// capture. upload_async copies from pinned memory (cudaHostAlloc); a copy
+// from pageable memory would wait for the stream first.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +43,8 @@ typedef struct {
   const XfCuda *module;
   int nkernels;
   size_t max_shmem;  // dynamic shared memory a block may opt in to
-  bool sync_each;    // XF_CUDA_SYNC: wait for every launch and GEMM
+  unsigned *optin;   // per kernel: the dynamic shared memory it has been allowed so far
+  void *workspace;   // cuBLAS's (cublasSetWorkspace)
   int sm;            // compute capability, 10 major + minor (90: sm_90)
   int precision;     // XF_PRECISION_*
 } Cuda;
@@ -74,14 +84,34 @@ static bool c_upload(XfGpu *g, void *dst, const void *src, size_t bytes) {
   Cuda *c = g->impl;
   char what[64];
   snprintf(what, sizeof what, "%zu bytes to the device", bytes);
+  g->syncs++;
   return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync", what) &&
          cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", what);
+}
+
+static bool c_upload_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  Cuda *c = g->impl;
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes to the device from pinned memory", bytes);
+  return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync", what);
+}
+
+static bool c_host_alloc(XfGpu *g, void **p, size_t bytes) {
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes of pinned host memory", bytes);
+  return cuda_ok(g, cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocDefault), "cudaHostAlloc", what);
+}
+
+static void c_host_free(XfGpu *g, void *p) {
+  (void)g;
+  cudaFreeHost(p);
 }
 
 static bool c_download(XfGpu *g, void *dst, const void *src, size_t bytes) {
   Cuda *c = g->impl;
   char what[64];
   snprintf(what, sizeof what, "%zu bytes from the device", bytes);
+  g->syncs++;
   return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "cudaMemcpyAsync", what) &&
          cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", what);
 }
@@ -122,7 +152,8 @@ static bool c_load(XfGpu *g, const XfCuda *m, int64_t max_b, int64_t max_t) {
     return false;
   }
   c->kernels = calloc((size_t)m->nnames + 1, sizeof *c->kernels);
-  if (!c->kernels) return snprintf(g->err, sizeof g->err, "cuda: out of host memory"), false;
+  c->optin = calloc((size_t)m->nnames + 1, sizeof *c->optin);
+  if (!c->kernels || !c->optin) return snprintf(g->err, sizeof g->err, "cuda: out of host memory"), false;
   c->nkernels = m->nnames, c->module = m;
   for (int i = 0; i < m->nnames; i++)
     if (!cuda_ok(g, cudaLibraryGetKernel(&c->kernels[i], c->lib, m->names[i]), "cudaLibraryGetKernel", m->names[i]))
@@ -136,7 +167,7 @@ static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
   if (fn < 0 || fn >= c->nkernels) return snprintf(g->err, sizeof g->err, "cuda: no kernel %d", fn), false;
   const char *name = c->module->names[fn];
   const void *k = (const void *)c->kernels[fn];
-  if (shmem > 48 * 1024) {
+  if (shmem > 48 * 1024 && shmem > c->optin[fn]) {  // not a stream operation: allowed during a capture
     if (shmem > c->max_shmem) {
       snprintf(g->err, sizeof g->err, "cuda: kernel %s needs %u bytes of shared memory, the device has %zu: use a shorter context",
                name, shmem, c->max_shmem);
@@ -144,12 +175,14 @@ static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
     }
     if (!cuda_ok(g, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem), "cudaFuncSetAttribute", name))
       return false;
+    c->optin[fn] = shmem;
   }
+  if (g->sync_each) g->syncs++;
   void *args[] = {(void *)a};
   dim3 gd = {grid, 1, 1}, bd = {block, 1, 1};
   return cuda_ok(g, cudaLaunchKernel(k, gd, bd, args, shmem, c->stream), "cudaLaunchKernel", name) &&
          cuda_ok(g, cudaGetLastError(), "cudaLaunchKernel", name) &&
-         (!c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "kernel", name));
+         (!g->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "kernel", name));
 }
 
 static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -169,7 +202,7 @@ static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
     s = cublasSgemmStridedBatched(c->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb, stride_b, a, (int)lda,
                                   stride_a, &beta, cc, (int)ldc, stride_c, (int)count);
   }
-  if (s == CUBLAS_STATUS_SUCCESS) return !c->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), call, "the GEMM");
+  if (s == CUBLAS_STATUS_SUCCESS) return !g->sync_each || (g->syncs++, cuda_ok(g, cudaStreamSynchronize(c->stream), call, "the GEMM"));
   snprintf(g->err, sizeof g->err, "cuda: %s (%lldx%lldx%lld, %lld batches): %s", call, (long long)m, (long long)n, (long long)k,
            (long long)count, blas_status(s));
   return false;
@@ -177,16 +210,59 @@ static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
 
 static bool c_finish(XfGpu *g) {
   Cuda *c = g->impl;
+  g->syncs++;
   return cuda_ok(g, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize", "the step");
+}
+
+static bool c_capture_begin(XfGpu *g) {
+  Cuda *c = g->impl;
+  return cuda_ok(g, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture",
+                 "a graph of the step");
+}
+
+// Ends the capture whatever happened during it (a failed launch invalidates
+// it: cudaStreamEndCapture then fails and returns no graph).
+static bool c_capture_end(XfGpu *g, void **graph) {
+  Cuda *c = g->impl;
+  cudaGraph_t gr = NULL;
+  cudaGraphExec_t ex = NULL;
+  *graph = NULL;
+  bool ok = cuda_ok(g, cudaStreamEndCapture(c->stream, &gr), "cudaStreamEndCapture", "a graph of the step") &&
+            cuda_ok(g, cudaGraphInstantiate(&ex, gr, 0), "cudaGraphInstantiate", "a graph of the step");
+  // the executable graph does not refer to the graph it was made from
+  if (gr) {
+    cudaError_t e = cudaGraphDestroy(gr);
+    if (ok && !cuda_ok(g, e, "cudaGraphDestroy", "the captured graph, instantiated")) {
+      cudaGraphExecDestroy(ex);
+      return false;
+    }
+  }
+  if (!ok) return false;
+  *graph = ex;
+  g->captures++;
+  return true;
+}
+
+static bool c_replay(XfGpu *g, void *graph) {
+  Cuda *c = g->impl;
+  if (!cuda_ok(g, cudaGraphLaunch((cudaGraphExec_t)graph, c->stream), "cudaGraphLaunch", "the step's graph")) return false;
+  g->replays++;
+  return true;
+}
+
+static void c_graph_free(XfGpu *g, void *graph) {
+  (void)g;
+  if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 static void c_close(XfGpu *g) {
   Cuda *c = g->impl;
   if (c) {
     if (c->blas) cublasDestroy(c->blas);
+    if (c->workspace) cudaFree(c->workspace);
     if (c->lib) cudaLibraryUnload(c->lib);
     if (c->stream) cudaStreamDestroy(c->stream);
-    free(c->kernels);
+    free(c->kernels), free(c->optin);
     free(c);
   }
   free(g);
@@ -211,10 +287,13 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
     return NULL;
   }
   *g = (XfGpu){.name = "cuda", .impl = c, .alloc = c_alloc, .release = c_release, .upload = c_upload, .download = c_download,
-               .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close};
+               .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close,
+               .host_alloc = c_host_alloc, .host_free = c_host_free, .upload_async = c_upload_async,
+               .capture_begin = c_capture_begin, .capture_end = c_capture_end, .replay = c_replay,
+               .graph_free = c_graph_free};
   c->device = device;
   const char *sync = getenv("XF_CUDA_SYNC");
-  c->sync_each = sync && *sync && strcmp(sync, "0");
+  g->sync_each = sync && *sync && strcmp(sync, "0");
   int optin = 0;
   struct cudaDeviceProp prop;
   char which[32];
@@ -228,12 +307,23 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
   g->stream = c->stream;
   if (ok) c->sm = 10 * prop.major + prop.minor;
   if (ok) snprintf(g->desc, sizeof g->desc, "GPU %d: %.120s, sm_%d%d%s", device, prop.name, prop.major, prop.minor,
-                   c->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
+                   g->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
   if (ok) {
+    const char *call = "cublasCreate";
     cublasStatus_t s = cublasCreate(&c->blas);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS) call = "cublasSetStream", s = cublasSetStream(c->blas, c->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
-      snprintf(g->err, sizeof g->err, "cuda: cublasCreate: %s", blas_status(s));
+      snprintf(g->err, sizeof g->err, "cuda: %s: %s", call, blas_status(s));
+      ok = false;
+    }
+  }
+  // cuBLAS's workspace: the size NVIDIA advises for graphs (32 MiB on sm_90 and later, else 4 MiB)
+  size_t ws = (size_t)(c->sm >= 90 ? 32 : 4) << 20;
+  ok = ok && cuda_ok(g, cudaMalloc(&c->workspace, ws), "cudaMalloc", "cuBLAS's workspace");
+  if (ok) {
+    cublasStatus_t s = cublasSetWorkspace(c->blas, c->workspace, ws);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      snprintf(g->err, sizeof g->err, "cuda: cublasSetWorkspace (%zu MiB for the GEMMs): %s", ws >> 20, blas_status(s));
       ok = false;
     }
   }

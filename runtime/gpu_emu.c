@@ -14,6 +14,13 @@
 // in float32, so that is the GPU's arithmetic up to the order of the sums.
 // The scratch is allocated once, at load, for the largest product of the
 // model's launch tables (xf_cuda_gemm_operands at max_b, max_t).
+//
+// Everything runs when it is issued, so the host never waits; syncs counts
+// the calls that wait on a GPU (upload, download, finish; every launch and
+// GEMM under XF_CUDA_SYNC), as gpu_cuda.c does. Pinned memory is plain host
+// memory. A capture records each launch and GEMM (EmuOp: every argument
+// copied, the XfKernelArgs included) and a replay runs the records in order;
+// any other call during a capture fails, as it would break a CUDA capture.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +39,25 @@
 
 typedef void (*EmuEntry)(const void *args, unsigned grid, unsigned block, unsigned shmem, int fibers);
 
+// One recorded launch (kind XF_LAUNCH_KERNEL) or GEMM (XF_LAUNCH_GEMM).
+typedef struct {
+  int kind;
+  int fn;
+  unsigned grid, block, shmem;
+  bool sync;
+  XfKernelArgs args;
+  int ta, tb;
+  int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, count;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} EmuOp;
+
+typedef struct {
+  EmuOp *ops;
+  int n, cap;
+} EmuGraph;
+
 typedef struct {
   void *lib;
   EmuEntry *entries;
@@ -39,7 +65,34 @@ typedef struct {
   int precision;       // XF_PRECISION_*
   float *scratch;      // BF16: op(A_i) then op(B_i), rounded, packed
   int64_t scratch_n;   // its elements: m k + k n of every GEMM fits
+  EmuGraph *capture;   // non-NULL between capture_begin and capture_end
+  bool capture_failed; // a launch or GEMM of the capture failed
 } Emu;
+
+// False with err when a capture is in progress: `call` would not be recorded.
+static bool not_capturing(XfGpu *g, const char *call) {
+  Emu *e = g->impl;
+  if (!e->capture) return true;
+  e->capture_failed = true;
+  snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: %s during a graph capture", call);
+  return false;
+}
+
+static bool record(XfGpu *g, const EmuOp *op) {
+  Emu *e = g->impl;
+  EmuGraph *gr = e->capture;
+  if (gr->n == gr->cap) {
+    int cap = gr->cap ? 2 * gr->cap : 256;
+    EmuOp *ops = realloc(gr->ops, sizeof *ops * (size_t)cap);
+    if (!ops) {
+      e->capture_failed = true;
+      return snprintf(g->err, sizeof g->err, "cuda-emulation: out of memory recording a graph"), false;
+    }
+    gr->ops = ops, gr->cap = cap;
+  }
+  gr->ops[gr->n++] = *op;
+  return true;
+}
 
 // Round to nearest, ties to even, on the float32 bit pattern: bf16 keeps the
 // upper 16 bits (sign, 8 exponent bits, 7 mantissa bits). Adding 0x7fff plus
@@ -74,15 +127,36 @@ static void e_release(XfGpu *g, void *p) {
   (void)g;
   free(p);
 }
-static bool e_copy(XfGpu *g, void *dst, const void *src, size_t bytes) {
-  (void)g;
+static bool e_upload(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  if (!not_capturing(g, "upload")) return false;
+  memcpy(dst, src, bytes);
+  g->syncs++;
+  return true;
+}
+static bool e_download(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  if (!not_capturing(g, "download")) return false;
+  memcpy(dst, src, bytes);
+  g->syncs++;
+  return true;
+}
+static bool e_upload_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  if (!not_capturing(g, "upload_async")) return false;
   memcpy(dst, src, bytes);
   return true;
 }
 static bool e_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
-  (void)g;
+  if (!not_capturing(g, "fill")) return false;
   memset(dst, byte, bytes);
   return true;
+}
+static bool e_host_alloc(XfGpu *g, void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  if (!*p) snprintf(g->err, sizeof g->err, "cuda-emulation: cannot allocate %zu bytes of pinned host memory", bytes);
+  return *p != NULL;
+}
+static void e_host_free(XfGpu *g, void *p) {
+  (void)g;
+  free(p);
 }
 
 static bool write_file(const char *path, const char *text) {
@@ -166,21 +240,22 @@ static bool e_load(XfGpu *g, const XfCuda *c, int64_t max_b, int64_t max_t) {
 
 static bool e_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned shmem, bool sync, const XfKernelArgs *a) {
   Emu *e = g->impl;
-  if (fn < 0 || fn >= e->nentries) return snprintf(g->err, sizeof g->err, "cuda-emulation: no kernel %d", fn), false;
+  if (fn < 0 || fn >= e->nentries) {
+    e->capture_failed = e->capture != NULL;
+    return snprintf(g->err, sizeof g->err, "cuda-emulation: no kernel %d", fn), false;
+  }
+  if (e->capture)
+    return record(g, &(EmuOp){.kind = XF_LAUNCH_KERNEL, .fn = fn, .grid = grid, .block = block, .shmem = shmem, .sync = sync,
+                              .args = *a});
   e->entries[fn](a, grid, block, shmem, sync);
+  if (g->sync_each) g->syncs++;
   return true;
 }
 
-static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                   int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-                   int64_t stride_c, int64_t count) {
-  Emu *e = g->impl;
+static void run_gemm(Emu *e, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                     int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                     int64_t stride_c, int64_t count) {
   bool bf16 = e->precision == XF_PRECISION_BF16;
-  if (bf16 && m * k + k * n > e->scratch_n)
-    return snprintf(g->err, sizeof g->err,
-                    "internal error: cuda-emulation: a %lldx%lldx%lld GEMM exceeds the bf16 scratch planned at load (%lld floats)",
-                    (long long)m, (long long)n, (long long)k, (long long)e->scratch_n),
-           false;
   for (int64_t i = 0; i < count; i++) {
     const float *ai = a + i * stride_a, *bi = b + i * stride_b;
     int64_t ldai = lda, ldbi = ldb;
@@ -193,17 +268,81 @@ static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, fl
     }
     xf_sgemm(ta, tb, m, n, k, alpha, ai, ldai, bi, ldbi, beta, c + i * stride_c, ldc);
   }
+}
+
+static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                   int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                   int64_t stride_c, int64_t count) {
+  Emu *e = g->impl;
+  if (e->precision == XF_PRECISION_BF16 && m * k + k * n > e->scratch_n) {
+    e->capture_failed = e->capture != NULL;
+    return snprintf(g->err, sizeof g->err,
+                    "internal error: cuda-emulation: a %lldx%lldx%lld GEMM exceeds the bf16 scratch planned at load (%lld floats)",
+                    (long long)m, (long long)n, (long long)k, (long long)e->scratch_n),
+           false;
+  }
+  if (e->capture)
+    return record(g, &(EmuOp){.kind = XF_LAUNCH_GEMM, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a,
+                              .lda = lda, .stride_a = stride_a, .b = b, .ldb = ldb, .stride_b = stride_b, .beta = beta,
+                              .c = c, .ldc = ldc, .stride_c = stride_c, .count = count});
+  run_gemm(e, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, count);
+  if (g->sync_each) g->syncs++;
   return true;
 }
 
 static bool e_finish(XfGpu *g) {
+  if (!not_capturing(g, "finish")) return false;
+  g->syncs++;
+  return true;
+}
+
+static void e_graph_free(XfGpu *g, void *graph) {
   (void)g;
+  EmuGraph *gr = graph;
+  if (gr) free(gr->ops);
+  free(gr);
+}
+
+static bool e_capture_begin(XfGpu *g) {
+  Emu *e = g->impl;
+  if (e->capture) return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: a capture within a capture"), false;
+  if (!(e->capture = calloc(1, sizeof *e->capture)))
+    return snprintf(g->err, sizeof g->err, "cuda-emulation: out of memory starting a graph capture"), false;
+  e->capture_failed = false;
+  return true;
+}
+
+static bool e_capture_end(XfGpu *g, void **graph) {
+  Emu *e = g->impl;
+  *graph = NULL;
+  if (!e->capture) return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: no capture to end"), false;
+  EmuGraph *gr = e->capture;
+  e->capture = NULL;
+  if (e->capture_failed) return e_graph_free(g, gr), false;  // err: the failed call's
+  *graph = gr;
+  g->captures++;
+  return true;
+}
+
+static bool e_replay(XfGpu *g, void *graph) {
+  Emu *e = g->impl;
+  if (!not_capturing(g, "replay")) return false;
+  const EmuGraph *gr = graph;
+  for (int i = 0; i < gr->n; i++) {
+    const EmuOp *op = &gr->ops[i];
+    if (op->kind == XF_LAUNCH_KERNEL) e->entries[op->fn](&op->args, op->grid, op->block, op->shmem, op->sync);
+    else
+      run_gemm(e, op->ta, op->tb, op->m, op->n, op->k, op->alpha, op->a, op->lda, op->stride_a, op->b, op->ldb, op->stride_b,
+               op->beta, op->c, op->ldc, op->stride_c, op->count);
+  }
+  g->replays++;
   return true;
 }
 
 static void e_close(XfGpu *g) {
   Emu *e = g->impl;
   if (e) {
+    e_graph_free(g, e->capture);
     if (e->lib) dlclose(e->lib);
     free(e->entries);
     free(e->scratch);
@@ -220,9 +359,14 @@ XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen) {
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  *g = (XfGpu){.name = "cuda-emulation", .impl = e, .alloc = e_alloc, .release = e_release, .upload = e_copy,
-               .download = e_copy, .fill = e_fill, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
-               .close = e_close};
-  snprintf(g->desc, sizeof g->desc, "GPU %d emulated on the CPU (XF_CUDA_EMULATE)", device);
+  *g = (XfGpu){.name = "cuda-emulation", .impl = e, .alloc = e_alloc, .release = e_release, .upload = e_upload,
+               .download = e_download, .fill = e_fill, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
+               .close = e_close, .host_alloc = e_host_alloc, .host_free = e_host_free, .upload_async = e_upload_async,
+               .capture_begin = e_capture_begin, .capture_end = e_capture_end, .replay = e_replay,
+               .graph_free = e_graph_free};
+  const char *sync = getenv("XF_CUDA_SYNC");
+  g->sync_each = sync && *sync && strcmp(sync, "0");
+  snprintf(g->desc, sizeof g->desc, "GPU %d emulated on the CPU (XF_CUDA_EMULATE)%s", device,
+           g->sync_each ? ", every launch waited for (XF_CUDA_SYNC)" : "");
   return g;
 }

@@ -139,6 +139,7 @@ struct XfRuntime {
   XfApi api;
   void **bufs;       // per buffer, aliases resolved
   int64_t *numel;    // per buffer
+  int64_t step_b, step_t;  // B and T of the training and eval steps (xf_set_shape)
   int *params;       // buffer index of each parameter
   int *grads;        // buffer index of each parameter's gradient (-1 if none)
   float **adam_m, **adam_v;
@@ -161,11 +162,26 @@ struct XfRuntime {
   void **dbufs;
   double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
   XfAdamSeg *dsegs;  // the device's AdamW table (XfAdamSeg), after dhyper
+  XfStepVars *dvars; // what the kernels read of the step (XfKernelArgs.vars), after dsegs
   int nsegs;
   int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
   size_t moments_at; // moments from here to bytes; [persist, moments_at): activations and outputs
   bool host_dirty, dev_newer;
+  // Pinned staging of a step's uploads (XfGpu.host_alloc): the XfStepVars at
+  // 0, the tokens at pin_tokens, the targets at pin_targets, each [batch, seq].
+  // Invariant: written only when no copy from it is pending, since every
+  // program that uploads from it ends with a read that waits (the loss, the
+  // logits) before the call returns.
+  char *pinned;
+  size_t pin_tokens, pin_targets;
+  // The training step as one graph (XF_CUDA_GRAPH, default on): the training
+  // program and AdamW captured at (graph_b, graph_t), replayed at the same
+  // B and T; re-captured when they change. What changes per step is read
+  // from dvars. NULL: none captured yet.
+  bool graph_on;
+  void *graph;
+  int64_t graph_b, graph_t;
   char note[1024];
   // data-parallel training: gradient buckets, in the order the backward
   // finishes them; bucket b holds grad_ptrs[bucket_at[b] .. bucket_at[b+1])
@@ -188,6 +204,8 @@ bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
 
 static void close_device(XfRuntime *rt) {
   if (!rt->gpu) return;
+  if (rt->graph) rt->gpu->graph_free(rt->gpu, rt->graph);
+  if (rt->pinned) rt->gpu->host_free(rt->gpu, rt->pinned);
   if (rt->darena) rt->gpu->release(rt->gpu, rt->darena);
   rt->gpu->close(rt->gpu);
   rt->gpu = NULL;
@@ -299,6 +317,8 @@ static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errle
   const char *emu = getenv("XF_CUDA_EMULATE");
   char why[900];
   rt->gpu = emu && *emu && strcmp(emu, "0") ? xf_gpu_emu_open(rt->opt.cuda_device, why, sizeof why) : xf_gpu_cuda_open(rt->opt.cuda_device, why, sizeof why);
+  const char *graph = getenv("XF_CUDA_GRAPH");
+  rt->graph_on = !graph || !*graph || strcmp(graph, "0");
   if (rt->gpu) return true;
   if (want == XF_DEVICE_CUDA) return fail(err, errlen, "%s", why);
   snprintf(rt->note, sizeof rt->note, "%s: running on the CPU", why);
@@ -311,13 +331,18 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   XfGpu *g = rt->gpu;
   const XfOptions *o = &rt->opt;
   double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-  size_t segs_bytes = sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1);
-  size_t bytes = rt->bytes + 64 + segs_bytes;
+  size_t segs_bytes = (sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1) + 63) & ~(size_t)63;
+  size_t bytes = rt->bytes + 64 + segs_bytes + 64;
   // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
+  size_t tok_bytes = rt->tokens >= 0 ? (size_t)buf_numel(&rt->m->buffers[rt->tokens], rt->opt.batch, rt->opt.seq) * 4 : 0;
+  size_t tgt_bytes = rt->targets >= 0 ? (size_t)buf_numel(&rt->m->buffers[rt->targets], rt->opt.batch, rt->opt.seq) * 4 : 0;
+  rt->pin_tokens = 64, rt->pin_targets = 64 + ((tok_bytes + 63) & ~(size_t)63);
+  if (!g->host_alloc(g, (void **)&rt->pinned, rt->pin_targets + tgt_bytes)) return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
   rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + 64);
+  rt->dvars = (XfStepVars *)(rt->darena + rt->bytes + 64 + segs_bytes);
   rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
   XfAdamSeg *segs = calloc((size_t)rt->nparams + 1, sizeof *segs);
   if (!rt->dbufs || !segs) return free(segs), fail(err, errlen, "out of memory");
@@ -380,6 +405,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   if (o->seq < 1 || o->seq > m->context)
     return fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
                 (long long)m->context, m->name);
+  rt->step_b = o->batch, rt->step_t = o->seq;
   if (o->batch < 1 || o->batch > (1 << 24))
     return fail(err, errlen, "--batch %lld is outside 1..%d", (long long)o->batch, 1 << 24);
   if (!(o->lr > 0 && o->lr < 1e3) || !(o->weight_decay >= 0 && o->weight_decay < 1e3) || !(o->beta1 >= 0 && o->beta1 < 1) ||
@@ -663,10 +689,22 @@ static void device_push(XfRuntime *rt) {
   }
 }
 
-static void upload_input(XfRuntime *rt, int b, int64_t B, int64_t T) {
-  if (b < 0) return;
-  size_t n = (size_t)buf_numel(&rt->m->buffers[b], B, T) * 4;
-  if (!rt->gpu->upload(rt->gpu, rt->dbufs[b], rt->bufs[b], n)) device_fail(rt);
+// The step's XfStepVars, tokens and (targets) targets at [B, T] copied to the
+// device through the pinned staging, without waiting.
+static void stage_inputs(XfRuntime *rt, bool targets, int64_t B, int64_t T) {
+  XfGpu *g = rt->gpu;
+  XfStepVars *v = (XfStepVars *)rt->pinned;
+  *v = (XfStepVars){.step = rt->step};
+  bool ok = g->upload_async(g, rt->dvars, v, sizeof *v);
+  int buf[2] = {rt->tokens, targets ? rt->targets : -1};
+  size_t at[2] = {rt->pin_tokens, rt->pin_targets};
+  for (int i = 0; i < 2 && ok; i++) {
+    if (buf[i] < 0) continue;
+    size_t n = (size_t)buf_numel(&rt->m->buffers[buf[i]], B, T) * 4;
+    memcpy(rt->pinned + at[i], rt->bufs[buf[i]], n);
+    ok = g->upload_async(g, rt->dbufs[buf[i]], rt->pinned + at[i], n);
+  }
+  if (!ok) device_fail(rt);
 }
 
 static void start_buckets(XfRuntime *rt, int32_t kernel);
@@ -681,9 +719,8 @@ static void device_poison(void *ctx, int32_t kernel) {
 
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
-  upload_input(rt, rt->tokens, B, T);
-  if (prog != XF_PROG_SAMPLE) upload_input(rt, rt->targets, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->step,
+  stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
@@ -692,13 +729,52 @@ static void device_read(XfRuntime *rt, int b, size_t bytes) {
   if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) device_fail(rt);
 }
 
-// Every parameter in one launch (XfAdamSeg): a block per chunk.
-static void device_adamw(XfRuntime *rt) {
+// Every parameter in one launch (XfAdamSeg): a block per chunk. Its
+// arguments are the same every step (the step: dvars).
+static bool launch_adamw(XfRuntime *rt) {
   XfGpu *g = rt->gpu;
-  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .step = rt->step};
+  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .vars = rt->dvars};
   a.slot[0] = rt->dsegs, a.slot[1] = rt->dhyper;
   int64_t blocks = rt->nchunks < 65536 ? rt->nchunks : 65536;
-  if (rt->nsegs && !g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a)) device_fail(rt);
+  return !rt->nsegs || g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a);
+}
+
+static void device_adamw(XfRuntime *rt) {
+  if (!launch_adamw(rt)) device_fail(rt);
+  rt->dev_newer = true;
+}
+
+// The graph replaces the eager launches unless something must happen on the
+// host between them: the gradient buckets' reduction (data-parallel), the
+// dead buffers' poisoning (XF_DEBUG_POISON), a wait after every launch
+// (XF_CUDA_SYNC); or XF_CUDA_GRAPH=0.
+static bool graph_step(const XfRuntime *rt) { return rt->graph_on && !rt->parallel && !rt->dead_at && !rt->gpu->sync_each; }
+
+// The training program and AdamW at (B, T) as the step's graph: captured
+// when there is none at (B, T), then replayed. Issues the same launches with
+// the same arguments as the eager path, AdamW after the program (eager: after
+// the loss read, which AdamW does not change).
+static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
+  XfGpu *g = rt->gpu;
+  device_push(rt);
+  stage_inputs(rt, true, B, T);
+  if (rt->graph && (rt->graph_b != B || rt->graph_t != T)) g->graph_free(g, rt->graph), rt->graph = NULL;
+  if (!rt->graph) {
+    if (!g->capture_begin(g)) device_fail(rt);
+    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->dvars, NULL,
+                              NULL) &&
+              launch_adamw(rt);
+    char why[sizeof g->err];
+    memcpy(why, g->err, sizeof why);
+    bool ended = g->capture_end(g, &rt->graph);  // always: the stream leaves capture mode
+    if (!ok) {  // the first failure's message
+      if (rt->graph) g->graph_free(g, rt->graph), rt->graph = NULL;
+      memcpy(g->err, why, sizeof why);
+    }
+    if (!ok || !ended) device_fail(rt);
+    rt->graph_b = B, rt->graph_t = T;
+  }
+  if (!g->replay(g, rt->graph)) device_fail(rt);
   rt->dev_newer = true;
 }
 
@@ -783,9 +859,14 @@ static void finish_reduction(XfRuntime *rt, float *loss) {
 
 float xf_train_step(XfRuntime *rt) {
   rt->step++;
+  if (rt->gpu && graph_step(rt)) {
+    device_train_graph(rt, rt->step_b, rt->step_t);
+    device_read(rt, rt->loss, 4);
+    return ((float *)rt->bufs[rt->loss])[0];
+  }
   if (rt->gpu) {
     rt->in_train = true;
-    device_run(rt, XF_PROG_TRAIN, rt->opt.batch, rt->opt.seq);
+    device_run(rt, XF_PROG_TRAIN, rt->step_b, rt->step_t);
     rt->in_train = false;
     device_read(rt, rt->loss, 4);
     finish_reduction(rt, rt->bufs[rt->loss]);
@@ -793,7 +874,7 @@ float xf_train_step(XfRuntime *rt) {
     return ((float *)rt->bufs[rt->loss])[0];
   }
   rt->in_train = true;
-  rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   rt->in_train = false;
   float *loss = rt->bufs[rt->loss];
   finish_reduction(rt, loss);
@@ -803,12 +884,23 @@ float xf_train_step(XfRuntime *rt) {
 
 float xf_eval_step(XfRuntime *rt) {
   if (rt->gpu) {
-    device_run(rt, XF_PROG_EVAL, rt->opt.batch, rt->opt.seq);
+    device_run(rt, XF_PROG_EVAL, rt->step_b, rt->step_t);
     device_read(rt, rt->loss, 4);
     return ((float *)rt->bufs[rt->loss])[0];
   }
-  rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->opt.batch, rt->opt.seq, rt->opt.seed, rt->step);
+  rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   return ((float *)rt->bufs[rt->loss])[0];
+}
+
+bool xf_set_shape(XfRuntime *rt, int64_t batch, int64_t seq) {
+  if (batch < 1 || seq < 1 || batch > rt->opt.batch || seq > rt->opt.seq) return false;
+  rt->step_b = batch, rt->step_t = seq;
+  return true;
+}
+
+XfDeviceCounts xf_device_counts(const XfRuntime *rt) {
+  const XfGpu *g = rt->gpu;
+  return g ? (XfDeviceCounts){.syncs = g->syncs, .captures = g->captures, .replays = g->replays} : (XfDeviceCounts){0};
 }
 
 const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
@@ -976,7 +1068,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     XfGpu *g = rt->gpu;
     device_push(rt);
     if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->step, NULL, NULL))
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->dvars, NULL, NULL))
       device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)

@@ -117,6 +117,16 @@ void xf_set_data_parallel(XfRuntime *rt, int64_t row0, const XfReducer *r, int64
 int xf_grad_buckets(const XfRuntime *rt);
 // The loss without dropout and without updating anything.
 float xf_eval_step(XfRuntime *rt);
+// The batch and sequence length of the next training and eval steps (the
+// tokens and targets then [batch, seq]): at most those planned at open,
+// which are the default. False, and nothing changed, outside that.
+bool xf_set_shape(XfRuntime *rt, int64_t batch, int64_t seq);
+// What the device did so far (zeros on the CPU): the host's waits for it,
+// training-step graphs captured, and graph replays (docs/cuda.md).
+typedef struct {
+  uint64_t syncs, captures, replays;
+} XfDeviceCounts;
+XfDeviceCounts xf_device_counts(const XfRuntime *rt);
 // Logits [batch, seq, vocab] of the first batch x seq tokens of xf_tokens
 // (laid out [batch, seq]), without dropout; batch and seq at most those
 // planned at open. NULL if the model has no `logits` output.

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 12u
+#define XF_ABI_VERSION 13u
 
 struct XfApi;
 
@@ -130,9 +130,13 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, T)                                                                                                   \
   F(P, I64, n)                /* work items: elements, rows or sequences */                                      \
   F(P, I64, row0)             /* global batch row of local row 0 (XfApi.row0) */                                 \
-  F(P, U64, seed)             /* dropout: seed, mask stream, step */                                             \
+  F(P, U64, seed)             /* dropout: seed and mask stream (the step: vars) */                               \
   F(P, U32, imm)                                                                                                 \
-  F(P, U32, step)                                                                                                \
+  /* Device storage of the XfStepVars of the launch: what changes from step                                      \
+     to step is read there, never passed by value, so that a captured graph                                      \
+     of launches replays every step unchanged (runtime.c: the host updates it                                    \
+     before each program). */                                                                                    \
+  F(P, PTR, vars)                                                                                                \
   /* The step program's window (XfLaunch.win_*): work item i is item                                             \
      (i / wspan) wblock + wofs + i % wspan of the whole launch; wspan 0: item i */                               \
   F(P, I64, wspan)                                                                                               \
@@ -142,6 +146,12 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
      programs (read by kernels that window their own body: loops.h LX_WIN) */                                    \
   F(P, I64, w0)                                                                                                  \
   F(P, I64, w1)
+
+// XfStepVars: the values of a CUDA launch that change from step to step, in
+// device memory (XfKernelArgs.vars). step: the steps taken, counting the
+// current one (dropout's Philox counter, AdamW's bias correction).
+#define XF_STEP_VARS_FIELDS(F, A, P)                                                                             \
+  F(P, U32, step)
 
 // XfAdamSeg: one parameter tensor of the device's AdamW launch (one launch
 // for all of them: XfCuda.adamw over a table of segments). Its elements are
@@ -273,7 +283,8 @@ static inline const char *xf_precision_name(int32_t p) {
 // the structs its fields hold by value.
 #define XF_ABI_STRUCTS(S)                                                                                        \
   S(XfApi, XF_API) S(XfConfigEntry, XF_CONFIG_ENTRY) S(XfBuffer, XF_BUFFER) S(XfKernelArgs, XF_KERNEL_ARGS)      \
-  S(XfSym, XF_SYM) S(XfLaunch, XF_LAUNCH) S(XfCuda, XF_CUDA) S(XfModel, XF_MODEL) S(XfAdamSeg, XF_ADAM_SEG)
+  S(XfSym, XF_SYM) S(XfLaunch, XF_LAUNCH) S(XfCuda, XF_CUDA) S(XfModel, XF_MODEL) S(XfAdamSeg, XF_ADAM_SEG)      \
+  S(XfStepVars, XF_STEP_VARS)
 
 #define XF_C_FIELD(P, tag, name) XfAbi_##tag name;
 #define XF_C_ARRAY(P, tag, name, n) XfAbi_##tag name[n];

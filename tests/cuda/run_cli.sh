@@ -3,7 +3,8 @@
 #   - every example and every op model compiles through NVRTC (xfc
 #     --target=cuda --emit=ptx) and ptxas accepts the PTX for sm_80 and sm_90;
 #   - xfc's options and xfrun --device's error paths: one line, exit 1;
-#   - the emulation (XF_CUDA_EMULATE=1) trains as the CPU does, its
+#   - the emulation (XF_CUDA_EMULATE=1) trains as the CPU does (the step's
+#     graph as its eager launches, XF_CUDA_GRAPH=0, byte for byte), its
 #     checkpoint resumes on the CPU, greedy sampling (incremental) gives the
 #     same text;
 #   - the GPU index from --gpu or the launcher's local rank.
@@ -137,6 +138,11 @@ XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 30 --l
   "${train[@]}" > "$tmp/emu.out" 2>&1 || bad "emulated training: $(tail -3 "$tmp/emu.out")"
 "$xfrun" train "$tmp/she_cuda.so" --device cpu --steps 30 --log "$tmp/cpu.csv" --save "$tmp/cpu.safetensors" \
   "${train[@]}" > "$tmp/cpu.out" 2>&1 || bad "CPU training: $(tail -3 "$tmp/cpu.out")"
+# the training step's graph against its eager launches (XF_CUDA_GRAPH=0), dropout on: the same checkpoint
+XF_CUDA_EMULATE=1 XF_CUDA_GRAPH=0 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 30 --save "$tmp/eager.safetensors" \
+  "${train[@]}" > "$tmp/eager.out" 2>&1 || bad "emulated training, XF_CUDA_GRAPH=0: $(tail -3 "$tmp/eager.out")"
+cmp -s "$tmp/emu.safetensors" "$tmp/eager.safetensors" && ok "30 emulated steps: the graph's checkpoint is the eager one, byte for byte" ||
+  bad "30 emulated steps: the graph's checkpoint differs from XF_CUDA_GRAPH=0's"
 XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 40 --resume "$tmp/cpu.safetensors" --log "$tmp/cpu.csv" \
   "${train[@]}" > "$tmp/resume1.out" 2>&1 || bad "resume a CPU checkpoint on the emulated GPU: $(tail -3 "$tmp/resume1.out")"
 "$xfrun" train "$tmp/she_cuda.so" --device cpu --steps 40 --resume "$tmp/emu.safetensors" --log "$tmp/emu.csv" \

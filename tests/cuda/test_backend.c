@@ -16,6 +16,8 @@
 //     and every gradient agree within 1e-5 relative (max-norm per tensor; a
 //     gradient below 1e-6 of the largest, zero up to rounding, against that),
 //   - 20 training steps give the same loss curve within 1e-4 relative.
+// Before those, the training step's CUDA graph against the eager launches
+// (check_graph: "graph" as the argument runs only it).
 // Examples run fused and with --no-fuse; and fused with bf16 GEMMs
 // (XF_PRECISION_BF16), within the tolerances derived at bf16_tol, against
 // the same float32 CPU code. Before those, the emulation's bf16 rounding
@@ -282,6 +284,87 @@ static int64_t numel_of(const XfBuffer *b, int64_t B, int64_t T) {
 // Models without tokens (the op models of tests/grad): the training program
 // of the CPU code and the emulated launch table, each buffer in storage of
 // its own; the loss and every gradient within 1e-5 relative.
+// The training step as a graph (runtime.c device_train_graph) against the
+// eager launches (XF_CUDA_GRAPH=0, the oracle) and XF_CUDA_SYNC=1 (eager: a
+// wait after every launch), from the same parameters and tokens, dropout on
+// so that the per-step values (XfStepVars) matter: the losses bit for bit,
+// step after step, and every parameter after the steps at B, then at B - 1
+// (a new graph), then at B again. The graph is really replayed (one capture per shape, one
+// replay per step), and a graph step waits once (the loss read), as an
+// eval step does.
+static void check_graph(void) {
+  static const char *const modes[3][2] = {{"XF_CUDA_GRAPH", "1"}, {"XF_CUDA_GRAPH", "0"}, {"XF_CUDA_SYNC", "1"}};
+  Define defs[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
+                   {"dropout", "0.1"}};
+  const char *path = "examples/transformer.xf";
+  char so[64], err[1024];
+  if (!build(path, defs, 7, true, XF_PRECISION_FP32, so, err, sizeof err)) {
+    printf("FAIL graph %s: %s\n", path, err);
+    failed++;
+    return;
+  }
+  enum { B = 3, T = 8, STEPS = 4 };
+  XfOptions o = {.batch = B, .seq = T, .threads = 1, .seed = 7, .device = XF_DEVICE_CUDA};
+  XfRuntime *rt[3] = {NULL, NULL, NULL};
+  bool ok = true;
+  for (int r = 0; r < 3 && ok; r++) {
+    setenv(modes[r][0], modes[r][1], 1);
+    ok = (rt[r] = xf_open(so, &o, err, sizeof err)) != NULL;
+    unsetenv(modes[r][0]);
+  }
+  unlink(so);
+  if (!ok) {
+    printf("FAIL graph %s: %s\n", path, err);
+    failed++;
+    for (int r = 0; r < 3; r++) xf_close(rt[r]);
+    return;
+  }
+  int64_t vocab = xf_vocab(rt[0]);
+  for (int r = 0; r < 3; r++) xf_init_params(rt[r], 3);
+  const int64_t shapes[3] = {B, B - 1, B};
+  const char *why = "";
+  int step = 0;
+  for (int s = 0; s < 3 && ok; s++) {
+    for (int r = 0; r < 3; r++) ok = ok && xf_set_shape(rt[r], shapes[s], T);
+    for (int i = 0; i < STEPS && ok; i++, step++) {
+      float loss[3];
+      uint64_t syncs[3];
+      for (int r = 0; r < 3; r++) {
+        set_tokens(rt[r], shapes[s] * T, vocab, step);
+        uint64_t before = xf_device_counts(rt[r]).syncs;
+        loss[r] = xf_train_step(rt[r]);
+        syncs[r] = xf_device_counts(rt[r]).syncs - before;
+      }
+      if (memcmp(&loss[0], &loss[1], sizeof(float)) || memcmp(&loss[0], &loss[2], sizeof(float))) ok = false, why = "losses";
+      // the first step after xf_param (the host may have written them) uploads the parameters too
+      if (i > 0 && syncs[0] != 1) ok = false, why = "waits per graph step";
+      if (!ok) printf("  step %d at B %lld: losses %.9g (graph) %.9g (eager) %.9g (XF_CUDA_SYNC), %llu waits\n", step + 1,
+                      (long long)shapes[s], loss[0], loss[1], loss[2], (unsigned long long)syncs[0]);
+    }
+    for (int p = 0; p < xf_nparams(rt[0]) && ok; p++) {
+      int64_t n;
+      const float *w = xf_param(rt[0], p, NULL, &n);
+      for (int r = 1; r < 3 && ok; r++)
+        if (memcmp(w, xf_param(rt[r], p, NULL, &n), sizeof(float) * (size_t)n)) ok = false, why = "parameters";
+    }
+    XfDeviceCounts c = xf_device_counts(rt[0]);
+    if (ok && (c.captures != (uint64_t)s + 1 || c.replays != (uint64_t)step)) ok = false, why = "captures or replays";
+  }
+  xf_eval_step(rt[0]);  // uploads the parameters xf_param exposed
+  uint64_t before = xf_device_counts(rt[0]).syncs;
+  float e0 = xf_eval_step(rt[0]), e1 = xf_eval_step(rt[1]);
+  if (ok && (xf_device_counts(rt[0]).syncs - before != 1 || memcmp(&e0, &e1, sizeof e0))) ok = false, why = "eval step";
+  XfDeviceCounts g = xf_device_counts(rt[0]), e = xf_device_counts(rt[1]), y = xf_device_counts(rt[2]);
+  if (ok && (e.replays || e.captures || y.replays || y.captures)) ok = false, why = "a graph off the graph path";
+  printf("%s graph %-34s %d steps at B %d, %d, %d: graph %s eager; %llu captures, %llu replays, %llu waits (eager %llu, "
+         "XF_CUDA_SYNC %llu)%s%s\n",
+         ok ? "ok  " : "FAIL", path, STEPS, B, B - 1, B, ok ? "==" : "!=", (unsigned long long)g.captures,
+         (unsigned long long)g.replays, (unsigned long long)g.syncs, (unsigned long long)e.syncs,
+         (unsigned long long)y.syncs, ok ? "" : ": ", why);
+  ok ? passed++ : failed++;
+  for (int r = 0; r < 3; r++) xf_close(rt[r]);
+}
+
 static void check_raw(const char *path, int64_t B, int64_t T) {
   char so[64], err[1024];
   if (!build(path, NULL, 0, true, XF_PRECISION_FP32, so, err, sizeof err)) {
@@ -323,7 +406,10 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   }
   XfApi api = {.parallel_for = serial_for, .sgemm = blas};
   m->programs[XF_PROG_TRAIN](&api, host, B, T, 99, 7);
-  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, 7, NULL, NULL);
+  XfStepVars vars = {.step = 7};
+  void *dvars = NULL;
+  ok = ok && g->alloc(g, &dvars, sizeof vars) && g->upload(g, dvars, &vars, sizeof vars);
+  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, dvars, NULL, NULL);
   double worst = 0;
   const char *wname = "";
   for (int i = 0; i < nb && ok; i++) {
@@ -345,6 +431,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   for (int i = 0; i < nb; i++)
     if (m->buffers[i].alias_of < 0) free(host[i]), g->release(g, dev[i]);
   free(host), free(dev), free(numel);
+  if (dvars) g->release(g, dvars);
   g->close(g);
   dlclose(lib);
 }
@@ -464,6 +551,7 @@ int main(int argc, char **argv) {
   }
   const char *only = argc > 1 ? argv[1] : NULL;
   if (!gpu && (!only || !strcmp(only, "bf16"))) check_bf16_round(), check_bf16_gemm();  // the emulation's own
+  if (!only || !strcmp(only, "graph")) check_graph();
   if (only && !strncmp(only, "raw:", 4)) {  // one model through check_raw (XF_TEST_DEBUG=1: every buffer)
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);
     return failed != 0;
