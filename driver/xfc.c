@@ -251,8 +251,8 @@ static int codegen(Graph *g, const Options *o) {
       }
       int kernels = 0, gemms = 0;
       for (int j = 0; j < cm->nlaunch[PROG_TRAIN]; j++) cm->launch[PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-      printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations\n", kernels, gemms,
-             kernels + gemms + 1);
+      printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations, "
+             "replayed as one CUDA graph (1 launch from the host)\n", kernels, gemms, kernels + gemms + 1);
     }
     arena_free(&a);
     return 0;
