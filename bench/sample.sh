@@ -81,7 +81,7 @@ for ex in $examples; do
   "$xfc" "examples/$ex.xf" -D layers="$layers" -o "$so" >"$work/$ex.xfc.log" 2>&1 || { echo "bench: xfc $ex failed" >&2; continue; }
   "$xfrun" train "$so" --steps 1 --batch 1 --threads "$threads" --save "${so%.so}.ck" >"$work/$ex.train.log" 2>&1 ||
     { echo "bench: xfrun train $ex failed (log: $work/$ex.train.log)" >&2; continue; }
-  ops=$("$xfc" --stats "examples/$ex.xf" -D layers="$layers" | awk '/^operations per generated token/ { f = 1 } f && /^<model>/ { print $NF; exit }')
+  ops=$("$xfc" --stats "examples/$ex.xf" -D layers="$layers" | awk '/^operations per generated token/ { f = 1 } f && /^<model>/ && !done { print $NF; done = 1 }')
   for batch in 1 8; do
     for filter in greedy top-p; do
       args=(--num-samples "$batch")

@@ -191,4 +191,5 @@ def main():
     else: rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"{o.batch * o.seq * o.steps / dt:.1f} {rss_mib:.0f} {warm:.1f}")
 
-main()
+if __name__ == "__main__":
+    main()
