@@ -5,10 +5,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../passes/passes.h"
@@ -22,15 +24,26 @@
 // ---- thread pool ---------------------------------------------------------------
 // parallel_for hands [0, n) to the workers in contiguous chunks, the calling
 // thread taking the first one; it returns when every chunk is done.
+//
+// A step runs hundreds of kernels of a few microseconds each (decoding one
+// token: about 15 per layer), so waking a sleeping thread per kernel (a futex
+// wake and a context switch, 10-50 us) would cost more than the kernels.
+// Workers and the caller therefore spin on the job counter for up to
+// SPIN_NS before sleeping on the condition variables; a job is published by
+// the generation counter (release) after its fields, and a worker reads them
+// after seeing it (acquire). The caller waits for every worker before the
+// next job, so a job's fields are never rewritten while read.
+
+enum { SPIN_NS = 50000 };
 
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t go, done;
   int nthreads;
   pthread_t *threads;
-  uint64_t generation;
-  int pending;
-  bool quit;
+  _Atomic uint64_t generation;
+  _Atomic int pending;
+  _Atomic bool quit;
   // the current job
   XfKernelFn fn;
   void **bufs;
@@ -52,22 +65,60 @@ static void run_chunk(Pool *p, int index) {
   if (lo < hi) p->fn(p->bufs, p->B, p->T, p->seed, p->step, lo, hi, p->api);
 }
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins up to SPIN_NS until done(p, arg) holds; true if it does.
+static bool spin_until(Pool *p, bool (*done)(Pool *, uint64_t), uint64_t arg) {
+  int64_t t0 = 0;
+  for (int i = 0;; i++) {
+    if (done(p, arg)) return true;
+    spin_pause();
+    if ((i & 255) == 255) {
+      int64_t t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > SPIN_NS) return false;
+    }
+  }
+}
+
+static bool new_job(Pool *p, uint64_t seen) {
+  return atomic_load_explicit(&p->generation, memory_order_acquire) != seen || atomic_load(&p->quit);
+}
+static bool all_done(Pool *p, uint64_t unused) {
+  (void)unused;
+  return atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
+}
+
 static void *worker_main(void *arg) {
   Worker *w = arg;
   Pool *p = w->pool;
   xf_gemm_thread_init();
   uint64_t seen = 0;
-  pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->go, &p->mu);
-    if (p->quit) break;
-    seen = p->generation;
-    pthread_mutex_unlock(&p->mu);
+    if (!spin_until(p, new_job, seen)) {
+      pthread_mutex_lock(&p->mu);
+      while (!new_job(p, seen)) pthread_cond_wait(&p->go, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+    }
+    if (atomic_load(&p->quit)) break;
+    seen = atomic_load_explicit(&p->generation, memory_order_acquire);
     run_chunk(p, w->index);
-    pthread_mutex_lock(&p->mu);
-    if (--p->pending == 0) pthread_cond_signal(&p->done);
+    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
-  pthread_mutex_unlock(&p->mu);
   free(w);
   return NULL;
 }
@@ -79,16 +130,18 @@ static void pool_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, in
     fn(bufs, B, T, seed, step, 0, n, api);
     return;
   }
-  pthread_mutex_lock(&p->mu);
   p->fn = fn, p->bufs = bufs, p->B = B, p->T = T, p->seed = seed, p->step = step, p->n = n, p->api = api;
-  p->pending = p->nthreads - 1;
-  p->generation++;
+  atomic_store_explicit(&p->pending, p->nthreads - 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+  pthread_mutex_lock(&p->mu);  // wakes the workers that went to sleep (none waits: no system call)
   pthread_cond_broadcast(&p->go);
   pthread_mutex_unlock(&p->mu);
   run_chunk(p, 0);
-  pthread_mutex_lock(&p->mu);
-  while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  if (!spin_until(p, all_done, 0)) {
+    pthread_mutex_lock(&p->mu);
+    while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+  }
 }
 
 static bool pool_start(Pool *p, int nthreads) {
@@ -113,7 +166,7 @@ static bool pool_start(Pool *p, int nthreads) {
 
 static void pool_stop(Pool *p) {
   pthread_mutex_lock(&p->mu);
-  p->quit = true;
+  atomic_store(&p->quit, true);
   pthread_cond_broadcast(&p->go);
   pthread_mutex_unlock(&p->mu);
   for (int i = 1; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
