@@ -140,23 +140,25 @@ static void print_step_memory(Graph *g, const Schedule *s) {
   int *ta = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), bad, n = 0, has_logits = 0;
   StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
-  int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs);
+  bool *cached = calloc((size_t)s->nbufs + 1, sizeof *cached);
+  int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1;
   char why[256];
   for (int i = 0; i < g->noutputs; i++) has_logits |= !strcmp(g->outputs[i].name, "logits");
-  if (ta && sb && items && ofs && has_logits && causal_analyze(g, ta, &bad, why, sizeof why) &&
+  if (ta && sb && items && cached && ofs && has_logits && causal_analyze(g, ta, &bad, why, sizeof why) &&
       (n = step_buffers(s, ta, sb)) > 0) {
-    int64_t T = g->t_max, cache = 0;
     for (int i = 0; i < n; i++) {
-      int64_t bytes = (4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T) + 63) / 64 * 64;
-      if (sb[i].cache) cache += bytes;
-      else items[i] = (PlanItem){.bytes = bytes, .first = sb[i].first, .last = sb[i].last};
+      items[i] = (PlanItem){.bytes = 4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T), .first = sb[i].first, .last = sb[i].last};
+      cached[i] = sb[i].cache;
     }
-    int64_t work = memplan(items, n, ofs);
+    total = memplan_after_caches(items, cached, n, ofs, &cache);
+  }
+  if (total >= 0) {
     printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
     printf("  caches (what later positions read)   %10.1f KiB  (%lld bytes)\n", (double)cache / 1024, (long long)cache);
-    printf("  workspace (planned, every step)      %10.1f KiB  (%lld bytes)\n", (double)work / 1024, (long long)work);
+    printf("  workspace (planned, every step)      %10.1f KiB  (%lld bytes)\n", (double)(total - cache) / 1024,
+           (long long)(total - cache));
   }
-  free(ta), free(sb), free(items), free(ofs);
+  free(ta), free(sb), free(items), free(cached), free(ofs);
 }
 
 // The planned memory of a training step (--stats).

@@ -173,3 +173,20 @@ int64_t memplan(const PlanItem *items, int n, int64_t *offsets) {
   free(order), free(placed), free(busy);
   return top;
 }
+
+int64_t memplan_after_caches(const PlanItem *items, const bool *cache, int n, int64_t *offsets, int64_t *cached) {
+  PlanItem *rest = malloc(sizeof *rest * ((size_t)n + 1));
+  if (!rest) return -1;
+  int64_t at = 0;
+  for (int i = 0; i < n; i++) {
+    rest[i] = cache[i] ? (PlanItem){.bytes = 0, .first = -1, .last = -1} : items[i];
+    if (cache[i]) offsets[i] = at, at += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+  }
+  int64_t *wofs = malloc(sizeof *wofs * ((size_t)n + 1));
+  int64_t work = wofs ? memplan(rest, n, wofs) : -1;
+  for (int i = 0; work >= 0 && i < n; i++)
+    if (!cache[i]) offsets[i] = at + (wofs[i] < 0 ? 0 : wofs[i]);  // -1: nothing to place
+  free(rest), free(wofs);
+  *cached = at;
+  return work < 0 ? -1 : at + work;
+}

@@ -77,5 +77,12 @@ typedef struct {
 // Fills offsets[i] (-1 for unplanned items) so that items with intersecting
 // lifetimes never overlap; returns the arena's size in bytes (-1: out of memory).
 int64_t memplan(const PlanItem *items, int n, int64_t *offsets);
+// The step program's storage (codegen/stepmem.c): the items with cache[i]
+// each have storage of their own, packed in order from offset 0 (sizes
+// rounded up to 64 bytes), kept across runs; the others are planned by
+// memplan after them. Fills every offsets[i] and *cached (the caches'
+// bytes); returns the total bytes, -1 out of memory. xfc --stats and the
+// runtime's sampler both plan with it.
+int64_t memplan_after_caches(const PlanItem *items, const bool *cache, int n, int64_t *offsets, int64_t *cached);
 
 #endif

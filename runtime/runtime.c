@@ -984,31 +984,24 @@ struct XfSampler {
   XfApi api;
 };
 
-// The step program's storage at nseq sequences of ctx positions: the caches
-// packed first, each its own, then the workspace planned by lifetimes
-// (memplan, codegen/stepmem.c); offsets[i] for m->step_bufs[i] (NULL: sizes
-// only). False when out of memory.
-static bool step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *offsets, size_t *cache, size_t *work) {
+// The step program's storage at nseq sequences of ctx positions
+// (memplan_after_caches, as xfc --stats plans it): offsets[i] for
+// m->step_bufs[i], *cache the caches' bytes; the total, -1 out of memory.
+static int64_t step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *offsets, int64_t *cache) {
   int n = m->nstep_bufs;
-  PlanItem *items = calloc((size_t)n + 1, sizeof *items);
-  int64_t *wofs = calloc((size_t)n + 1, sizeof *wofs);
-  if (!items || !wofs) return free(items), free(wofs), false;
-  size_t at = 0;
-  for (int i = 0; i < n; i++) {
-    int64_t bytes = (buf_numel(&m->buffers[m->step_bufs[i]], nseq, ctx) * 4 + 63) & ~(int64_t)63;
-    if (m->step_cache[i]) {
-      if (offsets) offsets[i] = (int64_t)at;
-      at += (size_t)bytes;
-    } else {
-      items[i] = (PlanItem){.bytes = bytes, .first = m->step_first[i], .last = m->step_last[i]};
+  PlanItem *items = malloc(sizeof *items * ((size_t)n + 1));
+  bool *cached = malloc(sizeof *cached * ((size_t)n + 1));
+  int64_t total = -1;
+  if (items && cached) {
+    for (int i = 0; i < n; i++) {
+      items[i] = (PlanItem){.bytes = buf_numel(&m->buffers[m->step_bufs[i]], nseq, ctx) * 4, .first = m->step_first[i],
+                            .last = m->step_last[i]};
+      cached[i] = m->step_cache[i];
     }
+    total = memplan_after_caches(items, cached, n, offsets, cache);
   }
-  *cache = at;
-  *work = (size_t)memplan(items, n, wofs);
-  for (int i = 0; offsets && i < n; i++)
-    if (!m->step_cache[i]) offsets[i] = (int64_t)at + wofs[i];
-  free(items), free(wofs);
-  return true;
+  free(items), free(cached);
+  return total;
 }
 
 XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen) {
@@ -1026,12 +1019,11 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   bool ok = s->hist && s->out && s->lens && s->nfeed;
   if (ok && s->incremental) {
     // the caches and the planned workspace of the step program at (nseq, context)
-    size_t cache = 0, work = 0;
-    int64_t *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
-    bool planned = ofs && step_plan(m, nseq, s->ctx, ofs, &cache, &work);
-    size_t total = cache + work, bytes = total ? total : 64;
-    s->cache_bytes = cache, s->work_bytes = work;
-    s->bufs = planned ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
+    int64_t cache = 0, *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
+    int64_t planned = ofs ? step_plan(m, nseq, s->ctx, ofs, &cache) : -1;
+    size_t total = planned > 0 ? (size_t)planned : 0, bytes = total ? total : 64;
+    s->cache_bytes = (size_t)cache, s->work_bytes = total - (size_t)cache;
+    s->bufs = planned >= 0 ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
     if (rt->gpu) {  // device storage (xf_sampler_close releases it)
       void *d = NULL;
       if (rt->gpu->alloc(rt->gpu, &d, bytes)) s->arena = d;
@@ -1052,8 +1044,7 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
       ok = s->bufs[rt->tokens] && s->bufs[rt->logits];
     }
     free(ofs);
-    const char *poison = getenv("XF_DEBUG_POISON");
-    s->poison = poison && *poison && strcmp(poison, "0");
+    s->poison = rt->dead_at != NULL;  // XF_DEBUG_POISON (poison_lists)
     s->api = rt->api;
     s->api.kernel_done = NULL;
   }
