@@ -24,32 +24,27 @@
 
 #include "loops.h"
 
-// Whether kernel k, on either target, reads rows of its input leaf `leaf`
-// (an IR node whose value it reads) outside the window of the run.
-static bool reads_history(const Schedule *s, const int *ta, const Kernel *k, int leaf) {
+// hist[i]: whether kernel k, on either target, reads rows of its input i
+// (leaf k->leaf[i]) outside the window of the run.
+static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, bool hist[KERNEL_MAX_IN]) {
   const Graph *g = s->g;
-  if (ta[leaf] < 0) return false;  // no positions: the same value at every step
-  for (int t = 0; t < 2; t++)
-    if (lower_window(s, ta, k, t ? LTARGET_GPU : LTARGET_CPU).kind == LW_FULL) return true;
-  for (int i = 0; i < g->nnodes; i++) {
-    if (i != k->node && s->group[i] != k->node) continue;
-    const Node *n = &g->nodes[i];
-    switch (n->op) {
-    case OP_ATTENTION:  // q [.., T, h] at the window's rows; k, v at every earlier one
-      if (leaf == n->in[1] || leaf == n->in[2]) return true;
-      break;
-    case OP_CAUSAL_CONV:  // out_i = sum_{j <= i} x_j (.) w_{i-j}
-      if (leaf == n->in[0]) return true;
-      break;
-    case OP_MATMUL: {  // rows of the left operand are the window's; the right one is read whole
+  bool full = false;
+  for (int t = 0; t < 2; t++) full = full || lower_window(s, ta, k, t ? LTARGET_GPU : LTARGET_CPU).kind == LW_FULL;
+  for (int i = 0; i < k->nin; i++) hist[i] = full && ta[k->leaf[i]] >= 0;  // no positions: the same at every step
+  if (full) return;
+  for (int m = 0; m < g->nnodes; m++) {
+    if (m != k->node && s->group[m] != k->node) continue;
+    const Node *n = &g->nodes[m];
+    int reads[2] = {-1, -1};  // the leaves n reads at earlier positions
+    if (n->op == OP_ATTENTION) reads[0] = n->in[1], reads[1] = n->in[2];  // q at the window's rows; k, v at every one
+    else if (n->op == OP_CAUSAL_CONV) reads[0] = n->in[0];                // out_i = sum_{j <= i} x_j (.) w_{i-j}
+    else if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
       const Node *y = &g->nodes[n->in[1]];
-      if (leaf == n->in[1] || (y->op == OP_TRANSPOSE && leaf == y->in[0])) return true;
-      break;
+      reads[0] = n->in[1], reads[1] = y->op == OP_TRANSPOSE ? y->in[0] : -1;
     }
-    default: break;
-    }
+    for (int i = 0; i < k->nin; i++)
+      if (ta[k->leaf[i]] >= 0 && (k->leaf[i] == reads[0] || k->leaf[i] == reads[1])) hist[i] = true;
   }
-  return false;
 }
 
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
@@ -60,7 +55,9 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
     int slot[KS_IMM];
+    bool hist[KERNEL_MAX_IN];
     kernel_slots(s, k, slot);
+    history_inputs(s, time_axis, k, hist);
     for (int j = 0; j < KS_IMM; j++) {
       int b = slot[j];
       if (b < 0 || s->bufs[b].role == BUF_PARAM) continue;
@@ -70,7 +67,7 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       }
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
-      if (j >= KS_IN0 && j < KS_IN0 + k->nin && reads_history(s, time_axis, k, k->leaf[j - KS_IN0])) sb->cache = true;
+      if (j >= KS_IN0 && j < KS_IN0 + k->nin && hist[j - KS_IN0]) sb->cache = true;
     }
   }
   free(at);
