@@ -382,7 +382,8 @@ static LExpr *map_value(Lo *L, Map *m, int id) {
   case OP_SLICE:
     v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, n->axis, iadd(L, coord(L, m, n->axis), xi(L, n->start)), NULL));
     break;
-  case OP_PAD: {  // inside [start, start + len) of axis: x, else 0
+  case OP_PAD:      // inside [start, start + len) of axis: x, else 0
+  case OP_SHIFT: {  // x at t - by along axis where that is in [0, T), else 0
     int rel = let(L, x2(L, LX_SUB, coord(L, m, n->axis), xi(L, n->start)), "rel");
     int in = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, rel), xi(L, 0)), x2(L, LX_LT, xvar(L, rel), xdim(L, xs->d[n->axis]))),
                  "inside");
@@ -625,6 +626,58 @@ static void lower_axis(Lo *L, const Node *n) {
   }
 #undef AT
   if (!one) for_end(L);
+}
+
+static LExpr *xwin(Lo *L, int hi);
+static int in_slot(Lo *L, const Node *n, int i);
+
+// ---- linear recurrences ------------------------------------------------------------
+
+// SCAN, SCAN_REV over a, b [P.., K, Q..] along axis: an outer index per
+// sequence p < P, the positions in order, the Q states of a position in
+// parallel; the state of the step before is the output's own previous row
+// (p K + t -+ 1) Q + j, read back by the thread (lane) that wrote it.
+//   SCAN      h_t = a_t h_{t-1} + b_t, t in [w0, w1) ([0, K) but in the step
+//             program, whose window reads h_{w0-1} kept from earlier runs)
+//   SCAN_REV  g_t = dy_t + a_{t+1} g_{t+1}, t from K - 1 down to 0
+// The offset of a (shape as, broadcast to s) at coordinates (o, t, j): o
+// over the axes before `axis`, t on it, j over those after.
+static LExpr *scan_bcast(Lo *L, const Shape *as, const Shape *s, int axis, LExpr *o, LExpr *t, LExpr *j) {
+  LExpr *off = xi(L, 0), *stride = xi(L, 1);
+  int r = s->rank;
+  for (int k = r - 1; k >= 0 && k - (r - as->rank) >= 0; k--) {
+    Dim d = as->d[k - (r - as->rank)];
+    if (d.kind == DIM_CONST && d.n == 1) continue;
+    LExpr *c = k == axis ? t : k < axis ? x2(L, LX_DIV, o, dprod(L, s, k + 1, axis)) : x2(L, LX_DIV, j, dprod(L, s, k + 1, r));
+    if ((k < axis && k > 0) || k > axis + 1) c = x2(L, LX_REM, c, xdim(L, s->d[k]));  // o < P, j < Q: none on the first
+    off = iadd(L, off, imul(L, c, stride));
+    stride = imul(L, stride, xdim(L, d));
+  }
+  return off;
+}
+
+static void lower_scan(Lo *L, const Node *n) {
+  const Shape *s = &n->shape, *as = &L->g->nodes[n->in[0]].shape;
+  bool fwd = n->op == OP_SCAN, same = shape_eq(as, s);
+  int sa = in_slot(L, n, 0), sb = in_slot(L, n, 1);
+  LExpr *K = xdim(L, s->d[n->axis]), *Q = dprod(L, s, n->axis + 1, s->rank);
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->shape = LK_ROWS;
+  L->lk->outer = dprod(L, s, 0, n->axis), L->lk->nouter = symsize_prod(s, 0, n->axis);
+  int st = fwd ? for_begin(L, xwin(L, 0), xwin(L, 1), false, "t") : for_begin(L, xi(L, 0), K, false, "s");
+  int t = fwd ? st : let(L, x2(L, LX_SUB, x2(L, LX_SUB, K, xi(L, 1)), xvar(L, st)), "t");
+  int has = let(L, fwd ? x2(L, LX_GT, xvar(L, t), xi(L, 0)) : x2(L, LX_LT, xvar(L, t), x2(L, LX_SUB, K, xi(L, 1))), "has");
+  int row = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), xvar(L, t)), Q), "row");
+  // the neighbour's row, clamped to this one at the ends: in bounds for a select that evaluates both
+  int nb = let(L, xsel(L, xvar(L, has), fwd ? x2(L, LX_SUB, xvar(L, row), Q) : iadd(L, xvar(L, row), Q), xvar(L, row)), "nb");
+  int ta = fwd ? t : let(L, xsel(L, xvar(L, has), iadd(L, xvar(L, t), xi(L, 1)), xvar(L, t)), "ta");  // a's step
+  int j = for_begin(L, xi(L, 0), Q, true, "j");
+  LExpr *at = iadd(L, xvar(L, row), xvar(L, j)), *nat = iadd(L, xvar(L, nb), xvar(L, j));
+  LExpr *aoff = same ? (fwd ? at : nat) : scan_bcast(L, as, s, n->axis, xvar(L, 0), xvar(L, ta), xvar(L, j));
+  LExpr *carry = x2(L, LX_MUL, load(L, sa, aoff), load(L, KS_OUT, nat));
+  store(L, KS_OUT, at, x2(L, LX_ADD, xsel(L, xvar(L, has), carry, xf(L, 0)), load(L, sb, at)));
+  for_end(L);
+  for_end(L);
 }
 
 // ---- row normalisations ------------------------------------------------------------
@@ -1407,6 +1460,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_EMBED: lower_embed(&L, n); break;
   case OP_ATTENTION: case OP_ATTENTION_GRAD: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
+  case OP_SCAN: case OP_SCAN_REV: lower_scan(&L, n); break;
   default:
     if (k->fusion == FG_NORM_MAP) lower_norm(&L, &g->nodes[k->norm]);  // the root's tree in its stores
     else lower_map(&L, n);
@@ -1681,12 +1735,14 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
+  if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
   if (lower_steps_form(k, tgt)) return w;  // the chunked convolution: every position
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
   else if (n->op == OP_SOFTMAX) sh = xs, nouter = n->axis;
+  else if (n->op == OP_SCAN || n->op == OP_SCAN_REV) nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) sh = xs, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
            n->op == OP_CONV_DX)

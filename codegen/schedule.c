@@ -53,6 +53,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
     if (ir_reduce_end(n) < x->rank - 1) return symsize_mul(symsize_prod(x, 0, n->axis), symsize_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
     return symsize_prod(x, 0, n->axis);
   case OP_SOFTMAX: return symsize_prod(x, 0, n->axis);
+  case OP_SCAN: case OP_SCAN_REV: return symsize_prod(s, 0, n->axis);  // one sequence of states each
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                       // serial
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each

@@ -15,7 +15,8 @@
 // A run computes positions [w0, w1) of every value with a time axis
 // (lower_window); it reads rows outside that window only where an op mixes
 // positions (passes/causal.c lists them): the keys and values of attention,
-// the input of a causal convolution, the right operand of a product whose
+// the input of a causal convolution, the input of a shift along time, the
+// output of a scan along time (its state h_{w0-1}), the right operand of a product whose
 // rows are the window (q k^T, p v), and every input with a time axis of a
 // kernel that computes all of its output (LW_FULL), which then reads the
 // rows of earlier positions too. Both targets' forms are consulted, so one
@@ -38,6 +39,7 @@ static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, bo
     int reads[2] = {-1, -1};  // the leaves n reads at earlier positions
     if (n->op == OP_ATTENTION) reads[0] = n->in[1], reads[1] = n->in[2];  // q at the window's rows; k, v at every one
     else if (n->op == OP_CAUSAL_CONV) reads[0] = n->in[0];                // out_i = sum_{j <= i} x_j (.) w_{i-j}
+    else if (n->op == OP_SHIFT && n->start > 0 && ta[n->in[0]] == n->axis) reads[0] = n->in[0];  // x_{t-s}
     else if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
       const Node *y = &g->nodes[n->in[1]];
       reads[0] = n->in[1], reads[1] = y->op == OP_TRANSPOSE ? y->in[0] : -1;
@@ -68,6 +70,9 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
       if (j >= KS_IN0 && j < KS_IN0 + k->nin && hist[j - KS_IN0]) sb->cache = true;
+      // a scan along time reads its own row w0 - 1, the state earlier runs left
+      const Node *kn = &s->g->nodes[k->node];
+      if (j == KS_OUT && kn->op == OP_SCAN && time_axis[k->node] == kn->axis) sb->cache = true;
     }
   }
   free(at);

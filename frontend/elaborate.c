@@ -224,6 +224,8 @@ typedef enum {
   BI_RMSNORM,
   BI_CAUSAL_MASK,
   BI_CAUSAL_CONV,
+  BI_SCAN,
+  BI_SHIFT,
   BI_EMBED,
   BI_DROPOUT,
   BI_TRANSPOSE,
@@ -263,6 +265,8 @@ static const Builtin builtins[] = {
     {"rmsnorm", BI_RMSNORM, OP_RMSNORM, 3, "rmsnorm(x, gain, eps)"},
     {"causal_mask", BI_CAUSAL_MASK, OP_CAUSAL_MASK, 1, "causal_mask(scores)"},
     {"causal_conv", BI_CAUSAL_CONV, OP_CAUSAL_CONV, 2, "causal_conv(x, kernel)"},
+    {"scan", BI_SCAN, OP_SCAN, 3, "scan(decay, x, axis)"},
+    {"shift", BI_SHIFT, OP_SHIFT, 3, "shift(x, axis, steps)"},
     {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
     {"dropout", BI_DROPOUT, OP_DROPOUT, 2, "dropout(x, p)"},
     {"transpose", BI_TRANSPOSE, OP_TRANSPOSE, 3, "transpose(x, axis1, axis2)"},
@@ -654,6 +658,19 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     nd.nin = 2;
     for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "the argument");
     break;
+  case BI_SCAN:  // h_t = a_t o h_{t-1} + b_t along axis; a broadcasts to b's shape
+    nd.nin = 2;
+    nd.in[0] = want_tensor(E, a[0], ax[0]->loc, "the decay");
+    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the input");
+    nd.axis = want_axis(E, a[2], ax[2]->loc);
+    break;
+  case BI_SHIFT: {
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.axis = want_axis(E, a[1], ax[1]->loc);
+    nd.start = want_int(E, a[2], ax[2]->loc, "the number of steps");
+    if (nd.start < -(1 << 30) || nd.start > (1 << 30)) err(E, ax[2]->loc, "shift by %lld steps is out of range", (long long)nd.start);
+    break;
+  }
   case BI_DROPOUT: {
     int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
     double p = want_number(E, a[1], ax[1]->loc, "the dropout probability");

@@ -273,6 +273,16 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
       }
     return true;
   }
+  case OP_SHIFT: {  // out_t = x_{t - by} along axis, 0 outside
+    int64_t outer = prod(od, 0, n->axis), K = od[n->axis], inner = prod(od, n->axis + 1, r);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t t = 0; t < K; t++) {
+        int64_t src = t - n->start;
+        for (int64_t j = 0; j < inner; j++)
+          out[(o * K + t) * inner + j] = src >= 0 && src < K ? x[(o * K + src) * inner + j] : 0;
+      }
+    return true;
+  }
   case OP_CONCAT: {
     int64_t outer = prod(od, 0, n->axis), inner = prod(od, n->axis + 1, r);
     int64_t a = xd[n->axis], b = yd[n->axis];
@@ -487,6 +497,22 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
           else  // dx_c = sum_f dy_f W[lag, c, f]: here din = e (dy's width), dout = d
             for (int64_t c = 0; c < dout; c++)
               for (int64_t f = 0; f < din; f++) oi[c] += xj[f] * w[(lag * dout + c) * din + f];
+        }
+    return true;
+  }
+  case OP_SCAN:
+  case OP_SCAN_REV: {
+    // SCAN: h_t = a_t h_{t-1} + b_t, step by step from t = 0;
+    // SCAN_REV: g_t = dy_t + a_{t+1} g_{t+1}, from t = T - 1 down; a broadcast
+    int64_t outer = prod(od, 0, n->axis), K = od[n->axis], inner = prod(od, n->axis + 1, r), sa[IR_MAX_RANK];
+    bstrides(xd, xs->rank, od, r, sa);
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < inner; j++)
+        for (int64_t s = 0; s < K; s++) {
+          bool fwd = n->op == OP_SCAN;
+          int64_t t = fwd ? s : K - 1 - s, i = (o * K + t) * inner + j;
+          if (fwd) out[i] = (t > 0 ? x[offset(i, od, r, sa)] * out[i - inner] : 0) + y[i];
+          else out[i] = y[i] + (t < K - 1 ? x[offset(i + inner, od, r, sa)] * out[i + inner] : 0);
         }
     return true;
   }

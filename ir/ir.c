@@ -286,6 +286,11 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       *dt = g->nodes[n->in[0]].dtype;
       return true;
     }
+    case OP_SHIFT: {
+      if (ir_norm_axis(n->axis, x->rank) < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sx);
+      *out = *x;
+      return want_f32(g, n, 0, err, errlen);
+    }
     case OP_PAD: {  // x is the slice [start, start + len) of axis of node.shape
       int ax = ir_norm_axis(n->axis, n->shape.rank);
       bool ok = ax >= 0 && x->rank == n->shape.rank && n->start >= 0;
@@ -474,6 +479,18 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       if (out->rank == 3) out->d[2] = y->d[y->rank - 1];
       return true;
     }
+    case OP_SCAN: case OP_SCAN_REV: {  // a broadcast to b (dy) [..]: b's shape
+      if (!want_f32(g, n, 0, err, errlen) || !want_f32(g, n, 1, err, errlen)) return false;
+      Shape bs;
+      char e2[64];
+      if (x->rank > y->rank || !broadcast(x, y, &bs, e2, sizeof e2) || !shape_eq(&bs, y))
+        return fail(err, errlen, "%s needs a decay that broadcasts to its input, got %s and %s", ir_op_info[n->op].name, sx, sy);
+      int ax = ir_norm_axis(n->axis, y->rank);
+      if (ax < 0) return fail(err, errlen, "axis %d is out of range for %s", n->axis, sy);
+      if (y->d[ax].kind == DIM_B) return fail(err, errlen, "%s along the batch axis of %s", ir_op_info[n->op].name, sy);
+      *out = *y;
+      return true;
+    }
     case OP_DROPOUT:
       if (!(n->fval >= 0 && n->fval < 1))
         return fail(err, errlen, "dropout probability %g is not in [0, 1)", n->fval);
@@ -514,8 +531,9 @@ int ir_add(Graph *g, Node n, char *err, size_t errlen) {
   n.shape = shape;
   n.dtype = dtype;
   if (ir_op_info[n.op].cat == OPC_REDUCE || n.op == OP_SOFTMAX || n.op == OP_SLICE ||
-      n.op == OP_CONCAT || n.op == OP_PAD)
+      n.op == OP_CONCAT || n.op == OP_PAD || n.op == OP_SHIFT)
     n.axis = ir_norm_axis(n.axis, g->nodes[n.in[0]].shape.rank);
+  if (n.op == OP_SCAN || n.op == OP_SCAN_REV) n.axis = ir_norm_axis(n.axis, g->nodes[n.in[1]].shape.rank);
   if (n.op == OP_TRANSPOSE) {
     int r = g->nodes[n.in[0]].shape.rank;
     n.axis = ir_norm_axis(n.axis, r), n.axis2 = ir_norm_axis(n.axis2, r);

@@ -124,6 +124,8 @@ typedef enum {
   X(EMBED, "embed", 2, OPC_MOVE, 1)         /* W [V, d], ids [...] -> [..., d] */ \
   X(ONEHOT, "onehot", 1, OPC_MOVE, 0)       /* ids [...] -> [..., len] */      \
   X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0) /* dy [..., d], ids -> [len, d] */ \
+  /* out_t = x_{t - start} along axis, 0 where t - start is outside [0, n) */ \
+  X(SHIFT, "shift", 1, OPC_MOVE, 1)                                            \
   /* neural-network primitives */                                              \
   X(SOFTMAX, "softmax", 1, OPC_NN, 1)       /* over axis */                    \
   X(LAYERNORM, "layernorm", 3, OPC_NN, 1)   /* x, g, b over last axis; eps */  \
@@ -141,6 +143,10 @@ typedef enum {
   X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
   X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0)  /* x, dy -> dw [len, ...] */     \
   X(DROPOUT, "dropout", 1, OPC_NN, 1)       /* p = fval, mask stream = seed */ \
+  /* a broadcast to b: h_t = a_t o h_{t-1} + b_t along axis (see SCAN) */     \
+  X(SCAN, "scan", 2, OPC_NN, 1)                                                \
+  /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */          \
+  X(SCAN_REV, "scan_rev", 2, OPC_NN, 0)                                        \
   X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */ \
   /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */   \
   /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */     \
@@ -176,6 +182,15 @@ extern const OpInfo ir_op_info[OP_COUNT];
 //   CONV_DW  dw_k = sum_i x_{i-k} (.) dy_i          (outer product x^T dy for
 //            the matrix kind; summed over the last axis for the scalar kind)
 typedef enum { CONV_SCALAR, CONV_VECTOR, CONV_MATRIX } ConvKind;
+
+// SCAN, the linear recurrence of seed 003 eqs. (6.154)-(6.158), (6.164):
+//   h_t = a_t o h_{t-1} + b_t,  h_{-1} = 0,  t along node.axis
+// elementwise over every other axis, a numpy-broadcast to b (a decay shared
+// by the columns of a state, or a constant); a matrix state (linear attention's
+// S_t = diag(a_t) S_{t-1} + k_t^T v_t) is a b of shape [.., T, dk, dv].
+// Its gradient (autodiff only), g = dL/dh summed over the future:
+//   SCAN_REV  g_t = dy_t + a_{t+1} o g_{t+1};  db_t = g_t;  da_t = g_t o h_{t-1}
+// (h_{t-1} as SHIFT(h, axis, 1)).
 
 typedef enum { INIT_NONE, INIT_NORMAL, INIT_UNIFORM, INIT_ZEROS, INIT_ONES } InitKind;
 typedef struct {

@@ -198,6 +198,17 @@ static void g_causal_conv(AD *a, const Node *n, int dy) {
     accumulate(a, IN(1), emit(a, (Node){.op = OP_CONV_DW, .nin = 2, .in = {IN(0), dy}, .conv = n->conv,
                                          .len = shape(a, IN(1)).d[0]}));
 }
+// h = SCAN(a, b): g = SCAN_REV(a, dy) is dL/dh with the future's terms;
+// db = g, da_t = g_t o h_{t-1}.
+static void g_scan(AD *a, const Node *n, int dy) {
+  int g = emit(a, (Node){.op = OP_SCAN_REV, .nin = 2, .in = {IN(0), dy}, .axis = n->axis});
+  accumulate(a, IN(1), g);
+  if (a->needs[IN(0)])
+    accumulate(a, IN(0), bin(a, OP_MUL, g, emit(a, (Node){.op = OP_SHIFT, .nin = 1, .in = {OUT}, .axis = n->axis, .start = 1})));
+}
+static void g_shift(AD *a, const Node *n, int dy) {
+  accumulate(a, IN(0), emit(a, (Node){.op = OP_SHIFT, .nin = 1, .in = {dy}, .axis = n->axis, .start = -n->start}));
+}
 static void g_dropout(AD *a, const Node *n, int dy) {  // the same mask, the same scale 1/(1-p)
   accumulate(a, IN(0), emit(a, (Node){.op = OP_DROPOUT, .nin = 1, .in = {dy}, .fval = n->fval, .seed = n->seed}));
 }
@@ -241,6 +252,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_RMSNORM] = g_rmsnorm, [OP_CAUSAL_MASK] = g_causal_mask,
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
     [OP_ATTENTION] = g_attention,
+    [OP_SCAN] = g_scan, [OP_SHIFT] = g_shift,
 };
 
 bool autodiff_has_rule(OpKind op) { return op < OP_COUNT && rules[op] != NULL; }

@@ -20,7 +20,9 @@
 //     over the key axis turns it into exact zeros, and only then may a
 //     product contract the key axis against values at positions
 //     (p [.., T, T] @ v [.., T, e]);
-//   - causal_conv and the fused attention are causal by definition;
+//   - causal_conv and the fused attention are causal by definition, and so
+//     are scan along the time axis (h_t from h_{t-1}) and shift by steps >= 0
+//     along it (x_{t-s});
 //   - anything else that reads across positions (a reduction or softmax over
 //     the time axis, an unmasked score matrix used, the length T used as a
 //     value) is not incremental.
@@ -136,6 +138,18 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     return true;
   case OP_CAUSAL_CONV:
     if (xa != xr - 2) return fail(c, id, "convolves along an axis that is not time");
+    ta[id] = xa;
+    return true;
+  case OP_SCAN: {  // h_t reads a, b at t and h_{t-1}: causal along time, position-wise along any other axis
+    int ba = ta[n->in[1]];
+    if (xk >= 0 || key[n->in[1]] >= 0) return fail(c, id, "scans a score matrix");
+    if (xa >= 0 && ba >= 0 && xa != ba) return fail(c, id, "combines values whose time axes differ");
+    ta[id] = xa >= 0 ? xa : ba;
+    return true;
+  }
+  case OP_SHIFT:
+    if (xk >= 0) return fail(c, id, "shifts a score matrix");
+    if (xa == n->axis && n->start < 0) return fail(c, id, "shifts later positions back (reads the future)");
     ta[id] = xa;
     return true;
   case OP_ATTENTION: {

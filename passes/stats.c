@@ -222,6 +222,12 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     return;
   }
   case OP_DROPOUT: c->mul = sadd(c->mul, numel(s, T)); return;
+  case OP_SCAN: case OP_SCAN_REV: {  // a product and a sum per element but the first (last) step's
+    int64_t steps = numel(s, T) - numel(s, T) / dimv(s->d[n->axis], T);
+    c->mul = sadd(c->mul, steps);
+    c->add = sadd(c->add, steps);
+    return;
+  }
   case OP_CROSS_ENTROPY: {
     int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
     c->exp = sadd(c->exp, smul(rows, v));

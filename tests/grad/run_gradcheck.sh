@@ -3,7 +3,8 @@
 # central differences, max relative error < 1e-6):
 #   - every primitive op on its own (tests/grad/op_*.xf),
 #   - every example at small sizes, with 2 layers,
-#   - tests/golden/sinusoidal.xf for the library blocks no example uses,
+#   - tests/golden/sinusoidal.xf and tests/grad/recurrent_blocks.xf for the
+#     library blocks no example uses,
 #   - a user-written attention block (tests/fusion/attn_user.xf) and near
 #     misses of the pattern (tests/fusion/attn_near.xf),
 # each on the graph xfc compiles (attention fused; with --no-fuse as written),
@@ -41,6 +42,7 @@ for ex in examples/*.xf; do
 done
 check "examples/she.xf with dropout masks" $small -D dropout=0.25 --check-dropout examples/she.xf
 check "tests/golden/sinusoidal.xf" tests/golden/sinusoidal.xf
+check "tests/grad/recurrent_blocks.xf" tests/grad/recurrent_blocks.xf
 check "tests/fusion/attn_user.xf (fused)" tests/fusion/attn_user.xf
 check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.xf
 check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf
