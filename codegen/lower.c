@@ -637,8 +637,9 @@ static int in_slot(Lo *L, const Node *n, int i);
 // sequence p < P, the positions in order, the Q states of a position in
 // parallel; the state of the step before is the output's own previous row
 // (p K + t -+ 1) Q + j, read back by the thread (lane) that wrote it.
-//   SCAN      h_t = a_t h_{t-1} + b_t, t in [w0, w1) ([0, K) but in the step
-//             program, whose window reads h_{w0-1} kept from earlier runs)
+//   SCAN      h_t = a_t h_{t-1} + b_t, t in [0, K); along T in [w0, w1),
+//             which is [0, T) but in the step program, whose window reads
+//             h_{w0-1} kept from earlier runs
 //   SCAN_REV  g_t = dy_t + a_{t+1} g_{t+1}, t from K - 1 down to 0
 // The offset of a (shape as, broadcast to s) at coordinates (o, t, j): o
 // over the axes before `axis`, t on it, j over those after.
@@ -664,7 +665,8 @@ static void lower_scan(Lo *L, const Node *n) {
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   L->lk->outer = dprod(L, s, 0, n->axis), L->lk->nouter = symsize_prod(s, 0, n->axis);
-  int st = fwd ? for_begin(L, xwin(L, 0), xwin(L, 1), false, "t") : for_begin(L, xi(L, 0), K, false, "s");
+  bool win = fwd && s->d[n->axis].kind == DIM_T;  // [w0, w1) is [0, T) outside the step program
+  int st = win ? for_begin(L, xwin(L, 0), xwin(L, 1), false, "t") : for_begin(L, xi(L, 0), K, false, fwd ? "t" : "s");
   int t = fwd ? st : let(L, x2(L, LX_SUB, x2(L, LX_SUB, K, xi(L, 1)), xvar(L, st)), "t");
   int has = let(L, fwd ? x2(L, LX_GT, xvar(L, t), xi(L, 0)) : x2(L, LX_LT, xvar(L, t), x2(L, LX_SUB, K, xi(L, 1))), "has");
   int row = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), xvar(L, t)), Q), "row");

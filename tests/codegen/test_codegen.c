@@ -269,7 +269,7 @@ static void check_unlowered(void) {
 int main(void) {
   check_abi_layout();
   check_unlowered();
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4"};
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
@@ -285,6 +285,8 @@ int main(void) {
     check_model(path, defs, n, 3, 5, false);
   }
   check_model("tests/golden/sinusoidal.xf", NULL, 0, 2, 8, true);
+  check_model("tests/grad/recurrent_blocks.xf", NULL, 0, 3, 6, true);
+  check_model("tests/grad/recurrent_blocks.xf", NULL, 0, 2, 4, false);
   // rematerialisation (xfc --remat): the same losses and gradients
   model_so_remat = true;
   for (size_t i = 0; i < 3; i++) {
@@ -328,7 +330,8 @@ int main(void) {
   check_model("tests/fusion/attn_fixed_v.xf", NULL, 0, 3, 6, true);
   static const char *ops[] = {"op_broadcast", "op_matmul_batched", "op_matmul_broadcast", "op_concat", "op_slice", "op_max", "op_causal_mask",
                               "op_causal_conv_matrix", "op_causal_conv_vector", "op_causal_conv_scalar", "op_dropout",
-                              "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos", "op_layernorm", "op_rmsnorm", "op_mean"};
+                              "op_embed_cross_entropy", "op_gelu", "op_sigmoid", "op_log", "op_sqrt", "op_tanh", "op_cos", "op_layernorm", "op_rmsnorm", "op_mean",
+                              "op_scan", "op_shift"};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
     char path[256];
     snprintf(path, sizeof path, "tests/grad/%s.xf", ops[i]);

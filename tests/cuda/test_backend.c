@@ -556,7 +556,7 @@ int main(int argc, char **argv) {
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);
     return failed != 0;
   }
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4"};
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention"};
   Define small[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Golden dumps: `xfc --emit=ir -D layers=2` of every example and
 # `xfc --emit=ast` of examples/she.xf and `xfc --emit=loops` of a one-layer
-# transformer and of rmsnorm must equal tests/golden/*. Every
+# transformer, of rmsnorm and of scan must equal tests/golden/*. Every
 # example must have its golden file. `--update` rewrites them.
 # Usage (from the repo root): tests/golden/run_golden.sh path/to/xfc [--update]
 set -u
@@ -35,5 +35,6 @@ check "ir sinusoidal" tests/golden/sinusoidal.ir "$xfc" --emit=ir tests/golden/s
 # the loop description (codegen/lower.c) both backends print
 check "loops transformer" tests/golden/transformer.loops "$xfc" --emit=loops -D layers=1 examples/transformer.xf
 check "loops rmsnorm" tests/golden/op_rmsnorm.loops "$xfc" --emit=loops tests/grad/op_rmsnorm.xf
+check "loops scan" tests/golden/op_scan.loops "$xfc" --emit=loops tests/grad/op_scan.xf
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
