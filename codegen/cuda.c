@@ -467,7 +467,7 @@ static void lx(LP *p, const LExpr *e) {
   case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
   case LX_VAR: out(r, "%s", p->name[e->var]); return;
   case LX_ROW0: out(r, "a.row0"); return;
-  case LX_WIN: out(r, e->ival ? "a.w1" : "a.w0"); return;
+  case LX_WIN: out(r, e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
     else out(r, "%c%d[", view_of(p, e->slot), view_index(e->slot));

@@ -70,7 +70,7 @@ typedef struct {
   SymSize *outer;     // per class: the outer extent its function runs over
   // the step program's variant: rows of the time axis restricted to [w0, w1)
   bool win;
-  V w0, w1;
+  V w0, w1, wk;
   LLVMBasicBlockRef entry;
   Arena arena;    // the LKernels of lower_kernel and the printer's tables
   LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
@@ -714,7 +714,9 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_DIM: return x->ival ? e->T : e->B;
   case LX_VAR: return p->vals[x->var];
   case LX_ROW0: return p->row0;
-  case LX_WIN: return e->win ? (x->ival ? e->w1 : e->w0) : x->ival ? e->T : ci64(e, 0);
+  case LX_WIN:
+    if (x->ival == 2) return e->win ? e->wk : ci64(e, 0);
+    return e->win ? (x->ival ? e->w1 : e->w0) : x->ival ? e->T : ci64(e, 0);
   case LX_LOAD: {
     bool is_int = x->type == LT_I64;
     V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
@@ -907,7 +909,9 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->seed = LLVMGetParam(fn, 3), e->step = LLVMGetParam(fn, 4), e->lo = LLVMGetParam(fn, 5);
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
   e->win = win;
-  if (win) e->w0 = api_field(e, e->api, XF_API_F_win_lo), e->w1 = api_field(e, e->api, XF_API_F_win_hi);
+  if (win)
+    e->w0 = api_field(e, e->api, XF_API_F_win_lo), e->w1 = api_field(e, e->api, XF_API_F_win_hi),
+    e->wk = api_field(e, e->api, XF_API_F_win_keep);
   const Kernel *k = &e->s->kernels[ki];
   e->k = k;
   char lerr[sizeof e->err] = "";

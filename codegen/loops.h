@@ -51,7 +51,9 @@ typedef enum {
               // data-parallel ranks see disjoint rows): dropout's element index
   LX_WIN,     // i64: the step program's positions [w0, w1) (ival 0: w0, 1: w1),
               // for a kernel that windows its own body (lower_window LW_BODY);
-              // 0 and T in every other program
+              // 0 and T in every other program; ival 2: wk, the position
+              // the next run starts from (its state h_{wk-1} kept), 0 in
+              // every other program
   LX_LOAD,    // element a[0] (i64) of operand slot: f32, or (type LT_I64) an
               // int32 token id sign-extended
   // f32 -> f32 (x = a[0]): -x, e^x (the Cephes polynomial of both backends,

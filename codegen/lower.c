@@ -524,7 +524,10 @@ static int tile_total(Lo *L, int part, int64_t cw, int cl, LExprKind op, const c
 static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   if (tgt != LTARGET_GPU || (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX)) return false;
   const Shape *xs = &g->nodes[n->in[0]].shape;
-  return ir_reduce_end(n) < xs->rank - 1 && xs->d[xs->rank - 1].kind == DIM_CONST;
+  bool over_bt = false;  // sums over the batch or the positions (gradients of biases and gains), not a
+                         // fixed axis inside a position (a readout over a state's rows: a row each)
+  for (int i = n->axis; i <= ir_reduce_end(n); i++) over_bt = over_bt || xs->d[i].kind != DIM_CONST;
+  return over_bt && ir_reduce_end(n) < xs->rank - 1 && xs->d[xs->rank - 1].kind == DIM_CONST;
 }
 
 // A sum, mean or max over rows: GPU_RED_U accumulators per thread (loads in
@@ -637,9 +640,11 @@ static int in_slot(Lo *L, const Node *n, int i);
 // sequence p < P, the positions in order, the Q states of a position in
 // parallel; the state of the step before is the output's own previous row
 // (p K + t -+ 1) Q + j, read back by the thread (lane) that wrote it.
-//   SCAN      h_t = a_t h_{t-1} + b_t, t in [0, K); along T in [w0, w1),
-//             which is [0, T) but in the step program, whose window reads
-//             h_{w0-1} kept from earlier runs
+//   SCAN      h_t = a_t h_{t-1} + b_t, t in [0, K). Along T: t in [w0, w1),
+//             which is [0, T) but in the step program; there h_{w0-1} is
+//             the state row H [P, Q] (slot KS_SCRATCH, a cache of the step
+//             program), into which the run copies its row wk - 1 (w0 < wk
+//             <= w1, the position the next run starts from; wk 0: none)
 //   SCAN_REV  g_t = dy_t + a_{t+1} g_{t+1}, t from K - 1 down to 0
 // The offset of a (shape as, broadcast to s) at coordinates (o, t, j): o
 // over the axes before `axis`, t on it, j over those after.
@@ -660,15 +665,16 @@ static LExpr *scan_bcast(Lo *L, const Shape *as, const Shape *s, int axis, LExpr
 static void lower_scan(Lo *L, const Node *n) {
   const Shape *s = &n->shape, *as = &L->g->nodes[n->in[0]].shape;
   bool fwd = n->op == OP_SCAN, same = shape_eq(as, s);
+  bool win = fwd && s->d[n->axis].kind == DIM_T;
   int sa = in_slot(L, n, 0), sb = in_slot(L, n, 1);
   LExpr *K = xdim(L, s->d[n->axis]), *Q = dprod(L, s, n->axis + 1, s->rank);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   L->lk->outer = dprod(L, s, 0, n->axis), L->lk->nouter = symsize_prod(s, 0, n->axis);
-  bool win = fwd && s->d[n->axis].kind == DIM_T;  // [w0, w1) is [0, T) outside the step program
-  int st = win ? for_begin(L, xwin(L, 0), xwin(L, 1), false, "t") : for_begin(L, xi(L, 0), K, false, fwd ? "t" : "s");
+  LExpr *w0 = win ? xwin(L, 0) : xi(L, 0);
+  int st = for_begin(L, w0, win ? xwin(L, 1) : K, false, fwd ? "t" : "s");
   int t = fwd ? st : let(L, x2(L, LX_SUB, x2(L, LX_SUB, K, xi(L, 1)), xvar(L, st)), "t");
-  int has = let(L, fwd ? x2(L, LX_GT, xvar(L, t), xi(L, 0)) : x2(L, LX_LT, xvar(L, t), x2(L, LX_SUB, K, xi(L, 1))), "has");
+  int has = let(L, fwd ? x2(L, LX_GT, xvar(L, t), w0) : x2(L, LX_LT, xvar(L, t), x2(L, LX_SUB, K, xi(L, 1))), "has");
   int row = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), xvar(L, t)), Q), "row");
   // the neighbour's row, clamped to this one at the ends: in bounds for a select that evaluates both
   int nb = let(L, xsel(L, xvar(L, has), fwd ? x2(L, LX_SUB, xvar(L, row), Q) : iadd(L, xvar(L, row), Q), xvar(L, row)), "nb");
@@ -676,8 +682,22 @@ static void lower_scan(Lo *L, const Node *n) {
   int j = for_begin(L, xi(L, 0), Q, true, "j");
   LExpr *at = iadd(L, xvar(L, row), xvar(L, j)), *nat = iadd(L, xvar(L, nb), xvar(L, j));
   LExpr *aoff = same ? (fwd ? at : nat) : scan_bcast(L, as, s, n->axis, xvar(L, 0), xvar(L, ta), xvar(L, j));
-  LExpr *carry = x2(L, LX_MUL, load(L, sa, aoff), load(L, KS_OUT, nat));
-  store(L, KS_OUT, at, x2(L, LX_ADD, xsel(L, xvar(L, has), carry, xf(L, 0)), load(L, sb, at)));
+  int av = let(L, load(L, sa, aoff), "a");
+  LExpr *first = xf(L, 0);  // a_{w0} h_{w0-1}: 0 at w0 = 0, else from the state row
+  if (win)
+    first = xsel(L, x2(L, LX_GT, w0, xi(L, 0)),
+                 x2(L, LX_MUL, xvar(L, av), load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), Q), xvar(L, j)))), first);
+  LExpr *carry = xsel(L, xvar(L, has), x2(L, LX_MUL, xvar(L, av), load(L, KS_OUT, nat)), first);
+  store(L, KS_OUT, at, x2(L, LX_ADD, carry, load(L, sb, at)));
+  for_end(L);
+  for_end(L);
+  if (!win) return;
+  // H <- row wk - 1: a loop of one iteration where wk > 0, else none
+  LExpr *wk = xwin(L, 2);
+  for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, wk, xi(L, 0)), xi(L, 1), xi(L, 0)), false, "keep");
+  int krow = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), x2(L, LX_SUB, wk, xi(L, 1))), Q), "krow");
+  j = for_begin(L, xi(L, 0), Q, true, "j");
+  store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), Q), xvar(L, j)), load(L, KS_OUT, iadd(L, xvar(L, krow), xvar(L, j))));
   for_end(L);
   for_end(L);
 }
@@ -1773,7 +1793,7 @@ static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
   case LX_DIM: fputs(e->ival ? "T" : "B", f); return;
   case LX_VAR: print_var(f, lk, e->var); return;
   case LX_ROW0: fputs("row0", f); return;
-  case LX_WIN: fputs(e->ival ? "w1" : "w0", f); return;
+  case LX_WIN: fputs(e->ival == 2 ? "wk" : e->ival ? "w1" : "w0", f); return;
   case LX_LOAD:
     if (e->slot >= LK_LOCAL0) fprintf(f, "local%d[", e->slot - LK_LOCAL0);
     else fprintf(f, "%s%d[", lk->slot_int[e->slot] ? "ids" : "s", e->slot);

@@ -523,6 +523,8 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     if (k->chunk) conv_scratch(s, k);
+    if (n->op == OP_SCAN && n->shape.d[n->axis].kind == DIM_T)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
+      k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
       k->scratch = add_scratch(s, i, k->outer);

@@ -103,7 +103,7 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 // every launch record in order, operand slots from dev[] (the device storage
 // of each buffer, aliases resolved); done(ctx, k) after the last launch of
 // kernel k when done is set. False with g->err on the first failure.
-bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1,
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk,
                      int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
 
 #endif

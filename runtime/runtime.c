@@ -773,7 +773,7 @@ static void device_poison(void *ctx, int32_t kernel) {
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
   stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->dvars,
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, rt->api.row0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
@@ -814,7 +814,7 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   if (rt->graph && (rt->graph_b != B || rt->graph_t != T)) g->graph_free(g, rt->graph), rt->graph = NULL;
   if (!rt->graph) {
     if (!g->capture_begin(g)) device_fail(rt);
-    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, rt->api.row0, rt->opt.seed, rt->dvars, NULL,
+    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, rt->api.row0, rt->opt.seed, rt->dvars, NULL,
                               NULL) &&
               launch_adamw(rt);
     char why[sizeof g->err];
@@ -975,6 +975,7 @@ struct XfSampler {
   bool incremental;
   int32_t *hist;     // [nseq, ctx]: the encoded tokens; past a stream's length, valid ids
   int64_t *lens;     // [nseq]: positions encoded per stream (len: the longest)
+  int64_t keep;      // where the next run of the step program starts (XfApi.win_keep)
   int64_t *nfeed;    // [nseq]: scratch of xf_sampler_feed
   void **bufs;       // the step program's buffers: parameters, then the cache arena
   char *arena;       // on a GPU: device storage, beside the runtime's parameters
@@ -1104,6 +1105,15 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     if (s->lens[i] > T) T = s->lens[i];
   }
   s->len = T;
+  // a scan's state row holds h_{keep-1} of the run before (loops.h LX_WIN):
+  // the window must start there, or at 0; the next one starts at the
+  // shortest stream's end
+  int64_t keep = T;
+  for (int64_t i = 0; i < s->nseq; i++)
+    if (s->lens[i] < keep) keep = s->lens[i];
+  if (from != s->keep) from = 0;
+  s->keep = keep;
+  s->api.win_keep = keep;
   if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
     if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) device_fail(rt);
     if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
@@ -1112,7 +1122,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     XfGpu *g = rt->gpu;
     device_push(rt);
     if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, 0, rt->opt.seed, rt->dvars, NULL, NULL))
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, 0, rt->opt.seed, rt->dvars, NULL, NULL))
       device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 13u
+#define XF_ABI_VERSION 14u
 
 struct XfApi;
 
@@ -79,6 +79,9 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
      earlier ones are in the buffers from earlier calls (XfModel.step). */                                       \
   F(P, I64, win_lo)                                                                                              \
   F(P, I64, win_hi)                                                                                              \
+  /* The position the next run of the step program starts from (w0 < keep                                       \
+     <= win_hi): a scan keeps its state h_{keep-1} (loops.h LX_WIN); 0: none */                                  \
+  F(P, I64, win_keep)                                                                                            \
   /* Data-parallel training: the global batch row of local row 0, so that                                        \
      dropout draws from the global element index (the same masks as one                                          \
      process over the whole batch). 0 in a single process. */                                                    \
@@ -145,7 +148,9 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   /* The positions [w0, w1) the step program computes; 0 and T in the other                                     \
      programs (read by kernels that window their own body: loops.h LX_WIN) */                                    \
   F(P, I64, w0)                                                                                                  \
-  F(P, I64, w1)
+  F(P, I64, w1)                                                                                                  \
+  /* The step program's keep position (XfApi.win_keep); 0 in the others */                                       \
+  F(P, I64, wk)
 
 // XfStepVars: the values of a CUDA launch that change from step to step, in
 // device memory (XfKernelArgs.vars). step: the steps taken, counting the
