@@ -158,5 +158,16 @@ for d, l, m in [(128, 128, 18), (32, 16, 3)]:
         got = step_memory(ex, d=d, context=l, layers=m)
         expect(f"{ex} caches d={d} l={l} m={m}: the convolution's input", got["caches"], m * l * d * 4 + tokens(l))
 
+# A scan along time keeps one state row per sequence (codegen/stepmem.c):
+# linear attention's mu [n, h, h] and nu [n, h, 1] per layer, the same at
+# every context, beside the token ids; the caches do not grow with the
+# position the model can reach.
+for d, n, m in [(128, 8, 18), (32, 4, 3)]:
+    h = d // n
+    state = m * n * (h * h + h) * 4
+    for l in (128, 1024):
+        got = step_memory("linear_attention", d=d, heads=n, context=l, layers=m)
+        expect(f"linear_attention caches d={d} n={n} l={l} m={m}: the scan states", got["caches"], state + tokens(l))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
