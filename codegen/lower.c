@@ -637,9 +637,11 @@ static int in_slot(Lo *L, const Node *n, int i);
 // ---- linear recurrences ------------------------------------------------------------
 
 // SCAN, SCAN_REV over a, b [P.., K, Q..] along axis: an outer index per
-// sequence p < P, the positions in order, the Q states of a position in
-// parallel; the state of the step before is the output's own previous row
-// (p K + t -+ 1) Q + j, read back by the thread (lane) that wrote it.
+// sequence p < P and block of JB of the Q states of a position (JB 256 on a
+// CPU, 64 on a GPU: two per lane), the positions in order, the block's
+// states in parallel; the state of the step before is the output's own
+// previous row (p K + t -+ 1) Q + j, read back by the thread (lane) that
+// wrote it.
 //   SCAN      h_t = a_t h_{t-1} + b_t, t in [0, K). Along T: t in [w0, w1),
 //             which is [0, T) but in the step program; there h_{w0-1} is
 //             the state row H [P, Q] (slot KS_SCRATCH, a cache of the step
@@ -670,23 +672,36 @@ static void lower_scan(Lo *L, const Node *n) {
   LExpr *K = xdim(L, s->d[n->axis]), *Q = dprod(L, s, n->axis + 1, s->rank);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
-  L->lk->outer = dprod(L, s, 0, n->axis), L->lk->nouter = symsize_prod(s, 0, n->axis);
+  // an outer index per (sequence p, block of JB states): the states of a
+  // position are independent, so wide ones spread over threads (warps)
+  int64_t JB = L->tgt == LTARGET_GPU ? 64 : 256;
+  int64_t NJ = Q->kind == LX_INT && Q->ival > JB ? (Q->ival + JB - 1) / JB : 1;
+  L->own_outer = NJ > 1;
+  L->lk->outer = imul(L, dprod(L, s, 0, n->axis), xi(L, NJ));
+  L->lk->nouter = symsize_mul(symsize_prod(s, 0, n->axis), (SymSize){NJ, 0, 0});
+  int p = NJ > 1 ? let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NJ)), "p") : 0;
+  LExpr *j0 = NJ > 1 ? imul(L, x2(L, LX_REM, xvar(L, 0), xi(L, NJ)), xi(L, JB)) : xi(L, 0);
+  LExpr *j1 = NJ > 1 ? imin(L, iadd(L, j0, xi(L, JB)), Q) : Q;
+  if (NJ > 1) {
+    int jl = let(L, j0, "j0"), jh = let(L, j1, "j1");
+    j0 = xvar(L, jl), j1 = xvar(L, jh);
+  }
   LExpr *w0 = win ? xwin(L, 0) : xi(L, 0);
   int st = for_begin(L, w0, win ? xwin(L, 1) : K, false, fwd ? "t" : "s");
   int t = fwd ? st : let(L, x2(L, LX_SUB, x2(L, LX_SUB, K, xi(L, 1)), xvar(L, st)), "t");
   int has = let(L, fwd ? x2(L, LX_GT, xvar(L, t), w0) : x2(L, LX_LT, xvar(L, t), x2(L, LX_SUB, K, xi(L, 1))), "has");
-  int row = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), xvar(L, t)), Q), "row");
+  int row = let(L, imul(L, iadd(L, imul(L, xvar(L, p), K), xvar(L, t)), Q), "row");
   // the neighbour's row, clamped to this one at the ends: in bounds for a select that evaluates both
   int nb = let(L, xsel(L, xvar(L, has), fwd ? x2(L, LX_SUB, xvar(L, row), Q) : iadd(L, xvar(L, row), Q), xvar(L, row)), "nb");
   int ta = fwd ? t : let(L, xsel(L, xvar(L, has), iadd(L, xvar(L, t), xi(L, 1)), xvar(L, t)), "ta");  // a's step
-  int j = for_begin(L, xi(L, 0), Q, true, "j");
+  int j = for_begin(L, j0, j1, true, "j");
   LExpr *at = iadd(L, xvar(L, row), xvar(L, j)), *nat = iadd(L, xvar(L, nb), xvar(L, j));
-  LExpr *aoff = same ? (fwd ? at : nat) : scan_bcast(L, as, s, n->axis, xvar(L, 0), xvar(L, ta), xvar(L, j));
+  LExpr *aoff = same ? (fwd ? at : nat) : scan_bcast(L, as, s, n->axis, xvar(L, p), xvar(L, ta), xvar(L, j));
   int av = let(L, load(L, sa, aoff), "a");
   LExpr *first = xf(L, 0);  // a_{w0} h_{w0-1}: 0 at w0 = 0, else from the state row
   if (win)
     first = xsel(L, x2(L, LX_GT, w0, xi(L, 0)),
-                 x2(L, LX_MUL, xvar(L, av), load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), Q), xvar(L, j)))), first);
+                 x2(L, LX_MUL, xvar(L, av), load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, p), Q), xvar(L, j)))), first);
   LExpr *carry = xsel(L, xvar(L, has), x2(L, LX_MUL, xvar(L, av), load(L, KS_OUT, nat)), first);
   store(L, KS_OUT, at, x2(L, LX_ADD, carry, load(L, sb, at)));
   for_end(L);
@@ -695,9 +710,9 @@ static void lower_scan(Lo *L, const Node *n) {
   // H <- row wk - 1: a loop of one iteration where wk > 0, else none
   LExpr *wk = xwin(L, 2);
   for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, wk, xi(L, 0)), xi(L, 1), xi(L, 0)), false, "keep");
-  int krow = let(L, imul(L, iadd(L, imul(L, xvar(L, 0), K), x2(L, LX_SUB, wk, xi(L, 1))), Q), "krow");
-  j = for_begin(L, xi(L, 0), Q, true, "j");
-  store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), Q), xvar(L, j)), load(L, KS_OUT, iadd(L, xvar(L, krow), xvar(L, j))));
+  int krow = let(L, imul(L, iadd(L, imul(L, xvar(L, p), K), x2(L, LX_SUB, wk, xi(L, 1))), Q), "krow");
+  j = for_begin(L, j0, j1, true, "j");
+  store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, p), Q), xvar(L, j)), load(L, KS_OUT, iadd(L, xvar(L, krow), xvar(L, j))));
   for_end(L);
   for_end(L);
 }

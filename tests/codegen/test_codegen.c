@@ -323,6 +323,19 @@ int main(void) {
     check_model("examples/she.xf", ch, 6, 3, 27, true);
     check_model("examples/macaron_she.xf", ch, 6, 2, 27, false);
   }
+  // a scan along T of 512 states per position (2 heads of 16 x 16): two
+  // outer blocks of 256 states per sequence on a CPU, eight of 64 on a GPU;
+  // at T 2, 257 and 300 against the interpreter's step-by-step recurrence
+  {
+    Define la[] = {{"layers", "1"}, {"d", "32"}, {"context", "300"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
+                   {"dropout", "0"}};
+    for (int form = 0; form < 2; form++) {
+      model_so_forms = form ? LTARGET_GPU : LTARGET_CPU;
+      check_model("examples/linear_attention.xf", la, 7, 2, 2, true);  // (at T 1 dq is 0: att = v)
+      check_model("examples/linear_attention.xf", la, 7, 2, 257, true);
+      check_model("examples/linear_attention.xf", la, 7, 1, 300, form == 0);
+    }
+  }
   model_so_forms = LTARGET_CPU;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
