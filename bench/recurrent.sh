@@ -8,7 +8,7 @@
 #     and linear attention / transformer;
 #   sampling at the largest context: a prompt of about 100 tokens and one of
 #     about 900, each continued by TOKENS tokens (batch 1, greedy), tokens/s
-#     of each and their ratio: a cost per token that does not grow with the
+#     of each (the best of three runs) and their ratio: a cost per token that does not grow with the
 #     position gives 1. The decoding memory per sequence is xfc --stats'.
 # Writes out/bench/recurrent.md. No PyTorch: both sides are xf.
 #
@@ -78,10 +78,14 @@ for ex in transformer linear_attention; do
         awk '/caches \(what later positions read\)/ { c = $(NF-3) } /workspace \(planned, every step\)/ { w = $(NF-3) } END { print c " + " w }')
   rates=()
   for chars in 280 2900; do
-    $xfrun sample "$base.so" --checkpoint "$base.safetensors" --threads "$threads" --temperature 0 \
-      --prompt "${text:0:$chars}" --max-tokens "$tokens" >"$base.sample$chars.txt" 2>"$base.sample$chars.log" ||
-      { echo "bench: xfrun sample $ex: $(tail -n 1 "$base.sample$chars.log")" >&2; exit 1; }
-    read -r n rate ms <<<"$(sed -n 's/.*prompt of \([0-9]*\) tokens.* tokens in [0-9.]* s: \([0-9.]*\) tokens\/s, \([0-9.]*\) ms a step.*/\1 \2 \3/p' "$base.sample$chars.log")"
+    rate=0
+    for rep in 1 2 3; do  # the best of three: a run of 100 tokens takes tens of ms
+      $xfrun sample "$base.so" --checkpoint "$base.safetensors" --threads "$threads" --temperature 0 \
+        --prompt "${text:0:$chars}" --max-tokens "$tokens" >"$base.sample$chars.txt" 2>"$base.sample$chars.log" ||
+        { echo "bench: xfrun sample $ex: $(tail -n 1 "$base.sample$chars.log")" >&2; exit 1; }
+      read -r n r m <<<"$(sed -n 's/.*prompt of \([0-9]*\) tokens.* tokens in [0-9.]* s: \([0-9.]*\) tokens\/s, \([0-9.]*\) ms a step.*/\1 \2 \3/p' "$base.sample$chars.log")"
+      if awk -v a="$r" -v b="$rate" 'BEGIN { exit !(a + 0 > b + 0) }'; then rate=$r ms=$m; fi
+    done
     rates+=("$rate")
     line="| $ex | $n | $rate | $ms | $mem |"
     echo "$line"

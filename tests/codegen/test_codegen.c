@@ -269,14 +269,15 @@ static void check_unlowered(void) {
 int main(void) {
   check_abi_layout();
   check_unlowered();
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention"};
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
+                                   "gla", "retnet", "ssm"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
     char path[256];
     snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
     bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she");
+                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm");
     Define defs[7];
     int n = 0;
     for (int k = 0; k < 7; k++)

@@ -556,7 +556,8 @@ int main(int argc, char **argv) {
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);
     return failed != 0;
   }
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention"};
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
+                                   "gla", "retnet", "ssm"};
   Define small[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
@@ -564,7 +565,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
     if (only && !strstr(path, only)) continue;
     bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she");
+                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm");
     Define defs[7];
     int n = 0;
     for (int k = 0; k < 7; k++)

@@ -134,12 +134,14 @@ int main(int argc, char **argv) {
   // the samplers' workspace NaN before every feed: only the caches may carry
   // values from one feed to the next (codegen/stepmem.c)
   setenv("XF_DEBUG_POISON", "1", 1);
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention"};
+  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
+                                   "gla", "retnet", "ssm"};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
     char src[256], defs[256];
     snprintf(src, sizeof src, "examples/%s.xf", examples[i]);
     bool heads = !strcmp(examples[i], "transformer") || !strcmp(examples[i], "macaron") || !strcmp(examples[i], "postnorm") ||
-                 !strcmp(examples[i], "rk4") || !strcmp(examples[i], "linear_attention");
+                 !strcmp(examples[i], "rk4") || !strcmp(examples[i], "linear_attention") ||
+                 !strcmp(examples[i], "gla") || !strcmp(examples[i], "retnet");
     snprintf(defs, sizeof defs, "-D layers=2 -D d=16 -D context=12 -D vocab=29 -D ffn=24%s", heads ? " -D heads=2" : "");
     check(xfc, src, defs);
   }
