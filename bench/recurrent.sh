@@ -21,12 +21,8 @@ layers=${LAYERS:-18} contexts=${CONTEXTS:-128 1024} steps=${STEPS:-3} tokens=${T
 threads=${THREADS:-$(nproc)}
 out=out/bench work=out/bench/recurrent
 mkdir -p "$work"
-if ! { cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release && cmake --build build-release -j"$(nproc)"; } \
-     >"$out/build.log" 2>&1; then
-  tail -n 20 "$out/build.log" >&2
-  echo "bench: the release build failed (log: $out/build.log)" >&2
-  exit 1
-fi
+. bench/lib.sh
+release_build
 xfc=build-release/xfc xfrun=build-release/xfrun
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
 head_line="CPU: ${cpu:-unknown}, $(nproc) cores, $threads threads; $layers layers"

@@ -30,12 +30,8 @@ prompt_text="Once upon a time there was a little princess"
 mkdir -p "$work"
 
 # --- xf, release build; the GEMM rate ------------------------------------------------
-if ! { cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release && cmake --build build-release -j"$(nproc)"; } \
-     >"$out/build.log" 2>&1; then
-  tail -n 20 "$out/build.log" >&2
-  echo "bench: the release build failed (log: $out/build.log)" >&2
-  exit 1
-fi
+. bench/lib.sh
+release_build
 xfc=build-release/xfc xfrun=build-release/xfrun
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
 echo "CPU: ${cpu:-unknown}, $(nproc) cores, $threads threads used"
