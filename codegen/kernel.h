@@ -170,6 +170,9 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu);
 // The chunk C of the GPU's chunked form of kernel node n (Kernel.chunk), or
 // 0 where n keeps the direct form.
 int schedule_conv_chunk(const Graph *g, const Node *n);
+// Whether kernel node n is a SCAN along T, whose kernel has a state row
+// [P, Q] in its scratch (lower.c lower_scan: h_{w0-1} in the step program).
+bool schedule_scan_state(const Node *n);
 int64_t symsize_eval(SymSize s, int64_t B, int64_t T);
 // The size of dimension d; a * b; a == b; the product of dims [from, to) of s.
 SymSize symsize_of(Dim d);

@@ -667,7 +667,7 @@ static LExpr *scan_bcast(Lo *L, const Shape *as, const Shape *s, int axis, LExpr
 static void lower_scan(Lo *L, const Node *n) {
   const Shape *s = &n->shape, *as = &L->g->nodes[n->in[0]].shape;
   bool fwd = n->op == OP_SCAN, same = shape_eq(as, s);
-  bool win = fwd && s->d[n->axis].kind == DIM_T;
+  bool win = schedule_scan_state(n);
   int sa = in_slot(L, n, 0), sb = in_slot(L, n, 1);
   LExpr *K = xdim(L, s->d[n->axis]), *Q = dprod(L, s, n->axis + 1, s->rank);
   L->lk->name = ir_op_info[n->op].name;
@@ -679,7 +679,7 @@ static void lower_scan(Lo *L, const Node *n) {
   L->own_outer = NJ > 1;
   L->lk->outer = imul(L, dprod(L, s, 0, n->axis), xi(L, NJ));
   L->lk->nouter = symsize_mul(symsize_prod(s, 0, n->axis), (SymSize){NJ, 0, 0});
-  int p = NJ > 1 ? let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NJ)), "p") : 0;
+  int p = NJ > 1 ? let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NJ)), "p") : 0;  // 0: the outer index itself
   LExpr *j0 = NJ > 1 ? imul(L, x2(L, LX_REM, xvar(L, 0), xi(L, NJ)), xi(L, JB)) : xi(L, 0);
   LExpr *j1 = NJ > 1 ? imin(L, iadd(L, j0, xi(L, JB)), Q) : Q;
   if (NJ > 1) {
@@ -698,10 +698,10 @@ static void lower_scan(Lo *L, const Node *n) {
   LExpr *at = iadd(L, xvar(L, row), xvar(L, j)), *nat = iadd(L, xvar(L, nb), xvar(L, j));
   LExpr *aoff = same ? (fwd ? at : nat) : scan_bcast(L, as, s, n->axis, xvar(L, p), xvar(L, ta), xvar(L, j));
   int av = let(L, load(L, sa, aoff), "a");
+  LExpr *hrow = imul(L, xvar(L, p), Q);  // sequence p's state row
   LExpr *first = xf(L, 0);  // a_{w0} h_{w0-1}: 0 at w0 = 0, else from the state row
   if (win)
-    first = xsel(L, x2(L, LX_GT, w0, xi(L, 0)),
-                 x2(L, LX_MUL, xvar(L, av), load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, p), Q), xvar(L, j)))), first);
+    first = xsel(L, x2(L, LX_GT, w0, xi(L, 0)), x2(L, LX_MUL, xvar(L, av), load(L, KS_SCRATCH, iadd(L, hrow, xvar(L, j)))), first);
   LExpr *carry = xsel(L, xvar(L, has), x2(L, LX_MUL, xvar(L, av), load(L, KS_OUT, nat)), first);
   store(L, KS_OUT, at, x2(L, LX_ADD, carry, load(L, sb, at)));
   for_end(L);
@@ -712,7 +712,7 @@ static void lower_scan(Lo *L, const Node *n) {
   for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, wk, xi(L, 0)), xi(L, 1), xi(L, 0)), false, "keep");
   int krow = let(L, imul(L, iadd(L, imul(L, xvar(L, p), K), x2(L, LX_SUB, wk, xi(L, 1))), Q), "krow");
   j = for_begin(L, j0, j1, true, "j");
-  store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, p), Q), xvar(L, j)), load(L, KS_OUT, iadd(L, xvar(L, krow), xvar(L, j))));
+  store(L, KS_SCRATCH, iadd(L, hrow, xvar(L, j)), load(L, KS_OUT, iadd(L, xvar(L, krow), xvar(L, j))));
   for_end(L);
   for_end(L);
 }

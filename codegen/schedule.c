@@ -75,6 +75,8 @@ int schedule_conv_chunk(const Graph *g, const Node *n) {
   return 0;
 }
 
+bool schedule_scan_state(const Node *n) { return n->op == OP_SCAN && n->shape.d[n->axis].kind == DIM_T; }
+
 // A scratch buffer of size elements for node id's kernel (activations:
 // planned, its lifetime the kernel's own).
 static int add_scratch(Schedule *s, int id, SymSize size) {
@@ -523,7 +525,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     if (k->chunk) conv_scratch(s, k);
-    if (n->op == OP_SCAN && n->shape.d[n->axis].kind == DIM_T)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
+    if (schedule_scan_state(n))  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean

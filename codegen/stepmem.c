@@ -16,10 +16,10 @@
 // (lower_window); it reads rows outside that window only where an op mixes
 // positions (passes/causal.c lists them): the keys and values of attention,
 // the input of a causal convolution, the input of a shift along time, the
-// state row of a scan along time (h_{w0-1}, one position per sequence), the right operand of a product whose
-// rows are the window (q k^T, p v), and every input with a time axis of a
-// kernel that computes all of its output (LW_FULL), which then reads the
-// rows of earlier positions too. Both targets' forms are consulted, so one
+// state row of a scan along time (h_{w0-1}, one position per sequence), the
+// right operand of a product whose rows are the window (q k^T, p v), and
+// every input with a time axis of a kernel that computes all of its output
+// (LW_FULL), which then reads the rows of earlier positions too. Both targets' forms are consulted, so one
 // plan serves the CPU and the GPU.
 #include <stdlib.h>
 
@@ -60,6 +60,9 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
     bool hist[KERNEL_MAX_IN];
     kernel_slots(s, k, slot);
     history_inputs(s, time_axis, k, hist);
+    // a scan along time starts from its state row, h_{w0-1} as the run before left it
+    const Node *kn = &s->g->nodes[k->node];
+    bool state = schedule_scan_state(kn) && time_axis[k->node] == kn->axis;
     for (int j = 0; j < KS_IMM; j++) {
       int b = slot[j];
       if (b < 0 || s->bufs[b].role == BUF_PARAM) continue;
@@ -70,9 +73,7 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
       if (j >= KS_IN0 && j < KS_IN0 + k->nin && hist[j - KS_IN0]) sb->cache = true;
-      // a scan along time starts from its state row, h_{w0-1} as the run before left it
-      const Node *kn = &s->g->nodes[k->node];
-      if (j == KS_SCRATCH && kn->op == OP_SCAN && time_axis[k->node] == kn->axis) sb->cache = true;
+      if (j == KS_SCRATCH && state) sb->cache = true;
     }
   }
   free(at);
