@@ -978,7 +978,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
 #define LOAD(f) LLVMBuildLoad2(e->b, LLVMStructGetTypeAtIndex(rec_t, LAUNCH_REC_F_##f), FIELD(f), "")
   V kfn = LOAD(fn);
   for (int j = 0; j < KS_IMM; j++) {
-    V bidx = LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, FIELD(slots), (V[]){ci64(e, j)}, 1, ""), "");
+    V bidx = LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, LLVMArrayType(e->i32, KS_IMM), FIELD(slots), (V[]){ci64(e, 0), ci64(e, j)}, 2, ""), "");
     V none = LLVMBuildICmp(e->b, LLVMIntSLT, bidx, ci32(e, 0), "");
     V safe = LLVMBuildSExt(e->b, LLVMBuildSelect(e->b, none, ci32(e, 0), bidx, ""), e->i64, "");
     V ptr = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, bufs, &safe, 1, ""), "");
