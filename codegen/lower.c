@@ -717,6 +717,190 @@ static void lower_scan(Lo *L, const Node *n) {
   for_end(L);
 }
 
+// ---- a scan of outer products read out (SCAN_READ, passes/fuse_scan.c) ------------
+//
+// One outer index per sequence (p, m) of k [P.., K, M.., dk, 1] (so row t of
+// it is (p K + t) M + m), its state S [dk, dv] in a local array, row-major,
+// never stored; the state's columns j are the par loops (vector lanes, a
+// warp's threads), its rows i go in order.
+//   SCAN_READ       for t in [w0, w1): S = a_t o S + k_t v_t (row by row,
+//                   O += q_t[i] S[i, :] as each row is made); out_t = O.
+//                   Along T, the step program's run starts from S_{w0-1}
+//                   in the state row H [P M, dk dv] (slot KS_SCRATCH, a
+//                   cache) and copies S into it after position wk - 1;
+//                   elsewhere [w0, w1) = [0, K) from S = 0
+//   SCAN_READ_GRAD  in order: S as above, dq_t[i] = S_t[i, :] . dy_t; then
+//                   from t = K - 1 down, with G in the same local array,
+//                   G = a_{t+1} o G + q_t^T dy_t, dk_t[i] = G[i, :] . v_t,
+//                   dv_t = sum_i k_t[i] G[i, :] (accumulated as rows are made)
+// Every sum runs over i (or j) in index order.
+typedef struct {
+  const Shape *ks, *as;
+  int axis, p, m;        // the sequence's coordinates (variables)
+  int64_t dk, dv;
+  LExpr *K, *M;
+  struct { int slot; int64_t w, off; } part[3];  // SCAN_READ_GRAD's dq, dk, dv (as Att.part)
+} Rd;
+
+// The offset of the decay a (broadcast to k) at position t, row i.
+static LExpr *rd_a(Lo *L, const Rd *d, LExpr *t, LExpr *i) {
+  const Shape *ks = d->ks, *as = d->as;
+  int r = ks->rank;
+  LExpr *off = xi(L, 0), *stride = xi(L, 1);
+  for (int k = r - 1; k >= 0 && k - (r - as->rank) >= 0; k--) {
+    Dim dm = as->d[k - (r - as->rank)];
+    if (dm.kind == DIM_CONST && dm.n == 1) continue;
+    LExpr *c = k == r - 2 ? i : k == d->axis ? t
+             : k < d->axis ? x2(L, LX_DIV, xvar(L, d->p), dprod(L, ks, k + 1, d->axis))
+                           : x2(L, LX_DIV, xvar(L, d->m), dprod(L, ks, k + 1, r - 2));
+    if ((k < d->axis && k > 0) || (k > d->axis + 1 && k < r - 2)) c = x2(L, LX_REM, c, xdim(L, ks->d[k]));
+    off = iadd(L, off, imul(L, c, stride));
+    stride = imul(L, stride, xdim(L, dm));
+  }
+  return off;
+}
+
+// Row t of the sequence: (p K + t) M + m.
+static int rd_row(Lo *L, const Rd *d, LExpr *t) {
+  return let(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, d->p), d->K), t), d->M), xvar(L, d->m)), "row");
+}
+
+// local[x] <- v(x) for x < n
+static void rd_fill(Lo *L, int loc, int64_t n, LExpr *v) {
+  int x = for_begin(L, xi(L, 0), xi(L, n), true, "x");
+  store(L, loc, xvar(L, x), v ? v : xf(L, 0));
+  for_end(L);
+}
+
+static void lower_scan_read_fwd(Lo *L, Rd *d, const Node *n) {
+  bool win = schedule_scan_state(n);
+  int sq = in_slot(L, n, 0), sk = in_slot(L, n, 1), sv = in_slot(L, n, 2), sa = in_slot(L, n, 3);
+  int64_t dk = d->dk, dv = d->dv;
+  int S = local(L, dk * dv), O = local(L, dv);
+  LExpr *w0 = win ? xwin(L, 0) : xi(L, 0), *hrow = imul(L, xvar(L, 0), xi(L, dk * dv));
+  int x = for_begin(L, xi(L, 0), xi(L, dk * dv), true, "x");
+  LExpr *h = win ? xsel(L, x2(L, LX_GT, w0, xi(L, 0)), load(L, KS_SCRATCH, iadd(L, hrow, xvar(L, x))), xf(L, 0)) : xf(L, 0);
+  store(L, S, xvar(L, x), h);
+  for_end(L);
+  int t = for_begin(L, w0, win ? xwin(L, 1) : d->K, false, "t");
+  int row = rd_row(L, d, xvar(L, t));
+  rd_fill(L, O, dv, NULL);
+  int i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
+  int av = let(L, load(L, sa, rd_a(L, d, xvar(L, t), xvar(L, i))), "a");
+  int kv = let(L, load(L, sk, xvar(L, ki)), "k"), qv = let(L, load(L, sq, xvar(L, ki)), "q");
+  int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  int si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
+  LExpr *vj = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
+  int sn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, kv), vj)), "s");
+  store(L, S, xvar(L, si), xvar(L, sn));
+  store(L, O, xvar(L, j), x2(L, LX_ADD, load(L, O, xvar(L, j)), x2(L, LX_MUL, xvar(L, qv), xvar(L, sn))));
+  for_end(L);
+  for_end(L);
+  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)), load(L, O, xvar(L, j)));
+  for_end(L);
+  if (win) {  // H <- S after position wk - 1: a loop of one iteration there, else none
+    LExpr *last = x2(L, LX_EQ, xvar(L, t), x2(L, LX_SUB, xwin(L, 2), xi(L, 1)));
+    for_begin(L, xi(L, 0), xsel(L, last, xi(L, 1), xi(L, 0)), false, "keep");
+    x = for_begin(L, xi(L, 0), xi(L, dk * dv), true, "x");
+    store(L, KS_SCRATCH, iadd(L, hrow, xvar(L, x)), load(L, S, xvar(L, x)));
+    for_end(L);
+    for_end(L);
+  }
+  for_end(L);
+}
+
+static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
+  int sq = in_slot(L, n, 0), sk = in_slot(L, n, 1), sv = in_slot(L, n, 2), sa = in_slot(L, n, 3), sy = in_slot(L, n, 4);
+  int64_t dk = d->dk, dv = d->dv;
+  int S = local(L, dk * dv), DV = local(L, dv);
+  // dq, in order
+  rd_fill(L, S, dk * dv, NULL);
+  int t = for_begin(L, xi(L, 0), d->K, false, "t");
+  int row = rd_row(L, d, xvar(L, t));
+  int i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
+  int av = let(L, load(L, sa, rd_a(L, d, xvar(L, t), xvar(L, i))), "a");
+  int kv = let(L, load(L, sk, xvar(L, ki)), "k");
+  int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  int si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
+  LExpr *vj = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
+  store(L, S, xvar(L, si), x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, kv), vj)));
+  for_end(L);
+  for_end(L);
+  // the rows' sums in a loop of their own: LLVM 14's loop vectoriser
+  // miscompiles a row's update and its reload in one iteration (dv 4)
+  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, dv), &c);
+  LExpr *yc = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, c)));
+  int dq = reduce_end(L, st, x2(L, LX_MUL, load(L, S, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, c))), yc), "dq");
+  store(L, d->part[0].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[0].w)), iadd(L, xi(L, d->part[0].off), xvar(L, i))), xvar(L, dq));
+  for_end(L);
+  for_end(L);
+  // G, dk, dv, from the last position down
+  rd_fill(L, S, dk * dv, NULL);
+  int s = for_begin(L, xi(L, 0), d->K, false, "s");
+  t = let(L, x2(L, LX_SUB, x2(L, LX_SUB, d->K, xi(L, 1)), xvar(L, s)), "t");
+  int has = let(L, x2(L, LX_LT, iadd(L, xvar(L, t), xi(L, 1)), d->K), "has");
+  int tn = let(L, xsel(L, xvar(L, has), iadd(L, xvar(L, t), xi(L, 1)), xvar(L, t)), "tn");  // in bounds either way
+  row = rd_row(L, d, xvar(L, t));
+  rd_fill(L, DV, dv, NULL);
+  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
+  av = let(L, xsel(L, xvar(L, has), load(L, sa, rd_a(L, d, xvar(L, tn), xvar(L, i))), xf(L, 0)), "an");
+  kv = let(L, load(L, sk, xvar(L, ki)), "k");
+  int qv = let(L, load(L, sq, xvar(L, ki)), "q");
+  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
+  LExpr *yj = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
+  int gn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, qv), yj)), "g");
+  store(L, S, xvar(L, si), xvar(L, gn));
+  store(L, DV, xvar(L, j), x2(L, LX_ADD, load(L, DV, xvar(L, j)), x2(L, LX_MUL, xvar(L, kv), xvar(L, gn))));
+  for_end(L);
+  for_end(L);
+  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, dv), &c);
+  LExpr *vc = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, c)));
+  int dkv = reduce_end(L, st, x2(L, LX_MUL, load(L, S, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, c))), vc), "dk");
+  store(L, d->part[1].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[1].w)), iadd(L, xi(L, d->part[1].off), xvar(L, i))), xvar(L, dkv));
+  for_end(L);
+  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  store(L, d->part[2].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[2].w)), iadd(L, xi(L, d->part[2].off), xvar(L, j))), load(L, DV, xvar(L, j)));
+  for_end(L);
+  for_end(L);
+}
+
+static void lower_scan_read(Lo *L, const Node *n) {
+  const Shape *ks = &L->g->nodes[n->in[1]].shape, *vs = &L->g->nodes[n->in[2]].shape;
+  int r = ks->rank;
+  Rd d = {.ks = ks, .as = &L->g->nodes[n->in[3]].shape, .axis = n->axis, .dk = ks->d[r - 2].n, .dv = vs->d[r - 1].n,
+          .K = xdim(L, ks->d[n->axis]), .M = dprod(L, ks, n->axis + 1, r - 2)};
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->shape = LK_ROWS;
+  L->lk->outer = imul(L, dprod(L, ks, 0, n->axis), d.M);
+  L->lk->nouter = symsize_mul(symsize_prod(ks, 0, n->axis), symsize_prod(ks, n->axis + 1, r - 2));
+  d.p = let(L, x2(L, LX_DIV, xvar(L, 0), d.M), "p");
+  d.m = let(L, x2(L, LX_REM, xvar(L, 0), d.M), "m");
+  if (n->op == OP_SCAN_READ) {
+    lower_scan_read_fwd(L, &d, n);
+    return;
+  }
+  bool split = L->k->nout == 3;  // dq, dk, dv to buffers of their own (schedule.c's split_parts)
+  if (L->k->nout != 1 && !split) {
+    snprintf(L->err, L->errlen, "internal error: kernel of %%%d (%s): %d outputs", n->id, ir_op_info[n->op].name, L->k->nout);
+    return;
+  }
+  int64_t width[3] = {d.dk, d.dk, d.dv}, off = 0;
+  for (int p = 0; p < 3; off += width[p++]) {
+    d.part[p].slot = split ? kernel_out_slot(p) : KS_OUT;
+    d.part[p].w = split ? width[p] : 2 * d.dk + d.dv;
+    d.part[p].off = split ? 0 : off;
+  }
+  lower_scan_read_grad(L, &d, n);
+}
+
 // ---- row normalisations ------------------------------------------------------------
 
 // sum over c < d of f(c) as a variable.
@@ -1498,6 +1682,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_ATTENTION: case OP_ATTENTION_GRAD: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
   case OP_SCAN: case OP_SCAN_REV: lower_scan(&L, n); break;
+  case OP_SCAN_READ: case OP_SCAN_READ_GRAD: lower_scan_read(&L, n); break;
   default:
     if (k->fusion == FG_NORM_MAP) lower_norm(&L, &g->nodes[k->norm]);  // the root's tree in its stores
     else lower_map(&L, n);
@@ -1773,6 +1958,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
+  if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
   if (lower_steps_form(k, tgt)) return w;  // the chunked convolution: every position
   bool inside = false;
@@ -1782,6 +1968,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   else if (n->op == OP_SCAN || n->op == OP_SCAN_REV) nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) sh = xs, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
+           n->op == OP_SCAN_READ_GRAD ||
            n->op == OP_CONV_DX)
     return w;
   if (a < nouter) w.kind = LW_OUTER, w.stride = symsize_prod(sh, a + 1, nouter);

@@ -39,6 +39,12 @@ int64_t symsize_eval(SymSize s, int64_t B, int64_t T) {
   return v;
 }
 
+// SCAN_READ(_GRAD): the sequences (p, m) of k [P.., K, M.., dk, 1]; their states [dk, dv].
+static SymSize read_sequences(const Graph *g, const Node *n) {
+  const Shape *ks = &g->nodes[n->in[1]].shape;
+  return symsize_mul(symsize_prod(ks, 0, n->axis), symsize_prod(ks, n->axis + 1, ks->rank - 2));
+}
+
 // The parallel outer extent of the kernel computing n.
 static SymSize outer_of(const Graph *g, const Node *n) {
   const Shape *s = &n->shape;
@@ -54,6 +60,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
     return symsize_prod(x, 0, n->axis);
   case OP_SOFTMAX: return symsize_prod(x, 0, n->axis);
   case OP_SCAN: case OP_SCAN_REV: return symsize_prod(s, 0, n->axis);  // one sequence of states each
+  case OP_SCAN_READ: case OP_SCAN_READ_GRAD: return read_sequences(g, n);  // one sequence (p, m) each
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                       // serial
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
@@ -75,7 +82,10 @@ int schedule_conv_chunk(const Graph *g, const Node *n) {
   return 0;
 }
 
-bool schedule_scan_state(const Node *n) { return n->op == OP_SCAN && n->shape.d[n->axis].kind == DIM_T; }
+bool schedule_scan_state(const Node *n) {
+  return (n->op == OP_SCAN || n->op == OP_SCAN_READ) && n->shape.d[n->axis].kind == DIM_T;
+}
+
 
 // A scratch buffer of size elements for node id's kernel (activations:
 // planned, its lifetime the kernel's own).
@@ -152,6 +162,12 @@ static void fold_transposes(const Graph *g, const int *into, const int *kind, bo
 // lengths: ATTENTION_GRAD's dq [..., h], dk [..., h], dv [..., e] (autodiff's
 // slices); 0 for any other op.
 static int split_parts(const Graph *g, const Node *n, int64_t *start, int64_t *len) {
+  if (n->op == OP_SCAN_READ_GRAD) {  // dq [.., dk], dk [.., dk], dv [.., dv]
+    int64_t dk = g->nodes[n->in[1]].shape.d[n->shape.rank - 1].n, dv = g->nodes[n->in[2]].shape.d[n->shape.rank].n;
+    start[0] = 0, start[1] = dk, start[2] = 2 * dk;
+    len[0] = dk, len[1] = dk, len[2] = dv;
+    return 3;
+  }
   if (n->op != OP_ATTENTION_GRAD) return 0;
   int r = n->shape.rank;
   int64_t h = g->nodes[n->in[0]].shape.d[r - 1].n, e = g->nodes[n->in[2]].shape.d[r - 1].n;
@@ -525,8 +541,13 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     if (k->chunk) conv_scratch(s, k);
-    if (schedule_scan_state(n))  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
+    if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
+    else if (schedule_scan_state(n)) {  // SCAN_READ: S_{keep-1} [P M, dk dv] (lower.c lower_scan_read)
+      const Shape *ks = &g->nodes[n->in[1]].shape;
+      int64_t st = ks->d[ks->rank - 2].n * n->shape.d[n->shape.rank - 1].n;
+      k->scratch = add_scratch(s, i, symsize_mul(read_sequences(g, n), (SymSize){st, 0, 0}));
+    }
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
       k->scratch = add_scratch(s, i, k->outer);

@@ -398,6 +398,8 @@ static bool st_fuse(Pipeline *p) {
     p->code = ir_graph_clone(&p->arena, p->g);
     fuse_attention(p->code);
     check_ir(p->code, "fuse_attention");
+    fuse_scan(p->code);
+    check_ir(p->code, "fuse_scan");
   }
   return true;
 }
@@ -450,7 +452,7 @@ static bool st_codegen(Pipeline *p) {
 static const Stage stages[] = {
     {"parse", "ast", st_parse, pr_ast},                // frontend/lexer.l, parser.y, source.c
     {"elaboration", "ir", st_elaborate, pr_ir},        // frontend/elaborate.c
-    {"fuse_attention", "fused", st_fuse, pr_fused},    // passes/fuse_attention.c
+    {"fuse", "fused", st_fuse, pr_fused},              // passes/fuse_attention.c, fuse_scan.c
     {"autodiff", "grad", st_autodiff, pr_ir},          // passes/autodiff.c (the graph as written)
     {"remat", NULL, st_remat, NULL},                   // passes/remat.c
     {"stats", NULL, st_stats, NULL},                   // passes/stats.c, codegen/schedule.c (memory)

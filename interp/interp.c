@@ -516,6 +516,55 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
         }
     return true;
   }
+  case OP_SCAN_READ:
+  case OP_SCAN_READ_GRAD: {
+    // S_t = a_t o S_{t-1} + k_t v_t, out_t = q_t S_t, step by step; the
+    // gradient: dq_t = S_t dy_t^T in order, then from t = K - 1 down,
+    // G_t = a_{t+1} o G_{t+1} + q_t^T dy_t, dk_t = G_t v_t^T, dv_t = k_t^T G_t.
+    // Sequence (p, m): row (p K + t) M + m of q, k [.., dk], v, dy [.., dv].
+    const double *q = x, *k = y, *v = in->val[n->in[2]], *a = in->val[n->in[3]];
+    const double *dy = n->nin > 4 ? in->val[n->in[4]] : NULL;
+    int64_t kr = ys->rank, vd[IR_MAX_RANK], ad[IR_MAX_RANK], sa[IR_MAX_RANK];
+    dims(in, &g->nodes[n->in[2]].shape, vd);
+    const Shape *as = &g->nodes[n->in[3]].shape;
+    dims(in, as, ad);
+    bstrides(ad, as->rank, yd, (int)kr, sa);
+    int64_t P = prod(yd, 0, n->axis), K = yd[n->axis], M = prod(yd, n->axis + 1, (int)kr - 2), dk = yd[kr - 2], dv = vd[kr - 1];
+    int64_t w = dy ? 2 * dk + dv : dv;
+    double *S = calloc((size_t)(dk * dv), sizeof(double)), *G = calloc((size_t)(dk * dv), sizeof(double));
+    memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t p = 0; p < P; p++)
+      for (int64_t m = 0; m < M; m++) {
+        memset(S, 0, sizeof(double) * (size_t)(dk * dv));
+        memset(G, 0, sizeof(double) * (size_t)(dk * dv));
+        for (int64_t t = 0; t < K; t++) {
+          int64_t row = (p * K + t) * M + m;
+          for (int64_t i = 0; i < dk; i++) {
+            double at = a[offset(row * dk + i, yd, (int)kr, sa)];
+            for (int64_t j = 0; j < dv; j++) S[i * dv + j] = at * S[i * dv + j] + k[row * dk + i] * v[row * dv + j];
+          }
+          for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < dv; j++) {
+              if (dy) out[row * w + i] += S[i * dv + j] * dy[row * dv + j];
+              else out[row * w + j] += q[row * dk + i] * S[i * dv + j];
+            }
+        }
+        for (int64_t t = K - 1; dy && t >= 0; t--) {
+          int64_t row = (p * K + t) * M + m, next = (p * K + t + 1) * M + m;
+          for (int64_t i = 0; i < dk; i++) {
+            double an = t + 1 < K ? a[offset(next * dk + i, yd, (int)kr, sa)] : 0;
+            for (int64_t j = 0; j < dv; j++) G[i * dv + j] = an * G[i * dv + j] + q[row * dk + i] * dy[row * dv + j];
+          }
+          for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < dv; j++) {
+              out[row * w + dk + i] += G[i * dv + j] * v[row * dv + j];
+              out[row * w + 2 * dk + j] += k[row * dk + i] * G[i * dv + j];
+            }
+        }
+      }
+    free(S), free(G);
+    return true;
+  }
   case OP_CONV_DW: {  // dw_k = sum_b sum_{i>=k} x_{i-k} (.) dy_i
     int64_t T = xd[xs->rank - 2], d = xd[xs->rank - 1], e = yd[ys->rank - 1], lead = in->numel[n->in[0]] / (T * d);
     memset(out, 0, sizeof(double) * (size_t)N);

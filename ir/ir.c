@@ -491,6 +491,29 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       *out = *y;
       return true;
     }
+    case OP_SCAN_READ: case OP_SCAN_READ_GRAD: {  // q, k [.., dk, 1], v [.., 1, dv], a broadcast to k
+      const Shape *vs = &g->nodes[n->in[2]].shape, *as = &g->nodes[n->in[3]].shape;
+      int r = y->rank, ax = n->axis;
+      bool ok = r >= 3 && ax >= 0 && ax < r - 2 && shape_eq(x, y) && vs->rank == r && y->d[r - 1].kind == DIM_CONST &&
+                y->d[r - 1].n == 1 && y->d[r - 2].kind == DIM_CONST && vs->d[r - 2].kind == DIM_CONST &&
+                vs->d[r - 2].n == 1 && vs->d[r - 1].kind == DIM_CONST && y->d[ax].kind != DIM_B;
+      for (int i = 0; ok && i < r - 2; i++) ok = dim_eq(y->d[i], vs->d[i]);
+      Shape bs;
+      char e2[64];
+      if (ok) ok = as->rank <= r && broadcast(as, y, &bs, e2, sizeof e2) && shape_eq(&bs, y);
+      *out = *vs;
+      if (ok && n->op == OP_SCAN_READ_GRAD) {
+        ok = shape_eq(&g->nodes[n->in[4]].shape, vs);
+        out->rank = r - 1;
+        out->d[r - 2] = (Dim){DIM_CONST, 2 * y->d[r - 2].n + vs->d[r - 1].n};
+      }
+      if (!ok)
+        return fail(err, errlen, "%s needs q, k [.., dk, 1], v [.., 1, dv] and a decay broadcast to k, got q %s, k %s",
+                    ir_op_info[n->op].name, sx, sy);
+      for (int i = 0; i < n->nin; i++)
+        if (!want_f32(g, n, i, err, errlen)) return false;
+      return true;
+    }
     case OP_DROPOUT:
       if (!(n->fval >= 0 && n->fval < 1))
         return fail(err, errlen, "dropout probability %g is not in [0, 1)", n->fval);

@@ -147,6 +147,10 @@ typedef enum {
   X(SCAN, "scan", 2, OPC_NN, 1)                                                \
   /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */          \
   X(SCAN_REV, "scan_rev", 2, OPC_NN, 0)                                        \
+  /* q, k, v, a -> sum over rows of q o scan(a, k o v) (passes/fuse_scan.c) */  \
+  X(SCAN_READ, "scan_read", 4, OPC_NN, 1)                                      \
+  /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */           \
+  X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0)                            \
   X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */ \
   /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */   \
   /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */     \
@@ -191,6 +195,19 @@ typedef enum { CONV_SCALAR, CONV_VECTOR, CONV_MATRIX } ConvKind;
 // Its gradient (autodiff only), g = dL/dh summed over the future:
 //   SCAN_REV  g_t = dy_t + a_{t+1} o g_{t+1};  db_t = g_t;  da_t = g_t o h_{t-1}
 // (h_{t-1} as SHIFT(h, axis, 1)).
+//
+// SCAN_READ, a scan of an outer product read out by a contraction of its
+// rows (linear attention, seed 003 eqs. 6.156-6.160; RetNet), with R the
+// rank of k, the time t along node.axis < R - 2:
+//   S_t = a_t o S_{t-1} + k_t v_t,  out_t = sum_i q_t[i] S_t[i, :]
+// q, k [.., dk, 1], v [.., 1, dv] (k's axes before R - 2), a broadcast to
+// k; out [.., 1, dv]. The state S [dk, dv] of a sequence is never stored.
+// Its gradient (autodiff only), G_t = dL/dS_t summed over the future:
+//   SCAN_READ_GRAD  G_t = a_{t+1} o G_{t+1} + q_t^T dy_t;
+//                   dq_t = S_t dy_t^T, dk_t = G_t v_t^T, dv_t = k_t^T G_t
+// as [.., 2 dk + dv] (k's axes before R - 2); da from those by
+//   a_s o da_s = sum_{t >= s} (q_t o dq_t - k_t o dk_t)
+// (the products of a_l over the pairs j < s <= t that a_s takes part in).
 
 typedef enum { INIT_NONE, INIT_NORMAL, INIT_UNIFORM, INIT_ZEROS, INIT_ONES } InitKind;
 typedef struct {
@@ -198,7 +215,7 @@ typedef struct {
   double a, b;  // normal: mean, std; uniform: low, high
 } Init;
 
-#define IR_MAX_IN 4
+#define IR_MAX_IN 5
 
 typedef struct {
   int id;

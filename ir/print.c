@@ -49,7 +49,7 @@ void ir_print(FILE *f, const Graph *g) {
       else fprintf(f, " axis=%d", n->axis);
       break;
     case OP_TRANSPOSE: fprintf(f, " axes=%d,%d", n->axis, n->axis2); break;
-    case OP_SCAN: case OP_SCAN_REV: fprintf(f, " axis=%d", n->axis); break;
+    case OP_SCAN: case OP_SCAN_REV: case OP_SCAN_READ: case OP_SCAN_READ_GRAD: fprintf(f, " axis=%d", n->axis); break;
     case OP_SHIFT: fprintf(f, " axis=%d by=%lld", n->axis, (long long)n->start); break;
     case OP_SLICE: case OP_PAD: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;
     case OP_CAUSAL_MASK: fprintf(f, " fill=%g", n->fval); break;

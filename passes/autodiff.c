@@ -238,6 +238,32 @@ static void g_attention(AD *a, const Node *n, int dy) {
       accumulate(a, IN(k), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {gr}, .axis = r - 1, .start = start[k],
                                           .len = {DIM_CONST, len[k]}}));
 }
+// SCAN_READ (fuse_scan.c): one SCAN_READ_GRAD node recomputes the states and
+// yields dq | dk | dv along its last axis; da from the identity of ir.h,
+//   c_s = sum_{t >= s} (q_t o dq_t - k_t o dk_t) = SCAN_REV(1, .),  da = c / a,
+// and 0 where a = 0 (fuse_scan fuses only where that is the true product of
+// the chain rule: a decay that is exp(.) or sigmoid(.), or needs no gradient).
+static void g_scan_read(AD *a, const Node *n, int dy) {
+  Shape ks = shape(a, IN(1)), vs = shape(a, IN(2));
+  int r = ks.rank;
+  int64_t dk = ks.d[r - 2].n, dv = vs.d[r - 1].n;
+  int gr = emit(a, (Node){.op = OP_SCAN_READ_GRAD, .nin = 5, .in = {IN(0), IN(1), IN(2), IN(3), dy}, .axis = n->axis});
+  int64_t start[3] = {0, dk, 2 * dk}, len[3] = {dk, dk, dv};
+  int part[3] = {-1, -1, -1};
+  bool want[3] = {a->needs[IN(0)] || a->needs[IN(3)], a->needs[IN(1)] || a->needs[IN(3)], a->needs[IN(2)]};
+  for (int k = 0; k < 3; k++) {
+    if (!want[k]) continue;
+    int sl = emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {gr}, .axis = r - 2, .start = start[k], .len = {DIM_CONST, len[k]}});
+    part[k] = reshape(a, sl, k < 2 ? ks : vs);
+    accumulate(a, IN(k), part[k]);
+  }
+  if (!a->needs[IN(3)]) return;
+  int x = bin(a, OP_SUB, bin(a, OP_MUL, IN(0), part[0]), bin(a, OP_MUL, IN(1), part[1]));
+  int c = emit(a, (Node){.op = OP_SCAN_REV, .nin = 2, .in = {cst(a, 1), x}, .axis = n->axis});
+  int zero = bin(a, OP_EQ, IN(3), cst(a, 0));
+  int da = bin(a, OP_MUL, bin(a, OP_DIV, c, bin(a, OP_ADD, IN(3), zero)), bin(a, OP_SUB, cst(a, 1), zero));
+  accumulate(a, IN(3), da);
+}
 static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; }
 
 static const GradRule rules[OP_COUNT] = {
@@ -252,7 +278,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_SOFTMAX] = g_softmax, [OP_LAYERNORM] = g_layernorm, [OP_RMSNORM] = g_rmsnorm, [OP_CAUSAL_MASK] = g_causal_mask,
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
     [OP_ATTENTION] = g_attention,
-    [OP_SCAN] = g_scan, [OP_SHIFT] = g_shift,
+    [OP_SCAN] = g_scan, [OP_SHIFT] = g_shift, [OP_SCAN_READ] = g_scan_read,
 };
 
 bool autodiff_has_rule(OpKind op) { return op < OP_COUNT && rules[op] != NULL; }

@@ -147,6 +147,19 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     ta[id] = xa >= 0 ? xa : ba;
     return true;
   }
+  case OP_SCAN_READ: {  // position-wise over q, k, v and a at t, S_{t-1}: as SCAN
+    int t = -1;
+    for (int i = 0; i < 4; i++) {
+      const Node *u = &g->nodes[n->in[i]];
+      int ua = ta[u->id] < 0 ? -1 : ta[u->id] + (g->nodes[n->in[1]].shape.rank - u->shape.rank);
+      if (key[u->id] >= 0) return fail(c, id, "scans a score matrix");
+      if (ua >= 0 && t >= 0 && ua != t) return fail(c, id, "combines values whose time axes differ");
+      if (ua >= 0) t = ua;
+    }
+    if (t >= r - 2) return fail(c, id, "keeps positions in the axes of its state");
+    ta[id] = t;
+    return true;
+  }
   case OP_SHIFT:
     if (xk >= 0) return fail(c, id, "shifts a score matrix");
     if (xa == n->axis && n->start < 0) return fail(c, id, "shifts later positions back (reads the future)");

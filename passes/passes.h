@@ -44,6 +44,12 @@ bool autodiff_has_rule(OpKind op);
 // forward graph into ATTENTION(q, k, v); returns how many.
 int fuse_attention(Graph *g);
 
+// ---- fuse_scan.c: a scan of outer products read out as one op ----------------
+
+// Rewrites every sum(q * scan(a, k * v, t), R - 2) of the forward graph that
+// fuse_scan.c's conditions admit into SCAN_READ(q, k, v, a); returns how many.
+int fuse_scan(Graph *g);
+
 // ---- remat.c: recompute cheap forward values in the backward ----------------
 
 // Returns how many forward nodes got a copy in the backward (see remat.c).

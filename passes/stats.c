@@ -228,6 +228,21 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     c->add = sadd(c->add, steps);
     return;
   }
+  case OP_SCAN_READ: case OP_SCAN_READ_GRAD: {
+    // per position: S = a S + k v (2 dk dv products, dk dv sums) and q S
+    // (dk dv, (dk - 1) dv); the gradient recomputes S, then dq, G, dk, dv
+    const Shape *ks = &g->nodes[n->in[1]].shape, *vs = &g->nodes[n->in[2]].shape;
+    int64_t dk = dimv(ks->d[ks->rank - 2], T), dv = dimv(vs->d[vs->rank - 1], T), rows = numel(ks, T) / dk;
+    int64_t st = smul3(rows, dk, dv);
+    if (n->op == OP_SCAN_READ) {
+      c->mul = sadd(c->mul, smul(st, 3));
+      c->add = sadd(c->add, smul(st, 2) - smul(rows, dv));
+    } else {
+      c->mul = sadd(c->mul, smul(st, 7));
+      c->add = sadd(c->add, smul(st, 5) - smul(rows, dk + dv));
+    }
+    return;
+  }
   case OP_CROSS_ENTROPY: {
     int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
     c->exp = sadd(c->exp, smul(rows, v));

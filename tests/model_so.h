@@ -1,6 +1,6 @@
 // model_so.h: for the C tests of generated code. Elaborates a model file,
 // adds its backward pass and compiles its schedule through LLVM into a
-// shared object, as xfc -o does (with fuse: after fuse_attention).
+// shared object, as xfc -o does (with fuse: after fuse_attention and fuse_scan).
 #ifndef XF_MODEL_SO_H
 #define XF_MODEL_SO_H
 
@@ -31,7 +31,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
     return NULL;
   }
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
-  if (fuse) fuse_attention(g);
+  if (fuse) fuse_attention(g), fuse_scan(g);
   if (!autodiff(g, err, errlen)) return NULL;
   if (model_so_remat) remat(g);
   *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);
