@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fusion and memory planning, from the outside (xfc --emit=schedule, --stats,
 # xfrun): the attention pattern fires on a user-written block and on the
-# standard library's, and not on near misses; attention's gradient writes
+# standard library's, and not on near misses; so does the scan_read pattern; attention's gradient writes
 # dq, dk, dv as three outputs, no slice kernels; kernels are generated once per
 # class, so the number of functions does not grow with depth; the 18-layer
 # Table 1 transformer plans well under PyTorch eager's 6.6 GB; a training run
@@ -24,6 +24,27 @@ for ex in transformer macaron postnorm rk4; do
   n=$("$xfc" --emit=fused -D layers=2 examples/$ex.xf | count " = attention ")
   [ "$n" -ge 2 ] && ok "$ex: $n attention ops fused" || bad "$ex: $n attention ops fused"
 done
+
+# a scan of outer products read out by its rows (passes/fuse_scan.c): the
+# library's mixers and a user-written one fused, the near misses not, and
+# scan_read_grad writing dq, dk, dv as three outputs
+for pair in linear_attention:2 gla:2 retnet:2 ssm:0; do
+  ex=${pair%:*} want=${pair#*:}
+  n=$("$xfc" --emit=fused -D layers=2 examples/$ex.xf | count " = scan_read ")
+  [ "$n" = "$want" ] && ok "$ex: $n scan_read ops fused" || bad "$ex: $n scan_read ops fused, want $want"
+done
+n=$("$xfc" --emit=fused tests/fusion/scan_near.xf | count " = scan_read ")
+m=$("$xfc" --emit=fused tests/fusion/scan_near.xf | count " = scan ")
+[ "$n $m" = "1 4" ] && ok "scan_near: the exp decay fused; a raw parameter decay, a column readout, shared states not" ||
+  bad "scan_near: $n scan_read, $m scans in the graph, want 1 and 4 (the fused one's scan stays, dead)"
+n=$("$xfc" --emit=schedule --batch=2 --no-fuse -D layers=2 examples/linear_attention.xf | count '^  k[0-9]+ +scan_read')
+[ "$n" = 0 ] && ok "--no-fuse keeps the scans" || bad "--no-fuse: $n scan_read kernels"
+n=$("$xfc" --emit=schedule -D layers=2 examples/linear_attention.xf | awk '$2 == "scan_read_grad" { for (i = 3; i <= NF; i++) if ($i ~ /^out=/) c += split(substr($i, 5), b, ",") == 3 } END { print c + 0 }')
+[ "$n" = 2 ] && ok "linear_attention: 2 scan_read_grad kernels write dq, dk, dv" || bad "linear_attention: $n split scan_read_grads, want 2"
+mib=$("$xfc" --stats examples/linear_attention.xf | sed -n 's/^  total *\([0-9.]*\) MiB/\1/p')
+mib_nf=$("$xfc" --stats --no-fuse examples/linear_attention.xf | sed -n 's/^  total *\([0-9.]*\) MiB/\1/p')
+awk -v a="$mib" -v b="$mib_nf" 'BEGIN { exit !(a + 1000 < b) }' && ok "linear_attention plans $mib MiB, --no-fuse $mib_nf (the states stored)" ||
+  bad "linear_attention: fused $mib MiB, unfused $mib_nf MiB"
 
 # attention_grad writes dq, dk, dv as three outputs when each is read whole by
 # one slice (the slices get no kernel); attn_fixed_v's values need no gradient,

@@ -6,7 +6,8 @@
 #   - tests/golden/sinusoidal.xf and tests/grad/recurrent_blocks.xf for the
 #     library blocks no example uses,
 #   - a user-written attention block (tests/fusion/attn_user.xf) and near
-#     misses of the pattern (tests/fusion/attn_near.xf),
+#     misses of the pattern (tests/fusion/attn_near.xf), and a user-written
+#     scan read out by its rows with near misses (tests/fusion/scan_near.xf),
 # each on the graph xfc compiles (attention fused; with --no-fuse as written),
 # and a coverage check: every op marked differentiable in ir/ir.h occurs in
 # the graph of some checked model, so no gradient rule goes unchecked.
@@ -46,6 +47,8 @@ check "tests/grad/recurrent_blocks.xf" tests/grad/recurrent_blocks.xf
 check "tests/fusion/attn_user.xf (fused)" tests/fusion/attn_user.xf
 check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.xf
 check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf
+check "tests/fusion/scan_near.xf" tests/fusion/scan_near.xf
+check "tests/fusion/scan_near.xf (--no-fuse)" --no-fuse tests/fusion/scan_near.xf
 check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examples/transformer.xf
 check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
 for op in $(sed -n 's/.*X([A-Z_]*, "\([a-z_]*\)", [0-9], OPC_[A-Z]*, 1).*/\1/p' ir/ir.h); do
