@@ -141,7 +141,7 @@ static void print_step_memory(Graph *g, const Schedule *s) {
   StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
   bool *cached = calloc((size_t)s->nbufs + 1, sizeof *cached);
-  int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1;
+  int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1, state = 0;
   char why[256];
   for (int i = 0; i < g->noutputs; i++) has_logits |= !strcmp(g->outputs[i].name, "logits");
   if (ta && sb && items && cached && ofs && has_logits && causal_analyze(g, ta, &bad, why, sizeof why) &&
@@ -151,10 +151,19 @@ static void print_step_memory(Graph *g, const Schedule *s) {
       cached[i] = sb[i].cache;
     }
     total = memplan_after_caches(items, cached, n, ofs, &cache);
+    for (int i = 0; i < n; i++)  // the state rows of scans along time, among the caches
+      for (int k = 0; k < s->nkernels && cached[i]; k++)
+        if (schedule_scan_state(&g->nodes[s->kernels[k].node]) && s->kernels[k].scratch >= 0 &&
+            schedule_root(s, s->kernels[k].scratch) == sb[i].buf) {
+          state += (items[i].bytes + 63) / 64 * 64;
+          break;
+        }
   }
   if (total >= 0) {
     printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
     printf("  caches (what later positions read)   %10.1f KiB  (%lld bytes)\n", (double)cache / 1024, (long long)cache);
+    printf("    of which recurrent states          %10.1f KiB  (%lld bytes, the same at every position)\n",
+           (double)state / 1024, (long long)state);
     printf("  workspace (planned, every step)      %10.1f KiB  (%lld bytes)\n", (double)(total - cache) / 1024,
            (long long)(total - cache));
   }

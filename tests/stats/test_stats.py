@@ -141,7 +141,7 @@ def step_memory(example, **defs):
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     got = {}
     for line in out.splitlines():
-        for key in ("caches", "workspace"):
+        for key in ("caches", "workspace", "of which recurrent states"):
             if line.strip().startswith(key):
                 got[key] = int(line.split("(")[-1].split()[0])
     return got
@@ -168,6 +168,9 @@ for d, n, m in [(128, 8, 18), (32, 4, 3)]:
     for l in (128, 1024):
         got = step_memory("linear_attention", d=d, heads=n, context=l, layers=m)
         expect(f"linear_attention caches d={d} n={n} l={l} m={m}: the scan states", got["caches"], state + tokens(l))
+        expect(f"linear_attention recurrent states d={d} n={n} l={l} m={m}", got["of which recurrent states"], state)
+    got = step_memory("transformer", d=d, heads=n, context=128, layers=m)
+    expect(f"transformer recurrent states d={d} m={m}: none", got["of which recurrent states"], 0)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
