@@ -103,6 +103,7 @@ static const char *fconst(double v, char *buf) {
 #define CU_TYPE_I64 "xf_i64 "
 #define CU_TYPE_U64 "xf_u64 "
 #define CU_TYPE_U32 "xf_u32 "
+#define CU_TYPE_I32 "int "
 #define CU_FIELD(P, tag, name) "  " CU_TYPE_##tag #name ";\n"
 #define CU_ARRAY(P, tag, name, n) "  " CU_TYPE_##tag #name "[" #n "];\n"
 
@@ -951,9 +952,10 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
           "    while (lo < hi) {\n      const xf_i64 mid = (lo + hi + 1) / 2;\n"
           "      if (seg[mid].block0 <= c) lo = mid;\n      else hi = mid - 1;\n    }\n"
           "    float *w = (float *)seg[lo].w, *m = (float *)seg[lo].m, *v = (float *)seg[lo].v;\n"
+          "    const float dec = seg[lo].decay ? decay : 1.0f;\n"
           "    const float *g = (const float *)seg[lo].g;\n"
           "    const xf_i64 first = (c - seg[lo].block0) * XF_ADAM_CHUNK, end = xf_min(first + XF_ADAM_CHUNK, seg[lo].n);\n"
-          "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {\n      w[i] *= decay;\n"
+          "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {\n      w[i] *= dec;\n"
           "      m[i] = b1 * m[i] + (1.0f - b1) * g[i];\n"
           "      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];\n"
           "      w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i]) / sqrt_bc2 + eps);\n    }\n  }\n");

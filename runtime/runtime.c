@@ -196,6 +196,11 @@ struct XfRuntime {
   int *params;       // buffer index of each parameter
   int *grads;        // buffer index of each parameter's gradient (-1 if none)
   float **adam_m, **adam_v;
+  float **acc;       // XfOptions.accum > 1: per parameter, the sum of the step's micro-batches' gradients
+  int micro;         // micro-batches of the current step done (< accum)
+  float acc_loss;    // the sum of their losses
+  double lr_now;     // the learning rate of the next AdamW update (xf_set_lr)
+  double grad_norm;  // the last step's global gradient norm (NaN: none)
   int nparams;
   int tokens, targets, loss, logits;  // buffer indices (-1 if absent)
   uint32_t step;
@@ -219,7 +224,8 @@ struct XfRuntime {
   int nsegs;
   int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
-  size_t moments_at; // moments from here to bytes; [persist, moments_at): activations and outputs
+  size_t moments_at; // moments from here to accum_at; [persist, moments_at): activations and outputs
+  size_t accum_at;   // the gradient sums (XfOptions.accum > 1) from here to bytes
   bool host_dirty, dev_newer;
   // Pinned staging of a step's uploads (XfGpu.host_alloc): the XfStepVars at
   // 0, the tokens at pin_tokens, the targets at pin_targets, each [batch, seq].
@@ -291,9 +297,11 @@ uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
 XfMemory xf_memory(const XfRuntime *rt) {
-  return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->bytes - rt->moments_at,
-                    .total = rt->bytes};
+  return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->accum_at - rt->moments_at,
+                    .accum = rt->bytes - rt->accum_at, .total = rt->bytes};
 }
+double xf_grad_norm(const XfRuntime *rt) { return rt->grad_norm; }
+void xf_set_row0(XfRuntime *rt, int64_t row0) { rt->api.row0 = row0; }
 
 static void host_sync(XfRuntime *rt, bool write);
 
@@ -378,6 +386,8 @@ static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errle
   return true;
 }
 
+static bool decays(const XfRuntime *rt, int p);
+
 // Device storage mirroring the host layout, the kernels loaded, AdamW's
 // hyper-parameters uploaded.
 static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
@@ -408,7 +418,7 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
     int64_t n = rt->numel[rt->params[p]];
     segs[rt->nsegs++] = (XfAdamSeg){.w = rt->dbufs[rt->params[p]], .m = rt->darena + ((char *)rt->adam_m[p] - (char *)rt->arena),
                                     .v = rt->darena + ((char *)rt->adam_v[p] - (char *)rt->arena),
-                                    .g = rt->dbufs[rt->grads[p]], .n = n, .block0 = rt->nchunks};
+                                    .g = rt->dbufs[rt->grads[p]], .n = n, .block0 = rt->nchunks, .decay = decays(rt, p)};
     rt->nchunks += (n + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
   }
   bool ok = g->fill(g, rt->darena, 0, rt->bytes) && g->upload(g, rt->dhyper, hyper, sizeof hyper) &&
@@ -464,10 +474,17 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   if (!(o->lr > 0 && o->lr < 1e3) || !(o->weight_decay >= 0 && o->weight_decay < 1e3) || !(o->beta1 >= 0 && o->beta1 < 1) ||
       !(o->beta2 >= 0 && o->beta2 < 1) || !(o->eps > 0))
     return fail(err, errlen, "AdamW needs 0 < lr < 1000, 0 <= weight decay < 1000, betas in [0, 1) and eps > 0");
+  if (o->accum == 0) o->accum = 1;
+  if (o->accum < 1 || o->accum > 65536) return fail(err, errlen, "--accum %d is outside 1..65536", o->accum);
+  if (!(o->clip >= 0 && o->clip < 1e30)) return fail(err, errlen, "--clip %g: expected a norm >= 0 (0: no clipping)", o->clip);
+  rt->lr_now = o->lr, rt->grad_norm = NAN;
   // the GEMM provider; each GEMM runs on the thread that calls it:
   // parallelism comes from the pool, which splits a GEMM's rows or columns
   if (!xf_gemm_select((XfGemmKind)o->gemm, NULL, err, errlen)) return false;
   if (!open_device(rt, label, err, errlen)) return false;
+  if (rt->gpu && (o->accum > 1 || o->clip > 0))
+    return fail(err, errlen, "--accum and --clip run on the CPU only so far (the CUDA device has no gradient sum or norm "
+                "kernel): give --device cpu");
   int n = m->nbuffers;
   rt->numel = calloc((size_t)n, sizeof *rt->numel);
   rt->offset = calloc((size_t)n, sizeof *rt->offset);
@@ -531,9 +548,13 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   if (ok) ok = poison_lists(rt, items, err, errlen);
   free(items);
   free(planned);
-  size_t moments = 0;
-  for (int p = 0; ok && p < rt->nparams; p++) moments += 2 * (((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63);
-  rt->moments_at = total;
+  size_t moments = 0, acc = 0;
+  for (int p = 0; ok && p < rt->nparams; p++) {
+    size_t sz = ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
+    moments += 2 * sz;
+    if (o->accum > 1 && rt->grads[p] >= 0) acc += sz;
+  }
+  rt->moments_at = total, rt->accum_at = total + moments;
   rt->tokens = find_buffer(m, XF_BUF_INPUT, "tokens");
   rt->targets = find_buffer(m, XF_BUF_INPUT, "targets");
   rt->loss = find_buffer(m, XF_BUF_OUTPUT, "loss");
@@ -543,11 +564,11 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   // what the machine can hold: its physical memory (an allocation beyond it
   // would be granted by overcommit and fail only when touched)
   double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-  double need = (double)total + (double)moments;
+  double need = (double)total + (double)moments + (double)acc;
   if (ok && (need > (double)((size_t)1 << 40) || (have > 0 && need > have)))
     ok = fail(err, errlen, "--batch %lld --seq %lld needs %.1f GiB, more than this machine has (%.1f GiB)",
               (long long)o->batch, (long long)o->seq, need / (1 << 30), have / (1 << 30));
-  rt->bytes = total + moments;
+  rt->bytes = total + moments + acc;
   return ok;
 }
 
@@ -597,7 +618,8 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   rt->bufs = calloc((size_t)m->nbuffers, sizeof *rt->bufs);
   rt->adam_m = calloc((size_t)rt->nparams + 1, sizeof(float *));
   rt->adam_v = calloc((size_t)rt->nparams + 1, sizeof(float *));
-  if (!rt->bufs || !rt->adam_m || !rt->adam_v) return fail(err, errlen, "out of memory");
+  rt->acc = calloc((size_t)rt->nparams + 1, sizeof(float *));
+  if (!rt->bufs || !rt->adam_m || !rt->adam_v || !rt->acc) return fail(err, errlen, "out of memory");
   rt->arena = aligned_alloc(64, rt->bytes ? (rt->bytes + 63) & ~(size_t)63 : 64);
   if (!rt->arena)
     return fail(err, errlen, "cannot allocate %.1f MiB for batch %lld, seq %lld", (double)rt->bytes / (1 << 20),
@@ -614,6 +636,8 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
     rt->adam_m[p] = (float *)mp, mp += sz;
     rt->adam_v[p] = (float *)mp, mp += sz;
   }
+  for (int p = 0; rt->opt.accum > 1 && p < rt->nparams; p++)
+    if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
   xf_gemm_thread_init();
   if (!pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
@@ -637,7 +661,7 @@ void xf_close(XfRuntime *rt) {
   if (rt->pool.threads) pool_stop(&rt->pool);
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
-  free(rt->adam_m), free(rt->adam_v), free(rt->dead_at), free(rt->dead);
+  free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   if (rt->lib) dlclose(rt->lib);
   free(rt);
@@ -669,7 +693,7 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
 // One AdamW update of elements [lo, hi) of one parameter; slots: w, m, v, g
 // and the AdamState. Elementwise, so splitting it over threads changes no bit.
 typedef struct {
-  float bc1, sqrt_bc2, lr, b1, b2, eps, decay;
+  float bc1, sqrt_bc2, lr, b1, b2, eps, decay, scale;  // scale: the clipping factor of the gradients
 } AdamState;
 
 static void adamw_range(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo, int64_t hi,
@@ -679,24 +703,51 @@ static void adamw_range(void **slot, int64_t B, int64_t T, uint64_t seed, uint32
   const float *g = slot[3];
   const AdamState *a = slot[4];
   for (int64_t i = lo; i < hi; i++) {
+    float gi = g[i] * a->scale;
     w[i] *= a->decay;
-    m[i] = a->b1 * m[i] + (1 - a->b1) * g[i];
-    v[i] = a->b2 * v[i] + (1 - a->b2) * g[i] * g[i];
+    m[i] = a->b1 * m[i] + (1 - a->b1) * gi;
+    v[i] = a->b2 * v[i] + (1 - a->b2) * gi * gi;
     w[i] -= a->lr * (m[i] / a->bc1) / (sqrtf(v[i]) / a->sqrt_bc2 + a->eps);
   }
 }
 
+// Whether parameter p takes weight decay: every one, or with
+// XfOptions.decay_matrices those of rank >= 2 (weights, embeddings; not
+// biases and gains).
+static bool decays(const XfRuntime *rt, int p) {
+  return !rt->opt.decay_matrices || rt->m->buffers[rt->params[p]].rank >= 2;
+}
+
+// The global L2 norm of the gradients, summed in double in parameter order
+// (the same in every run and thread count).
+static double grad_norm(const XfRuntime *rt) {
+  double s = 0;
+  for (int p = 0; p < rt->nparams; p++) {
+    if (rt->grads[p] < 0) continue;
+    const float *g = rt->bufs[rt->grads[p]];
+    for (int64_t i = 0; i < rt->numel[rt->params[p]]; i++) s += (double)g[i] * g[i];
+  }
+  return sqrt(s);
+}
+
 // AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected
-// step. Large parameters are split over the thread pool.
+// step, at the rate of xf_set_lr; gradients scaled by min(1, clip / (norm +
+// 1e-6)) first with XfOptions.clip (torch.nn.utils.clip_grad_norm_). Large
+// parameters are split over the thread pool.
 static void adamw(XfRuntime *rt) {
   const XfOptions *o = &rt->opt;
   double t = (double)rt->step;
-  AdamState a = {.bc1 = (float)(1 - pow(o->beta1, t)), .lr = (float)o->lr, .b1 = (float)o->beta1,
-                 .b2 = (float)o->beta2, .eps = (float)o->eps, .decay = (float)(1 - o->lr * o->weight_decay)};
+  rt->grad_norm = grad_norm(rt);
+  double scale = o->clip > 0 && rt->grad_norm > o->clip ? o->clip / (rt->grad_norm + 1e-6) : 1;
+  AdamState a = {.bc1 = (float)(1 - pow(o->beta1, t)), .lr = (float)rt->lr_now, .b1 = (float)o->beta1,
+                 .b2 = (float)o->beta2, .eps = (float)o->eps, .decay = (float)(1 - rt->lr_now * o->weight_decay),
+                 .scale = (float)scale};
   a.sqrt_bc2 = sqrtf((float)(1 - pow(o->beta2, t)));
+  AdamState nd = a;
+  nd.decay = 1;
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
-    void *slot[5] = {rt->bufs[rt->params[p]], rt->adam_m[p], rt->adam_v[p], rt->bufs[rt->grads[p]], &a};
+    void *slot[5] = {rt->bufs[rt->params[p]], rt->adam_m[p], rt->adam_v[p], rt->bufs[rt->grads[p]], decays(rt, p) ? &a : &nd};
     int64_t n = rt->numel[rt->params[p]];
     if (n < 65536) adamw_range(slot, 0, 0, 0, 0, 0, n, &rt->api);
     else pool_for(&rt->api, adamw_range, slot, 0, 0, 0, 0, n);
@@ -790,6 +841,13 @@ static bool launch_adamw(XfRuntime *rt) {
   a.slot[0] = rt->dsegs, a.slot[1] = rt->dhyper;
   int64_t blocks = rt->nchunks < 65536 ? rt->nchunks : 65536;
   return !rt->nsegs || g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a);
+}
+
+// On a device the rate is AdamW's hyper-parameter 0 in device memory,
+// which the launch (and a captured graph) reads when it runs.
+void xf_set_lr(XfRuntime *rt, double lr) {
+  if (rt->gpu && rt->dhyper && lr != rt->lr_now && !rt->gpu->upload(rt->gpu, rt->dhyper, &lr, sizeof lr)) device_fail(rt);
+  rt->lr_now = lr;
 }
 
 static void device_adamw(XfRuntime *rt) {
@@ -910,8 +968,48 @@ static void finish_reduction(XfRuntime *rt, float *loss) {
   }
 }
 
+// One micro-batch of a step of XfOptions.accum = N (CPU): the program at
+// the step's number (dropout masks as one batch of N micro-batches, rows
+// from xf_set_row0); micro-batch 0 copies its gradients into the sums,
+// later ones add theirs in order; the N-th makes each gradient the sum
+// times 1/N, then the reduction over processes (every bucket after the
+// program), AdamW.
+static float train_micro(XfRuntime *rt) {
+  rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
+  float *loss = rt->bufs[rt->loss], mine = loss[0];
+  int n = rt->opt.accum;
+  bool last = rt->micro == n - 1;
+  for (int p = 0; p < rt->nparams; p++) {
+    if (rt->grads[p] < 0) continue;
+    float *g = rt->bufs[rt->grads[p]], *s = rt->acc[p];
+    int64_t k = rt->numel[rt->params[p]];
+    if (rt->micro == 0) memcpy(s, g, sizeof(float) * (size_t)k);
+    else if (!last)
+      for (int64_t i = 0; i < k; i++) s[i] += g[i];
+    else
+      for (int64_t i = 0; i < k; i++) g[i] = (s[i] + g[i]) * (1.0f / (float)n);
+  }
+  rt->acc_loss = rt->micro == 0 ? mine : rt->acc_loss + mine;
+  if (!last) {
+    rt->micro++;
+    return mine;
+  }
+  loss[0] = rt->acc_loss / (float)n;
+  if (rt->parallel)
+    for (int b = 0; b < rt->nbuckets; b++)
+      rt->reducer.start(rt->reducer.ctx, b, rt->grad_ptrs + rt->bucket_at[b], rt->grad_numel + rt->bucket_at[b],
+                        rt->bucket_at[b + 1] - rt->bucket_at[b]);
+  if (rt->parallel && !rt->reducer.finish(rt->reducer.ctx, loss)) {
+    fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
+    exit(1);
+  }
+  rt->micro = 0;
+  adamw(rt);
+  return loss[0];
+}
+
 float xf_train_step(XfRuntime *rt) {
-  rt->step++;
+  if (rt->micro == 0) rt->step++;
   if (rt->gpu && graph_step(rt)) {
     device_train_graph(rt, rt->step_b, rt->step_t);
     device_read(rt, rt->loss, 4);
@@ -926,6 +1024,7 @@ float xf_train_step(XfRuntime *rt) {
     device_adamw(rt);
     return ((float *)rt->bufs[rt->loss])[0];
   }
+  if (rt->opt.accum > 1) return train_micro(rt);
   rt->in_train = true;
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   rt->in_train = false;

@@ -33,6 +33,9 @@ typedef struct {
   int64_t global_batch;   // data-parallel training: the batch over all ranks, which
                           // checkpoints record (0: batch, one process)
   int gemm;               // XfGemmKind (gemm.h): XF_GEMM_AUTO picks by the CPU's features
+  int accum;              // micro-batches per optimizer step, their gradients averaged (0, 1: none)
+  double clip;            // clip the gradients to this global L2 norm before AdamW (0: none)
+  bool decay_matrices;    // weight decay only on parameters of rank >= 2 (false: on every one)
 } XfOptions;
 
 // XF_DEVICE_AUTO: CUDA when the model has CUDA code and a device opens, else
@@ -95,8 +98,24 @@ const float *xf_grad(XfRuntime *rt, int i);
 int32_t *xf_tokens(XfRuntime *rt);
 int32_t *xf_targets(XfRuntime *rt);
 
-// One training step (dropout on, then AdamW); returns the loss.
+// One training step (dropout on, then AdamW); returns the loss. With
+// XfOptions.accum = N > 1 a step is N calls, one per micro-batch of
+// [batch, seq] tokens: the first N - 1 keep the sum of their gradients (in
+// storage planned at open, XfMemory.accum) and return their own loss; the
+// N-th averages the N gradients (then over processes), clips them, runs
+// AdamW and returns the mean of the N losses (and over processes).
 float xf_train_step(XfRuntime *rt);
+// The learning rate of the following AdamW updates (a schedule's value at
+// the next step); XfOptions.lr, the base rate checkpoints keep, is unchanged.
+void xf_set_lr(XfRuntime *rt, double lr);
+// The global L2 norm of the last step's gradients, before clipping (the
+// mean gradients, after the reduction over processes): NaN on a CUDA device
+// (not computed there) and before the first step.
+double xf_grad_norm(const XfRuntime *rt);
+// The global batch row of row 0 of the next micro-batch (dropout draws from
+// global element indices): set per micro-batch with XfOptions.accum > 1;
+// xf_set_data_parallel sets it for one micro-batch per step.
+void xf_set_row0(XfRuntime *rt, int64_t row0);
 // Data-parallel training (driver/xfrun_dist.c). The gradients are reduced
 // over the ranks in buckets (about bucket_bytes each, grouped in the order
 // the backward pass finishes them): start(b) is called for bucket b from
@@ -143,11 +162,12 @@ void xf_set_step(XfRuntime *rt, uint32_t step);
 // xf_allocate: nothing else grows with the model, batch or seq.
 size_t xf_memory_bytes(const XfRuntime *rt);
 // The same, broken down as `xfc --stats` prints it (each buffer rounded up
-// to 64 bytes): total = planned + persistent + moments.
+// to 64 bytes): total = planned + persistent + moments + accum.
 typedef struct {
   size_t planned;     // activations and outputs, sharing storage by lifetime
   size_t persistent;  // parameters, gradients, inputs
   size_t moments;     // AdamW's two moments per parameter
+  size_t accum;       // XfOptions.accum > 1: the sum of the micro-batches' gradients
   size_t total;
 } XfMemory;
 XfMemory xf_memory(const XfRuntime *rt);

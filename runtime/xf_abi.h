@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 14u
+#define XF_ABI_VERSION 15u
 
 struct XfApi;
 
@@ -168,7 +168,8 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, PTR, v)                                                                                                   \
   F(P, PTR, g)                                                                                                   \
   F(P, I64, n)                                                                                                   \
-  F(P, I64, block0)
+  F(P, I64, block0)                                                                                              \
+  F(P, I32, decay)     /* 1: weight decay applies (runtime.c decays) */
 enum { XF_ADAM_CHUNK = 4096 };
 
 // XfSym: coef * B^pb * T^pt at the step's B and T
