@@ -59,10 +59,26 @@ static void usage(FILE *f) {
         "                     or ~/.cache/xf)\n"
         "training:\n"
         "  --steps N          train until step N (default 100)\n"
-        "  --batch N          sequences per step (default 8)\n"
         "  --seq N            tokens per sequence, at most the model's context (default: context)\n"
-        "  --lr X             AdamW learning rate (default 0.001)\n"
+        "  --batch N          sequences per step, or per micro-batch with --accum (default 8)\n"
+        "  --accum N          micro-batches of --batch sequences per step, their gradients averaged\n"
+        "                     before one AdamW update: a step of N x --batch sequences (default 1)\n"
+        "  --lr X             AdamW learning rate, the schedule's peak (default 0.001)\n"
+        "  --lr-schedule S    constant, cosine, linear or wsd (default constant), after --warmup:\n"
+        "                       constant  lr\n"
+        "                       cosine    min + (lr - min) (1 + cos(pi p)) / 2\n"
+        "                       linear    lr + (min - lr) p\n"
+        "                       wsd       lr until the last --cooldown steps, then linear to min\n"
+        "                     with p = (step - warmup) / (steps - warmup) in [0, 1]\n"
+        "  --warmup N         the first N steps rise linearly to lr: lr step / N (default 0)\n"
+        "  --min-lr X         the rate the schedule decays to (default 0)\n"
+        "  --cooldown N       wsd: the steps of its decay (default: a fifth of --steps)\n"
+        "  --clip X           scale the gradients to global L2 norm X when it is larger (as\n"
+        "                     torch.nn.utils.clip_grad_norm_; default 0: no clipping); the norm\n"
+        "                     before clipping is logged every step\n"
         "  --weight-decay X   AdamW weight decay (default 0.01)\n"
+        "  --weight-decay-on W  all: every parameter (the default); matrices: parameters of\n"
+        "                     rank >= 2 only (weights and embeddings; not biases and gains)\n"
         "  --seed N           parameters, dropout, batches and sampling (default 1)\n"
         "  --threads N        worker threads (default: all cores)\n"
         "  --gemm P           GEMM provider: auto, onednn or openblas (default auto: oneDNN,\n"
@@ -73,11 +89,15 @@ static void usage(FILE *f) {
         "  --gpu N            the GPU index (default: the process's local rank from the\n"
         "                     launcher: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID\n"
         "                     or PMI_LOCAL_RANK, else 0)\n"
-        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds (appended to on --resume)\n"
+        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds, lr, gradient norm and\n"
+        "                     held-out loss (on --eval-every steps, else empty); appended to on --resume\n"
+        "  --eval-every N     also the held-out loss every N steps, into the log (default 0: at the end)\n"
         "  --save FILE        write a safetensors checkpoint at the end (and every --save-every steps)\n"
         "  --save-every N     also save every N steps\n"
         "  --resume FILE      continue from a checkpoint: parameters, AdamW state, step, seed, batch,\n"
-        "                     seq and learning rate (the loss curve continues exactly)\n"
+        "                     seq, --accum, the learning rate and its schedule, --clip and weight\n"
+        "                     decay (with the same --steps, the schedule's horizon, the loss curve\n"
+        "                     continues exactly); options given again override them\n"
         "  --eval-batches N   held-out batches to average (default 16)\n"
         "  --time-limit S     stop training after S seconds (at the end of a step), then save and\n"
         "                     evaluate as at --steps\n"
@@ -182,7 +202,36 @@ typedef struct {
   bool no_incremental;
   double lr, wd, heldout, temperature, top_p, time_limit;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
+  // the recipe (xfrun train): the schedule of the rate (LR_*), its warm-up,
+  // floor, wsd's cooldown (0: a fifth of the horizon) and horizon (lr_steps:
+  // --steps), micro-batches per step, clipping, weight decay on matrices only
+  int schedule;
+  int64_t warmup, cooldown, lr_steps, accum, eval_every;
+  double min_lr, clip;
+  bool decay_matrices;
+  bool set_schedule, set_warmup, set_cooldown, set_min_lr, set_clip, set_accum, set_decay_on;
 } Args;
+
+enum { LR_CONSTANT, LR_COSINE, LR_LINEAR, LR_WSD };
+static const char *const lr_names[] = {"constant", "cosine", "linear", "wsd"};
+
+// The learning rate of step s (1-based) of the schedule of --help.
+static double lr_at(const Args *a, int64_t s) {
+  if (a->warmup > 0 && s <= a->warmup) return a->lr * (double)s / (double)a->warmup;
+  double span = (double)(a->lr_steps - a->warmup), p = span > 0 ? (double)(s - a->warmup) / span : 1;
+  p = p < 0 ? 0 : p > 1 ? 1 : p;
+  switch (a->schedule) {
+  case LR_COSINE: return a->min_lr + (a->lr - a->min_lr) * 0.5 * (1 + cos(3.14159265358979323846 * p));
+  case LR_LINEAR: return a->lr + (a->min_lr - a->lr) * p;
+  case LR_WSD: {
+    int64_t cool = a->cooldown > 0 ? a->cooldown : a->lr_steps / 5, from = a->lr_steps - cool;  // decay over (from, lr_steps]
+    if (s <= from || cool <= 0) return a->lr;
+    double q = (double)(s - from) / (double)cool;
+    return a->lr + (a->min_lr - a->lr) * (q > 1 ? 1 : q);
+  }
+  default: return a->lr;
+  }
+}
 
 // The GPU of this process: --gpu, else its rank among the processes of its
 // machine as the launcher says it (Open MPI, MPICH and Intel MPI, Slurm,
@@ -199,7 +248,7 @@ static int gpu_index(int64_t flag) {
 }
 
 static int parse_args(int argc, char **argv, Args *a) {
-  *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16, .gpu = -1,
+  *a = (Args){.cmd = argv[1], .model = argv[2], .steps = 100, .batch = 8, .seed = 1, .eval_batches = 16, .gpu = -1, .accum = 1,
               .max_tokens = 100, .num_samples = 1, .lr = 1e-3, .wd = 0.01, .heldout = 0.01, .temperature = 1, .top_p = 0.6,
               .prompt = "Once upon a time there was a little princess who"};
   for (int i = 3; i < argc; i++) {
@@ -247,6 +296,22 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--temperature")) ok = parse_real(v, &a->temperature);
     else if (!strcmp(o, "--top-p")) ok = parse_real(v, &a->top_p) && a->top_p > 0 && a->top_p <= 1;
     else if (!strcmp(o, "--time-limit")) ok = parse_real(v, &a->time_limit) && a->time_limit > 0;
+    else if (!strcmp(o, "--lr-schedule")) {
+      a->schedule = -1, a->set_schedule = true;
+      for (int k = 0; k < 4; k++)
+        if (!strcmp(v, lr_names[k])) a->schedule = k;
+      if (a->schedule < 0) return die("--lr-schedule %s: expected constant, cosine, linear or wsd", v);
+    }
+    else if (!strcmp(o, "--warmup")) ok = parse_int(v, 0, INT32_MAX, &a->warmup), a->set_warmup = true;
+    else if (!strcmp(o, "--cooldown")) ok = parse_int(v, 1, INT32_MAX, &a->cooldown), a->set_cooldown = true;
+    else if (!strcmp(o, "--min-lr")) ok = parse_real(v, &a->min_lr) && a->min_lr >= 0, a->set_min_lr = true;
+    else if (!strcmp(o, "--clip")) ok = parse_real(v, &a->clip) && a->clip >= 0, a->set_clip = true;
+    else if (!strcmp(o, "--accum")) ok = parse_int(v, 1, 65536, &a->accum), a->set_accum = true;
+    else if (!strcmp(o, "--eval-every")) ok = parse_int(v, 0, INT32_MAX, &a->eval_every);
+    else if (!strcmp(o, "--weight-decay-on")) {
+      if (strcmp(v, "all") && strcmp(v, "matrices")) return die("--weight-decay-on %s: expected all or matrices", v);
+      a->decay_matrices = !strcmp(v, "matrices"), a->set_decay_on = true;
+    }
     else return die("unknown option %s (see xfrun --help)", o);
     if (!ok) return die("%s %s: not a valid value", o, v);
     i++;
@@ -254,6 +319,10 @@ static int parse_args(int argc, char **argv, Args *a) {
   bool train = !strcmp(a->cmd, "train");
   if (!train && (a->save || a->resume || a->save_every || a->log || a->time_limit))
     return die("--save, --save-every, --resume, --log and --time-limit are options of xfrun train");
+  if (!train && (a->set_schedule || a->set_warmup || a->set_cooldown || a->set_min_lr || a->set_clip || a->set_accum ||
+                 a->eval_every || a->set_decay_on))
+    return die("--lr-schedule, --warmup, --cooldown, --min-lr, --clip, --accum, --eval-every and --weight-decay-on "
+               "are options of xfrun train");
   if (train && a->checkpoint) return die("xfrun train takes --resume FILE, not --checkpoint");
   if (a->save_every && !a->save) return die("--save-every needs --save FILE");
   if (!strcmp(a->cmd, "sample") && !a->checkpoint)
@@ -385,11 +454,23 @@ static bool meta_real(const XfCheckpoint *ck, const char *key, double *v) {
   return s && parse_real(s, v);
 }
 
-static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key, char *err, size_t errlen) {
-  char key[32];
+// A checkpoint of rt, with the data's key, the tokenizer, and the recipe a
+// resumed run continues with (the schedule, its horizon, clipping, ...).
+static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key, const Args *a, char *err, size_t errlen) {
+  char key[32], steps[24], warm[24], cool[24], minlr[32], clip[32], accum[24];
   snprintf(key, sizeof key, "%016llx", (unsigned long long)data_key);
-  XfMeta meta[3] = {{"data", key}, {"tokenizer", t->json ? "bpe" : "bytes"}, {"tokenizer.json", t->json}};
-  if (!xf_checkpoint_save(rt, path, meta, t->json ? 3 : 2, err, errlen)) return die("%s", err);
+  snprintf(steps, sizeof steps, "%lld", (long long)a->lr_steps);
+  snprintf(warm, sizeof warm, "%lld", (long long)a->warmup);
+  snprintf(cool, sizeof cool, "%lld", (long long)a->cooldown);
+  snprintf(minlr, sizeof minlr, "%.17g", a->min_lr);
+  snprintf(clip, sizeof clip, "%.17g", a->clip);
+  snprintf(accum, sizeof accum, "%lld", (long long)a->accum);
+  XfMeta meta[] = {{"data", key}, {"tokenizer", t->json ? "bpe" : "bytes"}, {"lr_schedule", lr_names[a->schedule]},
+                   {"lr_steps", steps}, {"warmup", warm}, {"cooldown", cool}, {"min_lr", minlr}, {"clip", clip},
+                   {"accum", accum}, {"weight_decay_on", a->decay_matrices ? "matrices" : "all"},
+                   {"tokenizer.json", t->json}};
+  int n = (int)(sizeof meta / sizeof *meta) - (t->json ? 0 : 1);
+  if (!xf_checkpoint_save(rt, path, meta, n, err, errlen)) return die("%s", err);
   return 0;
 }
 
@@ -403,22 +484,41 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   const char *kill_at = getenv("XF_TEST_KILL_RANK");
   int kill_rank = -1, kill_step = -1;
   if (kill_at) sscanf(kill_at, "%d:%d", &kill_rank, &kill_step);
+  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss\n";
   if (a->log && root) {
     struct stat st;
     bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
+    if (append) {  // rows go under the same columns
+      char first[256] = "";
+      FILE *f = fopen(a->log, "r");
+      if (!f || !fgets(first, sizeof first, f) || strcmp(first, header)) {
+        if (f) fclose(f);
+        return die("%s: its header is not %.*s (an older xfrun's log?): give another --log", a->log,
+                   (int)strlen(header) - 1, header);
+      }
+      fclose(f);
+    }
     if (!(lf = fopen(a->log, append ? "a" : "w"))) return die("cannot write log %s: %s", a->log, strerror(errno));
-    if (!append) fprintf(lf, "step,loss,tokens_per_s,elapsed_s\n");
+    if (!append) fputs(header, lf);
   }
   uint32_t first = xf_step_count(rt) + 1;
   if (root) {
     XfMemory mem = xf_memory(rt);
     const double MiB = 1 << 20;
-    fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s, %d parameter tensors, %.1f MiB planned\n",
-            m->name, first, (long long)a->steps, (long long)(o->batch * g_dist.size), (long long)o->seq,
+    char micro[64] = "";
+    if (a->accum > 1) snprintf(micro, sizeof micro, " in %lld micro-batches", (long long)a->accum);
+    fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s%s, %d parameter tensors, %.1f MiB planned\n",
+            m->name, first, (long long)a->steps, (long long)(a->accum * o->batch * g_dist.size), (long long)o->seq, micro,
             g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)mem.total / MiB);
+    if (a->schedule != LR_CONSTANT || a->warmup)
+      fprintf(stderr, "xfrun: learning rate: %s from %g to %g over %lld steps, %lld of warm-up%s\n", lr_names[a->schedule],
+              a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->lr_steps, (long long)a->warmup,
+              a->schedule == LR_WSD ? ", the decay in the last --cooldown steps" : "");
+    char acc[64] = "";
+    if (mem.accum) snprintf(acc, sizeof acc, ", gradient sums %.1f MiB", (double)mem.accum / MiB);
     fprintf(stderr, "xfrun: memory: activations and outputs %.1f MiB, parameters, gradients, inputs %.1f MiB, "
-            "AdamW moments %.1f MiB, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
-            (double)mem.moments / MiB, (double)mem.total / MiB);
+            "AdamW moments %.1f MiB%s, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
+            (double)mem.moments / MiB, acc, (double)mem.total / MiB);
   }
   if (root && g_dist.size > 1)
     fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
@@ -431,16 +531,35 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   bool tty = isatty(2) && root;
   int status = 0;
   double t0 = now(), loss = NAN;
+  double eval_s = 0;  // seconds spent on --eval-every, left out of tokens/s
   for (int64_t s = first; s <= a->steps; s++) {
     if (s == kill_step && g_dist.rank == kill_rank) raise(SIGKILL);
-    xf_data_batch_rows(d, 0, d->split, g_dist.rank * o->batch, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt),
-                       xf_targets(rt));
-    if (bf)
-      fprintf(bf, "%lld %016llx\n", (long long)s,
-              (unsigned long long)xf_fnv1a(XF_FNV1A_BASIS, xf_tokens(rt), sizeof(int32_t) * (size_t)(o->batch * o->seq)));
-    loss = xf_train_step(rt);
-    double el = now() - t0, tps = (double)((s - first + 1) * o->batch * g_dist.size * o->seq) / el;
-    if (lf) fprintf(lf, "%lld,%.9g,%.1f,%.3f\n", (long long)s, loss, tps, el);
+    double lr = lr_at(a, s);
+    xf_set_lr(rt, lr);
+    // micro-batch k of the step's a->accum: global rows [k batch, (k + 1) batch),
+    // this process's share of them from k batch + rank (batch / processes)
+    for (int64_t k = 0; k < a->accum; k++) {
+      int64_t row0 = k * o->batch * g_dist.size + g_dist.rank * o->batch;
+      xf_data_batch_rows(d, 0, d->split, row0, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt), xf_targets(rt));
+      if (a->accum > 1) xf_set_row0(rt, row0);
+      if (bf)
+        fprintf(bf, "%lld %016llx\n", (long long)s,
+                (unsigned long long)xf_fnv1a(XF_FNV1A_BASIS, xf_tokens(rt), sizeof(int32_t) * (size_t)(o->batch * o->seq)));
+      loss = xf_train_step(rt);
+    }
+    double el = now() - t0, tps = (double)((s - first + 1) * a->accum * o->batch * g_dist.size * o->seq) / (el - eval_s);
+    double ev = NAN;
+    if (a->eval_every && (s % a->eval_every == 0 || s == a->steps)) {
+      double e0 = now();
+      ev = heldout_loss(rt, d, a->eval_batches);
+      eval_s += now() - e0;
+    }
+    if (lf) {
+      fprintf(lf, "%lld,%.9g,%.1f,%.3f,%.9g,%.9g,", (long long)s, loss, tps, el, lr, xf_grad_norm(rt));
+      if (!isnan(ev)) fprintf(lf, "%.9g", ev);
+      fputc('\n', lf);
+      fflush(lf);  // a row per finished step, whatever ends the process later
+    }
     if (!isfinite(loss)) {
       fprintf(stderr, "%sxfrun: error: the loss is %g at step %lld; lower --lr\n", tty ? "\n" : "", loss, (long long)s);
       status = 1;
@@ -448,11 +567,13 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     }
     if (root && (tty || s == a->steps || s % 10 == 0)) {
       double eta = el / (double)(s - first + 1) * (double)(a->steps - s);
-      fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
-              (long long)a->steps, loss, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
+      char extra[96] = "";
+      if (!isnan(ev)) snprintf(extra, sizeof extra, "  held-out %.4f", ev);
+      fprintf(stderr, "%sstep %lld/%lld  loss %.4f%s  lr %.3g  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
+              (long long)a->steps, loss, extra, lr, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
     }
     if (root && a->save_every && s % a->save_every == 0 && s != a->steps &&
-        (status = save(rt, a->save, t, data_key, err, sizeof err)))
+        (status = save(rt, a->save, t, data_key, a, err, sizeof err)))
       break;
     if (a->time_limit > 0 && el >= a->time_limit && s != a->steps && !g_stop) {
       if (tty) fputc('\n', stderr);
@@ -463,7 +584,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if (g_stop && s != a->steps) {  // interrupted: save what the step reached, say how to go on
       if (tty) fputc('\n', stderr);
       if (lf) fflush(lf);
-      if (a->save && (status = save(rt, a->save, t, data_key, err, sizeof err))) break;
+      if (a->save && (status = save(rt, a->save, t, data_key, a, err, sizeof err))) break;
       if (a->save)
         fprintf(stderr, "xfrun: interrupted after step %lld; saved %s: continue with xfrun train %s --resume %s --steps %lld%s%s\n",
                 (long long)s, a->save, a->model, a->save, (long long)a->steps, a->log ? " --log " : "", a->log ? a->log : "");
@@ -478,7 +599,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
   if (status) return status;
   if (a->save && root) {
-    if ((status = save(rt, a->save, t, data_key, err, sizeof err))) return status;
+    if ((status = save(rt, a->save, t, data_key, a, err, sizeof err))) return status;
     fprintf(stderr, "xfrun: saved %s (step %u)\n", a->save, xf_step_count(rt));
   }
   double mean = heldout_loss(rt, d, a->eval_batches);
@@ -665,6 +786,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "plot")) return xfrun_plot(argc - 1, argv + 1);
   if (argc >= 2 && !strcmp(argv[1], "compare")) return xfrun_compare(argc - 1, argv + 1);
+  if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) return usage(stdout), 0;
   if (argc < 3) return usage(stderr), 1;
   if (strcmp(argv[1], "train") && strcmp(argv[1], "eval") && strcmp(argv[1], "sample"))
     return die("unknown command '%s' (train, eval, sample, tokenize, plot, compare or info)", argv[1]);
@@ -702,7 +824,23 @@ int main(int argc, char **argv) {
     if (!a.set_seq && meta_int(ck, "seq", &v)) a.seq = v;
     if (!a.set_lr && meta_real(ck, "lr", &x)) a.lr = x;
     if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
+    const char *sch = xf_checkpoint_meta(ck, "lr_schedule"), *on = xf_checkpoint_meta(ck, "weight_decay_on");
+    for (int k = 0; !a.set_schedule && sch && k < 4; k++)
+      if (!strcmp(sch, lr_names[k])) a.schedule = k;
+    if (a.schedule != LR_CONSTANT && meta_int(ck, "lr_steps", &v) && v != a.steps)
+      fprintf(stderr, "xfrun: warning: %s's schedule ran over %lld steps; now over --steps %lld\n", a.resume,
+              (long long)v, (long long)a.steps);
+    if (!a.set_warmup && meta_int(ck, "warmup", &v)) a.warmup = v;
+    if (!a.set_cooldown && meta_int(ck, "cooldown", &v)) a.cooldown = v;
+    if (!a.set_min_lr && meta_real(ck, "min_lr", &x)) a.min_lr = x;
+    if (!a.set_clip && meta_real(ck, "clip", &x)) a.clip = x;
+    if (!a.set_accum && meta_int(ck, "accum", &v) && v >= 1) a.accum = v;
+    if (!a.set_decay_on && on) a.decay_matrices = !strcmp(on, "matrices");
   }
+  a.lr_steps = a.steps;  // the schedule's horizon
+  if (a.schedule != LR_CONSTANT && a.warmup >= a.lr_steps && a.lr_steps > 0)
+    fprintf(stderr, "xfrun: warning: --warmup %lld is not below the %lld steps of the schedule: it never decays\n",
+            (long long)a.warmup, (long long)a.lr_steps);
   if (g_dist.size > 1 && a.batch % g_dist.size) {
     status = die("--batch %lld does not divide over %d processes: give a multiple of %d", (long long)a.batch, g_dist.size,
                  g_dist.size);
@@ -723,7 +861,8 @@ int main(int argc, char **argv) {
   // (xf_load), output paths, the checkpoint against the model, the
   // tokenizer's vocabulary, the corpus size against --seq.
   XfOptions opt = {.cuda_device = gpu_index(a.gpu), .batch = is_sample ? a.nprompts * a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
-                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm};
+                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm,
+                   .accum = is_train ? (int)a.accum : 1, .clip = a.clip, .decay_matrices = a.decay_matrices};
   if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
     status = die("%s", err);
     goto out;

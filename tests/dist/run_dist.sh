@@ -2,6 +2,7 @@
 # Data-parallel training under mpirun (Open MPI), on this machine:
 #   - 2 and 3 ranks reproduce the single-process loss curve of she and the
 #     transformer (small, dropout on) within 1e-5 per step over 20 steps;
+#   - 2 ranks with --accum 2 reproduce one process with the whole batch;
 #   - two runs with 2 ranks are bit-identical;
 #   - a run stopped at step 10 and resumed with 2 ranks ends with the same
 #     checkpoint, byte for byte, as an uninterrupted one;
@@ -35,6 +36,15 @@ for ex in she transformer; do
   done
   unset XF_BUCKET_BYTES
 done
+
+# gradient accumulation composes with the ranks: 2 ranks x 2 micro-batches of
+# 3 sequences each = one process with a batch of 12 (dropout on)
+"$xfrun" train "$tmp/transformer.so" "${train[@]}" --batch 12 --steps 20 --log "$tmp/b12.csv" > /dev/null 2>&1 ||
+  bad "transformer: one process, batch 12"
+"${mpi[@]}" 2 "$xfrun" train "$tmp/transformer.so" "${train[@]}" --batch 6 --accum 2 --steps 20 --log "$tmp/acc2.csv" \
+  > "$tmp/acc2.out" 2>&1 || bad "transformer: 2 ranks, --accum 2: $(tail -3 "$tmp/acc2.out")"
+out=$(curve_close "$tmp/b12.csv" "$tmp/acc2.csv") && ok "2 ranks x --accum 2 x --batch 6 = one process, batch 12: $out" ||
+  bad "2 ranks x --accum 2: $out"
 
 # bit for bit: two runs with 2 ranks (small buckets); resume across a stop
 export XF_BUCKET_BYTES=2000
