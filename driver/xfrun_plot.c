@@ -17,19 +17,22 @@
 // width.
 //
 // Input: the CSV of `xfrun train --log` (header step,loss,tokens_per_s,
-// elapsed_s); `step` and `loss` are found by name, other columns ignored.
+// elapsed_s,lr,grad_norm,eval_loss); `step`, `loss` and, where present,
+// `eval_loss` are found by name, other columns ignored. A non-empty
+// eval_loss (xfrun train --eval-every) is a held-out loss at that step.
 // Every row has the header's number of fields; blank lines are skipped. Rows
 // with a non-finite loss (a diverged run logs its NaN step) are skipped with
 // one warning per file. A step at or below an earlier step (a run resumed
 // from an earlier checkpoint, appending to its log) replaces the rows from
 // that step on, with a warning.
 //
-// Output: the y range covers the medians (not the raw loss, whose outliers
-// are clipped to the plot area). The plot group carries the axis transform
+// Output: the y range covers the medians and the held-out losses (not the
+// raw loss, whose outliers are clipped to the plot area). The plot group carries the axis transform
 // as data- attributes (data-left/top/width/height in SVG units,
 // data-xmin/xmax/ymin/ymax in data units, data-log-y) so that a reader can
-// map the points back; each curve is a <polyline class="median"|"raw">
-// with data-label. The medians are reduced per pixel column too, but only
+// map the points back; each curve is a <polyline class="median"|"raw"|
+// "heldout"> with data-label, the held-out losses also open circles
+// (class heldout-point) in the run's colour, with one legend entry. The medians are reduced per pixel column too, but only
 // when there are more than four per column (--window 1 on a long run). The SVG is built in memory and written only when every
 // input was read.
 #include <errno.h>
@@ -61,6 +64,9 @@ typedef struct {
   double *loss;
   int64_t nm;         // window medians
   double *mx, *my;    // middle step and median loss of each window
+  int64_t ne, ecap;   // the held-out losses (column eval_loss, where not empty), steps increasing
+  int64_t *estep;
+  double *eloss;
 } PlotRun;
 
 typedef struct {
@@ -142,6 +148,17 @@ static bool grow_run(PlotRun *r) {
   return true;
 }
 
+static bool grow_eval(PlotRun *r) {
+  int64_t cap = r->ecap ? 2 * r->ecap : 64;
+  int64_t *step = realloc(r->estep, (size_t)cap * sizeof *step);
+  if (step) r->estep = step;
+  double *loss = realloc(r->eloss, (size_t)cap * sizeof *loss);
+  if (loss) r->eloss = loss;
+  if (!step || !loss) return false;
+  r->ecap = cap;
+  return true;
+}
+
 // Reads all of path into a NUL-terminated buffer; NULL with errno set.
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -205,7 +222,7 @@ static bool read_run(PlotRun *r, bool log_y) {
   char *p = text, *end = text + len;
   if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3;
   int64_t line = 0, nonfinite = 0, first_nonfinite = 0, replaced = 0, first_replaced = 0, rows = 0;
-  int nfields = 0, step_col = -1, loss_col = -1;
+  int nfields = 0, step_col = -1, loss_col = -1, eval_col = -1;
   enum { MAX_FIELDS = 256 };
   char *field[MAX_FIELDS];
   if (p == end) {
@@ -223,6 +240,7 @@ static bool read_run(PlotRun *r, bool log_y) {
       for (int i = 0; i < nfields && i < MAX_FIELDS; i++) {
         if (step_col < 0 && !strcmp(field[i], "step")) step_col = i;
         if (loss_col < 0 && !strcmp(field[i], "loss")) loss_col = i;
+        if (eval_col < 0 && !strcmp(field[i], "eval_loss")) eval_col = i;
       }
       if (step_col < 0 || loss_col < 0) {
         xfrun_fail("%s:1: the header has no '%s' column (expected the CSV of xfrun train --log: step,loss,...)", r->path,
@@ -258,6 +276,21 @@ static bool read_run(PlotRun *r, bool log_y) {
       if (!replaced) first_replaced = line;
       replaced += r->n - keep;
       r->n = keep;
+    }
+    while (r->ne > 0 && r->estep[r->ne - 1] >= step) r->ne--;
+    if (eval_col >= 0 && *field[eval_col]) {  // a held-out loss at this step (xfrun train --eval-every)
+      double ev = strtod(field[eval_col], &stop);
+      if (*stop) {
+        xfrun_fail("%s:%lld: eval_loss '%s' is not a number", r->path, (long long)line, field[eval_col]);
+        goto out;
+      }
+      if (isfinite(ev) && (!log_y || ev > 0)) {
+        if (r->ne == r->ecap && !grow_eval(r)) {
+          xfrun_fail("out of memory reading %s", r->path);
+          goto out;
+        }
+        r->estep[r->ne] = step, r->eloss[r->ne++] = ev;
+      }
     }
     if (!isfinite(loss)) {
       if (!nonfinite) first_nonfinite = line;
@@ -525,6 +558,21 @@ static void put_median(Buf *b, const PlotRun *r, int run, const Axes *a) {
             py_of(a, r->my[0]), palette[run % 8]);
 }
 
+// The held-out losses (xfrun train --eval-every) as open circles on a thin
+// line in the run's colour; false when the run has none.
+static bool put_heldout(Buf *b, const PlotRun *r, int run, const Axes *a) {
+  if (!r->ne) return false;
+  put_curve_start(b, "heldout", r, run);
+  bprintf(b, " stroke-width=\"1\" points=\"");
+  put_points(b, a, r->ne, r->estep, NULL, r->eloss, false);
+  bprintf(b, "\"/>\n");
+  for (int64_t k = 0; k < r->ne; k++)
+    bprintf(b, "<circle class=\"heldout-point\" data-run=\"%d\" cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" fill=\"white\" "
+               "stroke=\"%s\" stroke-width=\"1.5\"/>\n", run, px_of(a, (double)r->estep[k]), py_of(a, r->eloss[k]),
+            palette[run % 8]);
+  return true;
+}
+
 static void render(Buf *b, const PlotRun *runs, int nruns, const PlotOptions *o, int64_t window) {
   // Ranges: x over every logged step, y over the medians (2% margin).
   Axes a = {INFINITY, -INFINITY, INFINITY, -INFINITY, o->log_y};
@@ -534,6 +582,11 @@ static void render(Buf *b, const PlotRun *runs, int nruns, const PlotOptions *o,
     for (int64_t k = 0; k < runs[i].nm; k++) {
       double v = o->log_y ? log10(runs[i].my[k]) : runs[i].my[k];
       a.ymin = fmin(a.ymin, v), a.ymax = fmax(a.ymax, v);
+    }
+    for (int64_t k = 0; k < runs[i].ne; k++) {
+      double v = o->log_y ? log10(runs[i].eloss[k]) : runs[i].eloss[k];
+      a.ymin = fmin(a.ymin, v), a.ymax = fmax(a.ymax, v);
+      a.xmin = fmin(a.xmin, (double)runs[i].estep[k]), a.xmax = fmax(a.xmax, (double)runs[i].estep[k]);
     }
   }
   if (a.xmax == a.xmin) a.xmin -= 1, a.xmax += 1;
@@ -605,6 +658,8 @@ static void render(Buf *b, const PlotRun *runs, int nruns, const PlotOptions *o,
   if (o->raw && window > 1)
     for (int i = 0; i < nruns; i++) put_raw(b, &runs[i], i, &a);
   for (int i = 0; i < nruns; i++) put_median(b, &runs[i], i, &a);
+  bool held = false;
+  for (int i = 0; i < nruns; i++) held = held || put_heldout(b, &runs[i], i, &a);
   bprintf(b, "</g>\n");
 
   // Legend, top right inside the plot area.
@@ -613,7 +668,8 @@ static void render(Buf *b, const PlotRun *runs, int nruns, const PlotOptions *o,
     int w = text_width(runs[i].label);
     if (w > wmax) wmax = w;
   }
-  int lw = 48 + (int)(7.5 * (wmax > 60 ? 60 : wmax)), lh = 10 + 18 * nruns;
+  if (held && wmax < 22) wmax = 22;
+  int lw = 48 + (int)(7.5 * (wmax > 60 ? 60 : wmax)), lh = 10 + 18 * (nruns + held);
   int lx = PLOT_L + PLOT_W - 10 - lw, ly = PLOT_T + 10;
   bprintf(b, "<g class=\"legend\">\n");
   bprintf(b,
@@ -628,6 +684,12 @@ static void render(Buf *b, const PlotRun *runs, int nruns, const PlotOptions *o,
             lx + 38, y);
     put_xml(b, runs[i].label);
     bprintf(b, "</text></g>\n");
+  }
+  if (held) {
+    int y = ly + 14 + 18 * nruns;
+    bprintf(b, "<g class=\"legend-entry heldout\"><circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"white\" stroke=\"#333\" "
+               "stroke-width=\"1.5\"/><text class=\"legend-label\" x=\"%d\" y=\"%d\" dominant-baseline=\"middle\">"
+               "held-out loss</text></g>\n", lx + 20, y, lx + 38, y);
   }
   bprintf(b, "</g>\n</svg>\n");
 }
@@ -756,7 +818,7 @@ int xfrun_plot(int argc, char **argv) {
 out:
   for (int i = 0; runs && i < nruns; i++) {
     if (runs[i].label_owned) free((char *)runs[i].label);
-    free(runs[i].step), free(runs[i].loss), free(runs[i].mx), free(runs[i].my);
+    free(runs[i].step), free(runs[i].loss), free(runs[i].mx), free(runs[i].my), free(runs[i].estep), free(runs[i].eloss);
   }
   free(runs), free(labels), free(scratch), free(b.s);
   return status;

@@ -357,10 +357,40 @@ def test_errors(tmp):
     check(rc == 0 and stdout.startswith("usage: xfrun plot"), "--help")
 
 
+def test_heldout(tmp):
+    """The log of xfrun train --eval-every: held-out losses on some rows, drawn
+    beside the training curve as one polyline and a circle per point."""
+    path = os.path.join(tmp, "ev.csv")
+    rows, evals = [], {}
+    with open(path, "w") as f:
+        f.write("step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss\n")
+        for s in range(1, 101):
+            l = 6 - 2 * s / 100 + 0.1 * math.sin(s)
+            rows.append((s, l))
+            ev = ""
+            if s % 25 == 0:
+                evals[s] = 5.5 - 1.5 * s / 100
+                ev = f"{evals[s]}"
+            f.write(f"{s},{l},1000.0,{s * 0.01:.3f},0.001,1.5,{ev}\n")
+    out = os.path.join(tmp, "ev.svg")
+    rc, _, err = run(path, "-o", out, "--window", "10")
+    if not check(rc == 0, f"a log with held-out losses plots: {err}"):
+        return
+    p = Plot(out)
+    held = p.curves("heldout")
+    check(len(held) == 1 and p.matches(held[0], sorted(evals.items())),
+          f"one heldout polyline through the 4 held-out losses: {[h.get('points') for h in held]}")
+    check(len(p.g.findall("s:circle[@class='heldout-point']", NS)) == 4, "a circle per held-out loss")
+    check(p.legend() == ["ev", "held-out loss"], f"legend: {p.legend()}")
+    check(p.ymax >= max(evals.values()) and p.ymin <= min(evals.values()), "the loss axis covers the held-out losses")
+    check(len(p.curves("median")) == 1 and p.matches(p.curves("median")[0], block_medians(rows, 10)),
+          "the training curve is unchanged beside them")
+
+
 XFRUN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else sys.exit("usage: test_plot.py XFRUN")
 with tempfile.TemporaryDirectory() as tmp:
     for t in (test_two_runs, test_window_and_partial, test_default_window, test_log_y, test_labels_and_escaping,
-              test_many_runs, test_csv_variants, test_errors):
+              test_many_runs, test_csv_variants, test_errors, test_heldout):
         try:
             t(tmp)
         except Exception as e:  # e.g. an SVG that is not well-formed
