@@ -64,7 +64,9 @@ static void usage(FILE *f) {
         "  -o DIR             output folder (default compare-out)\n"
         "  --xfc PATH         the compiler (default: xfc beside xfrun, else on PATH)\n"
         "  --data, --tokenizer, --heldout, --cache, --batch, --lr, --weight-decay,\n"
-        "  --threads, --device, --eval-batches: as for xfrun train, the same for every run\n"
+        "  --threads, --device, --eval-batches, --lr-schedule, --warmup, --min-lr, --cooldown,\n"
+        "  --clip, --accum, --eval-every (held-out losses in the logs and curves.svg),\n"
+        "  --weight-decay-on: as for xfrun train, the same for every run\n"
         "  -h, --help         this help\n",
         f);
 }
@@ -305,7 +307,7 @@ int xfrun_compare(int argc, char **argv) {
   Model ms[MAX_MODELS];
   int nm = 0, ndefs = 0, npass = 0;
   const char *defs[MAX_DEFS], *pass[MAX_PASS], *out = "compare-out", *xfc = NULL;
-  int64_t steps = 0, tokens = 0, seeds = 1, batch = 8, seq = 0;
+  int64_t steps = 0, tokens = 0, seeds = 1, batch = 8, seq = 0, accum = 1;
   double seconds = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -348,10 +350,13 @@ int xfrun_compare(int argc, char **argv) {
       if (*end || end == v || !(seconds > 0 && seconds < 1e9)) return fail("--seconds %s: not a valid value", v);
     } else if (!strcmp(a, "--data") || !strcmp(a, "--tokenizer") || !strcmp(a, "--heldout") || !strcmp(a, "--cache") ||
                !strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--lr") || !strcmp(a, "--weight-decay") ||
-               !strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--eval-batches")) {
+               !strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--eval-batches") ||
+               !strcmp(a, "--lr-schedule") || !strcmp(a, "--warmup") || !strcmp(a, "--min-lr") || !strcmp(a, "--cooldown") ||
+               !strcmp(a, "--clip") || !strcmp(a, "--accum") || !strcmp(a, "--eval-every") || !strcmp(a, "--weight-decay-on")) {
       if (npass + 2 > MAX_PASS) return fail("too many options");
       pass[npass++] = a, pass[npass++] = v;
       if (!strcmp(a, "--batch")) batch = strtoll(v, NULL, 10);
+      if (!strcmp(a, "--accum")) accum = strtoll(v, NULL, 10);
       if (!strcmp(a, "--seq")) seq = strtoll(v, NULL, 10);
     } else {
       return fail("unknown option %s (see xfrun compare --help)", a);
@@ -491,7 +496,7 @@ int xfrun_compare(int argc, char **argv) {
       int n = 0;
       args[n++] = self, args[n++] = "train", args[n++] = ms[i].so;
       for (int p = 0; p < npass; p++) args[n++] = (char *)pass[p];
-      int64_t mseq = seq ? seq : ms[i].context, msteps = tokens ? (tokens + batch * mseq - 1) / (batch * mseq) : steps;
+      int64_t mseq = seq ? seq : ms[i].context, msteps = tokens ? (tokens + batch * accum * mseq - 1) / (batch * accum * mseq) : steps;
       int64_t run_steps = seconds > 0 ? INT32_MAX : msteps, save_every = seconds > 0 ? 200 : msteps > 20 ? msteps / 20 : 1;
       snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)run_steps);
       snprintf(seedbuf, sizeof seedbuf, "%lld", (long long)k);
