@@ -1218,7 +1218,8 @@ static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
                             [XF_MODEL_F_step_note] = o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p),
                             [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,
                             [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
-                            [XF_MODEL_F_step_last] = step_last});
+                            [XF_MODEL_F_step_last] = step_last,
+                            [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0)});
   V gv = LLVMAddGlobal(e->M, abi_type(e, XF_MODEL), "xf_model");
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);

@@ -30,6 +30,7 @@ typedef struct {
   // the forms of lower.c to print: LTARGET_CPU (0, xfc); LTARGET_GPU only in
   // tests, which run the GPU's descriptions on the CPU against the interpreter
   LTarget forms;
+  double train_ops;  // XfModel.train_ops
 } LlvmOptions;
 
 // Checks the LLVM type of every ABI struct (runtime/xf_abi.h) against its C

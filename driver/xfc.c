@@ -125,6 +125,7 @@ struct Options {
   bool remat;
   bool stats;
   int64_t batch, seq;
+  double train_ops;  // per token, of the graph as written (st_codegen): XfModel.train_ops
   CheckOptions check;
   Define *defs;
   int ndefs;
@@ -311,7 +312,8 @@ static int codegen(Graph *g, const Options *o) {
     }
     close(fd);
   }
-  LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL};
+  LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL,
+                    .train_ops = o->train_ops};
   if (!has_logits) {
   } else if (causal) {
     lo.time_axis = ta;
@@ -454,7 +456,19 @@ static bool st_check_grad(Pipeline *p) {
 static bool st_codegen(Pipeline *p) {
   const char *e = p->o->emit;
   bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
-  if (code) p->status = codegen(p->code, p->o);
+  if (code) {
+    // the operations of the graph as written (fused ops have no counts of their own)
+    Graph *g = p->g;
+    Cost *c = calloc((size_t)g->nscopes + 1, sizeof *c);
+    if (!c) return fprintf(stderr, "xfc: out of memory\n"), p->status = 1, false;
+    stats_compute(g, g->t_max, false, c);
+    int64_t fwd = cost_total_ops(&c[0]);
+    stats_compute(g, g->t_max, true, c);
+    Options o = *p->o;
+    o.train_ops = (double)(fwd + cost_total_ops(&c[0])) / (double)g->t_max;
+    free(c);
+    p->status = codegen(p->code, &o);
+  }
   return false;
 }
 

@@ -89,8 +89,10 @@ static void usage(FILE *f) {
         "  --gpu N            the GPU index (default: the process's local rank from the\n"
         "                     launcher: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID\n"
         "                     or PMI_LOCAL_RANK, else 0)\n"
-        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds, lr, gradient norm and\n"
-        "                     held-out loss (on --eval-every steps, else empty); appended to on --resume\n"
+        "  --log FILE         CSV of step, loss, tokens/s, elapsed seconds, lr, gradient norm,\n"
+        "                     held-out loss (on --eval-every steps, else empty), model GFLOP/s (training\n"
+        "                     ops per token of xfc --stats x tokens/s) and its fraction of the GEMM rate\n"
+        "                     measured at start (mfu; empty on a CUDA device); appended to on --resume\n"
         "  --eval-every N     also the held-out loss every N steps, into the log (default 0: at the end)\n"
         "  --save FILE        write a safetensors checkpoint at the end (and every --save-every steps)\n"
         "  --save-every N     also save every N steps\n"
@@ -484,7 +486,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   const char *kill_at = getenv("XF_TEST_KILL_RANK");
   int kill_rank = -1, kill_step = -1;
   if (kill_at) sscanf(kill_at, "%d:%d", &kill_rank, &kill_step);
-  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss\n";
+  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss,model_gflops,mfu\n";
   if (a->log && root) {
     struct stat st;
     bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
@@ -523,6 +525,14 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   if (root && g_dist.size > 1)
     fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
             (long long)o->batch, xf_grad_buckets(rt));
+  // model FLOP/s: the training operations per token of xfc --stats times
+  // tokens/s, over the GEMM rate measured here (every process at once, as
+  // they will train), on the CPU
+  double ops = m->train_ops, peak = xf_gemm_rate(rt) * g_dist.size;
+  if (root && ops > 0 && peak > 0)
+    fprintf(stderr, "xfrun: %.4g training operations per token (xfc --stats); GEMM rate %.1f GFLOP/s on %d thread%s%s\n",
+            ops, peak, o->threads * g_dist.size, o->threads * g_dist.size == 1 ? "" : "s",
+            g_dist.size > 1 ? " over the processes" : "");
   // test hook: XF_TEST_BATCHES=FILE appends "step hash" of every batch's
   // tokens (rank 0), so tests can prove that runs saw the same batches
   FILE *bf = NULL;
@@ -554,9 +564,12 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
       ev = heldout_loss(rt, d, a->eval_batches);
       eval_s += now() - e0;
     }
+    double gflops = ops * tps * 1e-9, mfu = peak > 0 ? gflops / peak : NAN;
     if (lf) {
       fprintf(lf, "%lld,%.9g,%.1f,%.3f,%.9g,%.9g,", (long long)s, loss, tps, el, lr, xf_grad_norm(rt));
       if (!isnan(ev)) fprintf(lf, "%.9g", ev);
+      fprintf(lf, ",%.4g,", gflops);
+      if (!isnan(mfu)) fprintf(lf, "%.4g", mfu);
       fputc('\n', lf);
       fflush(lf);  // a row per finished step, whatever ends the process later
     }
@@ -567,10 +580,11 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     }
     if (root && (tty || s == a->steps || s % 10 == 0)) {
       double eta = el / (double)(s - first + 1) * (double)(a->steps - s);
-      char extra[96] = "";
+      char extra[96] = "", util[64] = "";
       if (!isnan(ev)) snprintf(extra, sizeof extra, "  held-out %.4f", ev);
-      fprintf(stderr, "%sstep %lld/%lld  loss %.4f%s  lr %.3g  %.0f tok/s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
-              (long long)a->steps, loss, extra, lr, tps, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
+      if (!isnan(mfu)) snprintf(util, sizeof util, "  %.1f GFLOP/s (%.0f%% of GEMM)", gflops, 100 * mfu);
+      fprintf(stderr, "%sstep %lld/%lld  loss %.4f%s  lr %.3g  %.0f tok/s%s  ETA %d:%02d%s", tty ? "\r" : "", (long long)s,
+              (long long)a->steps, loss, extra, lr, tps, util, (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
     }
     if (root && a->save_every && s % a->save_every == 0 && s != a->steps &&
         (status = save(rt, a->save, t, data_key, a, err, sizeof err)))

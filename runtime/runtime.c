@@ -1034,6 +1034,41 @@ float xf_train_step(XfRuntime *rt) {
   return loss[0];
 }
 
+// The GEMM rate (xf_gemm_rate): GR_N x GR_N x GR_N products, `reps` per
+// pool index, one index per thread; slot 0 holds A, B and C of each thread.
+enum { GR_N = 512 };
+static void gemm_rate_chunk(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t reps, int64_t lo, int64_t hi,
+                            const XfApi *api) {
+  (void)B, (void)T, (void)seed, (void)api;
+  float *m = slot[0];
+  for (int64_t i = lo; i < hi; i++)
+    for (uint32_t r = 0; r < reps; r++) {
+      float *a = m + (size_t)i * 3 * GR_N * GR_N;
+      xf_sgemm(0, 0, GR_N, GR_N, GR_N, 1, a, GR_N, a + GR_N * GR_N, GR_N, 0, a + 2 * GR_N * GR_N, GR_N);
+    }
+}
+
+double xf_gemm_rate(XfRuntime *rt) {
+  if (rt->gpu || !rt->arena) return 0;
+  int n = rt->opt.threads;
+  float *m = malloc(sizeof(float) * 3 * GR_N * GR_N * (size_t)n);
+  if (!m) return 0;
+  for (size_t i = 0; i < (size_t)3 * GR_N * GR_N * (size_t)n; i++) m[i] = (float)(i % 7) * 0.25f;
+  void *slot[1] = {m};
+  uint32_t reps = 1;
+  double rate = 0;
+  for (int round = 0; round < 8; round++) {  // one warm-up call, then until a round lasts 0.2 s
+    int64_t t0 = now_ns();
+    pool_for(&rt->api, gemm_rate_chunk, slot, 0, 0, 0, reps, n);
+    double s = (double)(now_ns() - t0) * 1e-9;
+    if (round > 0) rate = 2.0 * GR_N * GR_N * GR_N * (double)reps * n / s * 1e-9;
+    if (round > 0 && s >= 0.2) break;
+    if (round > 0) reps = (uint32_t)(reps * (s > 0.001 ? 0.25 / s : 16) + 1);
+  }
+  free(m);
+  return rate;
+}
+
 float xf_eval_step(XfRuntime *rt) {
   if (rt->gpu) {
     device_run(rt, XF_PROG_EVAL, rt->step_b, rt->step_t);

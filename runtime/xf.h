@@ -105,6 +105,11 @@ int32_t *xf_targets(XfRuntime *rt);
 // N-th averages the N gradients (then over processes), clips them, runs
 // AdamW and returns the mean of the N losses (and over processes).
 float xf_train_step(XfRuntime *rt);
+// The GEMM rate of the CPU as the kernels run it: every pool thread
+// multiplying 512 x 512 matrices with the selected provider (one-thread
+// GEMMs) for about 0.2 s; GFLOP/s over all threads. 0 on a CUDA device.
+// Model FLOP/s over it: xf_model(rt)->train_ops x tokens/s / 1e9 / rate.
+double xf_gemm_rate(XfRuntime *rt);
 // The learning rate of the following AdamW updates (a schedule's value at
 // the next step); XfOptions.lr, the base rate checkpoints keep, is unchanged.
 void xf_set_lr(XfRuntime *rt, double lr);

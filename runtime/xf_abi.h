@@ -283,7 +283,10 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, P_I32, step_bufs)                                                                                         \
   F(P, P_I32, step_cache)                                                                                        \
   F(P, P_I32, step_first)                                                                                        \
-  F(P, P_I32, step_last)
+  F(P, P_I32, step_last)                                                                                         \
+  /* training (forward + backward) operations per token at T = context, as                                      \
+     xfc --stats counts them (passes/stats.c): model FLOP/s = train_ops x tokens/s */                           \
+  F(P, F64, train_ops)
 
 // Every struct of the ABI, S(C type, prefix of its field list), each after
 // the structs its fields hold by value.

@@ -14,6 +14,8 @@
 #     process killed) and resumed ends with the same checkpoint, byte for byte,
 #     and the same log rows, as an uninterrupted one;
 #   - --eval-every N logs the held-out loss on every N-th step and the last;
+#   - model GFLOP/s (xfc --stats' training ops per token x tokens/s) and its
+#     fraction of the GEMM rate measured at start, in the log and progress;
 #   - the options of train refused elsewhere, bad values refused.
 # Usage (from the repo root): tests/runtime/run_recipe.sh path/to/xfc path/to/xfrun path/to/python
 set -u
@@ -142,6 +144,23 @@ final=$(sed -n 's/.*held-out loss \([0-9.]*\).*/\1/p' "$tmp/ev.out")
 [ "$got" = "3 6 7" ] && python3 -c "import sys; sys.exit(0 if abs(float('$last') - float('$final')) < 5e-5 else 1)" &&
   ok "--eval-every 3: held-out losses logged at steps $got, the last the run's final one ($final)" ||
   bad "--eval-every 3: logged at '$got', last '$last', final '$final'"
+
+# model FLOP/s: xfc --stats' training operations per token x tokens/s, and
+# its fraction of the GEMM rate the run measured at start
+ops=$("$xfc" --stats examples/transformer.xf -D layers=2 -D d=16 -D context=8 -D ffn=24 -D vocab=256 -D heads=2 |
+  sed -n 's/^training (forward + backward) ops per token: //p')
+rate=$(sed -n 's/.*GEMM rate \([0-9.]*\) GFLOP\/s.*/\1/p' "$tmp/ev.out")
+out=$(python3 - "$tmp/ev.csv" "$ops" "$rate" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ops, rate = float(sys.argv[2]), float(sys.argv[3])
+worst = max(abs(float(r["model_gflops"]) - ops * float(r["tokens_per_s"]) * 1e-9) / (ops * float(r["tokens_per_s"]) * 1e-9) for r in rows)
+wm = max(abs(float(r["mfu"]) - float(r["model_gflops"]) / rate) / (float(r["model_gflops"]) / rate) for r in rows)
+print(f"{ops:.0f} ops/token x tokens/s within {worst:.1e}, over the GEMM rate {rate} GFLOP/s within {wm:.1e}")
+sys.exit(0 if worst < 1e-3 and wm < 2e-3 and rate > 0 else 1)
+PY
+) && ok "model FLOP/s in the log: $out" || bad "model FLOP/s in the log: $out"
+grep -q "% of GEMM)" "$tmp/ev.out" && ok "the progress line shows model GFLOP/s and the fraction" || bad "progress line: $(grep step "$tmp/ev.out" | tail -1)"
 
 # refusals
 expect_error "--lr-schedule bad" "expected constant, cosine, linear or wsd" "$xfrun" train "$tmp/t.so" --lr-schedule steep
