@@ -717,6 +717,30 @@ static void lower_scan(Lo *L, const Node *n) {
   for_end(L);
 }
 
+// ---- gradients of three parts --------------------------------------------------------
+
+// Part p of a gradient of three (ATTENTION_GRAD's, SCAN_READ_GRAD's dq, dk,
+// dv), element c of row r at slot[r w + off + c]: with Kernel.nout 3 each
+// part in a buffer of its own (slots KS_OUT, KS_OUT1, KS_OUT2; w = its
+// width, off 0), else packed along the last axis of KS_OUT (w = the sum of
+// the widths, off = those before it; schedule.c's split_parts).
+typedef struct {
+  int slot;
+  int64_t w, off;
+} OutPart;
+
+static bool out_parts(Lo *L, const Node *n, const int64_t width[3], int64_t row, OutPart part[3]) {
+  bool split = L->k->nout == 3;
+  if (L->k->nout != 1 && !split) {
+    snprintf(L->err, L->errlen, "internal error: kernel of %%%d (%s): %d outputs", n->id, ir_op_info[n->op].name, L->k->nout);
+    return false;
+  }
+  int64_t off = 0;
+  for (int p = 0; p < 3; off += width[p++])
+    part[p] = (OutPart){.slot = split ? kernel_out_slot(p) : KS_OUT, .w = split ? width[p] : row, .off = split ? 0 : off};
+  return true;
+}
+
 // ---- a scan of outer products read out (SCAN_READ, passes/fuse_scan.c) ------------
 //
 // One outer index per sequence (p, m) of k [P.., K, M.., dk, 1] (so row t of
@@ -739,7 +763,7 @@ typedef struct {
   int axis, p, m;        // the sequence's coordinates (variables)
   int64_t dk, dv;
   LExpr *K, *M;
-  struct { int slot; int64_t w, off; } part[3];  // SCAN_READ_GRAD's dq, dk, dv (as Att.part)
+  OutPart part[3];       // SCAN_READ_GRAD's dq, dk, dv
 } Rd;
 
 // The offset of the decay a (broadcast to k) at position t, row i.
@@ -772,6 +796,19 @@ static void rd_fill(Lo *L, int loc, int64_t n, LExpr *v) {
   for_end(L);
 }
 
+// Row i of a state M [dk, dv] (local M) as a par loop over its columns j:
+// M[i, j] = a M[i, j] + x y[row, j] (y: slot sy, rows of dv), and with
+// acc >= 0 also acc[j] += z M[i, j] (a, x, z: variables).
+static void rd_update(Lo *L, const Rd *d, int M, int i, int a, int x, int sy, int row, int acc, int z) {
+  int j = for_begin(L, xi(L, 0), xi(L, d->dv), true, "j");
+  int si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, d->dv)), xvar(L, j)), "si");
+  LExpr *yj = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, d->dv)), xvar(L, j)));
+  int mn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, a), load(L, M, xvar(L, si))), x2(L, LX_MUL, xvar(L, x), yj)), "s");
+  store(L, M, xvar(L, si), xvar(L, mn));
+  if (acc >= 0) store(L, acc, xvar(L, j), x2(L, LX_ADD, load(L, acc, xvar(L, j)), x2(L, LX_MUL, xvar(L, z), xvar(L, mn))));
+  for_end(L);
+}
+
 static void lower_scan_read_fwd(Lo *L, Rd *d, const Node *n) {
   bool win = schedule_scan_state(n);
   int sq = in_slot(L, n, 0), sk = in_slot(L, n, 1), sv = in_slot(L, n, 2), sa = in_slot(L, n, 3);
@@ -789,15 +826,9 @@ static void lower_scan_read_fwd(Lo *L, Rd *d, const Node *n) {
   int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
   int av = let(L, load(L, sa, rd_a(L, d, xvar(L, t), xvar(L, i))), "a");
   int kv = let(L, load(L, sk, xvar(L, ki)), "k"), qv = let(L, load(L, sq, xvar(L, ki)), "q");
+  rd_update(L, d, S, i, av, kv, sv, row, O, qv);
+  for_end(L);
   int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
-  int si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
-  LExpr *vj = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
-  int sn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, kv), vj)), "s");
-  store(L, S, xvar(L, si), xvar(L, sn));
-  store(L, O, xvar(L, j), x2(L, LX_ADD, load(L, O, xvar(L, j)), x2(L, LX_MUL, xvar(L, qv), xvar(L, sn))));
-  for_end(L);
-  for_end(L);
-  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)), load(L, O, xvar(L, j)));
   for_end(L);
   if (win) {  // H <- S after position wk - 1: a loop of one iteration there, else none
@@ -823,11 +854,7 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
   int av = let(L, load(L, sa, rd_a(L, d, xvar(L, t), xvar(L, i))), "a");
   int kv = let(L, load(L, sk, xvar(L, ki)), "k");
-  int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
-  int si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
-  LExpr *vj = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
-  store(L, S, xvar(L, si), x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, kv), vj)));
-  for_end(L);
+  rd_update(L, d, S, i, av, kv, sv, row, -1, -1);
   for_end(L);
   // the rows' sums in a loop of their own: LLVM 14's loop vectoriser
   // miscompiles a row's update and its reload in one iteration (dv 4)
@@ -852,13 +879,7 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   av = let(L, xsel(L, xvar(L, has), load(L, sa, rd_a(L, d, xvar(L, tn), xvar(L, i))), xf(L, 0)), "an");
   kv = let(L, load(L, sk, xvar(L, ki)), "k");
   int qv = let(L, load(L, sq, xvar(L, ki)), "q");
-  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
-  si = let(L, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, j)), "si");
-  LExpr *yj = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j)));
-  int gn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, av), load(L, S, xvar(L, si))), x2(L, LX_MUL, xvar(L, qv), yj)), "g");
-  store(L, S, xvar(L, si), xvar(L, gn));
-  store(L, DV, xvar(L, j), x2(L, LX_ADD, load(L, DV, xvar(L, j)), x2(L, LX_MUL, xvar(L, kv), xvar(L, gn))));
-  for_end(L);
+  rd_update(L, d, S, i, av, qv, sy, row, DV, kv);  // G = a_{t+1} G + q^T dy; DV += k G
   for_end(L);
   i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
   st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, dv), &c);
@@ -866,7 +887,7 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int dkv = reduce_end(L, st, x2(L, LX_MUL, load(L, S, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, c))), vc), "dk");
   store(L, d->part[1].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[1].w)), iadd(L, xi(L, d->part[1].off), xvar(L, i))), xvar(L, dkv));
   for_end(L);
-  j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
+  int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
   store(L, d->part[2].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[2].w)), iadd(L, xi(L, d->part[2].off), xvar(L, j))), load(L, DV, xvar(L, j)));
   for_end(L);
   for_end(L);
@@ -887,18 +908,8 @@ static void lower_scan_read(Lo *L, const Node *n) {
     lower_scan_read_fwd(L, &d, n);
     return;
   }
-  bool split = L->k->nout == 3;  // dq, dk, dv to buffers of their own (schedule.c's split_parts)
-  if (L->k->nout != 1 && !split) {
-    snprintf(L->err, L->errlen, "internal error: kernel of %%%d (%s): %d outputs", n->id, ir_op_info[n->op].name, L->k->nout);
-    return;
-  }
-  int64_t width[3] = {d.dk, d.dk, d.dv}, off = 0;
-  for (int p = 0; p < 3; off += width[p++]) {
-    d.part[p].slot = split ? kernel_out_slot(p) : KS_OUT;
-    d.part[p].w = split ? width[p] : 2 * d.dk + d.dv;
-    d.part[p].off = split ? 0 : off;
-  }
-  lower_scan_read_grad(L, &d, n);
+  int64_t width[3] = {d.dk, d.dk, d.dv};
+  if (out_parts(L, n, width, 2 * d.dk + d.dv, d.part)) lower_scan_read_grad(L, &d, n);
 }
 
 // ---- row normalisations ------------------------------------------------------------
@@ -1148,11 +1159,11 @@ typedef struct {
   int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
   LExpr *T;
   int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
-  // ATTENTION_GRAD's parts p = dq, dk, dv: feature c of row r, head hd at
-  // slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e] rows in
-  // KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each part in
-  // a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
-  struct { int slot; int64_t w, off; } part[3];
+  // ATTENTION_GRAD's parts p = dq, dk, dv (out_parts): feature c of row r,
+  // head hd at slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e]
+  // rows in KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each
+  // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
+  OutPart part[3];
 } Att;
 
 // Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
@@ -1632,17 +1643,8 @@ static void lower_attention(Lo *L, const Node *n) {
            .T = xdim(L, qs->d[tax])};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
-  bool split = L->k->nout == 3;  // dq, dk, dv to buffers of their own (schedule.c's split_parts)
-  if (L->k->nout != 1 && !split) {
-    snprintf(L->err, L->errlen, "internal error: kernel of %%%d (%s): %d outputs", n->id, ir_op_info[n->op].name, L->k->nout);
-    return;
-  }
-  int64_t width[3] = {a.h, a.h, a.e}, off = 0;
-  for (int p = 0; p < 3; off += width[p++]) {
-    a.part[p].slot = split ? kernel_out_slot(p) : KS_OUT;
-    a.part[p].w = split ? width[p] : a.w;
-    a.part[p].off = split ? 0 : off;
-  }
+  int64_t width[3] = {a.h, a.h, a.e};
+  if (!out_parts(L, n, width, a.w, a.part)) return;
   if (att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
     L->own_outer = true, L->lk->team = ATT_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH));

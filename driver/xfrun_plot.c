@@ -137,27 +137,20 @@ static void usage(FILE *f) {
         f);
 }
 
-static bool grow_run(PlotRun *r) {
-  int64_t cap = r->cap ? 2 * r->cap : 1024;
-  int64_t *step = realloc(r->step, (size_t)cap * sizeof *step);
-  if (step) r->step = step;
-  double *loss = realloc(r->loss, (size_t)cap * sizeof *loss);
-  if (loss) r->loss = loss;
-  if (!step || !loss) return false;
-  r->cap = cap;
+// Doubles the storage of a series of (step, loss) of *cap entries (first: the
+// first size); false, the old storage kept, when out of memory.
+static bool grow_series(int64_t *cap, int64_t **step, double **loss, int64_t first) {
+  int64_t n = *cap ? 2 * *cap : first;
+  int64_t *s = realloc(*step, (size_t)n * sizeof *s);
+  if (s) *step = s;
+  double *l = realloc(*loss, (size_t)n * sizeof *l);
+  if (l) *loss = l;
+  if (!s || !l) return false;
+  *cap = n;
   return true;
 }
-
-static bool grow_eval(PlotRun *r) {
-  int64_t cap = r->ecap ? 2 * r->ecap : 64;
-  int64_t *step = realloc(r->estep, (size_t)cap * sizeof *step);
-  if (step) r->estep = step;
-  double *loss = realloc(r->eloss, (size_t)cap * sizeof *loss);
-  if (loss) r->eloss = loss;
-  if (!step || !loss) return false;
-  r->ecap = cap;
-  return true;
-}
+static bool grow_run(PlotRun *r) { return grow_series(&r->cap, &r->step, &r->loss, 1024); }
+static bool grow_eval(PlotRun *r) { return grow_series(&r->ecap, &r->estep, &r->eloss, 64); }
 
 // Reads all of path into a NUL-terminated buffer; NULL with errno set.
 static char *read_file(const char *path, size_t *len) {
