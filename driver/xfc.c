@@ -13,6 +13,7 @@
 #include "../codegen/llvm.h"
 #include "../codegen/loops.h"
 #include "../codegen/cuda_nvrtc.h"
+#include "../codegen/pytorch.h"
 #include "../interp/interp.h"
 #include "../passes/passes.h"
 
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
         "  --emit=ast      print the syntax tree of the model file and stop\n"
         "  --emit=ir       print the graph IR after elaboration and stop\n"
+        "  --emit=pytorch  print the model as a self-contained PyTorch module (one nn.Module per\n"
+        "                  block, parameters named as in xf's checkpoints, load_xf to load one;\n"
+        "                  docs/interop.md) and stop\n"
         "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
         "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
         "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
@@ -400,6 +404,11 @@ static bool st_elaborate(Pipeline *p) {
   return true;
 }
 static void pr_ir(Pipeline *p) { ir_print(stdout, p->g); }
+static bool st_pytorch(Pipeline *p) { (void)p; return true; }
+static void pr_pytorch(Pipeline *p) {
+  char err[512];
+  if (pytorch_emit(stdout, p->g, err, sizeof err)) fprintf(stderr, "%s\n", err), p->status = 1;
+}
 
 // Code, memory and --check-grad come from the fused graph (unless --no-fuse).
 static bool st_fuse(Pipeline *p) {
@@ -475,6 +484,7 @@ static bool st_codegen(Pipeline *p) {
 static const Stage stages[] = {
     {"parse", "ast", st_parse, pr_ast},                // frontend/lexer.l, parser.y, source.c
     {"elaboration", "ir", st_elaborate, pr_ir},        // frontend/elaborate.c
+    {"pytorch", "pytorch", st_pytorch, pr_pytorch},    // codegen/pytorch.c (the graph as written)
     {"fuse", "fused", st_fuse, pr_fused},              // passes/fuse_attention.c, fuse_scan.c
     {"autodiff", "grad", st_autodiff, pr_ir},          // passes/autodiff.c (the graph as written)
     {"remat", NULL, st_remat, NULL},                   // passes/remat.c
@@ -542,9 +552,10 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
     } else if (!strncmp(arg, "--emit=", 7)) {
       o->emit = arg + 7;
-      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "grad") && strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
+      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "pytorch") && strcmp(o->emit, "grad") &&
+          strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
           strcmp(o->emit, "loops") && strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
-        return die_usage("--emit=%s: expected ast, ir, fused, grad, schedule, loops, llvm, cuda or ptx", o->emit);
+        return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, llvm, cuda or ptx", o->emit);
     } else if (!strncmp(arg, "--batch=", 8)) {
       if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
         return die_usage("%s: expected a count in 1..16777216", arg);
