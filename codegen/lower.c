@@ -766,22 +766,10 @@ typedef struct {
   OutPart part[3];       // SCAN_READ_GRAD's dq, dk, dv
 } Rd;
 
-// The offset of the decay a (broadcast to k) at position t, row i.
+// The offset of the decay a (broadcast to k) at position t, row i: scan_bcast
+// over k's shape, whose axes after the time axis are (m, i) and a last of 1.
 static LExpr *rd_a(Lo *L, const Rd *d, LExpr *t, LExpr *i) {
-  const Shape *ks = d->ks, *as = d->as;
-  int r = ks->rank;
-  LExpr *off = xi(L, 0), *stride = xi(L, 1);
-  for (int k = r - 1; k >= 0 && k - (r - as->rank) >= 0; k--) {
-    Dim dm = as->d[k - (r - as->rank)];
-    if (dm.kind == DIM_CONST && dm.n == 1) continue;
-    LExpr *c = k == r - 2 ? i : k == d->axis ? t
-             : k < d->axis ? x2(L, LX_DIV, xvar(L, d->p), dprod(L, ks, k + 1, d->axis))
-                           : x2(L, LX_DIV, xvar(L, d->m), dprod(L, ks, k + 1, r - 2));
-    if ((k < d->axis && k > 0) || (k > d->axis + 1 && k < r - 2)) c = x2(L, LX_REM, c, xdim(L, ks->d[k]));
-    off = iadd(L, off, imul(L, c, stride));
-    stride = imul(L, stride, xdim(L, dm));
-  }
-  return off;
+  return scan_bcast(L, d->as, d->ks, d->axis, xvar(L, d->p), t, iadd(L, imul(L, xvar(L, d->m), xi(L, d->dk)), i));
 }
 
 // Row t of the sequence: (p K + t) M + m.
@@ -806,6 +794,19 @@ static void rd_update(Lo *L, const Rd *d, int M, int i, int a, int x, int sy, in
   int mn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, xvar(L, a), load(L, M, xvar(L, si))), x2(L, LX_MUL, xvar(L, x), yj)), "s");
   store(L, M, xvar(L, si), xvar(L, mn));
   if (acc >= 0) store(L, acc, xvar(L, j), x2(L, LX_ADD, load(L, acc, xvar(L, j)), x2(L, LX_MUL, xvar(L, z), xvar(L, mn))));
+  for_end(L);
+}
+
+// Part `out` of the gradient at row `row`, element i < dk: M[i, :] . y[row, :]
+// (y: slot sy, rows of dv), each in a loop of its own after the rows' updates:
+// LLVM 14's loop vectoriser miscompiles a row's update and its reload in one
+// iteration (dv 4).
+static void rd_dots(Lo *L, const Rd *d, int M, int sy, int row, const OutPart *out) {
+  int i = for_begin(L, xi(L, 0), xi(L, d->dk), false, "i"), c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, d->dv), &c);
+  LExpr *yc = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, d->dv)), xvar(L, c)));
+  int v = reduce_end(L, st, x2(L, LX_MUL, load(L, M, iadd(L, imul(L, xvar(L, i), xi(L, d->dv)), xvar(L, c))), yc), "dot");
+  store(L, out->slot, iadd(L, imul(L, xvar(L, row), xi(L, out->w)), iadd(L, xi(L, out->off), xvar(L, i))), xvar(L, v));
   for_end(L);
 }
 
@@ -856,15 +857,7 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int kv = let(L, load(L, sk, xvar(L, ki)), "k");
   rd_update(L, d, S, i, av, kv, sv, row, -1, -1);
   for_end(L);
-  // the rows' sums in a loop of their own: LLVM 14's loop vectoriser
-  // miscompiles a row's update and its reload in one iteration (dv 4)
-  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
-  int c;
-  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, dv), &c);
-  LExpr *yc = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, c)));
-  int dq = reduce_end(L, st, x2(L, LX_MUL, load(L, S, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, c))), yc), "dq");
-  store(L, d->part[0].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[0].w)), iadd(L, xi(L, d->part[0].off), xvar(L, i))), xvar(L, dq));
-  for_end(L);
+  rd_dots(L, d, S, sy, row, &d->part[0]);
   for_end(L);
   // G, dk, dv, from the last position down
   rd_fill(L, S, dk * dv, NULL);
@@ -881,12 +874,7 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int qv = let(L, load(L, sq, xvar(L, ki)), "q");
   rd_update(L, d, S, i, av, qv, sy, row, DV, kv);  // G = a_{t+1} G + q^T dy; DV += k G
   for_end(L);
-  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
-  st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, dv), &c);
-  LExpr *vc = load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, c)));
-  int dkv = reduce_end(L, st, x2(L, LX_MUL, load(L, S, iadd(L, imul(L, xvar(L, i), xi(L, dv)), xvar(L, c))), vc), "dk");
-  store(L, d->part[1].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[1].w)), iadd(L, xi(L, d->part[1].off), xvar(L, i))), xvar(L, dkv));
-  for_end(L);
+  rd_dots(L, d, S, sv, row, &d->part[1]);
   int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
   store(L, d->part[2].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[2].w)), iadd(L, xi(L, d->part[2].off), xvar(L, j))), load(L, DV, xvar(L, j)));
   for_end(L);
