@@ -895,11 +895,13 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
 // starts the gradient buckets whose last gradient kernel just finished.
 // Starts the buckets whose last gradient kernel is `kernel` (-1: those no
 // kernel writes, after the program).
+static void start_bucket(XfRuntime *rt, int b) {
+  rt->reducer.start(rt->reducer.ctx, b, rt->grad_ptrs + rt->bucket_at[b], rt->grad_numel + rt->bucket_at[b],
+                    rt->bucket_at[b + 1] - rt->bucket_at[b]);
+}
 static void start_buckets(XfRuntime *rt, int32_t kernel) {
   for (int b = 0; b < rt->nbuckets; b++)
-    if (rt->bucket_ready[b] == kernel)
-      rt->reducer.start(rt->reducer.ctx, b, rt->grad_ptrs + rt->bucket_at[b], rt->grad_numel + rt->bucket_at[b],
-                        rt->bucket_at[b + 1] - rt->bucket_at[b]);
+    if (rt->bucket_ready[b] == kernel) start_bucket(rt, b);
 }
 
 static void train_kernel_done(const XfApi *api, int32_t kernel) {
@@ -957,11 +959,13 @@ void xf_set_data_parallel(XfRuntime *rt, int64_t row0, const XfReducer *r, int64
   rt->api.kernel_done = train_kernel_done;
 }
 
-// After the training program: the buckets no kernel wrote, then the wait
-// for every bucket and the mean loss.
-static void finish_reduction(XfRuntime *rt, float *loss) {
+// After the training program: the buckets no kernel wrote (every one: those
+// of the micro-batches' sums, which no kernel wrote whole), then the wait for
+// every bucket and the mean loss.
+static void finish_reduction(XfRuntime *rt, float *loss, bool every) {
   if (!rt->parallel) return;
-  start_buckets(rt, -1);
+  for (int b = 0; b < rt->nbuckets; b++)
+    if (every || rt->bucket_ready[b] == -1) start_bucket(rt, b);
   if (!rt->reducer.finish(rt->reducer.ctx, loss)) {
     fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
     exit(1);
@@ -995,14 +999,7 @@ static float train_micro(XfRuntime *rt) {
     return mine;
   }
   loss[0] = rt->acc_loss / (float)n;
-  if (rt->parallel)
-    for (int b = 0; b < rt->nbuckets; b++)
-      rt->reducer.start(rt->reducer.ctx, b, rt->grad_ptrs + rt->bucket_at[b], rt->grad_numel + rt->bucket_at[b],
-                        rt->bucket_at[b + 1] - rt->bucket_at[b]);
-  if (rt->parallel && !rt->reducer.finish(rt->reducer.ctx, loss)) {
-    fprintf(stderr, "xf: error: the gradient reduction across processes failed\n");
-    exit(1);
-  }
+  finish_reduction(rt, loss, true);
   rt->micro = 0;
   adamw(rt);
   return loss[0];
@@ -1020,7 +1017,7 @@ float xf_train_step(XfRuntime *rt) {
     device_run(rt, XF_PROG_TRAIN, rt->step_b, rt->step_t);
     rt->in_train = false;
     device_read(rt, rt->loss, 4);
-    finish_reduction(rt, rt->bufs[rt->loss]);
+    finish_reduction(rt, rt->bufs[rt->loss], false);
     device_adamw(rt);
     return ((float *)rt->bufs[rt->loss])[0];
   }
@@ -1029,7 +1026,7 @@ float xf_train_step(XfRuntime *rt) {
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   rt->in_train = false;
   float *loss = rt->bufs[rt->loss];
-  finish_reduction(rt, loss);
+  finish_reduction(rt, loss, false);
   adamw(rt);
   return loss[0];
 }
