@@ -204,11 +204,11 @@ typedef struct {
   bool no_incremental;
   double lr, wd, heldout, temperature, top_p, time_limit;
   bool set_batch, set_seq, set_seed, set_lr, set_wd;
-  // the recipe (xfrun train): the schedule of the rate (LR_*), its warm-up,
-  // floor, wsd's cooldown (0: a fifth of the horizon) and horizon (lr_steps:
-  // --steps), micro-batches per step, clipping, weight decay on matrices only
+  // the recipe (xfrun train): the schedule of the rate (LR_*) over --steps,
+  // its warm-up, floor, wsd's cooldown (0: a fifth of --steps), micro-batches
+  // per step, clipping, weight decay on matrices only
   int schedule;
-  int64_t warmup, cooldown, lr_steps, accum, eval_every;
+  int64_t warmup, cooldown, accum, eval_every;
   double min_lr, clip;
   bool decay_matrices;
   bool set_schedule, set_warmup, set_cooldown, set_min_lr, set_clip, set_accum, set_decay_on;
@@ -217,16 +217,23 @@ typedef struct {
 enum { LR_CONSTANT, LR_COSINE, LR_LINEAR, LR_WSD };
 static const char *const lr_names[] = {"constant", "cosine", "linear", "wsd"};
 
+// The LR_* of a schedule's name, or -1.
+static int lr_schedule_of(const char *name) {
+  for (int k = 0; k < 4; k++)
+    if (!strcmp(name, lr_names[k])) return k;
+  return -1;
+}
+
 // The learning rate of step s (1-based) of the schedule of --help.
 static double lr_at(const Args *a, int64_t s) {
   if (a->warmup > 0 && s <= a->warmup) return a->lr * (double)s / (double)a->warmup;
-  double span = (double)(a->lr_steps - a->warmup), p = span > 0 ? (double)(s - a->warmup) / span : 1;
+  double span = (double)(a->steps - a->warmup), p = span > 0 ? (double)(s - a->warmup) / span : 1;
   p = p < 0 ? 0 : p > 1 ? 1 : p;
   switch (a->schedule) {
   case LR_COSINE: return a->min_lr + (a->lr - a->min_lr) * 0.5 * (1 + cos(3.14159265358979323846 * p));
   case LR_LINEAR: return a->lr + (a->min_lr - a->lr) * p;
   case LR_WSD: {
-    int64_t cool = a->cooldown > 0 ? a->cooldown : a->lr_steps / 5, from = a->lr_steps - cool;  // decay over (from, lr_steps]
+    int64_t cool = a->cooldown > 0 ? a->cooldown : a->steps / 5, from = a->steps - cool;  // decay over (from, steps]
     if (s <= from || cool <= 0) return a->lr;
     double q = (double)(s - from) / (double)cool;
     return a->lr + (a->min_lr - a->lr) * (q > 1 ? 1 : q);
@@ -299,10 +306,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     else if (!strcmp(o, "--top-p")) ok = parse_real(v, &a->top_p) && a->top_p > 0 && a->top_p <= 1;
     else if (!strcmp(o, "--time-limit")) ok = parse_real(v, &a->time_limit) && a->time_limit > 0;
     else if (!strcmp(o, "--lr-schedule")) {
-      a->schedule = -1, a->set_schedule = true;
-      for (int k = 0; k < 4; k++)
-        if (!strcmp(v, lr_names[k])) a->schedule = k;
-      if (a->schedule < 0) return die("--lr-schedule %s: expected constant, cosine, linear or wsd", v);
+      if ((a->schedule = lr_schedule_of(v)) < 0) return die("--lr-schedule %s: expected constant, cosine, linear or wsd", v);
+      a->set_schedule = true;
     }
     else if (!strcmp(o, "--warmup")) ok = parse_int(v, 0, INT32_MAX, &a->warmup), a->set_warmup = true;
     else if (!strcmp(o, "--cooldown")) ok = parse_int(v, 1, INT32_MAX, &a->cooldown), a->set_cooldown = true;
@@ -461,7 +466,7 @@ static bool meta_real(const XfCheckpoint *ck, const char *key, double *v) {
 static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key, const Args *a, char *err, size_t errlen) {
   char key[32], steps[24], warm[24], cool[24], minlr[32], clip[32], accum[24];
   snprintf(key, sizeof key, "%016llx", (unsigned long long)data_key);
-  snprintf(steps, sizeof steps, "%lld", (long long)a->lr_steps);
+  snprintf(steps, sizeof steps, "%lld", (long long)a->steps);
   snprintf(warm, sizeof warm, "%lld", (long long)a->warmup);
   snprintf(cool, sizeof cool, "%lld", (long long)a->cooldown);
   snprintf(minlr, sizeof minlr, "%.17g", a->min_lr);
@@ -514,7 +519,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
             g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)mem.total / MiB);
     if (a->schedule != LR_CONSTANT || a->warmup)
       fprintf(stderr, "xfrun: learning rate: %s from %g to %g over %lld steps, %lld of warm-up%s\n", lr_names[a->schedule],
-              a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->lr_steps, (long long)a->warmup,
+              a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->steps, (long long)a->warmup,
               a->schedule == LR_WSD ? ", the decay in the last --cooldown steps" : "");
     char acc[64] = "";
     if (mem.accum) snprintf(acc, sizeof acc, ", gradient sums %.1f MiB", (double)mem.accum / MiB);
@@ -542,6 +547,8 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   int status = 0;
   double t0 = now(), loss = NAN;
   double eval_s = 0;  // seconds spent on --eval-every, left out of tokens/s
+  double ev_last = NAN;  // the held-out loss of --eval-every at step ev_step
+  int64_t ev_step = -1;
   for (int64_t s = first; s <= a->steps; s++) {
     if (s == kill_step && g_dist.rank == kill_rank) raise(SIGKILL);
     double lr = lr_at(a, s);
@@ -561,7 +568,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     double ev = NAN;
     if (a->eval_every && (s % a->eval_every == 0 || s == a->steps)) {
       double e0 = now();
-      ev = heldout_loss(rt, d, a->eval_batches);
+      ev_last = ev = heldout_loss(rt, d, a->eval_batches), ev_step = s;
       eval_s += now() - e0;
     }
     double gflops = ops * tps * 1e-9, mfu = peak > 0 ? gflops / peak : NAN;
@@ -616,7 +623,8 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     if ((status = save(rt, a->save, t, data_key, a, err, sizeof err))) return status;
     fprintf(stderr, "xfrun: saved %s (step %u)\n", a->save, xf_step_count(rt));
   }
-  double mean = heldout_loss(rt, d, a->eval_batches);
+  // the last step's --eval-every loss is the final one: the same parameters and batches
+  double mean = ev_step == (int64_t)xf_step_count(rt) ? ev_last : heldout_loss(rt, d, a->eval_batches);
   if (!root) return 0;
   if (isnan(loss)) printf("%s: at step %u, held-out loss %.4f, perplexity %.2f\n", m->name, xf_step_count(rt), mean,
                           exp(mean));
@@ -839,8 +847,7 @@ int main(int argc, char **argv) {
     if (!a.set_lr && meta_real(ck, "lr", &x)) a.lr = x;
     if (!a.set_wd && meta_real(ck, "weight_decay", &x)) a.wd = x;
     const char *sch = xf_checkpoint_meta(ck, "lr_schedule"), *on = xf_checkpoint_meta(ck, "weight_decay_on");
-    for (int k = 0; !a.set_schedule && sch && k < 4; k++)
-      if (!strcmp(sch, lr_names[k])) a.schedule = k;
+    if (!a.set_schedule && sch && lr_schedule_of(sch) >= 0) a.schedule = lr_schedule_of(sch);
     if (a.schedule != LR_CONSTANT && meta_int(ck, "lr_steps", &v) && v != a.steps)
       fprintf(stderr, "xfrun: warning: %s's schedule ran over %lld steps; now over --steps %lld\n", a.resume,
               (long long)v, (long long)a.steps);
@@ -851,10 +858,9 @@ int main(int argc, char **argv) {
     if (!a.set_accum && meta_int(ck, "accum", &v) && v >= 1) a.accum = v;
     if (!a.set_decay_on && on) a.decay_matrices = !strcmp(on, "matrices");
   }
-  a.lr_steps = a.steps;  // the schedule's horizon
-  if (a.schedule != LR_CONSTANT && a.warmup >= a.lr_steps && a.lr_steps > 0)
+  if (a.schedule != LR_CONSTANT && a.warmup >= a.steps && a.steps > 0)
     fprintf(stderr, "xfrun: warning: --warmup %lld is not below the %lld steps of the schedule: it never decays\n",
-            (long long)a.warmup, (long long)a.lr_steps);
+            (long long)a.warmup, (long long)a.steps);
   if (g_dist.size > 1 && a.batch % g_dist.size) {
     status = die("--batch %lld does not divide over %d processes: give a multiple of %d", (long long)a.batch, g_dist.size,
                  g_dist.size);
