@@ -466,16 +466,8 @@ static bool st_codegen(Pipeline *p) {
   const char *e = p->o->emit;
   bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
   if (code) {
-    // the operations of the graph as written (fused ops have no counts of their own)
-    Graph *g = p->g;
-    Cost *c = calloc((size_t)g->nscopes + 1, sizeof *c);
-    if (!c) return fprintf(stderr, "xfc: out of memory\n"), p->status = 1, false;
-    stats_compute(g, g->t_max, false, c);
-    int64_t fwd = cost_total_ops(&c[0]);
-    stats_compute(g, g->t_max, true, c);
     Options o = *p->o;
-    o.train_ops = (double)(fwd + cost_total_ops(&c[0])) / (double)g->t_max;
-    free(c);
+    o.train_ops = stats_train_ops_per_token(p->g);  // the graph as written: fused ops have no counts of their own
     p->status = codegen(p->code, &o);
   }
   return false;

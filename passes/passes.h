@@ -27,6 +27,10 @@ int64_t cost_total_ops(const Cost *c);
 // forward pass.
 void stats_compute(const Graph *g, int64_t T, bool backward, Cost *incl);
 
+// Training (forward + backward) operations per token of g (with its backward
+// pass) at T = context: what --stats prints, XfModel.train_ops.
+double stats_train_ops_per_token(const Graph *g);
+
 // The table printed by `xfc --stats`; with a backward pass in g, also the
 // backward and training costs per token.
 void stats_print(FILE *f, const Graph *g);

@@ -282,6 +282,23 @@ static int depth(const Graph *g, int s) {
   return d;
 }
 
+// Operations of g's forward (backward false) or backward pass at T = context.
+static int64_t pass_ops(const Graph *g, bool backward) {
+  Cost *c = calloc((size_t)g->nscopes + 1, sizeof *c);
+  if (!c) {
+    fprintf(stderr, "xfc: out of memory in stats\n");
+    exit(1);
+  }
+  stats_compute(g, g->t_max, backward, c);
+  int64_t ops = cost_total_ops(&c[0]);
+  free(c);
+  return ops;
+}
+
+double stats_train_ops_per_token(const Graph *g) {
+  return (double)sadd(pass_ops(g, false), pass_ops(g, true)) / (double)g->t_max;
+}
+
 void stats_print(FILE *f, const Graph *g) {
   int64_t T = g->t_max;
   Cost *incl = calloc((size_t)g->nscopes + 1, sizeof *incl);
@@ -335,12 +352,10 @@ void stats_print(FILE *f, const Graph *g) {
   fprintf(f, "forward ops per sequence: %lld\n", (long long)cost_total_ops(t));
   fprintf(f, "forward ops per token: %.1f\n", (double)cost_total_ops(t) / (double)T);
   if (g->nforward) {
-    int64_t fwd = cost_total_ops(t);
-    stats_compute(g, T, true, incl);
-    int64_t bwd = cost_total_ops(&incl[0]);
+    int64_t bwd = pass_ops(g, true);
     fprintf(f, "backward ops per sequence: %lld\n", (long long)bwd);
     fprintf(f, "backward ops per token: %.1f\n", (double)bwd / (double)T);
-    fprintf(f, "training (forward + backward) ops per token: %.1f\n", (double)sadd(fwd, bwd) / (double)T);
+    fprintf(f, "training (forward + backward) ops per token: %.1f\n", stats_train_ops_per_token(g));
   }
   free(incl);
 }
