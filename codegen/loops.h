@@ -275,6 +275,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
 typedef struct {
   int buf;
   bool cache;
+  bool state;  // a scan's state row (a cache the same size at every position)
   int first, last;
 } StepBuf;
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);

@@ -73,7 +73,7 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
       if (j >= KS_IN0 && j < KS_IN0 + k->nin && hist[j - KS_IN0]) sb->cache = true;
-      if (j == KS_SCRATCH && state) sb->cache = true;
+      if (j == KS_SCRATCH && state) sb->cache = sb->state = true;
     }
   }
   free(at);

@@ -156,13 +156,8 @@ static void print_step_memory(Graph *g, const Schedule *s) {
       cached[i] = sb[i].cache;
     }
     total = memplan_after_caches(items, cached, n, ofs, &cache);
-    for (int i = 0; i < n; i++)  // the state rows of scans along time, among the caches
-      for (int k = 0; k < s->nkernels && cached[i]; k++)
-        if (schedule_scan_state(&g->nodes[s->kernels[k].node]) && s->kernels[k].scratch >= 0 &&
-            schedule_root(s, s->kernels[k].scratch) == sb[i].buf) {
-          state += (items[i].bytes + 63) / 64 * 64;
-          break;
-        }
+    for (int i = 0; i < n; i++)
+      if (sb[i].state) state += (items[i].bytes + 63) / 64 * 64;  // as memplan_after_caches packs a cache
   }
   if (total >= 0) {
     printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
