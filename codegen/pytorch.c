@@ -267,35 +267,26 @@ int pytorch_emit(FILE *f, const Graph *g, char *err, size_t errlen) {
   fprintf(f, "):\n        P = self.get_parameter\n        first = next(self.parameters())\n"
              "        dt, dev = first.dtype, first.device\n        B, T = %s.shape[0], %s.shape[1]\n", ids ? ids : "None",
           ids ? ids : "None");
-  bool ok = late != NULL;
-  for (int i = 0; ok && i < n; i++)
+  bool ok = late != NULL, any_late = false;
+  for (int i = 0; ok && i < n; i++) {
     for (int k = 0; k < g->nodes[i].nin; k++) late[i] = late[i] || late[g->nodes[i].in[k]];
-  for (int pass = 0; ok && pass < 2; pass++) {
-    bool any = false;
-    for (int i = 0; ok && i < n; i++) {
-      if (late[i] != (pass == 1)) continue;
-      if (pass == 1 && !any) {
-        fprintf(f, "        out = {}\n");
-        for (int o = 0; o < g->noutputs; o++)
-          if (!late[g->outputs[o].node]) fprintf(f, "        out[\"%s\"] = v%d\n", g->outputs[o].name, g->outputs[o].node);
-        fprintf(f, "        if");
-        for (int k = 0, m = 0; k < n; k++)
-          if (g->nodes[k].op == OP_INPUT && late[k]) fprintf(f, "%s %s is None", m++ ? " or" : "", g->nodes[k].name);
-        fprintf(f, ":\n            return out\n");
-      }
-      any = true;
-      ok = node(&p, &g->nodes[i]);
-    }
-    if (pass == 1 && !any) {
-      fprintf(f, "        out = {}\n");
-      for (int o = 0; o < g->noutputs; o++) fprintf(f, "        out[\"%s\"] = v%d\n", g->outputs[o].name, g->outputs[o].node);
-      fprintf(f, "        return out\n");
-    } else if (pass == 1) {
-      for (int o = 0; o < g->noutputs; o++)
-        if (late[g->outputs[o].node]) fprintf(f, "        out[\"%s\"] = v%d\n", g->outputs[o].name, g->outputs[o].node);
-      fprintf(f, "        return out\n");
-    }
+    any_late = any_late || (g->nodes[i].op == OP_INPUT && late[i]);
   }
+  for (int i = 0; ok && i < n; i++)
+    if (!late[i]) ok = node(&p, &g->nodes[i]);
+  fprintf(f, "        out = {}\n");
+  for (int pass = 0; ok && pass < 2; pass++) {
+    for (int o = 0; o < g->noutputs; o++)
+      if (late[g->outputs[o].node] == (pass == 1)) fprintf(f, "        out[\"%s\"] = v%d\n", g->outputs[o].name, g->outputs[o].node);
+    if (pass == 1 || !any_late) break;
+    fprintf(f, "        if");  // the outputs that need the optional inputs, when they are given
+    for (int k = 0, m = 0; k < n; k++)
+      if (g->nodes[k].op == OP_INPUT && late[k]) fprintf(f, "%s %s is None", m++ ? " or" : "", g->nodes[k].name);
+    fprintf(f, ":\n            return out\n");
+    for (int i = 0; ok && i < n; i++)
+      if (late[i]) ok = node(&p, &g->nodes[i]);
+  }
+  fprintf(f, "        return out\n");
   free(late);
   return ok ? 0 : 1;
 }
