@@ -86,7 +86,6 @@ bool schedule_scan_state(const Node *n) {
   return (n->op == OP_SCAN || n->op == OP_SCAN_READ) && n->shape.d[n->axis].kind == DIM_T;
 }
 
-
 // A scratch buffer of size elements for node id's kernel (activations:
 // planned, its lifetime the kernel's own).
 static int add_scratch(Schedule *s, int id, SymSize size) {
