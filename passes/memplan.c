@@ -175,7 +175,7 @@ int64_t memplan(const PlanItem *items, int n, int64_t *offsets) {
 }
 
 int64_t memplan_after_caches(const PlanItem *items, const bool *cache, int n, int64_t *offsets, int64_t *cached) {
-  PlanItem *rest = malloc(sizeof *rest * ((size_t)n + 1));
+  PlanItem *rest = calloc((size_t)n + 1, sizeof *rest);
   if (!rest) return -1;
   int64_t at = 0;
   for (int i = 0; i < n; i++) {
