@@ -31,4 +31,38 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis);
 // (1-based), or -1: maps an NVRTC message back to an IR node.
 int cuda_kernel_at_line(const CudaModule *m, int line);
 
+// cuda_cost.c: the estimated time of a training step on an H100 SXM, per
+// kernel class (per step of a class with steps; AdamW last), from the launch
+// table and the descriptions the launches print (loops.h).
+typedef struct {
+  int cls, step;         // kernel class; its step (LSteps), 0, or -1 (a GEMM record), -2 (a direct product)
+  const char *what;      // the description's name ("conv_dw_partial", "gemm", "adamw")
+  const Node *node;      // the IR node of the class's first kernel (its source location)
+  int launches;          // per training step
+  bool gemm;             // a cuBLAS record
+  int64_t grid, items;   // blocks of one launch (capped as cuda_host.c caps them), work items
+  int block;             // threads per block (0: a GEMM record)
+  double chain;          // dependent iterations on the longest thread's path
+  double bytes, flops;   // of one launch: every buffer read or written once; float operations
+  double mem_us, flop_us, issue_us, lat_us;  // the bounds of one launch (issue: all SMs)
+  double us;             // the estimate of one launch
+  bool few_blocks;       // a cliff: over 20 us on fewer blocks than SMs
+  bool serial;           // a cliff: over 10 us and over 4x max(mem, flop, issue)
+} CudaCostRow;
+
+typedef struct {
+  int64_t B, T;
+  CudaCostRow *rows;
+  int nrows, nkernels, ngemms;
+  double total_us;       // the step: every launch, AdamW included
+} CudaCost;
+
+// The cost of m's training program at batch B, length T, GEMMs in
+// precision (XF_PRECISION_*); NULL with err set on an internal mismatch.
+CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B, int64_t T, int precision,
+                    char *err, size_t errlen);
+// xfc --emit=cost: the table, "cliffs: N" and the line
+// "total: N kernel launches, M GEMMs, estimated X us per training step".
+void cuda_cost_print(FILE *f, const CudaCost *c);
+
 #endif

@@ -57,6 +57,8 @@ static void usage(FILE *f) {
         "                  --target=cuda also the GPU operations of a training step\n"
         "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop;\n"
         "                  with --target=cuda the forms chosen for a GPU\n"
+        "  --emit=cost     with --target=cuda: the estimated time of a training step on an H100, per\n"
+        "                  kernel class (launches, grid, chain, bytes, FLOPs, cliffs; at --batch, --seq)\n"
         "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
         "  --emit=cuda     print the generated CUDA C source and stop\n"
         "  --emit=ptx      print the PTX NVRTC makes of it (for --gpu-arch) and stop\n"
@@ -268,6 +270,15 @@ static int codegen(Graph *g, const Options *o) {
     arena_free(&a);
     return 0;
   }
+  if (o->emit && !strcmp(o->emit, "cost")) {  // the GPU cost model (codegen/cuda_cost.c)
+    CudaModule *cm = cuda_render(&a, s, NULL);
+    char err[1024];
+    CudaCost *c = cm->error ? NULL : cuda_cost(&a, s, cm, o->batch, o->seq ? o->seq : g->t_max, o->precision, err, sizeof err);
+    if (c) cuda_cost_print(stdout, c);
+    else fprintf(stderr, "%s%s\n", cm->error ? "" : "xfc: ", cm->error ? cm->error : err);
+    arena_free(&a);
+    return c ? 0 : 1;
+  }
   if (o->emit && !strcmp(o->emit, "loops")) {
     int status = lower_print(stdout, &a, s, o->cuda ? LTARGET_GPU : LTARGET_CPU);
     arena_free(&a);
@@ -459,7 +470,7 @@ static bool st_check_grad(Pipeline *p) {
 // llvm, cuda and ptx itself.
 static bool st_codegen(Pipeline *p) {
   const char *e = p->o->emit;
-  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
+  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cost") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
   if (code) {
     Options o = *p->o;
     o.train_ops = stats_train_ops_per_token(p->g);  // the graph as written: fused ops have no counts of their own
@@ -477,7 +488,7 @@ static const Stage stages[] = {
     {"remat", NULL, st_remat, NULL},                   // passes/remat.c
     {"stats", NULL, st_stats, NULL},                   // passes/stats.c, codegen/schedule.c (memory)
     {"check-grad", NULL, st_check_grad, NULL},         // interp/gradcheck.c
-    {"codegen", "schedule loops llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, lower.c, llvm.c, cuda.c
+    {"codegen", "schedule loops cost llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, lower.c, llvm.c, cuda.c
 };
 
 static bool emits(const char *list, const char *want) {
@@ -541,8 +552,8 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       o->emit = arg + 7;
       if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "pytorch") && strcmp(o->emit, "grad") &&
           strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
-          strcmp(o->emit, "loops") && strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
-        return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, llvm, cuda or ptx", o->emit);
+          strcmp(o->emit, "loops") && strcmp(o->emit, "cost") && strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
+        return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda or ptx", o->emit);
     } else if (!strncmp(arg, "--batch=", 8)) {
       if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
         return die_usage("%s: expected a count in 1..16777216", arg);
@@ -599,6 +610,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     }
   }
   if (!o->input) return die_usage("%s", "no input file");
+  if (o->emit && !strcmp(o->emit, "cost") && !o->cuda) return die_usage("%s", "--emit=cost is the GPU's cost model: add --target=cuda");
   return -1;
 }
 

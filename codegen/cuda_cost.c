@@ -1,0 +1,434 @@
+// cuda_cost.c: the GPU cost model. A training step's launch table
+// (cuda_render) and the descriptions its launches print (loops.h: LKernel,
+// LGemm, LSteps) -> a time per launch on an H100 SXM, without a GPU.
+//
+// Requires: a Schedule and the CudaModule cuda_render made of it.
+// Guarantees: one row per kernel class (per step of a class with steps) of
+// the training program, in first-launch order, with its launches per step,
+// grid and block, work items, the longest chain of dependent iterations a
+// thread runs, bytes moved, FLOPs and the estimate; the step's total.
+//
+// The model (docs/cuda.md, "The cost model"). A launch of an LKernel takes
+//   t = max(mem, flop, issue, latency) + launch
+//   mem      = the bytes of every buffer it reads or writes, once (caches
+//              capture reuse) / 3.35 TB/s
+//   flop     = float operations / 67 TFLOP/s (FP32 without tensor cores)
+//   issue    = warp instructions / (SMs used x 4 schedulers x 1.98 GHz)
+//   latency  = max(sum over an SM's warps of their chains / resident warps,
+//                  the longest chain): Little's law, each dependent
+//              iteration costing LAT_GLOBAL (it loads global memory),
+//              LAT_LOCAL (shared memory only) or LAT_ALU, plus ALU_NS per
+//              instruction on the chain
+// and a GEMM record max(2mnk / (0.6 peak), bytes / (0.7 BW)) + GEMM_FIXED.
+// A kernel is a cliff when its estimate passes 20 us on fewer blocks than
+// SMs, or passes 4x the larger of mem and compute (flop, issue on all SMs)
+// when over 10 us: a serial chain or too little parallelism dominates.
+#include "cuda.h"
+
+#include "loops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// H100 SXM (docs/cuda.md): SMs, clock, bandwidth, peaks.
+static const double SMS = 132, CLOCK = 1.98e9, BW = 3.35e12, FP32 = 67e12, TF32 = 495e12, BF16 = 990e12;
+// Calibrated on efff928's H100 profile: ME's causal_conv_dw, whose longest
+// thread (lag 0) runs 1,048,576 dependent iterations of 2 global loads, 49.8
+// ms (47 ns each); the embedding gradient, 8,192 iterations of a global load
+// and a shared-memory read-modify-write, 752 us (92 ns each).
+static const double LAT_GLOBAL = 45e-9, LAT_LOCAL = 25e-9, LAT_ALU = 4e-9, ALU_NS = 0.5e-9;
+static const double LAUNCH = 1e-6, GEMM_FIXED = 4e-6, GEMM_EFF_FLOP = 0.6, GEMM_EFF_BW = 0.7;
+enum { MAX_BLOCKS = 1 << 16, MAX_THREADS_SM = 2048, MAX_BLOCKS_SM = 32, SHMEM_SM = 228 * 1024 };
+
+// ---- evaluation of index expressions ------------------------------------------------
+
+typedef struct {
+  const LKernel *lk;
+  int64_t B, T;
+  int64_t *val;
+  bool *known;
+} Ev;
+
+// The value of an integer or boolean expression where it follows from the
+// variables bound so far; loads are unknown except token ids (0).
+static bool ev(const Ev *e, const LExpr *x, int64_t *out) {
+  int64_t a = 0, b = 0;
+  switch (x->kind) {
+  case LX_INT: *out = x->ival; return true;
+  case LX_DIM: *out = x->ival ? e->T : e->B; return true;
+  case LX_VAR: *out = e->val[x->var]; return e->known[x->var];
+  case LX_ROW0: *out = 0; return true;
+  case LX_WIN: *out = x->ival == 1 ? e->T : 0; return true;
+  case LX_LOAD: *out = 0; return x->type == LT_I64;
+  case LX_SELECT:
+    if (ev(e, x->a[0], &a)) return ev(e, x->a[a ? 1 : 2], out);
+    if (!ev(e, x->a[1], &a) || !ev(e, x->a[2], &b)) return false;
+    *out = a > b ? a : b;
+    return true;
+  default: break;
+  }
+  if (x->type == LT_F32 || !x->a[0] || !ev(e, x->a[0], &a)) return false;
+  if (x->a[1] && !ev(e, x->a[1], &b)) return false;
+  switch (x->kind) {
+  case LX_ADD: *out = a + b; return true;
+  case LX_SUB: *out = a - b; return true;
+  case LX_MUL: *out = a * b; return true;
+  case LX_DIV: *out = b ? a / b : 0; return b != 0;
+  case LX_REM: *out = b ? a % b : 0; return b != 0;
+  case LX_MAX: *out = a > b ? a : b; return true;
+  case LX_LT: *out = a < b; return true;
+  case LX_GT: *out = a > b; return true;
+  case LX_GE: *out = a >= b; return true;
+  case LX_EQ: *out = a == b; return true;
+  case LX_AND: *out = a && b; return true;
+  default: return false;
+  }
+}
+
+// ---- cost of statements ---------------------------------------------------------------
+
+// An expression's instructions, float operations, and the memory it loads
+// (a mask: 2 global, 1 local arrays).
+typedef struct {
+  double ops, flops;
+  int mem;
+} XCost;
+
+static double op_weight(LExprKind k) {
+  switch (k) {
+  case LX_EXP: return 12;
+  case LX_LOG: case LX_SIN: case LX_COS: case LX_TANH: case LX_ERF: return 20;
+  case LX_DIV: return 8;
+  case LX_SQRT: return 4;
+  case LX_KEEP: return 100;  // Philox4x32-10 and a double compare
+  default: return 1;
+  }
+}
+
+static void xcost(const LExpr *x, XCost *c) {
+  if (!x) return;
+  switch (x->kind) {
+  case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_WIN: return;
+  case LX_LOAD: {
+    c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
+    xcost(x->a[0], c);
+    return;
+  }
+  default: break;
+  }
+  double w = op_weight(x->kind);
+  c->ops += w;
+  if (x->type == LT_F32) c->flops += w;
+  for (int i = 0; i < 3; i++) xcost(x->a[i], c);
+}
+
+// What running a block costs one thread (chain: seconds along its path), and
+// the whole team working on one outer index: warp instructions, flops.
+typedef struct {
+  double chain, winstr, flops;
+  double chain_iters;  // dependent iterations on the chain (for the table)
+} SCost;
+
+typedef struct {
+  Ev *e;
+  int lanes;   // threads sharing an outer index (1: ELEM mode)
+  int warps;   // warps running row-level code
+  bool block;  // the team is a block (barriers)
+} Walk;
+
+static double lat_of(int mem) { return mem ? (mem & 2 ? LAT_GLOBAL : 0) + (mem & 1 ? LAT_LOCAL : 0) : LAT_ALU; }
+
+static int64_t trip_of(Walk *w, const LStmt *st, int64_t *lo) {
+  int64_t hi = 0;
+  if (!ev(w->e, st->lo, lo)) *lo = 0;
+  if (!ev(w->e, st->hi, &hi)) hi = *lo + 1;
+  return hi > *lo ? hi - *lo : 0;
+}
+
+static SCost walk(Walk *w, const LStmt *st, bool coop);
+
+// The body of a loop over var in [lo, lo + trip), costed at its midpoint.
+static SCost walk_body(Walk *w, const LStmt *st, int var, int64_t lo, int64_t trip, bool coop) {
+  bool had = w->e->known[var];
+  int64_t old = w->e->val[var];
+  w->e->val[var] = lo + trip / 2, w->e->known[var] = true;
+  SCost c = walk(w, st, coop);
+  w->e->val[var] = old, w->e->known[var] = had;
+  return c;
+}
+
+static SCost walk(Walk *w, const LStmt *st, bool coop) {
+  SCost c = {0};
+  XCost seg = {0};  // the straight-line run since the last loop: its loads issue together
+  double wmul = coop ? w->warps : 1;
+  for (; st; st = st->next) {
+    if (st->kind == LS_LET || st->kind == LS_STORE) {
+      XCost x = {0};
+      xcost(st->val, &x), xcost(st->idx, &x);
+      if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
+      if (st->kind == LS_LET && st->var >= 0) {
+        int64_t v;
+        if (ev(w->e, st->val, &v)) w->e->val[st->var] = v, w->e->known[st->var] = true;
+      }
+      seg.ops += x.ops, seg.flops += x.flops, seg.mem |= x.mem;
+      continue;
+    }
+    c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0);
+    c.winstr += seg.ops * wmul, c.flops += seg.flops;
+    seg = (XCost){0};
+    int64_t lo, trip = trip_of(w, st, &lo);
+    bool spread = coop && (st->kind == LS_REDUCE || (st->kind == LS_FOR && st->par));
+    double lane_trip = spread ? ceil((double)trip / w->lanes) : (double)trip;
+    double wtrip = spread ? ceil((double)trip / 32) : (double)trip;
+    SCost b;
+    if (st->kind == LS_REDUCE) {
+      XCost x = {0};
+      bool had = w->e->known[st->ivar];
+      w->e->known[st->ivar] = true, w->e->val[st->ivar] = lo + trip / 2;
+      xcost(st->val, &x);
+      w->e->known[st->ivar] = had;
+      x.ops += 1, x.flops += 1;
+      b = (SCost){.chain = x.ops * ALU_NS + lat_of(x.mem), .winstr = x.ops, .flops = x.flops, .chain_iters = 1};
+      if (st->wide) b.chain += 4 * ALU_NS, b.winstr += 4;
+    } else {
+      b = walk_body(w, st->body, st->var, lo, trip, coop && !spread);
+      for (int k = 0; k < st->ncarry; k++) {
+        XCost x = {0};
+        xcost(st->step[k], &x);
+        b.chain += x.ops * ALU_NS, b.winstr += x.ops * (coop ? w->warps : 1), b.flops += x.flops;
+      }
+      b.chain_iters = b.chain_iters > 1 ? b.chain_iters : 1;
+    }
+    c.chain += lane_trip * b.chain, c.chain_iters += lane_trip * b.chain_iters;
+    c.winstr += (spread ? wtrip : (double)trip) * b.winstr;
+    c.flops += (double)trip * b.flops;
+    if (spread && st->kind == LS_REDUCE) {  // the combine: a butterfly, or through shared memory with barriers
+      double steps = log2(w->lanes > 1 ? w->lanes : 2);
+      c.chain += steps * (LAT_LOCAL / 2) + (w->block ? 2 * LAT_LOCAL : 0);
+      c.winstr += steps * 2 * w->warps;
+    }
+    if (st->kind == LS_REDUCE) w->e->known[st->var] = false;
+  }
+  c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0);
+  c.winstr += seg.ops * wmul, c.flops += seg.flops;
+  return c;
+}
+
+// ---- one launch -------------------------------------------------------------------------
+
+static double sym_at(XfSym z, int64_t B, int64_t T) {
+  double v = (double)z.coef;
+  for (int i = 0; i < z.pb; i++) v *= (double)B;
+  for (int i = 0; i < z.pt; i++) v *= (double)T;
+  return v;
+}
+
+// The bytes of the buffers a launch reads or writes (each once).
+static double launch_bytes(const Schedule *s, const XfLaunch *rec, const bool *used, int64_t B, int64_t T) {
+  double bytes = 0;
+  for (int j = 0; j < XF_NSLOTS; j++) {
+    if (rec->slots[j] < 0 || (used && !used[j])) continue;
+    bool dup = false;
+    for (int i = 0; i < j; i++) dup = dup || (rec->slots[i] == rec->slots[j] && (!used || used[i]));
+    const Buffer *b = &s->bufs[rec->slots[j]];
+    if (!dup) bytes += (double)symsize_eval(b->size, B, T) * (b->dtype == DT_I32 ? 4 : 4);
+  }
+  return bytes;
+}
+
+// The cost of launch rec of description lk.
+static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LKernel *lk, int64_t B, int64_t T) {
+  CudaCostRow r = {0};
+  double items = sym_at(rec->items, B, T);
+  bool elem = !rec->sync;
+  r.block = rec->threads;
+  double need = ceil(items / rec->per_block);
+  r.grid = (int64_t)(need < MAX_BLOCKS ? need : MAX_BLOCKS);
+  r.items = (int64_t)items;
+  bool used[XF_NSLOTS] = {0};
+  for (int j = 0; j < XF_NSLOTS; j++) used[j] = lk->slot_read[j] || lk->slot_written[j];
+  r.bytes = launch_bytes(s, rec, used, B, T);
+  int64_t *val = calloc((size_t)lk->nvars + 1, sizeof *val);
+  bool *known = calloc((size_t)lk->nvars + 1, sizeof *known);
+  Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known};
+  int lanes = elem ? 1 : rec->threads / rec->per_block;
+  Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32};
+  // the outer index sampled at 8 evenly spread points and the last one
+  double outer = elem ? items / (double)symsize_eval(lk->ninner, B, T) : items;
+  double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0;
+  int ns = 0;
+  for (int k = 0; k <= 8; k++) {
+    int64_t o = k < 8 ? (int64_t)((k + 0.5) * outer / 8) : (int64_t)outer - 1;
+    memset(known, 0, sizeof *known * ((size_t)lk->nvars + 1));
+    val[0] = o < 0 ? 0 : o, known[0] = true;
+    SCost c = walk(&w, lk->body, !elem);
+    if (elem) {  // the body's one par loop is a thread's element: cost one iteration
+      const LStmt *st = lk->body;
+      while (st && st->kind == LS_LET) st = st->next;
+      if (st && st->kind == LS_FOR) {
+        int64_t lo, trip = trip_of(&w, st, &lo);
+        double t = trip ? (double)trip : 1;
+        c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t;
+      }
+    }
+    if (c.chain > chain_max) chain_max = c.chain;
+    if (c.chain_iters > iters_max) iters_max = c.chain_iters;
+    if (k < 8) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, ns++;
+  }
+  free(val), free(known);
+  double chain_avg = chain_sum / ns;
+  // totals over the launch: an element per thread (ELEM), or a row per team
+  double units = elem ? items : outer, warps_per_unit = elem ? 1.0 / 32 : w.warps;
+  double total_winstr = elem ? units * winstr / ns / 32 : units * winstr / ns;
+  r.flops = units * flops / ns;
+  r.chain = iters_max;
+  double sms = r.grid < SMS ? (double)r.grid : SMS;
+  double per_sm = MAX_THREADS_SM / rec->threads;
+  if (per_sm > MAX_BLOCKS_SM) per_sm = MAX_BLOCKS_SM;
+  if (rec->shmem > 0 && per_sm > SHMEM_SM / (rec->shmem + 1024.0)) per_sm = floor(SHMEM_SM / (rec->shmem + 1024.0));
+  if (per_sm < 1) per_sm = 1;
+  double blocks_sm = ceil(need / sms), resident = (blocks_sm < per_sm ? blocks_sm : per_sm) * rec->threads / 32;
+  if (elem && items < rec->threads * blocks_sm * sms) resident = fmin(resident, ceil(items / 32 / sms));
+  double chains_sm = units * warps_per_unit * chain_avg / sms;  // warp-seconds of chain on one SM
+  double rounds = ceil(need / (double)r.grid);
+  r.mem_us = r.bytes / BW * 1e6;
+  r.flop_us = r.flops / FP32 * 1e6;
+  r.issue_us = total_winstr / (SMS * 4 * CLOCK) * 1e6;
+  double issue_used = total_winstr / (sms * 4 * CLOCK) * 1e6;
+  r.lat_us = fmax(chains_sm / fmax(resident, 1), chain_max * rounds) * 1e6;
+  r.us = fmax(fmax(r.mem_us, r.flop_us), fmax(issue_used, r.lat_us)) + LAUNCH * 1e6;
+  return r;
+}
+
+static CudaCostRow cost_gemm(const XfLaunch *rec, int64_t B, int64_t T, int precision) {
+  CudaCostRow r = {.gemm = true};
+  double m = sym_at(rec->m, B, T), n = sym_at(rec->n, B, T), k = sym_at(rec->k, B, T), cnt = sym_at(rec->count, B, T);
+  r.flops = 2 * m * n * k * cnt;
+  double sa = sym_at(rec->stride_a, B, T), sb = sym_at(rec->stride_b, B, T), sc = sym_at(rec->stride_c, B, T);
+  r.bytes = 4 * (m * k * (sa ? cnt : 1) + k * n * (sb ? cnt : 1) + m * n * (sc ? cnt : 1));
+  r.items = (int64_t)(m * n * cnt);
+  double peak = precision == XF_PRECISION_FP32 ? FP32 : precision == XF_PRECISION_BF16 ? BF16 : TF32;
+  r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / peak * 1e6;
+  r.us = fmax(r.flops / (GEMM_EFF_FLOP * peak), r.bytes / (GEMM_EFF_BW * BW)) * 1e6 + GEMM_FIXED * 1e6;
+  return r;
+}
+
+// ---- the training step -------------------------------------------------------------------
+
+static int find_row(CudaCost *c, int cls, int step) {
+  for (int i = 0; i < c->nrows; i++)
+    if (c->rows[i].cls == cls && c->rows[i].step == step) return i;
+  return -1;
+}
+
+static void add_launch(CudaCost *c, CudaCostRow r, int cls, int step, const char *what, const Node *n) {
+  int i = find_row(c, cls, step);
+  if (i < 0) {
+    i = c->nrows++;
+    r.cls = cls, r.step = step, r.what = what, r.node = n, r.launches = 0;
+    c->rows[i] = r;
+  }
+  c->rows[i].launches++;
+  c->total_us += r.us;
+  if (r.gemm) c->ngemms++;
+  else c->nkernels++;
+}
+
+CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B, int64_t T, int precision,
+                    char *err, size_t errlen) {
+  const Graph *g = s->g;
+  CudaCost *c = arena_alloc(a, sizeof *c);
+  c->B = B, c->T = T;
+  int nl = m->nlaunch[PROG_TRAIN];
+  c->rows = arena_alloc(a, sizeof(CudaCostRow) * (size_t)(nl + 2));
+  const XfLaunch *L = m->launch[PROG_TRAIN];
+  int at = 0;
+  err[0] = 0;
+  for (int i = 0; i < s->nprog[PROG_TRAIN] && !err[0]; i++) {
+    const Kernel *k = &s->kernels[s->prog[PROG_TRAIN][i]];
+    const Kernel *kc = &s->kernels[k->cls];
+    const Node *n = &g->nodes[k->node];
+    LSteps *st = lower_steps(a, s, kc, LTARGET_GPU);
+    if (st) {
+      for (int j = 0; j < st->n && at < nl; j++, at++) {
+        CudaCostRow r = st->gm[j] ? cost_gemm(&L[at], B, T, precision) : cost_lkernel(s, &L[at], st->lk[j], B, T);
+        add_launch(c, r, k->cls, j, st->gm[j] ? "conv_gemm" : st->lk[j]->name, n);
+      }
+      continue;
+    }
+    LGemm *gm = lower_gemm(a, s, kc);
+    if (gm && at < nl) {
+      CudaCostRow r;
+      if (L[at].kind == XF_LAUNCH_GEMM) r = cost_gemm(&L[at], B, T, precision);
+      else {  // the direct product of a batch that is not flat: a thread per element of C, K in order
+        double k_ = sym_at(L[at].k, B, T);
+        r = cost_gemm(&L[at], B, T, XF_PRECISION_FP32);
+        r.gemm = false, r.block = L[at].threads, r.grid = (int64_t)fmin(ceil(r.items / 256.0), MAX_BLOCKS);
+        r.chain = k_, r.lat_us = k_ * (LAT_GLOBAL + 2 * ALU_NS) * 1e6;
+        r.us = fmax(r.us, r.lat_us + LAUNCH * 1e6);
+      }
+      add_launch(c, r, k->cls, gm->flat ? -1 : -2, gm->flat ? "gemm" : "gemm_direct", n);
+      at++;
+      if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL) continue;
+    }
+    if (at >= nl) break;
+    char lerr[512] = "";
+    LKernel *lk = lower_kernel(a, s, kc, LTARGET_GPU, true, lerr, sizeof lerr);
+    if (!lk) {
+      snprintf(err, errlen, "%s", lerr[0] ? lerr : "internal error: cuda_cost: a kernel with no description");
+      return NULL;
+    }
+    add_launch(c, cost_lkernel(s, &L[at], lk, B, T), k->cls, 0, lk->name, n);
+    at++;
+  }
+  if (!err[0] && at != nl)
+    snprintf(err, errlen, "internal error: cuda_cost: %d of the training program's %d launches matched", at, nl);
+  if (err[0]) return NULL;
+  // AdamW (cuda.c xf_adamw): every parameter once, w m v g read, w m v written
+  double params = 0;
+  for (int b = 0; b < s->nbufs; b++)
+    if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0) params += (double)symsize_eval(s->bufs[b].size, B, T);
+  CudaCostRow r = {.what = "adamw", .cls = -1, .step = 0, .items = (int64_t)params, .bytes = 28 * params,
+                   .flops = 14 * params, .block = 256};
+  r.grid = (int64_t)fmin(ceil(params / XF_ADAM_CHUNK), MAX_BLOCKS);
+  r.chain = XF_ADAM_CHUNK / 256;
+  r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / FP32 * 1e6;
+  r.us = fmax(r.mem_us, r.flop_us) + LAUNCH * 1e6;
+  r.launches = 1;
+  c->rows[c->nrows++] = r;
+  c->total_us += r.us, c->nkernels++;
+  for (int i = 0; i < c->nrows; i++) {
+    CudaCostRow *q = &c->rows[i];
+    double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));
+    q->few_blocks = !q->gemm && q->grid < SMS && q->us > 20;
+    q->serial = !q->gemm && q->us > 10 && q->us > 4 * bound;
+  }
+  return c;
+}
+
+void cuda_cost_print(FILE *f, const CudaCost *c) {
+  fprintf(f, "# GPU cost of a training step at B %lld, T %lld on an H100 SXM (132 SMs, 3.35 TB/s, 67 TFLOP/s FP32,\n"
+             "# 495 TFLOP/s TF32; docs/cuda.md, \"The cost model\"): per kernel class, the estimate of one launch\n",
+          (long long)c->B, (long long)c->T);
+  fprintf(f, "%-8s %-26s %8s %7s %5s %11s %9s %9s %9s %9s %9s %9s %9s  %s\n", "class", "kernel", "launches", "grid",
+          "block", "items", "chain", "MB", "GFLOP", "mem us", "cmp us", "lat us", "est us", "where");
+  for (int i = 0; i < c->nrows; i++) {
+    const CudaCostRow *r = &c->rows[i];
+    char cls[32];
+    if (r->cls < 0) snprintf(cls, sizeof cls, "-");
+    else if (r->step > 0) snprintf(cls, sizeof cls, "k%d.s%d", r->cls, r->step);
+    else snprintf(cls, sizeof cls, "k%d", r->cls);
+    char where[300] = "";
+    if (r->node && r->node->loc.file) snprintf(where, sizeof where, "%s:%d", r->node->loc.file, r->node->loc.line);
+    fprintf(f, "%-8s %-26s %8d %7lld %5d %11lld %9.0f %9.2f %9.3f %9.1f %9.1f %9.1f %9.1f  %s%s%s\n", cls, r->what,
+            r->launches, (long long)r->grid, r->block, (long long)r->items, r->chain, r->bytes / 1048576.0, r->flops / 1e9,
+            r->mem_us, fmax(r->flop_us, r->issue_us), r->lat_us, r->us, where, r->few_blocks ? " CLIFF:few-blocks" : "",
+            r->serial ? " CLIFF:serial" : "");
+  }
+  int cliffs = 0;
+  for (int i = 0; i < c->nrows; i++) cliffs += c->rows[i].few_blocks || c->rows[i].serial;
+  fprintf(f, "cliffs: %d\n", cliffs);
+  fprintf(f, "total: %d kernel launches, %d GEMMs, estimated %.0f us per training step\n", c->nkernels, c->ngemms,
+          c->total_us);
+}
