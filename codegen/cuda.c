@@ -11,18 +11,17 @@
 // records (cuBLAS strided-batched on a device) and everything else a kernel
 // launch; and xf_adamw. The kernels lower.c describes (maps, reductions,
 // norms, losses, embeddings, attention: codegen/loops.h) are printed from
-// their LKernel, construct by construct (render_lkernel); the matrix-kind
-// causal convolutions with a chunk (Kernel.chunk) from their LSteps: a
-// function per LKernel step and a GEMM record per LGemm step, in order; the
-// others (the GEMMs and their non-affine fallback, the convolutions of the
-// other kinds or with no chunk) are rendered here. The values are those of
+// their LKernel, construct by construct (render_lkernel); the kernels
+// computed in steps (the causal convolutions' GPU forms, LSteps) a function
+// per LKernel step and a GEMM record per LGemm step, in order; the GEMMs'
+// non-affine fallback is rendered here. The values are those of
 // llvm.c: the same loops, the same exp
 // polynomial, the same Philox dropout stream, the same serial order where
 // the description fixes one (serial loops); parallel reductions (a row's,
 // the loss mean's in double) sum in a different order, within rounding.
 //
 // Parallel shape of a kernel (its launch mode):
-//   ELEM   one thread per element, grid-stride (LK_ELEMENTS, direct convolutions)
+//   ELEM   one thread per element, grid-stride (LK_ELEMENTS)
 //   WARP   one warp per outer index, up to four per block (LK_ROWS)
 //   ROW_BLOCK  one block per outer index (LK_ROWS with a constant few)
 // Every loop that contains a barrier has a trip count uniform over the
@@ -65,26 +64,6 @@ static void out(R *r, const char *fmt, ...) {
 static XfSym sym_mul(XfSym a, XfSym b) { return (XfSym){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
 static XfSym xsym(SymSize z) { return (XfSym){z.coef, z.pb, z.pt}; }
 static XfSym sym_c(int64_t c) { return (XfSym){c, 0, 0}; }
-
-// A dimension as a C expression: a.B, a.T or a constant.
-static const char *dim(R *r, Dim d) {
-  static char buf[8][32];
-  static int next;
-  (void)r;
-  if (d.kind == DIM_B) return "a.B";
-  if (d.kind == DIM_T) return "a.T";
-  char *b = buf[next++ % 8];
-  snprintf(b, 32, "%lldLL", (long long)d.n);
-  return b;
-}
-
-// "(d0*d1*...)" of dims [from, to) into buf.
-static char *dprod(R *r, const Shape *s, int from, int to, char *buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "(1LL");
-  for (int i = from; i < to && n < len; i++) n += (size_t)snprintf(buf + n, len - n, "*%s", dim(r, s->d[i]));
-  if (n < len) snprintf(buf + n, len - n, ")");
-  return buf;
-}
 
 static const char *fconst(double v, char *buf) {
   if (v != v) return strcpy(buf, "__int_as_float(0x7fc00000)");
@@ -232,57 +211,6 @@ static void unlowered(R *r, const Node *n) {
   char msg[512];
   kernel_unlowered(msg, sizeof msg, "CUDA", n);
   r->err = arena_strdup(r->a, msg);
-}
-
-// ---- causal convolutions (seed 001 eqs. 23, 26, 28, 29; ir.h ConvKind) ---------------------
-
-// CAUSAL_CONV and CONV_DX, one thread per output element (row = b T + i, c):
-//   conv:  out_i = sum_{j<=i} x_j (.) w_{i-j};   dx: dx_i = sum_{j>=i} dy_j (.) w_{j-i}
-// (matrix kind: W_k [din, dout]; for dx, W_k^T).
-static int render_conv(R *r, const Node *n) {
-  bool fwd = n->op == OP_CAUSAL_CONV;
-  const Shape *xs = &r->g->nodes[n->in[0]].shape, *os = &n->shape;
-  out(r, "  const float *x = (const float *)a.slot[%d], *w = (const float *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
-  out(r, "  const xf_i64 T = %s, din = %s, dout = %s;\n", dim(r, xs->d[xs->rank - 2]), dim(r, xs->d[xs->rank - 1]),
-      dim(r, os->d[os->rank - 1]));
-  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 row = e / dout, c = e - row * dout, i = row %% T, b0 = row - i;\n");
-  out(r, "    float acc = 0.0f;\n");
-  out(r, fwd ? "    for (xf_i64 j = 0; j <= i; j++) {\n      const xf_i64 lag = i - j;\n"
-             : "    for (xf_i64 j = i; j < T; j++) {\n      const xf_i64 lag = j - i;\n");
-  switch (n->conv) {
-  case CONV_SCALAR: out(r, "      acc += x[(b0 + j) * din + c] * w[lag];\n"); break;
-  case CONV_VECTOR: out(r, "      acc += x[(b0 + j) * din + c] * w[lag * dout + c];\n"); break;
-  case CONV_MATRIX:
-    if (fwd) out(r, "      for (xf_i64 q = 0; q < din; q++) acc += x[(b0 + j) * din + q] * w[(lag * din + q) * dout + c];\n");
-    else out(r, "      for (xf_i64 q = 0; q < din; q++) acc += x[(b0 + j) * din + q] * w[(lag * dout + c) * din + q];\n");
-    break;
-  }
-  out(r, "    }\n    out[e] = acc;\n  }\n");
-  return MODE_ELEM;
-}
-
-// CONV_DW: dw_k = sum_b sum_{i>=k} x_{b,i-k} (.) dy_{b,i}, one thread per element
-// of dw (lag k, then the kind's per-lag block); lags k >= T are zero.
-static int render_conv_dw(R *r, const Node *n) {
-  const Shape *xs = &r->g->nodes[n->in[0]].shape, *ys = &r->g->nodes[n->in[1]].shape;
-  char lead[512];
-  dprod(r, xs, 0, xs->rank - 2, lead, sizeof lead);
-  out(r, "  const float *x = (const float *)a.slot[%d], *dy = (const float *)a.slot[%d];\n", KS_IN0, KS_IN1);
-  out(r, "  float *out = (float *)a.slot[%d];\n", KS_OUT);
-  out(r, "  const xf_i64 T = %s, d = %s, ew = %s, lead = %s;\n", dim(r, xs->d[xs->rank - 2]), dim(r, xs->d[xs->rank - 1]),
-      dim(r, ys->d[ys->rank - 1]), lead);
-  const char *per = n->conv == CONV_SCALAR ? "1LL" : n->conv == CONV_VECTOR ? "d" : "d * ew";
-  out(r, "  XF_ELEM_LOOP(e) {\n    const xf_i64 lag = e / (%s), p = e - lag * (%s);\n    float acc = 0.0f;\n", per, per);
-  out(r, "    for (xf_i64 b = 0; b < lead; b++)\n      for (xf_i64 i = lag; i < T; i++) {\n");
-  out(r, "        const xf_i64 xr = (b * T + i - lag) * d, yr = (b * T + i) * ew;\n");
-  switch (n->conv) {
-  case CONV_SCALAR: out(r, "        for (xf_i64 c = 0; c < d; c++) acc += x[xr + c] * dy[yr + c];\n"); break;
-  case CONV_VECTOR: out(r, "        acc += x[xr + p] * dy[yr + p];\n"); break;
-  case CONV_MATRIX: out(r, "        acc += x[xr + p / ew] * dy[yr + p %% ew];\n"); break;
-  }
-  out(r, "      }\n    (void)p;\n    out[e] = acc;\n  }\n");
-  return MODE_ELEM;
 }
 
 // ---- matrix products (loops.h: LGemm) -----------------------------------------------------
@@ -815,17 +743,11 @@ static void render_steps(R *r, CudaModule *m, long *name_off, const size_t *len,
   }
 }
 
-// Renders the body of the class function of a kernel lower.c describes
-// neither as loops nor as GEMMs nor as steps (the direct causal
-// convolutions: ELEM mode, a thread per output element, which is its work
-// item). Any other op here has no lowering: an error, and an empty function.
+// The body of the class function of a kernel lower.c describes neither as
+// loops nor as GEMMs nor as steps: an op with no lowering, an error.
 static int render_body(R *r, const Kernel *k) {
-  const Node *n = &r->g->nodes[k->node];
-  switch (n->op) {
-  case OP_CAUSAL_CONV: case OP_CONV_DX: return render_conv(r, n);
-  case OP_CONV_DW: return render_conv_dw(r, n);
-  default: unlowered(r, n); return MODE_ELEM;
-  }
+  unlowered(r, &r->g->nodes[k->node]);
+  return MODE_ELEM;
 }
 
 // The step program's window (lower_window) of a launch whose work items are
@@ -1024,14 +946,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
                        .items = lowered[c] ? litems[c] : xsym(symsize_prod(&n->shape, 0, n->shape.rank)),
                        .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
       rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
-      if (lowered[c]) {  // the epilogue of a product works on its rows
-        window(&rec, w, sym_mul(rows, linner[c]), linner[c]);
-      } else if (w.kind != LW_FULL) {  // a convolution, a thread per output element
-        int rk = n->shape.rank;
-        XfSym row = xsym(symsize_of(n->shape.d[rk - 1]));
-        XfSym per = n->conv == CONV_MATRIX ? sym_mul(xsym(symsize_of(g->nodes[n->in[0]].shape.d[rk - 2])), row) : row;
-        window(&rec, w, per, row);
-      }
+      if (lowered[c]) window(&rec, w, sym_mul(rows, linner[c]), linner[c]);  // an epilogue works on its product's rows
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;

@@ -1134,6 +1134,86 @@ static void lower_scatter_add(Lo *L, const Node *n) {
   for_end(L);
 }
 
+// ---- causal convolutions on a GPU (seed 001 eqs. 23, 26, 28, 29; ir.h ConvKind) -----
+
+// The direct forms (every kind on a GPU but a matrix kind with Kernel.chunk,
+// which lower_steps computes as chunked GEMMs). CAUSAL_CONV and CONV_DX, a
+// thread per output element (o, c), o = b T + i the row, the sum over lags in
+// order (x the first operand, dy for CONV_DX; din its width, dout the output's):
+//   conv:  out[o, c] = sum_{j <= i} x_j (.) w_{i-j}
+//   dx:    out[o, c] = sum_{j >= i} dy_j (.) w_{j-i}  (matrix kind: W_{j-i}^T)
+static void lower_conv_gpu(Lo *L, const Node *n) {
+  bool fwd = n->op == OP_CAUSAL_CONV;
+  const Shape *xs = &L->g->nodes[n->in[0]].shape, *os = &n->shape;
+  int r = os->rank;
+  LExpr *T = xdim(L, xs->d[xs->rank - 2]), *din = xdim(L, xs->d[xs->rank - 1]), *dout = xdim(L, os->d[r - 1]);
+  L->lk->name = fwd ? "causal_conv" : "causal_conv_dx";
+  L->lk->shape = LK_ELEMENTS;
+  L->own_outer = true;
+  L->lk->outer = dprod(L, os, 0, r - 1), L->lk->nouter = symsize_prod(os, 0, r - 1);
+  L->lk->inner = dout, L->lk->ninner = symsize_of(os->d[r - 1]);
+  int i = let(L, x2(L, LX_REM, xvar(L, 0), T), "i");
+  int b0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "b0");
+  int c = for_begin(L, xi(L, 0), dout, true, "c");
+  // terms u in [0, n) in order: lag-major, then (matrix kind) the input feature q
+  bool mat = n->conv == CONV_MATRIX;
+  LExpr *nlags = fwd ? iadd(L, xvar(L, i), xi(L, 1)) : x2(L, LX_SUB, T, xvar(L, i));
+  int u;
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), mat ? imul(L, nlags, din) : nlags, &u);
+  LExpr *t = mat ? x2(L, LX_DIV, xvar(L, u), din) : xvar(L, u), *q = mat ? x2(L, LX_REM, xvar(L, u), din) : xvar(L, c);
+  LExpr *j = fwd ? x2(L, LX_SUB, xvar(L, i), t) : iadd(L, xvar(L, i), t), *lag = t;  // the input position, the lag
+  LExpr *xv = load(L, KS_IN0, iadd(L, imul(L, iadd(L, xvar(L, b0), j), din), q)), *wi;
+  switch (n->conv) {
+  case CONV_SCALAR: wi = lag; break;
+  case CONV_VECTOR: wi = iadd(L, imul(L, lag, dout), xvar(L, c)); break;
+  default:  // W [L, d, e]: conv reads W[lag, q, c]; dx reads W[lag, c, q]
+    wi = fwd ? iadd(L, imul(L, iadd(L, imul(L, lag, din), q), dout), xvar(L, c))
+             : iadd(L, imul(L, iadd(L, imul(L, lag, dout), xvar(L, c)), din), q);
+    break;
+  }
+  int sum = reduce_end(L, red, x2(L, LX_MUL, xv, load(L, KS_IN1, wi)), "acc");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), dout), xvar(L, c)), xvar(L, sum));
+  for_end(L);
+}
+
+// CONV_DW, a thread per element of dw: lag k, then p in the kind's block
+// (scalar: 1; vector: d; matrix: d e), summing over sequences b, positions
+// i >= k and (scalar) the features c in that order:
+//   dw_k = sum_b sum_{i >= k} x_{b, i-k} (.) dy_{b, i}
+static void lower_conv_dw_gpu(Lo *L, const Node *n) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape, *ys = &L->g->nodes[n->in[1]].shape;
+  int xr = xs->rank;
+  LExpr *T = xdim(L, xs->d[xr - 2]), *d = xdim(L, xs->d[xr - 1]), *ew = xdim(L, ys->d[ys->rank - 1]);
+  LExpr *lead = dprod(L, xs, 0, xr - 2);
+  int64_t per = n->conv == CONV_SCALAR ? 1 : n->conv == CONV_VECTOR ? xs->d[xr - 1].n : xs->d[xr - 1].n * ys->d[ys->rank - 1].n;
+  L->lk->name = "causal_conv_dw";
+  L->lk->shape = LK_ELEMENTS;
+  L->lk->outer = xdim(L, n->shape.d[0]), L->lk->nouter = symsize_of(n->shape.d[0]);
+  L->lk->inner = xi(L, per), L->lk->ninner = (SymSize){per, 0, 0};
+  int k = let(L, xvar(L, 0), "k");
+  int span = let(L, imax(L, x2(L, LX_SUB, T, xvar(L, k)), xi(L, 0)), "span");  // positions i >= k
+  int cols = let(L, n->conv == CONV_SCALAR ? imul(L, xvar(L, span), d) : xvar(L, span), "cols");
+  int p = for_begin(L, xi(L, 0), xi(L, per), true, "p");
+  int u;
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), imul(L, lead, xvar(L, cols)), &u);
+  LExpr *div = imax(L, xvar(L, cols), xi(L, 1));
+  LExpr *b = x2(L, LX_DIV, xvar(L, u), div), *rem = x2(L, LX_REM, xvar(L, u), div);
+  LExpr *xv, *yv;
+  if (n->conv == CONV_SCALAR) {  // rem = (i - k) d + c: x and dy rows k apart
+    LExpr *base = imul(L, imul(L, b, T), d);
+    xv = load(L, KS_IN0, iadd(L, base, rem));
+    yv = load(L, KS_IN1, iadd(L, iadd(L, base, imul(L, xvar(L, k), d)), rem));
+  } else {  // rem = i - k
+    LExpr *xrow = iadd(L, imul(L, b, T), rem), *yrow = iadd(L, xrow, xvar(L, k));
+    bool vec = n->conv == CONV_VECTOR;
+    xv = load(L, KS_IN0, iadd(L, imul(L, xrow, d), vec ? xvar(L, p) : x2(L, LX_DIV, xvar(L, p), ew)));
+    yv = load(L, KS_IN1, iadd(L, imul(L, yrow, ew), vec ? xvar(L, p) : x2(L, LX_REM, xvar(L, p), ew)));
+  }
+  int sum = reduce_end(L, red, x2(L, LX_MUL, xv, yv), "acc");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, k), xi(L, per)), xvar(L, p)), xvar(L, sum));
+  for_end(L);
+}
+
 // ---- fused causal attention -------------------------------------------------------
 
 // ATTENTION and ATTENTION_GRAD (interp.c has the equations) in fuse_attention's
@@ -1654,9 +1734,8 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
   if (errlen) err[0] = 0;
-  if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX ||
-      n->op == OP_CONV_DW)
-    return NULL;
+  bool conv = n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX || n->op == OP_CONV_DW;
+  if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || (conv && (tgt == LTARGET_CPU || k->chunk))) return NULL;
   Lo L = {.a = a, .s = s, .g = g, .k = k, .tgt = tgt, .train = train, .err = err, .errlen = errlen};
   L.lk = arena_alloc(a, sizeof *L.lk);
   L.tail[0] = &L.lk->body;
@@ -1673,6 +1752,8 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
   case OP_SCAN: case OP_SCAN_REV: lower_scan(&L, n); break;
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: lower_scan_read(&L, n); break;
+  case OP_CAUSAL_CONV: case OP_CONV_DX: lower_conv_gpu(&L, n); break;
+  case OP_CONV_DW: lower_conv_dw_gpu(&L, n); break;
   default:
     if (k->fusion == FG_NORM_MAP) lower_norm(&L, &g->nodes[k->norm]);  // the root's tree in its stores
     else lower_map(&L, n);
