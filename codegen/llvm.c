@@ -745,6 +745,7 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_AND: return LLVMBuildAnd(b, a[0], a[1], "");
   case LX_SELECT: return select_f(e, a[0], a[1], a[2]);
   case LX_TOF: return LLVMBuildSIToFP(b, a[0], e->f32, "");
+  case LX_TOI: return LLVMBuildFPToSI(b, a[0], e->i64, "");
   case LX_KEEP:  // in double, as runtime/rng.h
     return LLVMBuildFCmp(b, LLVMRealOGE, philox_uniform(e, e->seed, p->imm, a[0], e->step), LLVMConstReal(e->f64, x->fval), "");
   case LX_COUNT: break;

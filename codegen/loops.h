@@ -69,6 +69,7 @@ typedef enum {
   LX_SELECT,  // a[0] (bool) ? a[1] : a[2]; a backend may evaluate both, so a
               // load under either must be in bounds whatever a[0] is
   LX_TOF,     // i64 -> f32
+  LX_TOI,     // f32 -> i64, truncating: an index a kernel stored as f32 (exact below 2^24)
   LX_KEEP,    // bool: dropout's draw: uniform(seed, KS_IMM, a[0], step) >= fval,
               // Philox4x32-10 of runtime/rng.h in double; only in training kernels
   LX_COUNT
