@@ -109,7 +109,8 @@ typedef struct {
                   // chunk C (a divisor of the lags L) of its chunked-GEMM form
                   // (lower.c lower_steps), its scratch in slots KS_CONV_*:
                   // U in `scratch`, the others in xscratch[]; 0: the direct form
-  int xscratch[2];  // chunk > 0: the buffers of slots KS_CONV_Y and KS_CONV_WT, or -1
+  int xscratch[2];  // the buffers of slots KS_CONV_Y and KS_CONV_WT (a chunked
+                    // convolution's, the sorted scatter's U), or -1
 } Kernel;
 
 // Operand slots of a kernel call: what a backend passes for kernel k. A
@@ -170,6 +171,15 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu);
 // The chunk C of the GPU's chunked form of kernel node n (Kernel.chunk), or
 // 0 where n keeps the direct form.
 int schedule_conv_chunk(const Graph *g, const Node *n);
+// The column tile CT of the GPU's two-step CONV_DW of the scalar and vector
+// kinds (lower.c lower_steps; its partial sums in the kernel's scratch): 8,
+// or the largest divisor of a constant width d below it; 0 for any other node
+// (the matrix kind, a width not constant).
+int schedule_conv_dw_tile(const Graph *g, const Node *n);
+// Whether a GPU schedule gives SCATTER_ADD node n the sorted form (lower.c
+// lower_steps: a vocabulary V and width d constant): F [lead, V] in its
+// scratch, U [rows, d] in xscratch[0] (slot KS_CONV_Y).
+bool schedule_scatter_sorted(const Graph *g, const Node *n);
 // Whether kernel node n is a SCAN along T, whose kernel has a state row
 // [P, Q] in its scratch (lower.c lower_scan: h_{w0-1} in the step program).
 bool schedule_scan_state(const Node *n);

@@ -39,6 +39,8 @@ typedef struct {
   int depth;
 } Lo;
 
+static bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
+
 // ---- builders ----------------------------------------------------------------------
 
 static int new_var(Lo *L, LType t, const char *name) {
@@ -76,7 +78,7 @@ static LExpr *xvar(Lo *L, int v) {
 }
 static LExpr *x1(Lo *L, LExprKind kind, LExpr *x) {
   if (kind == LX_TOF && x->kind == LX_INT) return xf(L, (double)x->ival);
-  LExpr *e = ex(L, kind, kind == LX_TOF ? LT_F32 : kind == LX_KEEP ? LT_BOOL : x->type);
+  LExpr *e = ex(L, kind, kind == LX_TOF ? LT_F32 : kind == LX_TOI ? LT_I64 : kind == LX_KEEP ? LT_BOOL : x->type);
   e->a[0] = x;
   return e;
 }
@@ -1073,53 +1075,13 @@ static void lower_embed(Lo *L, const Node *n) {
   for_end(L);
 }
 
-// Serial (outer extent 1): out = 0; out[ids[r], :] += dy[r, :], rows in order.
-// The GPU's form: a block per tile of vr rows of out (a divisor of V, the
-// tile at most 32 KB of shared memory), a thread per column; each thread
-// scans every row r in order and adds y[r] into its column of the tile when
-// ids[r] is in it (the same order per element as the CPU's), then the tile
-// is stored. 0 when the shapes are not constant or no tile of 4 rows fits.
-static int64_t scatter_gpu_rows(const Node *n, LTarget tgt) {
-  if (tgt != LTARGET_GPU || n->shape.d[0].kind != DIM_CONST || n->shape.d[1].kind != DIM_CONST) return 0;
-  int64_t V = n->shape.d[0].n, d = n->shape.d[1].n;
-  for (int64_t vr = 64; vr >= 4; vr--)
-    if (V % vr == 0 && vr * d * (int64_t)sizeof(float) <= 32 * 1024) return vr;
-  return 0;
-}
-static void lower_scatter_add_gpu(Lo *L, const Node *n, int64_t vr) {
-  const Shape *is = &L->g->nodes[n->in[1]].shape;
-  int64_t V = n->shape.d[0].n, d = n->shape.d[1].n;
-  L->own_outer = true, L->lk->team = 128;
-  L->lk->outer = xi(L, V / vr), L->lk->nouter = (SymSize){V / vr, 0, 0};
-  int v0 = let(L, imul(L, xvar(L, 0), xi(L, vr)), "v0");
-  int tile = local(L, vr * d);
-  int e = for_begin(L, xi(L, 0), xi(L, vr * d), true, "e");
-  store(L, tile, xvar(L, e), xf(L, 0));
-  for_end(L);
-  int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
-  int r = for_begin(L, xi(L, 0), dprod(L, is, 0, is->rank), false, "r");
-  int rel = let(L, x2(L, LX_SUB, load(L, KS_IN1, xvar(L, r)), xvar(L, v0)), "rel");
-  int in = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, rel), xi(L, 0)), x2(L, LX_LT, xvar(L, rel), xi(L, vr))), "in");
-  int at = let(L, iadd(L, imul(L, xsel(L, xvar(L, in), xvar(L, rel), xi(L, 0)), xi(L, d)), xvar(L, c)), "at");
-  LExpr *yv = xsel(L, xvar(L, in), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))), xf(L, 0));
-  store(L, tile, xvar(L, at), x2(L, LX_ADD, load(L, tile, xvar(L, at)), yv));
-  for_end(L);
-  for_end(L);
-  e = for_begin(L, xi(L, 0), xi(L, vr * d), true, "e");
-  store(L, KS_OUT, iadd(L, imul(L, xvar(L, v0), xi(L, d)), xvar(L, e)), load(L, tile, xvar(L, e)));
-  for_end(L);
-}
-
+// Serial (outer extent 1): out = 0; out[ids[r], :] += dy[r, :], rows in order
+// (a GPU's sorted form: lower_steps).
 static void lower_scatter_add(Lo *L, const Node *n) {
   const Shape *is = &L->g->nodes[n->in[1]].shape;
   LExpr *V = xdim(L, n->shape.d[0]), *d = xdim(L, n->shape.d[1]);
   L->lk->name = "scatter_add";
   L->lk->shape = LK_ROWS;
-  int64_t vr = scatter_gpu_rows(n, L->tgt);
-  if (vr) {
-    lower_scatter_add_gpu(L, n, vr);
-    return;
-  }
   L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
   int z = for_begin(L, xi(L, 0), imul(L, V, d), true, "e");
   store(L, KS_OUT, xvar(L, z), xf(L, 0));
@@ -1735,7 +1697,8 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   const Node *n = &g->nodes[k->node];
   if (errlen) err[0] = 0;
   bool conv = n->op == OP_CAUSAL_CONV || n->op == OP_CONV_DX || n->op == OP_CONV_DW;
-  if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || (conv && (tgt == LTARGET_CPU || k->chunk))) return NULL;
+  if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL || (conv && tgt == LTARGET_CPU) || lower_steps_form(s, k, tgt))
+    return NULL;
   Lo L = {.a = a, .s = s, .g = g, .k = k, .tgt = tgt, .train = train, .err = err, .errlen = errlen};
   L.lk = arena_alloc(a, sizeof *L.lk);
   L.tail[0] = &L.lk->body;
@@ -1986,19 +1949,195 @@ static LGemm *step_gemm(Arena *a, bool ta, int sa, int sb, int sc, SymSize m, Sy
   return gm;
 }
 
-static bool lower_steps_form(const Kernel *k, LTarget tgt) { return tgt == LTARGET_GPU && k->chunk; }
+// CONV_DW of the scalar and vector kinds on a GPU, in two steps through
+// partial sums P in the kernel's scratch (schedule.c), with CT =
+// schedule_conv_dw_tile columns a tile, NT = d / CT, L lags, g a sequence:
+//   conv_dw_partial  a block per (g, tile t): the tile's x and dy in shared
+//       memory, a thread per (lag k, column c) summing i in [k, T) in order,
+//       Z[k, c] = sum_i x[g, i-k, c] dy[g, i, c];
+//       vector: P[g, k, t CT + c] = Z[k, c];
+//       scalar: P[g, t, k] = sum over c < CT in order of Z[k, c]
+//   conv_dw_sum      dw[k (, c)] = sum over g (scalar: (g, t)) of P: in
+//       order (vector, a thread per element), or (scalar, a warp per lag)
+//       as lane partials combined by a fixed butterfly
+// Every sum has an order fixed by the code: the same bits every run.
+static LKernel *step_dw_partial(Arena *a, const Schedule *s, const Kernel *k, int64_t ct) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, "conv_dw_partial");
+  const Node *n = &s->g->nodes[k->node];
+  const Shape *xs = &s->g->nodes[n->in[0]].shape;
+  int r = xs->rank;
+  bool scalar = n->conv == CONV_SCALAR;
+  int64_t d = xs->d[r - 1].n, nt = d / ct, lags = n->shape.d[0].n, tmax = s->g->t_max;
+  LExpr *T = xdim(L, xs->d[r - 2]);
+  lk->shape = LK_ROWS, lk->team = 256;
+  lk->outer = imul(L, dprod(L, xs, 0, r - 2), xi(L, nt));
+  lk->nouter = symsize_mul(symsize_prod(xs, 0, r - 2), (SymSize){nt, 0, 0});
+  int X = local(L, tmax * ct), Y = local(L, tmax * ct), Z = scalar ? local(L, lags * ct) : -1;
+  int g = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nt)), "g");
+  int t = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nt)), "t");
+  int base = let(L, iadd(L, imul(L, imul(L, xvar(L, g), T), xi(L, d)), imul(L, xvar(L, t), xi(L, ct))), "base");
+  int e = for_begin(L, xi(L, 0), imul(L, T, xi(L, ct)), true, "e");
+  LExpr *src = iadd(L, iadd(L, xvar(L, base), imul(L, x2(L, LX_DIV, xvar(L, e), xi(L, ct)), xi(L, d))),
+                    x2(L, LX_REM, xvar(L, e), xi(L, ct)));
+  store(L, X, xvar(L, e), load(L, KS_IN0, src));
+  store(L, Y, xvar(L, e), load(L, KS_IN1, src));
+  for_end(L);
+  e = for_begin(L, xi(L, 0), xi(L, lags * ct), true, "e");
+  int kk = let(L, x2(L, LX_DIV, xvar(L, e), xi(L, ct)), "k");
+  int c = let(L, x2(L, LX_REM, xvar(L, e), xi(L, ct)), "c");
+  int j;
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), imax(L, x2(L, LX_SUB, T, xvar(L, kk)), xi(L, 0)), &j);
+  LExpr *xv = load(L, X, iadd(L, imul(L, xvar(L, j), xi(L, ct)), xvar(L, c)));
+  LExpr *yv = load(L, Y, iadd(L, imul(L, iadd(L, xvar(L, j), xvar(L, kk)), xi(L, ct)), xvar(L, c)));
+  int z = reduce_end(L, red, x2(L, LX_MUL, xv, yv), "z");
+  if (scalar) store(L, Z, xvar(L, e), xvar(L, z));
+  else
+    store(L, KS_SCRATCH, iadd(L, imul(L, iadd(L, imul(L, xvar(L, g), xi(L, lags)), xvar(L, kk)), xi(L, d)),
+                              iadd(L, imul(L, xvar(L, t), xi(L, ct)), xvar(L, c))), xvar(L, z));
+  for_end(L);
+  if (scalar) {
+    kk = for_begin(L, xi(L, 0), xi(L, lags), true, "k");
+    int q;
+    red = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, ct), &q);
+    z = reduce_end(L, red, load(L, Z, iadd(L, imul(L, xvar(L, kk), xi(L, ct)), xvar(L, q))), "zk");
+    store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), xi(L, lags)), xvar(L, kk)), xvar(L, z));
+    for_end(L);
+  }
+  return lk;
+}
+
+static LKernel *step_dw_sum(Arena *a, const Schedule *s, const Kernel *k, int64_t ct) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, "conv_dw_sum");
+  const Node *n = &s->g->nodes[k->node];
+  const Shape *xs = &s->g->nodes[n->in[0]].shape;
+  int r = xs->rank;
+  int64_t d = xs->d[r - 1].n, lags = n->shape.d[0].n;
+  lk->outer = xi(L, lags), lk->nouter = (SymSize){lags, 0, 0};
+  int v;
+  if (n->conv == CONV_SCALAR) {  // a warp per lag: P[v, k] over v = (g, t)
+    lk->shape = LK_ROWS;
+    LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), imul(L, dprod(L, xs, 0, r - 2), xi(L, d / ct)), &v);
+    int sum = reduce_end(L, red, load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, v), xi(L, lags)), xvar(L, 0))), "sum");
+    store(L, KS_OUT, xvar(L, 0), xvar(L, sum));
+    return lk;
+  }
+  lk->shape = LK_ELEMENTS;  // a thread per (k, c): P[g, k, c] over g in order
+  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+  int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), dprod(L, xs, 0, r - 2), &v);
+  LExpr *at = iadd(L, imul(L, iadd(L, imul(L, xvar(L, v), xi(L, lags)), xvar(L, 0)), xi(L, d)), xvar(L, c));
+  int sum = reduce_end(L, red, load(L, KS_SCRATCH, at), "sum");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), xi(L, d)), xvar(L, c)), xvar(L, sum));
+  for_end(L);
+  return lk;
+}
+
+// SCATTER_ADD on a GPU (the embedding gradient, out [V, d] = 0; out[ids[r]]
+// += dy[r]) in three steps, ids [lead, Tc] (Tc its last axis), r = b Tc + i,
+// through F [lead, V] (KS_SCRATCH) and U [rows, d] (KS_CONV_Y):
+//   scatter_first    a thread per (b, v): F[b, v] = Tc - (the first i with
+//                    ids[b, i] = v), 0 when v is not in sequence b
+//   scatter_combine  a thread per (r, c): at the first row r of its id in
+//                    its sequence, U[r, c] = sum over i' >= i in order of
+//                    dy[b Tc + i', c] where ids[b, i'] = ids[r] (else 0)
+//   scatter_gather   a thread per (v, c): out[v, c] = sum over b in order of
+//                    U[first row of v in b, c] where v is in b
+// Each sum has a fixed order (rows in order within a sequence, then
+// sequences in order): the same bits every run. Ids outside [0, V) add nothing.
+static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int part) {
+  static const char *names[] = {"scatter_first", "scatter_combine", "scatter_gather"};
+  Lo Lw, *L = &Lw;
+  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, names[part]);
+  const Node *n = &s->g->nodes[k->node];
+  const Shape *is = &s->g->nodes[n->in[1]].shape;
+  int r = is->rank;
+  int64_t V = n->shape.d[0].n, d = n->shape.d[1].n;
+  LExpr *Tc = xdim(L, is->d[r - 1]), *lead = dprod(L, is, 0, r - 1);
+  lk->shape = LK_ELEMENTS;
+  lk->slot_int[KS_IN1] = true;
+  int x, j;
+  if (part == 0) {
+    lk->outer = lead, lk->nouter = symsize_prod(is, 0, r - 1);
+    lk->inner = xi(L, V), lk->ninner = (SymSize){V, 0, 0};
+    int v = for_begin(L, xi(L, 0), xi(L, V), true, "v");
+    LStmt *red = reduce_begin(L, LX_MAX, xi(L, 0), Tc, &j);
+    LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, imul(L, xvar(L, 0), Tc), xvar(L, j))), xvar(L, v));
+    x = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "first");
+    store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), xi(L, V)), xvar(L, v)), xvar(L, x));
+    for_end(L);
+    return lk;
+  }
+  if (part == 1) {
+    lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
+    lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+    int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
+    int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
+    int ok = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, id), xi(L, 0)), x2(L, LX_LT, xvar(L, id), xi(L, V))), "ok");
+    LExpr *fi = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, 0), Tc), xi(L, V)), xsel(L, xvar(L, ok), xvar(L, id), xi(L, 0)));
+    LExpr *first = x2(L, LX_AND, xvar(L, ok),
+                      x2(L, LX_EQ, load(L, KS_SCRATCH, fi), x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, i)))));
+    int len = let(L, xsel(L, first, x2(L, LX_SUB, Tc, xvar(L, i)), xi(L, 0)), "len");
+    int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
+    LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, len), &j);
+    LExpr *row = iadd(L, xvar(L, 0), xvar(L, j));
+    LExpr *same = x2(L, LX_EQ, load(L, KS_IN1, row), xvar(L, id));
+    x = reduce_end(L, red, xsel(L, same, load(L, KS_IN0, iadd(L, imul(L, row, xi(L, d)), xvar(L, c))), xf(L, 0)), "u");
+    store(L, KS_CONV_Y, iadd(L, imul(L, xvar(L, 0), xi(L, d)), xvar(L, c)), xvar(L, x));
+    for_end(L);
+    return lk;
+  }
+  lk->outer = xi(L, V), lk->nouter = (SymSize){V, 0, 0};
+  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+  int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
+  int b;
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), lead, &b);
+  LExpr *f = load(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, b), xi(L, V)), xvar(L, 0)));
+  // the first row, b Tc + Tc - F (F >= 1 where v is in b; clamped so the load stays in b)
+  LExpr *row = x2(L, LX_SUB, imul(L, iadd(L, xvar(L, b), xi(L, 1)), Tc), x1(L, LX_TOI, x2(L, LX_MAX, f, xf(L, 1))));
+  LExpr *u = load(L, KS_CONV_Y, iadd(L, imul(L, row, xi(L, d)), xvar(L, c)));
+  x = reduce_end(L, red, xsel(L, x2(L, LX_GT, f, xf(L, 0)), u, xf(L, 0)), "sum");
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), xi(L, d)), xvar(L, c)), xvar(L, x));
+  for_end(L);
+  return lk;
+}
+
+// The sorted scatter applies: a GPU schedule gave the kernel F and U.
+static bool scatter_sorted(const Schedule *s, const Kernel *k, LTarget tgt) {
+  return tgt == LTARGET_GPU && s->g->nodes[k->node].op == OP_SCATTER_ADD && k->scratch >= 0 && k->xscratch[0] >= 0;
+}
+
+// The two-step CONV_DW applies: a GPU schedule gave the kernel its partials.
+static int64_t dw_tile(const Schedule *s, const Kernel *k, LTarget tgt) {
+  return tgt == LTARGET_GPU && k->scratch >= 0 ? schedule_conv_dw_tile(s->g, &s->g->nodes[k->node]) : 0;
+}
+
+static bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt) {
+  return tgt == LTARGET_GPU && (k->chunk || dw_tile(s, k, tgt) || scatter_sorted(s, k, tgt));
+}
 
 LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
-  if (!lower_steps_form(k, tgt)) return NULL;
+  if (!lower_steps_form(s, k, tgt)) return NULL;
+  LSteps *st = arena_alloc(a, sizeof *st);
+  if (scatter_sorted(s, k, tgt)) {
+    for (int part = 0; part < 3; part++) st->lk[st->n++] = step_scatter(a, s, k, part);
+    return st;
+  }
+  int64_t ct = dw_tile(s, k, tgt);
+  if (ct) {
+    st->lk[st->n++] = step_dw_partial(a, s, k, ct);
+    st->lk[st->n++] = step_dw_sum(a, s, k, ct);
+    return st;
+  }
   const Shape *xs = &g->nodes[n->in[0]].shape, *os = &n->shape;
   int r = xs->rank;
   Chunked c = {.xs = xs, .C = k->chunk, .din = xs->d[r - 1].n, .rows = symsize_prod(xs, 0, r - 1), .rev = n->op == OP_CONV_DX};
   c.L = n->op == OP_CONV_DW ? os->d[0].n : g->nodes[n->in[1]].shape.d[0].n;
   c.f = n->op == OP_CONV_DW ? g->nodes[n->in[1]].shape.d[r - 1].n : os->d[os->rank - 1].n;
   c.NC = c.L / c.C;
-  LSteps *st = arena_alloc(a, sizeof *st);
   SymSize cd = {c.C * c.din, 0, 0}, f = {c.f, 0, 0};
   if (n->op == OP_CONV_DX) st->lk[st->n++] = step_transpose(a, s, k, tgt, &c);
   st->lk[st->n++] = step_unfold(a, s, k, tgt, &c);
@@ -2031,7 +2170,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
   if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
-  if (lower_steps_form(k, tgt)) return w;  // the chunked convolution: every position
+  if (lower_steps_form(s, k, tgt)) return w;  // the chunked convolution: every position
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
@@ -2055,7 +2194,7 @@ static const char *kind_name[LX_COUNT] = {
     [LX_NEG] = "neg", [LX_EXP] = "exp", [LX_LOG] = "log", [LX_SQRT] = "sqrt", [LX_SIN] = "sin", [LX_COS] = "cos",
     [LX_TANH] = "tanh", [LX_ERF] = "erf", [LX_ADD] = "+", [LX_SUB] = "-", [LX_MUL] = "*", [LX_DIV] = "/",
     [LX_REM] = "%", [LX_MAX] = "max", [LX_LT] = "<", [LX_GT] = ">", [LX_GE] = ">=", [LX_EQ] = "==", [LX_AND] = "&&",
-    [LX_TOF] = "float", [LX_KEEP] = "keep"};
+    [LX_TOF] = "float", [LX_TOI] = "int", [LX_KEEP] = "keep"};
 
 static void print_var(FILE *f, const LKernel *lk, int v) { fprintf(f, "%s_%d", lk->names[v][0] ? lk->names[v] : "v", v); }
 

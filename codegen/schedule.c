@@ -82,6 +82,23 @@ int schedule_conv_chunk(const Graph *g, const Node *n) {
   return 0;
 }
 
+int schedule_conv_dw_tile(const Graph *g, const Node *n) {
+  if (n->op != OP_CONV_DW || n->conv == CONV_MATRIX) return 0;
+  const char *hook = getenv("XF_TEST_CONV_DW_DIRECT");  // test hook: efff928's one-pass form (tests/cuda/cost.sh)
+  if (hook && *hook == '1') return 0;
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  Dim d = xs->d[xs->rank - 1];
+  if (d.kind != DIM_CONST) return 0;
+  int ct = 8;
+  while (d.n % ct) ct--;
+  return ct;
+}
+
+bool schedule_scatter_sorted(const Graph *g, const Node *n) {
+  return n->op == OP_SCATTER_ADD && n->shape.d[0].kind == DIM_CONST && n->shape.d[1].kind == DIM_CONST &&
+         g->nodes[n->in[1]].shape.rank >= 1;
+}
+
 bool schedule_scan_state(const Node *n) {
   return (n->op == OP_SCAN || n->op == OP_SCAN_READ) && n->shape.d[n->axis].kind == DIM_T;
 }
@@ -254,7 +271,8 @@ void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
   for (int i = 0; i < k->nin; i++) slot[KS_IN0 + i] = k->in[i];
   slot[KS_SCRATCH] = k->scratch;
   if (k->terms >= 0) slot[KS_TERMS] = k->terms;
-  for (int i = 0; k->chunk && i < 2; i++) slot[KS_CONV_Y + i] = k->xscratch[i];
+  for (int i = 0; i < 2; i++)
+    if (k->xscratch[i] >= 0) slot[KS_CONV_Y + i] = k->xscratch[i];
   for (int j = 0; j < KS_IMM; j++)
     if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
 }
@@ -409,7 +427,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     fprintf(f, " in=");
     for (int i = 0; i < kn->nin; i++) fprintf(f, "%sb%d", i ? "," : "", schedule_root(s, kn->in[i]));
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
-    for (int i = 0; kn->chunk && i < 2; i++)
+    for (int i = 0; i < 2; i++)
       if (kn->xscratch[i] >= 0) fprintf(f, ",b%d", kn->xscratch[i]);
     if (kn->chunk) fprintf(f, " chunk=%d", kn->chunk);
     if (kn->terms >= 0) fprintf(f, " terms=b%d", kn->terms);
@@ -540,6 +558,18 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     if (k->chunk) conv_scratch(s, k);
+    if (gpu && schedule_scatter_sorted(g, n)) {  // lower.c's sorted scatter: F [lead, V] in scratch, U [rows, d]
+      const Shape *is = &g->nodes[n->in[1]].shape;
+      k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank - 1), symsize_of(n->shape.d[0])));
+      k->xscratch[0] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), symsize_of(n->shape.d[1])));
+    }
+    int ct = gpu ? schedule_conv_dw_tile(g, n) : 0;
+    if (ct) {  // the partial sums P of lower.c's two-step CONV_DW: [lead, d / CT, L] (scalar), [lead, L, d]
+      const Shape *xs = &g->nodes[n->in[0]].shape;
+      int64_t d = xs->d[xs->rank - 1].n;
+      SymSize lead = symsize_prod(xs, 0, xs->rank - 2), per = {n->conv == CONV_SCALAR ? d / ct : d, 0, 0};
+      k->scratch = add_scratch(s, i, symsize_mul(lead, symsize_mul(per, symsize_of(n->shape.d[0]))));
+    }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
     else if (schedule_scan_state(n)) {  // SCAN_READ: S_{keep-1} [P M, dk dv] (lower.c lower_scan_read)
