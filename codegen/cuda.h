@@ -47,7 +47,7 @@ typedef struct {
   double mem_us, flop_us, issue_us, lat_us;  // the bounds of one launch (issue: all SMs)
   double us;             // the estimate of one launch
   bool few_blocks;       // a cliff: over 20 us on fewer blocks than SMs
-  bool serial;           // a cliff: over 10 us and over 4x max(mem, flop, issue)
+  bool serial;           // a cliff: over 20 us and over 4x max(mem, flop, issue)
 } CudaCostRow;
 
 typedef struct {

@@ -22,7 +22,8 @@
 // and a GEMM record max(2mnk / (0.6 peak), bytes / (0.7 BW)) + GEMM_FIXED.
 // A kernel is a cliff when its estimate passes 20 us on fewer blocks than
 // SMs, or passes 4x the larger of mem and compute (flop, issue on all SMs)
-// when over 10 us: a serial chain or too little parallelism dominates.
+// when over 20 us (below, the launch and the tail decide): a serial chain or
+// too little parallelism dominates.
 #include "cuda.h"
 
 #include "loops.h"
@@ -402,7 +403,7 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
     CudaCostRow *q = &c->rows[i];
     double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));
     q->few_blocks = !q->gemm && q->grid < SMS && q->us > 20;
-    q->serial = !q->gemm && q->us > 10 && q->us > 4 * bound;
+    q->serial = !q->gemm && q->us > 20 && q->us > 4 * bound;
   }
   return c;
 }
