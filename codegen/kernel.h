@@ -168,8 +168,9 @@ int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets,
 // convolutions get their chunked form's scratch (Kernel.chunk); a CPU-only
 // schedule has none.
 Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu);
-// The chunk C of the GPU's chunked form of kernel node n (Kernel.chunk), or
-// 0 where n keeps the direct form.
+// The chunk C of the GPU's chunked form of kernel node n (Kernel.chunk): the
+// largest of 16, 8, 4, 2, 1 dividing the lags of a matrix-kind convolution;
+// 0 for any other node and where the lags are not constant (the direct form).
 int schedule_conv_chunk(const Graph *g, const Node *n);
 // The column tile CT of the GPU's two-step CONV_DW of the scalar and vector
 // kinds (lower.c lower_steps; its partial sums in the kernel's scratch): 8,

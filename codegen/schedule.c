@@ -74,9 +74,11 @@ static SymSize outer_of(const Graph *g, const Node *n) {
 int schedule_conv_chunk(const Graph *g, const Node *n) {
   if ((n->op != OP_CAUSAL_CONV && n->op != OP_CONV_DX && n->op != OP_CONV_DW) || n->conv != CONV_MATRIX) return 0;
   Dim l = n->op == OP_CONV_DW ? n->shape.d[0] : g->nodes[n->in[1]].shape.d[0];  // the lags L
-  // C = 16 (128 lags: 8 chunks), else 8; L not a multiple of 8 (fewer than
-  // 8 lags among them) keeps the direct form, a thread per output element
-  static const int64_t chunks[] = {16, 8};
+  // C = the largest of 16 (128 lags: 8 chunks), 8, 4, 2, 1 dividing L: every
+  // constant L has a chunked form, its products on the tensor cores (the
+  // direct form, a thread per output element on the FP32 cores, is 30-100x
+  // slower at Table 1 widths: xfc --emit=cost)
+  static const int64_t chunks[] = {16, 8, 4, 2, 1};
   for (size_t i = 0; l.kind == DIM_CONST && i < sizeof chunks / sizeof *chunks; i++)
     if (l.n % chunks[i] == 0) return (int)chunks[i];
   return 0;
