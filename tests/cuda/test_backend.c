@@ -593,6 +593,21 @@ int main(int argc, char **argv) {
     ch[2].value = "40";
     check("examples/she.xf", ch, 6, 3, 27, true, XF_PRECISION_FP32);
   }
+  // the two-step conv_dw of the scalar and vector kinds (lower.c step_dw_*):
+  // width 12 (column tiles of 6, two of them), T 11 of 16 lags (lags past
+  // T sum nothing); the sorted embedding gradient over 3 sequences
+  if (!only || strstr("examples/me.xf examples/we.xf conv_dw", only)) {
+    Define dw[] = {{"layers", "1"}, {"d", "12"}, {"context", "16"}, {"vocab", "13"}, {"ffn", "24"}, {"dropout", "0.1"}};
+    check("examples/me.xf", dw, 6, 3, 11, true, XF_PRECISION_FP32);
+    check("examples/we.xf", dw, 6, 3, 11, true, XF_PRECISION_FP32);
+  }
+  // a matrix-kind convolution whose lags are not a multiple of 8: chunk 2
+  // (lags 10), 5 chunks
+  if (!only || strstr("examples/she.xf chunk 2", only)) {
+    Define ch2[] = {{"layers", "1"}, {"d", "8"}, {"context", "10"}, {"vocab", "13"}, {"ffn", "24"}, {"dropout", "0.1"}};
+    check("examples/she.xf", ch2, 6, 2, 10, true, XF_PRECISION_FP32);
+    check("examples/she.xf", ch2, 6, 2, 7, true, XF_PRECISION_FP32);
+  }
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
                                  "tests/fusion/attn_fixed_v.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
