@@ -19,11 +19,11 @@
 //
 // Matrix products (MATMUL, the product of an FG_MATMUL_MAP group before its
 // epilogue, FG_WEIGHT_GRAD) are described as GEMMs (LGemm, lower_gemm): the
-// backends print a BLAS call or a cuBLAS record from it. The matrix-kind
-// causal convolutions are, on a GPU, a sequence of LKernels and strided-
-// batched LGemms (LSteps, lower_steps). The causal convolutions on a CPU,
-// and on a GPU those of the other kinds and those with no chunk (Kernel.chunk
-// 0), are the one kind still lowered by each backend itself.
+// backends print a BLAS call or a cuBLAS record from it. On a GPU, the
+// matrix-kind causal convolutions are a sequence of LKernels and strided-
+// batched LGemms, and CONV_DW of the other kinds and SCATTER_ADD sequences
+// of LKernels (LSteps, lower_steps). The causal convolutions on a CPU are
+// the one kind still lowered by a backend itself (llvm.c).
 #ifndef XF_LOOPS_H
 #define XF_LOOPS_H
 
@@ -135,7 +135,8 @@ enum { LK_LOCAL0 = KS_COUNT };
 // decision, which every backend follows.
 typedef enum {
   LK_ELEMENTS,  // the body is LS_LETs of the outer index, then one par LS_FOR
-                // over [0, inner) whose body is LS_LETs and LS_STOREs only:
+                // over [0, inner) whose body is LS_LETs, LS_REDUCEs (the
+                // thread's own, in order) and LS_STOREs only:
                 // every (outer index, inner index) pair is independent (a GPU
                 // thread each; a CPU loop nest)
   LK_ROWS,      // anything else: the body runs for one outer index at a

@@ -52,5 +52,14 @@ else
 fi
 new=$("$xfc" --target=cuda --emit=cost examples/me.xf -D layers=2 --batch=64 --seq=128 2>&1)
 grep -q conv_dw_partial <<<"$new" || { echo "FAIL: ME has no two-step conv_dw"; fails=$((fails + 1)); }
+# docs/cuda.md's table is scripts/cost-table's output
+want=$(scripts/cost-table "$xfc")
+have=$(awk '/^<!-- cost-table -->$/ { on = 1; next } /^<!-- \/cost-table -->$/ { on = 0 } on' docs/cuda.md)
+if [ "$want" = "$have" ]; then echo "ok: docs/cuda.md's cost table is scripts/cost-table's output"
+else
+  echo "FAIL: docs/cuda.md's cost table differs from scripts/cost-table (run it and paste):"
+  diff <(printf '%s\n' "$have") <(printf '%s\n' "$want") | head -10
+  fails=$((fails + 1))
+fi
 echo "cost: $runs models costed, $fails failures"
 [ "$fails" -eq 0 ]
