@@ -17,11 +17,13 @@ page-faulting at 18 layers) are not timed. Prints one line: tokens/s over the ti
 process in MiB (ru_maxrss, so run eager and compiled in separate processes)
 and the warm-up seconds.
 
-Usage: torch_ref.py EXAMPLE [--compile] --layers N --batch B --seq T --steps S --threads N [--device cuda]
+Usage: torch_ref.py EXAMPLE [--compile] [--bf16] --layers N --batch B --seq T --steps S --threads N [--device cuda]
        torch_ref.py sgemm --threads N [--device cuda]
 With --device cuda (scripts/gpu-check) the model, tokens and products are on
 the GPU in float32 (TF32 only with --tf32), timed between synchronisations,
-and the memory printed is the GPU's peak allocated, not the RSS.
+and the memory printed is the GPU's peak allocated, not the RSS. --bf16 runs
+the forward and the loss under torch.autocast to bfloat16 on the device
+(parameters, gradients and AdamW stay float32), as a PyTorch user would.
 The sgemm mode prints two GFLOP/s rates of torch.mm in float32 into a
 preallocated output: at 1024^3, and the geometric mean over the products the
 models run that xf-gemm-bench times (bench/sgemm.c), each the best of at
@@ -160,6 +162,7 @@ def main():
     a.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: the model on the GPU; the memory printed is the peak allocated on it")
     a.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core products (cuda), as xfc --precision=tf32")
+    a.add_argument("--bf16", action="store_true", help="the forward and the loss under torch.autocast(bfloat16)")
     o = a.parse_args()
     dev = o.device
     if o.example == "sgemm":
@@ -176,7 +179,10 @@ def main():
         opt_step = torch.compile(opt.step)
     tok = torch.randint(0, o.vocab, (o.batch, o.seq), device=dev); tgt = torch.randint(0, o.vocab, (o.batch, o.seq), device=dev)
     def step():
-        opt.zero_grad(set_to_none=True); loss = model(tok, tgt); loss.backward(); opt_step()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=o.bf16):
+            loss = model(tok, tgt)
+        loss.backward(); opt_step()
         return loss
     t0 = time.perf_counter()
     for _ in range(o.warmup): step()
