@@ -96,11 +96,14 @@ typedef struct {
   int mem;
 } XCost;
 
-static double op_weight(LExprKind k) {
+// Instructions of an operation; a 64-bit integer division or remainder is
+// a routine of about 20 (operands that fit 32 bits, checked at run time).
+static double op_weight(LExprKind k, LType t) {
   switch (k) {
   case LX_EXP: return 12;
   case LX_LOG: case LX_SIN: case LX_COS: case LX_TANH: case LX_ERF: return 20;
-  case LX_DIV: return 8;
+  case LX_DIV: return t == LT_I64 ? 20 : 8;
+  case LX_REM: return t == LT_I64 ? 20 : 1;
   case LX_SQRT: return 4;
   case LX_KEEP: return 100;  // Philox4x32-10 and a double compare
   default: return 1;
@@ -118,7 +121,7 @@ static void xcost(const LExpr *x, XCost *c) {
   }
   default: break;
   }
-  double w = op_weight(x->kind);
+  double w = op_weight(x->kind, x->type);
   c->ops += w;
   if (x->type == LT_F32) c->flops += w;
   for (int i = 0; i < 3; i++) xcost(x->a[i], c);
@@ -264,7 +267,8 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
     memset(known, 0, sizeof *known * ((size_t)lk->nvars + 1));
     val[0] = o < 0 ? 0 : o, known[0] = true;
     SCost c = walk(&w, lk->body, !elem);
-    if (elem) {  // the body's one par loop is a thread's element: cost one iteration
+    if (elem) {  // the body's one par loop is a thread's element: cost one iteration, plus the
+                 // outer index the printer divides out of the element index (cuda.c XF_ELEM_LOOP)
       const LStmt *st = lk->body;
       while (st && st->kind == LS_LET) st = st->next;
       if (st && st->kind == LS_FOR) {
@@ -272,6 +276,7 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
         double t = trip ? (double)trip : 1;
         c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t;
       }
+      c.chain += 20 * ALU_NS, c.winstr += 20;
     }
     if (c.chain > chain_max) chain_max = c.chain;
     if (c.chain_iters > iters_max) iters_max = c.chain_iters;
