@@ -333,16 +333,22 @@ gs_step_speed() {
     done
   done
   if $torch_ok; then
-    for L in $LAYERS; do  # eager, every example torch_ref.py has
-      for ex in $EXAMPLES; do has_torch "$ex" && gs_torch "$ex" "$L" eager 120; done
-    done
-    for L in $COMPILE_LAYERS; do  # torch.compile, then with bf16 autocast, example by example
+    # first every reference of the COMPILE_EXAMPLES (eager, torch.compile, with
+    # bf16 autocast), then eager for the others: what a short budget cuts is
+    # the least asked for
+    for L in $COMPILE_LAYERS; do
       case " $LAYERS " in *" $L "*) ;; *) continue ;; esac
       for ex in $COMPILE_EXAMPLES; do
         has_torch "$ex" || continue
         case " $EXAMPLES " in *" $ex "*) ;; *) continue ;; esac
+        gs_torch "$ex" "$L" eager 120
         gs_torch "$ex" "$L" comp 180 --compile
         gs_torch "$ex" "$L" bf 180 --compile --bf16
+      done
+    done
+    for L in $LAYERS; do  # eager, every example torch_ref.py has
+      for ex in $EXAMPLES; do
+        has_torch "$ex" && [ -z "${sp[eager,$ex-L$L]:-}" ] && gs_torch "$ex" "$L" eager 120
       done
     done
   fi
