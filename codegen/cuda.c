@@ -787,6 +787,9 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym)), *linner = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
   // per class with steps (lower_steps): their count, and each step's launch without its slots
   int *nsteps = calloc((size_t)s->nkernels + 1, sizeof(int));
+  LSteps **steps_of = calloc((size_t)s->nkernels + 1, sizeof(LSteps *));  // per class: its steps, or NULL
+  // per class: the LKernel of its training and inference functions, or NULL
+  LKernel **lk_of = calloc((size_t)s->nkernels + 1, sizeof(LKernel *)), **lk_infer_of = calloc((size_t)s->nkernels + 1, sizeof(LKernel *));
   XfLaunch *step_rec = calloc((size_t)s->nkernels * LSTEPS_MAX + 1, sizeof(XfLaunch));
   char *buf = NULL;
   size_t len = 0;
@@ -815,7 +818,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     LSteps *st = lower_steps(a, s, k, LTARGET_GPU);
     if (st) {
       render_steps(&r, m, name_off, &len, ki, broken, st, &step_rec[(size_t)ki * LSTEPS_MAX]);
-      nsteps[ki] = st->n;
+      nsteps[ki] = st->n, steps_of[ki] = st;
       continue;
     }
     // the loop description (training variant, and inference when it holds a
@@ -825,6 +828,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, LTARGET_GPU, false, lerr, sizeof lerr);
     if (lerr[0] && !r.err) r.err = arena_strdup(a, lerr);
     int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
+    lk_of[ki] = lk[0], lk_infer_of[ki] = lk[1] ? lk[1] : lk[0];
     if (lk[0]) {
       SymSize z = lk[0]->nouter;
       if (lk[0]->shape == LK_ELEMENTS) z = symsize_mul(z, lk[0]->ninner);
@@ -895,10 +899,11 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     bool step = p == XF_PROG_STEP;
     int prog = step ? PROG_SAMPLE : p;
     if (step && !time_axis) {
-      m->launch[p] = NULL, m->nlaunch[p] = 0;
+      m->launch[p] = NULL, m->nlaunch[p] = 0, m->desc[p] = NULL;
       continue;
     }
     XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(LSTEPS_MAX * s->nprog[prog] + 1));
+    CudaLaunchDesc *D = arena_alloc(a, sizeof(CudaLaunchDesc) * (size_t)(LSTEPS_MAX * s->nprog[prog] + 1));
     int nl = 0;
     for (int i = 0; i < s->nprog[prog]; i++) {
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
@@ -915,6 +920,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
           rec = step_rec[(size_t)c * LSTEPS_MAX + j];
           memcpy(rec.slots, slots, sizeof slots);
           rec.kernel = ki, rec.last = j == nsteps[c] - 1;
+          D[nl] = (CudaLaunchDesc){steps_of[c]->lk[j], steps_of[c]->gm[j], j};
           L[nl++] = rec;
         }
         continue;
@@ -923,6 +929,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
         rec = gemm_launch(gm, false);
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = 1;
+        D[nl] = (CudaLaunchDesc){NULL, gm, 0};
         L[nl++] = rec;
         continue;
       }
@@ -940,6 +947,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
         }
         memcpy(rec.slots, slots, sizeof slots);
         rec.kernel = ki, rec.last = n->op == OP_MATMUL;
+        D[nl] = (CudaLaunchDesc){NULL, gm, 0};
         L[nl++] = rec;
         if (n->op == OP_MATMUL) continue;
       }
@@ -952,12 +960,13 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;
+      D[nl] = (CudaLaunchDesc){p == PROG_TRAIN ? lk_of[c] : lk_infer_of[c], NULL, 0};
       L[nl++] = rec;
     }
-    m->launch[p] = L, m->nlaunch[p] = nl;
+    m->launch[p] = L, m->nlaunch[p] = nl, m->desc[p] = D;
   }
   free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads), free(gemm);
-  free(nsteps), free(step_rec);
+  free(nsteps), free(step_rec), free(steps_of), free(lk_of), free(lk_infer_of);
   m->error = r.err;
   return m;
 }

@@ -5,7 +5,17 @@
 #define XF_CUDA_H
 
 #include "../runtime/xf_abi.h"
-#include "kernel.h"
+#include "loops.h"
+
+// What launch i of a program prints (CudaModule.desc): its LKernel (a kernel
+// launch lower.c describes), or its LGemm (a GEMM record, or the direct
+// product of a batch that is not flat), and its step in the kernel's LSteps
+// (0 for a launch that is not a step).
+typedef struct {
+  const LKernel *lk;
+  const LGemm *gm;
+  int step;
+} CudaLaunchDesc;
 
 typedef struct {
   char *source;               // the CUDA C text of every kernel class
@@ -13,6 +23,7 @@ typedef struct {
   int nnames;
   XfLaunch *launch[XF_PROG_STEP + 1];  // XF_PROG_*: PROG_* (kernel.h), then the
   int nlaunch[XF_PROG_STEP + 1];       // step program (empty without a time axis)
+  CudaLaunchDesc *desc[XF_PROG_STEP + 1];  // [nlaunch[p]]: what each launch prints
   int adamw;                  // names[adamw]: the AdamW update
   int *name_line;             // first source line of names[i]'s function
   int *name_kernel;           // the kernel whose class names[i] computes (-1: AdamW)

@@ -307,16 +307,38 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   return r;
 }
 
-static CudaCostRow cost_gemm(const XfLaunch *rec, int64_t B, int64_t T, int precision) {
+// count products C = op(A) op(B) of m x k by k x n; an operand shared by
+// every entry (shared[LG_*]) is read once.
+static CudaCostRow cost_product(double m, double n, double k, double cnt, const bool shared[3], int precision) {
   CudaCostRow r = {.gemm = true};
-  double m = sym_at(rec->m, B, T), n = sym_at(rec->n, B, T), k = sym_at(rec->k, B, T), cnt = sym_at(rec->count, B, T);
   r.flops = 2 * m * n * k * cnt;
-  double sa = sym_at(rec->stride_a, B, T), sb = sym_at(rec->stride_b, B, T), sc = sym_at(rec->stride_c, B, T);
-  r.bytes = 4 * (m * k * (sa ? cnt : 1) + k * n * (sb ? cnt : 1) + m * n * (sc ? cnt : 1));
+  r.bytes = 4 * (m * k * (shared[LG_A] ? 1 : cnt) + k * n * (shared[LG_B] ? 1 : cnt) + m * n * (shared[LG_C] ? 1 : cnt));
   r.items = (int64_t)(m * n * cnt);
   double peak = precision == XF_PRECISION_FP32 ? FP32 : precision == XF_PRECISION_BF16 ? BF16 : TF32;
   r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / peak * 1e6;
   r.us = fmax(r.flops / (GEMM_EFF_FLOP * peak), r.bytes / (GEMM_EFF_BW * BW)) * 1e6 + GEMM_FIXED * 1e6;
+  return r;
+}
+
+// A GEMM record.
+static CudaCostRow cost_gemm(const XfLaunch *rec, int64_t B, int64_t T, int precision) {
+  bool shared[3] = {sym_at(rec->stride_a, B, T) == 0, sym_at(rec->stride_b, B, T) == 0, sym_at(rec->stride_c, B, T) == 0};
+  return cost_product(sym_at(rec->m, B, T), sym_at(rec->n, B, T), sym_at(rec->k, B, T), sym_at(rec->count, B, T), shared,
+                      precision);
+}
+
+// The direct product of a batch that is not flat (cuda.c render_gemm_direct):
+// a thread per element of C, its k terms in order, on the FP32 cores; every
+// operand counted once per entry.
+static CudaCostRow cost_gemm_direct(const XfLaunch *rec, const LGemm *gm, int64_t B, int64_t T) {
+  bool shared[3] = {false, false, false};
+  double k = (double)symsize_eval(gm->k, B, T);
+  CudaCostRow r = cost_product((double)symsize_eval(gm->m, B, T), (double)symsize_eval(gm->n, B, T), k,
+                               (double)symsize_eval(gm->count, B, T), shared, XF_PRECISION_FP32);
+  r.gemm = false, r.block = rec->threads;
+  r.grid = (int64_t)fmin(ceil((double)r.items / rec->per_block), MAX_BLOCKS);
+  r.chain = k, r.lat_us = k * (LAT_GLOBAL + 2 * ALU_NS) * 1e6;
+  r.us = fmax(r.mem_us, fmax(r.flop_us, r.lat_us)) + LAUNCH * 1e6;
   return r;
 }
 
@@ -348,49 +370,23 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
   c->B = B, c->T = T;
   int nl = m->nlaunch[PROG_TRAIN];
   c->rows = arena_alloc(a, sizeof(CudaCostRow) * (size_t)(nl + 2));
-  const XfLaunch *L = m->launch[PROG_TRAIN];
-  int at = 0;
   err[0] = 0;
-  for (int i = 0; i < s->nprog[PROG_TRAIN] && !err[0]; i++) {
-    const Kernel *k = &s->kernels[s->prog[PROG_TRAIN][i]];
-    const Kernel *kc = &s->kernels[k->cls];
+  const XfLaunch *L = m->launch[PROG_TRAIN];
+  const CudaLaunchDesc *D = m->desc[PROG_TRAIN];
+  for (int i = 0; i < nl; i++) {
+    const Kernel *k = &s->kernels[L[i].kernel];
     const Node *n = &g->nodes[k->node];
-    LSteps *st = lower_steps(a, s, kc, LTARGET_GPU);
-    if (st) {
-      for (int j = 0; j < st->n && at < nl; j++, at++) {
-        CudaCostRow r = st->gm[j] ? cost_gemm(&L[at], B, T, precision) : cost_lkernel(s, &L[at], st->lk[j], B, T);
-        add_launch(c, r, k->cls, j, st->gm[j] ? "conv_gemm" : st->lk[j]->name, n);
-      }
-      continue;
-    }
-    LGemm *gm = lower_gemm(a, s, kc);
-    if (gm && at < nl) {
-      CudaCostRow r;
-      if (L[at].kind == XF_LAUNCH_GEMM) r = cost_gemm(&L[at], B, T, precision);
-      else {  // the direct product of a batch that is not flat: a thread per element of C, K in order
-        double k_ = sym_at(L[at].k, B, T);
-        r = cost_gemm(&L[at], B, T, XF_PRECISION_FP32);
-        r.gemm = false, r.block = L[at].threads, r.grid = (int64_t)fmin(ceil(r.items / 256.0), MAX_BLOCKS);
-        r.chain = k_, r.lat_us = k_ * (LAT_GLOBAL + 2 * ALU_NS) * 1e6;
-        r.us = fmax(r.us, r.lat_us + LAUNCH * 1e6);
-      }
-      add_launch(c, r, k->cls, gm->flat ? -1 : -2, gm->flat ? "gemm" : "gemm_direct", n);
-      at++;
-      if (k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL) continue;
-    }
-    if (at >= nl) break;
-    char lerr[512] = "";
-    LKernel *lk = lower_kernel(a, s, kc, LTARGET_GPU, true, lerr, sizeof lerr);
-    if (!lk) {
-      snprintf(err, errlen, "%s", lerr[0] ? lerr : "internal error: cuda_cost: a kernel with no description");
+    const CudaLaunchDesc *d = &D[i];
+    if (d->lk) add_launch(c, cost_lkernel(s, &L[i], d->lk, B, T), k->cls, d->step, d->lk->name, n);
+    else if (d->gm && L[i].kind == XF_LAUNCH_GEMM)
+      add_launch(c, cost_gemm(&L[i], B, T, precision), k->cls, d->step ? d->step : -1, d->step ? "conv_gemm" : "gemm", n);
+    else if (d->gm) add_launch(c, cost_gemm_direct(&L[i], d->gm, B, T), k->cls, -2, "gemm_direct", n);
+    else {
+      snprintf(err, errlen, "internal error: cuda_cost: launch %d (kernel %d, %s) has no description", i, L[i].kernel,
+               ir_op_info[n->op].name);
       return NULL;
     }
-    add_launch(c, cost_lkernel(s, &L[at], lk, B, T), k->cls, 0, lk->name, n);
-    at++;
   }
-  if (!err[0] && at != nl)
-    snprintf(err, errlen, "internal error: cuda_cost: %d of the training program's %d launches matched", at, nl);
-  if (err[0]) return NULL;
   // AdamW (cuda.c xf_adamw): every parameter once, w m v g read, w m v written
   double params = 0;
   for (int b = 0; b < s->nbufs; b++)
