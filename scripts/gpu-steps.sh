@@ -141,11 +141,13 @@ gs_prepare_one() {  # EX PRECISION LAYERS OUTPUT
     return
   fi
   [ "$2" = default ] || return 0
-  # the cost model's estimate at batch 64 x 128 (xfc --emit=cost; absent in older trees) and the op counts
-  if "$XFC" --target=cuda --emit=cost --batch=64 --seq=128 "$ROOT/examples/$1.xf" -D layers="$3" \
-       > "$COST_DIR/$1-L$3.txt" 2> /dev/null && grep -q '^total:' "$COST_DIR/$1-L$3.txt"; then :; else
+  # the cost model's estimate at batch 64 x 128 (xfc --emit=cost) and the op counts
+  if ! "$XFC" --target=cuda --emit=cost --batch=64 --seq=128 "$ROOT/examples/$1.xf" -D layers="$3" \
+       > "$COST_DIR/$1-L$3.txt" 2> "$COST_DIR/$1-L$3.log" || ! grep -q '^total:' "$COST_DIR/$1-L$3.txt"; then
+    jrow "$1 (layers $3): cost estimate" FAIL "$(head -1 "$COST_DIR/$1-L$3.log")"
     rm -f "$COST_DIR/$1-L$3.txt"
   fi
+  rm -f "$COST_DIR/$1-L$3.log"
   "$XFC" --stats "$ROOT/examples/$1.xf" -D layers="$3" > "$STATS_DIR/$1-L$3.txt" 2> /dev/null
 }
 gs_cpu_curve() {  # EX: STEPS steps on the CPU from the model of the curves, the reference of step 3
