@@ -6,6 +6,7 @@
 int xfrun_tokenize(int argc, char **argv);  // xfrun_tokenize.c
 int xfrun_plot(int argc, char **argv);      // xfrun_plot.c
 int xfrun_compare(int argc, char **argv);   // xfrun_compare.c
+int xfrun_export(int argc, char **argv);    // xfrun_export.c
 
 // "xfrun: error: " + the message + newline on stderr; returns 1 (the exit
 // status). The subcommands' errors (xfrun_plot.c).

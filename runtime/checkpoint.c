@@ -68,6 +68,16 @@ bool xf_checkpoint_save(XfRuntime *rt, const char *path, const XfMeta *extra, in
                   "\"weight_decay\":\"%.17g\",", o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
   json_put_printf(&h, "\"batch\":\"%lld\",\"seq\":\"%lld\"", (long long)(o->global_batch ? o->global_batch : o->batch),
                   (long long)o->seq);
+  // the model's configuration: "context", then "config.<name>" per config value
+  const XfModel *m = xf_model(rt);
+  json_put_printf(&h, ",\"context\":\"%lld\"", (long long)m->context);
+  for (int i = 0; i < m->nconfig; i++) {
+    char key[300];
+    snprintf(key, sizeof key, "config.%s", m->config[i].name);
+    json_put_raw(&h, ",", 1), json_put_string(&h, key, strlen(key));
+    if (m->config[i].is_float) json_put_printf(&h, ":\"%.17g\"", m->config[i].value);
+    else json_put_printf(&h, ":\"%lld\"", (long long)m->config[i].value);
+  }
   for (int i = 0; i < nextra; i++) {
     json_put_raw(&h, ",", 1);
     json_put_string(&h, extra[i].key, strlen(extra[i].key)), json_put_raw(&h, ":", 1);
@@ -223,6 +233,26 @@ XfCheckpoint *xf_checkpoint_open(const char *path, char *err, size_t errlen) {
 }
 
 const char *xf_checkpoint_meta(const XfCheckpoint *c, const char *key) { return json_get_str(c->meta, key); }
+
+const char *xf_checkpoint_meta_at(const XfCheckpoint *c, int i, const char **value) {
+  if (!c->meta || i < 0 || (size_t)i >= c->meta->n) return NULL;
+  const Json *v = c->meta->items[i];
+  if (value) *value = v->kind == JSON_STRING ? v->str : NULL;
+  return c->meta->keys[i];
+}
+
+int xf_checkpoint_ntensors(const XfCheckpoint *c) { return c->ntensors; }
+
+const char *xf_checkpoint_tensor(const XfCheckpoint *c, int i, int *rank, int64_t dims[8], const unsigned char **data,
+                                 int64_t *numel) {
+  if (i < 0 || i >= c->ntensors) return NULL;
+  const Tensor *t = &c->tensors[i];
+  if (rank) *rank = t->rank;
+  if (dims) memcpy(dims, t->dims, sizeof t->dims);
+  if (data) *data = c->data + t->begin;
+  if (numel) *numel = (int64_t)((t->end - t->begin) / 4);
+  return t->name;
+}
 
 static const Tensor *find_tensor(const XfCheckpoint *c, const char *name) {
   for (int i = 0; i < c->ntensors; i++)

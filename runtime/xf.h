@@ -288,8 +288,10 @@ char *xf_read_file(const char *path, size_t *len, char *err, size_t errlen);
 // its DSL name (e.g. "lm.layers.0.mixer.W_ext"), AdamW's moments as
 // "optimizer.exp_avg.<name>" and "optimizer.exp_avg_sq.<name>", and string
 // metadata: "format" ("xf-checkpoint/1"), "model", "step", "seed", the AdamW
-// settings, "rng" (the counter-based RNG's state is its seed and the step)
-// and whatever the caller adds (xfrun adds the tokenizer and the data key).
+// settings, "rng" (the counter-based RNG's state is its seed and the step),
+// the model's "context" and config values ("config.d": "128"; checkpoints
+// written before them lack both, and nothing requires them), and whatever
+// the caller adds (xfrun adds the tokenizer and the data key).
 
 typedef struct {
   const char *key, *value;
@@ -305,6 +307,15 @@ XfCheckpoint *xf_checkpoint_open(const char *path, char *err, size_t errlen);
 void xf_checkpoint_close(XfCheckpoint *c);
 // A metadata value, or NULL.
 const char *xf_checkpoint_meta(const XfCheckpoint *c, const char *key);
+// Metadata entry i in file order: its key, and its value in *value (NULL when
+// not a string); NULL past the last.
+const char *xf_checkpoint_meta_at(const XfCheckpoint *c, int i, const char **value);
+// The tensors in header order (a checkpoint's: the parameters, then the
+// moments): tensor i's name, rank, dims, F32 little-endian data (numel
+// elements, not necessarily 4-byte aligned); NULL past the last.
+int xf_checkpoint_ntensors(const XfCheckpoint *c);
+const char *xf_checkpoint_tensor(const XfCheckpoint *c, int i, int *rank, int64_t dims[8], const unsigned char **data,
+                                 int64_t *numel);
 // Whether c fits rt: every tensor rt needs (with optimizer, the moments and
 // a valid 'step' too) with its shape, and no other. A missing, extra or
 // mis-shaped tensor is an error naming it. Needs no allocation (xf_load).
