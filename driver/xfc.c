@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../frontend/frontend.h"
@@ -14,13 +15,14 @@
 #include "../codegen/loops.h"
 #include "../codegen/cuda_nvrtc.h"
 #include "../codegen/pytorch.h"
+#include "cli.h"
+#include <llvm/Config/llvm-config.h>
 #include "../interp/interp.h"
 #include "../passes/passes.h"
 
 #ifndef XF_STDLIB_DIR
 #define XF_STDLIB_DIR "stdlib"
 #endif
-#define XF_VERSION "0.1.0"
 
 static void usage(FILE *f) {
   fputs("usage: xfc [options] model.xf\n"
@@ -79,16 +81,15 @@ static void usage(FILE *f) {
         "  --check-dropout keep dropout on during the check, with fixed masks\n"
         "  --seed=N        seed of the check's parameters and tokens (default 1)\n"
         "  -h, --help      print this help\n"
-        "  --version       print the version\n",
+        "  --version       print the version, commit, build type and targets\n"
+        "\n"
+        "Options with a value take it as --opt=value or --opt value (-o FILE, -DNAME=VALUE or\n"
+        "-D NAME=VALUE). Exit status: 0 done; 1 an error in the model or while compiling\n"
+        "(file:line:col, the line, a caret); 2 a usage error (an unknown or malformed option).\n",
         f);
 }
 
-static int die_usage(const char *fmt, const char *arg) {
-  fprintf(stderr, "xfc: error: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n(run 'xfc --help' for usage)\n");
-  return 1;
-}
+#define die_usage(...) cli_usage_error("xfc", __VA_ARGS__)
 
 static void check_ir(const Graph *g, const char *stage) {
   char msg[512];
@@ -363,6 +364,10 @@ static int codegen(Graph *g, const Options *o) {
   free(ptx), free(sass[0]), free(sass[1]);
   if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
   if (*obj) unlink(obj);
+  struct stat st;
+  if (ok && o->output && stat(o->output, &st) == 0)
+    fprintf(stderr, "xfc: wrote %s (%.0f KiB: CPU code%s%s)\n", o->output, (double)st.st_size / 1024,
+            o->cuda ? ", CUDA kernels for " : "", o->cuda ? o->gpu_arch : "");
   arena_free(&a);
   if (!ok && strstr(err, ": error: ")) fprintf(stderr, "%s\n", err);  // located already
   else if (!ok) fprintf(stderr, "xfc: error: %s\n", err);
@@ -523,6 +528,26 @@ static int compile(const Options *o) {
   return p.status;
 }
 
+// The options of xfc, in the order of --help.
+enum {
+  O_OUTPUT, O_OPT, O_NO_FUSE, O_REMAT, O_TARGET, O_GPU_ARCH, O_PRECISION, O_DEFINE, O_INCLUDE, O_STDLIB, O_EMIT,
+  O_BATCH, O_SEQ, O_STATS, O_CHECK_GRAD, O_CHECK_BATCH, O_CHECK_SEQ, O_CHECK_DROPOUT, O_SEED, O_H, O_HELP, O_VERSION,
+  O_COUNT
+};
+static const CliOption xfc_options[O_COUNT] = {
+    [O_OUTPUT] = {"o", true},          [O_OPT] = {"O", true},           [O_NO_FUSE] = {"no-fuse", false},
+    [O_REMAT] = {"remat", false},      [O_TARGET] = {"target", true},   [O_GPU_ARCH] = {"gpu-arch", true},
+    [O_PRECISION] = {"precision", true}, [O_DEFINE] = {"D", true},      [O_INCLUDE] = {"I", true},
+    [O_STDLIB] = {"stdlib", true},     [O_EMIT] = {"emit", true},       [O_BATCH] = {"batch", true},
+    [O_SEQ] = {"seq", true},           [O_STATS] = {"stats", false},    [O_CHECK_GRAD] = {"check-grad", false},
+    [O_CHECK_BATCH] = {"check-batch", true}, [O_CHECK_SEQ] = {"check-seq", true},
+    [O_CHECK_DROPOUT] = {"check-dropout", false}, [O_SEED] = {"seed", true}, [O_H] = {"h", false},
+    [O_HELP] = {"help", false},        [O_VERSION] = {"version", false},
+};
+
+static const char *const emit_names[] = {"ast", "ir", "pytorch", "fused", "grad", "schedule", "loops", "cost", "llvm",
+                                         "cuda", "ptx"};
+
 // Fills o from argv; returns -1 to go on compiling, else the exit status.
 static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->defs = arena_alloc(a, sizeof *o->defs * (size_t)argc);
@@ -534,83 +559,95 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->precision = XF_PRECISION_TF32;
   o->stdlib_dir = getenv("XF_STDLIB");
   if (!o->stdlib_dir || !*o->stdlib_dir) o->stdlib_dir = XF_STDLIB_DIR;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return usage(stdout), 0;
-    if (!strcmp(arg, "--version")) return printf("xfc %s\n", XF_VERSION), 0;
-    if (!strncmp(arg, "-D", 2) || !strncmp(arg, "-I", 2)) {
-      const char *v = arg[2] ? arg + 2 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v) return die_usage("%s needs a value", arg);
-      if (arg[1] == 'I') {
-        o->incs[o->ninc++] = v;
-        continue;
-      }
+  Cli c = cli_start("xfc", xfc_options, O_COUNT, argc, argv, 1);
+  for (int k; (k = cli_next(&c)) != CLI_END;) {
+    const char *v = c.value;
+    switch (k) {
+    case CLI_BAD: return XF_EXIT_USAGE;
+    case CLI_ARG:
+      if (o->input) return die_usage("more than one input file (%s and %s)", o->input, v);
+      o->input = v;
+      break;
+    case O_H:
+    case O_HELP: return usage(stdout), 0;
+    case O_VERSION:
+      cli_version(stdout, "xfc");
+#ifdef XF_HAVE_CUDA
+      printf("targets: cpu (LLVM %d), cuda (NVRTC)\n", LLVM_VERSION_MAJOR);
+#else
+      printf("targets: cpu (LLVM %d); cuda: not in this build (no CUDA toolkit at build time)\n", LLVM_VERSION_MAJOR);
+#endif
+      return 0;
+    case O_INCLUDE: o->incs[o->ninc++] = v; break;
+    case O_DEFINE: {
       const char *eq = strchr(v, '=');
       if (!eq || eq == v) return die_usage("-D %s: expected name=value", v);
       o->defs[o->ndefs++] = (Define){arena_strndup(a, v, (size_t)(eq - v)), eq + 1};
-    } else if (!strncmp(arg, "--emit=", 7)) {
-      o->emit = arg + 7;
-      if (strcmp(o->emit, "ast") && strcmp(o->emit, "ir") && strcmp(o->emit, "pytorch") && strcmp(o->emit, "grad") &&
-          strcmp(o->emit, "schedule") && strcmp(o->emit, "fused") &&
-          strcmp(o->emit, "loops") && strcmp(o->emit, "cost") && strcmp(o->emit, "llvm") && strcmp(o->emit, "cuda") && strcmp(o->emit, "ptx"))
-        return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda or ptx", o->emit);
-    } else if (!strncmp(arg, "--batch=", 8)) {
-      if (!parse_count(arg + 8, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
-        return die_usage("%s: expected a count in 1..16777216", arg);
-    } else if (!strncmp(arg, "--seq=", 6)) {
-      if (!parse_count(arg + 6, &o->seq) || o->seq < 1 || o->seq > (1 << 24))
-        return die_usage("%s: expected a count in 1..16777216", arg);
-    } else if (!strcmp(arg, "-o")) {
-      if (i + 1 >= argc) return die_usage("%s needs a file name", arg);
-      o->output = argv[++i];
-    } else if (!strcmp(arg, "--no-fuse")) {
-      o->no_fuse = true;
-    } else if (!strcmp(arg, "--remat")) {
-      o->remat = true;
-    } else if (!strcmp(arg, "-O0") || !strcmp(arg, "-O2")) {
-      o->opt_level = arg[2] - '0';
-    } else if (!strncmp(arg, "--target=", 9)) {
-      if (!strcmp(arg + 9, "cuda")) o->cuda = true;
-      else if (strcmp(arg + 9, "cpu")) return die_usage("%s: expected cpu or cuda", arg);
-    } else if (!strncmp(arg, "--gpu-arch=", 11)) {
-      const char *v = arg + 11;
+      break;
+    }
+    case O_EMIT: {
+      bool known = false;
+      for (size_t e = 0; e < sizeof emit_names / sizeof *emit_names; e++) known = known || !strcmp(v, emit_names[e]);
+      const char *near = cli_nearest(v, emit_names, (int)(sizeof emit_names / sizeof *emit_names));
+      if (!known && near) return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, "
+                                           "cuda or ptx (did you mean %s?)", v, near);
+      if (!known) return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda "
+                                   "or ptx", v);
+      o->emit = v;
+      break;
+    }
+    case O_BATCH:
+      if (!parse_count(v, &o->batch) || o->batch < 1 || o->batch > (1 << 24))
+        return die_usage("--batch=%s: expected a count in 1..16777216", v);
+      break;
+    case O_SEQ:
+      if (!parse_count(v, &o->seq) || o->seq < 1 || o->seq > (1 << 24))
+        return die_usage("--seq=%s: expected a count in 1..16777216", v);
+      break;
+    case O_OUTPUT: o->output = v; break;
+    case O_NO_FUSE: o->no_fuse = true; break;
+    case O_REMAT: o->remat = true; break;
+    case O_OPT:
+      if (strcmp(v, "0") && strcmp(v, "2")) return die_usage("-O%s: expected -O0 or -O2", v);
+      o->opt_level = v[0] - '0';
+      break;
+    case O_TARGET:
+      if (!strcmp(v, "cuda")) o->cuda = true;
+      else if (strcmp(v, "cpu")) return die_usage("--target=%s: expected cpu or cuda", v);
+      break;
+    case O_GPU_ARCH: {
       char *end = (char *)v;
       long sm = strncmp(v, "compute_", 8) ? 0 : strtol(v + 8, &end, 10);
-      if (sm < 50 || sm > 200 || *end) return die_usage("%s: expected a virtual architecture such as compute_80", arg);
+      if (sm < 50 || sm > 200 || *end) return die_usage("--gpu-arch=%s: expected a virtual architecture such as compute_80", v);
       o->gpu_arch = v;
-    } else if (!strncmp(arg, "--precision=", 12)) {
-      const char *v = arg + 12;
+      break;
+    }
+    case O_PRECISION:
       if (!strcmp(v, "tf32")) o->precision = XF_PRECISION_TF32;
       else if (!strcmp(v, "fp32")) o->precision = XF_PRECISION_FP32;
       else if (!strcmp(v, "bf16")) o->precision = XF_PRECISION_BF16;
-      else return die_usage("%s: expected tf32, bf16 or fp32", arg);
-    } else if (!strncmp(arg, "--stdlib=", 9)) {
-      o->stdlib_dir = arg + 9;
-    } else if (!strcmp(arg, "--stats")) {
-      o->stats = true;
-    } else if (!strcmp(arg, "--check-grad")) {
-      o->check.enabled = true;
-    } else if (!strcmp(arg, "--check-dropout")) {
-      o->check.dropout = true;
-    } else if (!strncmp(arg, "--check-batch=", 14)) {
-      if (!parse_count(arg + 14, &o->check.batch) || o->check.batch < 1)
-        return die_usage("%s: expected a count >= 1", arg);
-    } else if (!strncmp(arg, "--check-seq=", 12)) {
-      if (!parse_count(arg + 12, &o->check.seq) || o->check.seq < 1) return die_usage("%s: expected a count >= 1", arg);
-    } else if (!strncmp(arg, "--seed=", 7)) {
-      int64_t v;
-      if (!parse_count(arg + 7, &v)) return die_usage("%s: expected a non-negative integer", arg);
-      o->check.seed = (uint64_t)v;
-    } else if (arg[0] == '-' && arg[1]) {
-      return die_usage("unknown option %s", arg);
-    } else if (o->input) {
-      return die_usage("more than one input file (%s)", arg);
-    } else {
-      o->input = arg;
+      else return die_usage("--precision=%s: expected tf32, bf16 or fp32", v);
+      break;
+    case O_STDLIB: o->stdlib_dir = v; break;
+    case O_STATS: o->stats = true; break;
+    case O_CHECK_GRAD: o->check.enabled = true; break;
+    case O_CHECK_DROPOUT: o->check.dropout = true; break;
+    case O_CHECK_BATCH:
+      if (!parse_count(v, &o->check.batch) || o->check.batch < 1) return die_usage("--check-batch=%s: expected a count >= 1", v);
+      break;
+    case O_CHECK_SEQ:
+      if (!parse_count(v, &o->check.seq) || o->check.seq < 1) return die_usage("--check-seq=%s: expected a count >= 1", v);
+      break;
+    case O_SEED: {
+      int64_t n;
+      if (!parse_count(v, &n)) return die_usage("--seed=%s: expected a non-negative integer", v);
+      o->check.seed = (uint64_t)n;
+      break;
+    }
     }
   }
-  if (!o->input) return die_usage("%s", "no input file");
-  if (o->emit && !strcmp(o->emit, "cost") && !o->cuda) return die_usage("%s", "--emit=cost is the GPU's cost model: add --target=cuda");
+  if (!o->input) return die_usage("no input file");
+  if (o->emit && !strcmp(o->emit, "cost") && !o->cuda) return die_usage("--emit=cost is the GPU's cost model: add --target=cuda");
   return -1;
 }
 

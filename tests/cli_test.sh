@@ -45,17 +45,29 @@ report() {
 
 check "--help exits 0 and prints usage" 0 out "usage: xfc [options] model.xf" --help
 check "-h is --help" 0 out "usage: xfc" -h
-check "--version prints the version" 0 out "xfc 0.1.0" --version
-check "no input file" 1 err "xfc: error: no input file"
-check "unknown option" 1 err "xfc: error: unknown option --bogus" --bogus "$model"
-check "two input files" 1 err "more than one input file (examples/me.xf)" "$model" examples/me.xf
+check "--version prints the version" 0 out "xfc 0.1.0 (commit " --version
+check "--version names the build type and targets" 0 out "targets: cpu (LLVM 14)" --version
+# usage errors exit 2, with "(see xfc --help)"
+check "no input file" 2 err "xfc: error: no input file"
+check "usage errors point to --help" 2 err "(see xfc --help)"
+check "unknown option" 2 err "xfc: error: unknown option --bogus" --bogus "$model"
+check "a misspelt option names the closest" 2 err "unknown option --stast (did you mean --stats?)" --stast "$model"
+check "a misspelt --emit value names the closest" 2 err "--emit=scheduel: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda or ptx (did you mean schedule?)" --emit=scheduel "$model"
+check "a flag takes no value" 2 err "--stats takes no value (got --stats=1)" --stats=1 "$model"
+check "two input files" 2 err "more than one input file (examples/transformer.xf and examples/me.xf)" "$model" examples/me.xf
+# both styles: --opt=value and --opt value
+check "--emit ir (a value after a space)" 0 out "graph transformer" --emit ir -D layers=1 "$model"
+check "--batch 8 --seq 16 (values after spaces)" 0 out "training step at batch 8, seq 16" --stats --batch 8 --seq 16 -D layers=1 "$model"
+check "--batch=8 --seq=16" 0 out "training step at batch 8, seq 16" --stats --batch=8 --seq=16 -D layers=1 "$model"
+check "-- ends the options" 0 out "graph transformer" --emit=ir -D layers=1 -- "$model"
+check "-o FILE says what it wrote" 0 err "xfc: wrote $tmp/t.so (" -o "$tmp/t.so" -D layers=1 "$model"
 check "missing input file" 1 err "$tmp/nosuch.xf: error: cannot read $tmp/nosuch.xf: No such file or directory" "$tmp/nosuch.xf"
 check "directory as input" 1 err "examples: error: cannot read examples: it is a directory" examples
-check "-D without =" 1 err "xfc: error: -D layers: expected name=value" -D layers "$model"
-check "-D without a name" 1 err "xfc: error: -D =3: expected name=value" -D =3 "$model"
-check "-D at the end of argv" 1 err "xfc: error: -D needs a value" "$model" -D
-check "-I at the end of argv" 1 err "xfc: error: -I needs a value" "$model" -I
-check "--emit=bogus" 1 err "xfc: error: --emit=bogus: expected" --emit=bogus "$model"
+check "-D without =" 2 err "xfc: error: -D layers: expected name=value" -D layers "$model"
+check "-D without a name" 2 err "xfc: error: -D =3: expected name=value" -D =3 "$model"
+check "-D at the end of argv" 2 err "xfc: error: -D needs a value" "$model" -D
+check "-I at the end of argv" 2 err "xfc: error: -I needs a value" "$model" -I
+check "--emit=bogus" 2 err "xfc: error: --emit=bogus: expected" --emit=bogus "$model"
 check "-D of an unknown config value" 1 err "<command line>: error: -D nosuch: model 'transformer' has no config value 'nosuch'" -D nosuch=1 "$model"
 
 : >"$tmp/empty.xf"
