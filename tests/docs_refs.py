@@ -27,7 +27,7 @@ def helptext(*cmd):
 
 
 xfc_help = helptext(xfc, "--help")
-xfrun_help = helptext(xfrun, "--help") + "".join(helptext(xfrun, s, "--help") for s in ("tokenize", "plot", "compare"))
+xfrun_help = helptext(xfrun, "--help") + "".join(helptext(xfrun, s, "--help") for s in ("train", "eval", "sample", "tokenize", "plot", "compare", "export"))
 xfrun_help += helptext(xfrun, "info", "--help")
 known = {"xfc": set(re.findall(r"--[a-z][a-z0-9-]*", xfc_help)), "xfrun": set(re.findall(r"--[a-z][a-z0-9-]*", xfrun_help))}
 

@@ -24,3 +24,33 @@ expect_error() {
     bad "$label (exit $rc): $out"
   fi
 }
+# expect_usage LABEL FRAGMENT COMMAND...: a usage error: exit 2, the message
+# matching FRAGMENT on the first line, "(see ... --help)" on the second.
+expect_usage() {
+  local label=$1 frag=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ] && printf '%s\n' "$out" | head -1 | grep -qE -- "$frag" &&
+     printf '%s\n' "$out" | tail -1 | grep -qE -- '^\(see xf.* --help\)$'; then
+    ok "$label: $(printf '%s\n' "$out" | head -1)"
+  else
+    bad "$label (exit $rc): $out"
+  fi
+}
+# same_checkpoint A B: two safetensors checkpoints hold the same tensors,
+# bytes and metadata, but for the run.* keys (where each run wrote: --save,
+# --log, ... as given); byte for byte when the runs wrote to the same paths.
+same_checkpoint() {
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h['__metadata__'] = {k: v for k, v in h.get('__metadata__', {}).items() if not k.startswith('run.')}
+    return h, b[8 + n:]
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+PY
+}

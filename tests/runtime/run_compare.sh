@@ -77,8 +77,8 @@ else
 fi
 "$xfrun" compare "${args[@]}" -o "$tmp/i" > /dev/null 2> "$tmp/i2.err" || bad "resume: $(tail -2 "$tmp/i2.err")"
 if grep -q "she seed 1: done before" "$tmp/i2.err" && grep -q "transformer seed 1 (2 of 2 runs): resuming" "$tmp/i2.err" &&
-   cmp -s "$tmp/u/runs/transformer-seed1.safetensors" "$tmp/i/runs/transformer-seed1.safetensors" &&
-   cmp -s "$tmp/u/runs/she-seed1.safetensors" "$tmp/i/runs/she-seed1.safetensors" &&
+   same_checkpoint "$tmp/u/runs/transformer-seed1.safetensors" "$tmp/i/runs/transformer-seed1.safetensors" &&
+   same_checkpoint "$tmp/u/runs/she-seed1.safetensors" "$tmp/i/runs/she-seed1.safetensors" &&
    diff <(cut -d, -f1,2 "$tmp/u/runs/transformer-seed1.csv") <(cut -d, -f1,2 "$tmp/i/runs/transformer-seed1.csv") > /dev/null; then
   ok "resumed: the checkpoints and the curve equal the uninterrupted comparison's, byte for byte"
 else

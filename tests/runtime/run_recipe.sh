@@ -129,7 +129,7 @@ for at in 2 8; do
   head -n $((at + 1)) "$tmp/part$at.csv" > "$tmp/resumed$at.csv"
   "$xfrun" train "$tmp/t.so" --data "$tmp/text.txt" --tokenizer bytes --threads 1 --steps 14 --resume "$tmp/part$at.st" \
     --log "$tmp/resumed$at.csv" --save "$tmp/resumed$at.st" > /dev/null 2>&1
-  cmp -s "$tmp/resumed$at.st" "$tmp/full.st" && cmp -s <(cut -d, -f1,2,5,6 "$tmp/resumed$at.csv") <(cut -d, -f1,2,5,6 "$tmp/full.csv") &&
+  same_checkpoint "$tmp/resumed$at.st" "$tmp/full.st" && cmp -s <(cut -d, -f1,2,5,6 "$tmp/resumed$at.csv") <(cut -d, -f1,2,5,6 "$tmp/full.csv") &&
     ok "stopped after step $at ($([ $at -le 4 ] && echo mid-warm-up || echo mid-decay)), resumed without the recipe's flags: the same checkpoint and log, byte for byte" ||
     bad "resumed after step $at differs from the uninterrupted run"
 done
@@ -163,12 +163,13 @@ PY
 grep -q "% of GEMM)" "$tmp/ev.out" && ok "the progress line shows model GFLOP/s and the fraction" || bad "progress line: $(grep step "$tmp/ev.out" | tail -1)"
 
 # refusals
-expect_error "--lr-schedule bad" "expected constant, cosine, linear or wsd" "$xfrun" train "$tmp/t.so" --lr-schedule steep
-expect_error "--weight-decay-on bad" "expected all or matrices" "$xfrun" train "$tmp/t.so" --weight-decay-on biases
-expect_error "--accum 0" "--accum 0: not a valid value" "$xfrun" train "$tmp/t.so" --accum 0
-expect_error "--clip -1" "--clip -1: not a valid value" "$xfrun" train "$tmp/t.so" --clip -1
-expect_error "the recipe's options outside train" "are options of xfrun train" "$xfrun" eval "$tmp/t.so" --lr-schedule cosine
-for cmd in train eval sample; do
-  "$xfrun" $cmd --help | grep -q -- "--lr-schedule" && ok "xfrun $cmd --help" || bad "xfrun $cmd --help"
+expect_usage "--lr-schedule bad" "expected constant, cosine, linear or wsd" "$xfrun" train "$tmp/t.so" --lr-schedule steep
+expect_usage "--weight-decay-on bad" "expected all or matrices" "$xfrun" train "$tmp/t.so" --weight-decay-on biases
+expect_usage "--accum 0" "--accum 0: not a valid value" "$xfrun" train "$tmp/t.so" --accum 0
+expect_usage "--clip -1" "--clip -1: not a valid value" "$xfrun" train "$tmp/t.so" --clip -1
+expect_usage "the recipe's options outside train" "--lr-schedule is an option of xfrun train, not of xfrun eval" "$xfrun" eval "$tmp/t.so" --lr-schedule cosine
+"$xfrun" train --help | grep -q -- "--lr-schedule" && ok "xfrun train --help lists the recipe" || bad "xfrun train --help"
+for cmd in eval sample; do
+  ! "$xfrun" $cmd --help | grep -q -- "--lr-schedule" && ok "xfrun $cmd --help lists only its own options" || bad "xfrun $cmd --help"
 done
 finish

@@ -66,9 +66,9 @@ expect_error "empty data" "is empty" "$xfrun" train "$tmp/me.so" --data "$tmp/em
 expect_error "tokenizer and model vocabularies differ" "tokenizer bytes has a vocabulary of 256, model .*small_vocab.so has 100" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin" --tokenizer bytes
 expect_error "a byte-level BPE needs 256 tokens" "vocabulary of 100 is smaller than the 256 byte tokens" "$xfrun" train "$tmp/small_vocab.so" --data "$tmp/bytes.bin"
 expect_error "--seq beyond the context" "context length" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --seq 33
-expect_error "impossible --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 0
+expect_usage "impossible --batch" "--batch 0: not a valid value" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 0
 expect_error "enormous --batch" "batch" "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --batch 2000000000
-expect_error "unknown command" "unknown command" "$xfrun" fly "$tmp/me.so"
+expect_usage "unknown command" "unknown command .fly." "$xfrun" fly "$tmp/me.so"
 head -c 60 "$tmp/text.txt" > "$tmp/short.txt"
 expect_error "data too short" "too few" "$xfrun" train "$tmp/me.so" --data "$tmp/short.txt" --seq 32 --batch 1 --tokenizer bytes
 finish

@@ -41,7 +41,7 @@ done
 "$xfc" -o "$tmp/near.so" tests/fusion/attn_near.xf 2> "$tmp/near.err"
 grep -q "tests/fusion/attn_near.xf:10:12: softmax mixes positions" "$tmp/near.err" && ok "xfc names the op that is not causal" ||
   bad "xfc note: $(cat "$tmp/near.err")"
-expect_error "--num-samples 0" "not a valid value" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --num-samples 0
+expect_usage "--num-samples 0" "not a valid value" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --num-samples 0
 printf '\n\r\n' > "$tmp/none"
 expect_error "--prompts of empty lines" "no prompt in it" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --prompts "$tmp/none"
 expect_error "--prompts missing" "cannot open" "$xfrun" sample "$tmp/she.so" --checkpoint "$tmp/she.st" --prompts "$tmp/absent"
