@@ -267,13 +267,6 @@ __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
   return 1;
 }
 
-// --gemm's value; false after the one-line error.
-static bool parse_gemm(const char *v, XfGemmKind *kind) {
-  if (xf_gemm_parse(v, kind)) return true;
-  die("--gemm %s: expected auto, onednn or openblas", v);
-  return false;
-}
-
 static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v) {
   char *end;
   errno = 0;
@@ -940,26 +933,26 @@ static int info(int argc, char **argv) {
   XfGemmKind kind = XF_GEMM_AUTO;
   int64_t threads = 0;
   const char *model = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+  enum { I_GEMM, I_THREADS, I_H, I_HELP, I_COUNT };
+  static const CliOption opts[I_COUNT] = {{"gemm", true}, {"threads", true}, {"h", false}, {"help", false}};
+  Cli c = cli_start("xfrun info", opts, I_COUNT, argc, argv, 1);
+  for (int k; (k = cli_next(&c)) != CLI_END;) {
+    const char *v = c.value;
+    if (k == CLI_BAD) return XF_EXIT_USAGE;
+    if (k == I_H || k == I_HELP) {
       printf("usage: xfrun info [model.so] [--gemm auto|onednn|openblas] [--threads N]\n"
              "Prints the CPU, the GEMM provider xfrun would use with these options, its kernel,\n"
              "and the providers in this build; with a model.so, its CUDA code (PTX, SASS, launches\n"
-             "per training step). Exit status 0; 1 on a bad option or model.\n");
+             "per training step). Options take --opt value or --opt=value. Exit status 0; 1 on a\n"
+             "model that does not load; 2 on a usage error.\n");
       return 0;
     }
-    if (o[0] != '-' && !model) {
-      model = o;
-      continue;
-    }
-    if (!v) return die("%s needs a value", o);
-    if (!strcmp(o, "--gemm")) {
-      if (!parse_gemm(v, &kind)) return 1;
-      i++;
-    } else if (!strcmp(o, "--threads") && parse_int(v, 0, 1024, &threads)) i++;
-    else if (!strcmp(o, "--threads")) return die("%s %s: not a valid value", o, v);
-    else return die("unknown option %s (see xfrun info --help)", o);
+    if (k == CLI_ARG && model) return cli_usage_error("xfrun info", "one model.so (got %s and %s)", model, v);
+    if (k == CLI_ARG) model = v;
+    else if (k == I_GEMM && !xf_gemm_parse(v, &kind))
+      return cli_usage_error("xfrun info", "--gemm %s: expected auto, onednn or openblas", v);
+    else if (k == I_THREADS && !parse_int(v, 0, 1024, &threads))
+      return cli_usage_error("xfrun info", "--threads %s: not a valid value", v);
   }
   if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   char err[1024];

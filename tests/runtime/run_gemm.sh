@@ -65,11 +65,11 @@ else
 fi
 
 # errors, and the line at the start of training
-expect_error "--gemm with an unknown provider" "--gemm mkl: expected auto, onednn or openblas" "$xfrun" info --gemm mkl
+expect_usage "--gemm with an unknown provider" "--gemm mkl: expected auto, onednn or openblas" "$xfrun" info --gemm mkl
 "$xfc" examples/me.xf -D vocab=256 -D layers=1 -D d=16 -D ffn=32 -D context=16 -o "$tmp/me.so" || bad "compile me"
 python3 -c "import sys; sys.stdout.write('the cat sat on the mat. ' * 400)" > "$tmp/text.txt"
 "$xfrun" train "$tmp/me.so" --data "$tmp/text.txt" --tokenizer bytes --steps 2 --batch 2 --threads 2 2> "$tmp/train.err" > /dev/null
 grep -q '^xfrun: GEMM: .*, 2 threads (CPU: ' "$tmp/train.err" && ok "xfrun train prints: $(grep -m1 'GEMM:' "$tmp/train.err")" ||
   bad "xfrun train prints no GEMM line: $(cat "$tmp/train.err")"
-expect_error "xfrun train --gemm bogus" "--gemm bogus: expected" "$xfrun" train "$tmp/me.so" --gemm bogus
+expect_usage "xfrun train --gemm bogus" "--gemm bogus: expected" "$xfrun" train "$tmp/me.so" --gemm bogus
 finish
