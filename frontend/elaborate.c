@@ -18,6 +18,7 @@
 // and its path is the chain of those names: lm.layers.3.mixer.W_ext.
 // Calling one instance twice reuses its parameters (shared weights).
 #include "frontend.h"
+#include "../ir/nearest.h"
 
 #include <errno.h>
 #include <math.h>
@@ -522,6 +523,19 @@ static Value repeat(Elab *E, Env *env, const Expr *e) {
 
 // ---- expressions -----------------------------------------------------------
 
+// The defined name closest to a misspelt one (ir/nearest.h): the bindings
+// in scope, the blocks and functions, the built-ins; NULL when none is close.
+static const char *nearest_name(Elab *E, Env *env, const char *name) {
+  enum { MAX_NAMES = 1024 };
+  const char *names[MAX_NAMES];
+  int n = 0;
+  for (Env *s = env; s; s = s->parent)
+    for (Binding *b = s->head; b && n < MAX_NAMES; b = b->next) names[n++] = b->name;
+  for (int i = 0; i < E->ndefs && n < MAX_NAMES; i++) names[n++] = E->defs[i]->name;
+  for (int i = 0; i < NBUILTINS && n < MAX_NAMES; i++) names[n++] = builtins[i].name;
+  return xf_nearest(name, names, n);
+}
+
 static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   for (Env *s = env; s; s = s->parent) {
     Binding *b = env_find_local(s, e->name);
@@ -541,6 +555,8 @@ static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
       err(E, e->loc, "'%s' is an initialiser; initialisers appear only after `param name [shape] =`", e->name);
     return (Value){.kind = V_BUILTIN, .i = b};
   }
+  const char *near = nearest_name(E, env, e->name);
+  if (near) err(E, e->loc, "unknown name '%s' (did you mean '%s'?)", e->name, near);
   err(E, e->loc, "unknown name '%s'", e->name);
 }
 
