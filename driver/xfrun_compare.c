@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "xf.h"
 #include "xfrun.h"
 
@@ -42,6 +43,8 @@ enum { MAX_MODELS = 64, MAX_DEFS = 64, MAX_PASS = 64, MAX_SEEDS = 100 };
 
 // every error names the subcommand; formats are literals
 #define fail(...) xfrun_fail("compare: " __VA_ARGS__)
+#define PROG "xfrun compare"
+#define usage_error(...) cli_usage_error(PROG, __VA_ARGS__)
 
 static void usage(FILE *f) {
   fputs("usage: xfrun compare MODEL.xf|MODEL.so ... (--steps N | --tokens N | --seconds S) [options]\n"
@@ -67,7 +70,11 @@ static void usage(FILE *f) {
         "  --threads, --device, --eval-batches, --lr-schedule, --warmup, --min-lr, --cooldown,\n"
         "  --clip, --accum, --eval-every (held-out losses in the logs and curves.svg),\n"
         "  --weight-decay-on: as for xfrun train, the same for every run\n"
-        "  -h, --help         this help\n",
+        "  -h, --help         this help\n"
+        "\n"
+        "Options with a value take it as --opt value or --opt=value (-o DIR or -oDIR).\n"
+        "Exit status: 0 done, 1 an error while working (a model that does not compile, a run\n"
+        "that fails), 2 a usage error, 128 + the signal after SIGINT or SIGTERM.\n",
         f);
 }
 
@@ -303,71 +310,102 @@ static bool read_result(const char *path, Result *r) {
   return isfinite(r->heldout);
 }
 
+// The options of xfrun train given to every run, as "--name" "value".
+static const char *const passed[] = {"--data",     "--tokenizer",  "--heldout",      "--cache",       "--batch",
+                                     "--seq",      "--lr",         "--weight-decay", "--threads",     "--device",
+                                     "--eval-batches", "--lr-schedule", "--warmup",  "--min-lr",      "--cooldown",
+                                     "--clip",     "--accum",      "--eval-every",   "--weight-decay-on"};
+enum { C_D, C_O, C_XFC, C_STEPS, C_TOKENS, C_SEEDS, C_SECONDS, C_H, C_HELP, C_OWN, NPASSED = sizeof passed / sizeof *passed };
+
+// An integer in [lo, hi], the whole of s.
+static bool parse_int(const char *s, long long lo, long long hi, int64_t *v) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(s, &end, 10);
+  if (!*s || *end || errno || n < lo || n > hi) return false;
+  *v = n;
+  return true;
+}
+
+// A model argument: FILE, or FILE.xf:NAME=VALUE,... (its own -D values).
+static int add_model(Model *m, const char *a) {
+  memset(m, 0, sizeof *m);
+  m->input = a;
+  pathf(m->file, "%s", a);
+  char *colon = strrchr(m->file, ':');
+  if (!colon || !strchr(colon, '=')) return -1;
+  *colon = 0;
+  size_t len = strlen(m->file);
+  if (!(len > 3 && !strcmp(m->file + len - 3, ".xf")))
+    return usage_error("%s: only a .xf input takes its own NAME=VALUE", a);
+  for (char *t = strtok(colon + 1, ","); t; t = strtok(NULL, ",")) {
+    if (m->nown == MAX_OWN || !strchr(t, '=') || strlen(t) >= sizeof m->own[0])
+      return usage_error("%s: expected FILE.xf:NAME=VALUE[,NAME=VALUE...] (at most %d)", a, MAX_OWN);
+    snprintf(m->own[m->nown++], sizeof m->own[0], "%s", t);
+  }
+  return -1;
+}
+
 int xfrun_compare(int argc, char **argv) {
   Model ms[MAX_MODELS];
   int nm = 0, ndefs = 0, npass = 0;
   const char *defs[MAX_DEFS], *pass[MAX_PASS], *out = "compare-out", *xfc = NULL;
   int64_t steps = 0, tokens = 0, seeds = 1, batch = 8, seq = 0, accum = 1;
   double seconds = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-    if (a[0] != '-') {
-      if (nm == MAX_MODELS) return fail("more than %d models", MAX_MODELS);
-      Model *m = &ms[nm++];
-      memset(m, 0, sizeof *m);
-      m->input = a;
-      pathf(m->file, "%s", a);
-      char *colon = strrchr(m->file, ':');
-      if (colon && strchr(colon, '=')) {
-        *colon = 0;
-        for (char *t = strtok(colon + 1, ","); t; t = strtok(NULL, ",")) {
-          if (m->nown == MAX_OWN || !strchr(t, '=') || strlen(t) >= sizeof m->own[0])
-            return fail("%s: expected FILE:NAME=VALUE[,NAME=VALUE...] (at most %d)", a, MAX_OWN);
-          snprintf(m->own[m->nown++], sizeof m->own[0], "%s", t);
-        }
-      }
-      continue;
-    }
-    if (!v) return fail("%s needs a value", a);
-    char *end = NULL;
-    i++;
-    if (!strcmp(a, "-D")) {
-      if (ndefs == MAX_DEFS || !strchr(v, '=')) return fail("-D %s: expected NAME=VALUE", v);
+  CliOption opts[C_OWN + NPASSED] = {
+      [C_D] = {"D", true},         [C_O] = {"o", true},         [C_XFC] = {"xfc", true},
+      [C_STEPS] = {"steps", true}, [C_TOKENS] = {"tokens", true}, [C_SEEDS] = {"seeds", true},
+      [C_SECONDS] = {"seconds", true}, [C_H] = {"h", false},    [C_HELP] = {"help", false},
+  };
+  for (int p = 0; p < NPASSED; p++) opts[C_OWN + p] = (CliOption){passed[p] + 2, true};
+  Cli c = cli_start(PROG, opts, C_OWN + NPASSED, argc, argv, 1);
+  for (int k; (k = cli_next(&c)) != CLI_END;) {
+    const char *v = c.value, *a = c.arg;
+    if (k == CLI_BAD) return XF_EXIT_USAGE;
+    if (k == C_H || k == C_HELP) return usage(stdout), XF_EXIT_OK;
+    if (k == CLI_ARG) {
+      if (nm == MAX_MODELS) return usage_error("more than %d models", MAX_MODELS);
+      int st = add_model(&ms[nm++], v);
+      if (st >= 0) return st;
+    } else if (k == C_D) {
+      if (ndefs == MAX_DEFS) return usage_error("more than %d -D values", MAX_DEFS);
+      if (!strchr(v, '=') || *v == '=') return usage_error("-D %s: expected NAME=VALUE", v);
       defs[ndefs++] = v;
-    } else if (!strcmp(a, "-o")) out = v;
-    else if (!strcmp(a, "--xfc")) xfc = v;
-    else if (!strcmp(a, "--steps") || !strcmp(a, "--tokens") || !strcmp(a, "--seeds")) {
-      long long n = strtoll(v, &end, 10);
-      if (*end || end == v || n < 1 || n > INT32_MAX * (strcmp(a, "--tokens") ? 1LL : 1LL << 20))
-        return fail("%s %s: not a valid value", a, v);
-      if (!strcmp(a, "--steps")) steps = n;
-      else if (!strcmp(a, "--tokens")) tokens = n;
-      else if (n > MAX_SEEDS) return fail("--seeds %s: at most %d", v, MAX_SEEDS);
-      else seeds = n;
-    } else if (!strcmp(a, "--seconds")) {
+    } else if (k == C_O) {
+      if (strlen(v) > 3000) return usage_error("-o %.40s...: too long a path", v);
+      out = v;
+    } else if (k == C_XFC) xfc = v;
+    else if (k == C_STEPS || k == C_TOKENS || k == C_SEEDS) {
+      int64_t *dst = k == C_STEPS ? &steps : k == C_TOKENS ? &tokens : &seeds;
+      long long hi = k == C_TOKENS ? (long long)INT32_MAX << 20 : k == C_SEEDS ? MAX_SEEDS : INT32_MAX;
+      if (!parse_int(v, 1, hi, dst)) return usage_error("%s %s: expected a whole number from 1 to %lld", a, v, hi);
+    } else if (k == C_SECONDS) {
+      char *end;
       seconds = strtod(v, &end);
-      if (*end || end == v || !(seconds > 0 && seconds < 1e9)) return fail("--seconds %s: not a valid value", v);
-    } else if (!strcmp(a, "--data") || !strcmp(a, "--tokenizer") || !strcmp(a, "--heldout") || !strcmp(a, "--cache") ||
-               !strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--lr") || !strcmp(a, "--weight-decay") ||
-               !strcmp(a, "--threads") || !strcmp(a, "--device") || !strcmp(a, "--eval-batches") ||
-               !strcmp(a, "--lr-schedule") || !strcmp(a, "--warmup") || !strcmp(a, "--min-lr") || !strcmp(a, "--cooldown") ||
-               !strcmp(a, "--clip") || !strcmp(a, "--accum") || !strcmp(a, "--eval-every") || !strcmp(a, "--weight-decay-on")) {
-      if (npass + 2 > MAX_PASS) return fail("too many options");
-      pass[npass++] = a, pass[npass++] = v;
-      if (!strcmp(a, "--batch")) batch = strtoll(v, NULL, 10);
-      if (!strcmp(a, "--accum")) accum = strtoll(v, NULL, 10);
-      if (!strcmp(a, "--seq")) seq = strtoll(v, NULL, 10);
+      if (*end || end == v || !(seconds > 0 && seconds < 1e9))
+        return usage_error("--seconds %s: expected a number of seconds above 0", v);
     } else {
-      return fail("unknown option %s (see xfrun compare --help)", a);
+      const char *name = passed[k - C_OWN];
+      if (npass + 2 > MAX_PASS) return usage_error("more than %d options for xfrun train", MAX_PASS / 2);
+      pass[npass++] = name, pass[npass++] = v;
+      // compare's own arithmetic needs these three: they must be valid here
+      bool ok = !strcmp(name, "--batch") ? parse_int(v, 1, INT32_MAX, &batch)
+                : !strcmp(name, "--accum") ? parse_int(v, 1, 65536, &accum)
+                : !strcmp(name, "--seq")   ? parse_int(v, 1, INT32_MAX, &seq)
+                                           : true;
+      if (!ok) return usage_error("%s %s: not a valid value", name, v);
     }
   }
-  if (nm == 0) return usage(stderr), 1;
-  if ((steps > 0) + (tokens > 0) + (seconds > 0) != 1) return fail("give one budget: --steps N, --tokens N or --seconds S");
-  if (batch < 1) return fail("--batch must be at least 1");
+  if (nm == 0) return usage_error("no model (usage: xfrun compare MODEL.xf|MODEL.so ... --steps N [options])");
+  if ((steps > 0) + (tokens > 0) + (seconds > 0) != 1) {
+    char got[64] = "";
+    const char *given[3] = {steps ? "--steps" : NULL, tokens ? "--tokens" : NULL, seconds > 0 ? "--seconds" : NULL};
+    for (int g = 0; g < 3; g++)
+      if (given[g]) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", *got ? " and " : " (got ", given[g]);
+    return usage_error("give one budget: --steps N, --tokens N or --seconds S%s%s", got, *got ? ")" : "");
+  }
 
   Path dir, self, xfc_buf, runs;
-  if (strlen(out) > 3000) return fail("-o %.40s...: too long a path", out);
   self_dir(dir, sizeof dir);
   pathf(self, "%s/xfrun", dir);
   if (!xfc) {
@@ -394,8 +432,6 @@ int xfrun_compare(int argc, char **argv) {
     m->ops = NAN;
     size_t len = strlen(m->file);
     if (!exists(m->file)) return fail("%s: no such file", m->file);
-    if (m->nown && !(len > 3 && !strcmp(m->file + len - 3, ".xf")))
-      return fail("%s: only a .xf input takes its own NAME=VALUE", m->input);
     if (len > 3 && !strcmp(m->file + len - 3, ".xf")) {
       Path errp, statp;
       char msg[1024];
@@ -576,18 +612,17 @@ int xfrun_compare(int argc, char **argv) {
 
   // the curves: every run's log
   {
-    char **pargs = calloc((size_t)(nm * seeds) + 4, sizeof *pargs);
-    Path *paths = calloc((size_t)(nm * seeds), sizeof *paths);
-    Path svg;
+    char **pargs = calloc((size_t)(nm * seeds) + 5, sizeof *pargs);
+    Path *paths = calloc((size_t)(nm * seeds), sizeof *paths), svg;
+    if (!pargs || !paths) return free(pargs), free(paths), free(res), fail("out of memory");
     pathf(svg, "%s/curves.svg", out);
-    int n = 0;
-    pargs[n++] = "plot";
+    int n = 0, np = 0;
+    pargs[n++] = "plot", pargs[n++] = "-o", pargs[n++] = svg, pargs[n++] = "--";  // the logs may start with '-'
     for (int64_t k = 1; k <= seeds; k++)
-      for (int i = 0; i < nm; i++) {
-        pathf(paths[n - 1], "%s/%s-seed%lld.csv", runs, ms[i].label, (long long)k);
-        pargs[n] = paths[n - 1], n++;
+      for (int i = 0; i < nm; i++, np++) {
+        pathf(paths[np], "%s/%s-seed%lld.csv", runs, ms[i].label, (long long)k);
+        pargs[n++] = paths[np];
       }
-    pargs[n++] = "-o", pargs[n++] = svg;
     int rc = xfrun_plot(n, pargs);
     free(pargs), free(paths);
     if (rc) return free(res), fail("cannot draw %s", svg);

@@ -10,7 +10,10 @@
 #     byte for byte; finished runs are not redone;
 #   - budgets: --tokens as steps, --seconds as a time limit;
 #   - bad inputs: a file that does not compile names the file and the error;
-#     mismatched vocabularies, a -D no model has, no budget: one line each.
+#     mismatched vocabularies, a -D no model has: one line each, exit 1;
+#   - usage errors (no model, no or two budgets, a misspelt option, a bad
+#     value): exit 2 and "(see xfrun compare --help)"; --opt=value is
+#     --opt value.
 # Usage (from the repo root): tests/runtime/run_compare.sh path/to/xfc path/to/xfrun
 set -u
 xfc=$1 xfrun=$2
@@ -106,6 +109,21 @@ else
   bad "per-model values: $(tail -2 "$tmp/h.err")"
 fi
 
+# --opt=value is --opt value, for compare's own options and those passed to xfrun train; -oDIR is -o DIR
+"$xfrun" compare examples/she.xf -D layers=1 -D d=16 -D ffn=32 -D context=16 -D vocab=256 --tokenizer bytes \
+  --data "$tmp/text.txt" --batch 4 --seq 8 --threads 1 --xfc "$xfc" --steps 5 -o "$tmp/sp" > /dev/null 2> "$tmp/sp.err" ||
+  bad "--opt value: $(tail -2 "$tmp/sp.err")"
+"$xfrun" compare examples/she.xf -Dlayers=1 -Dd=16 -Dffn=32 -Dcontext=16 -Dvocab=256 --tokenizer=bytes \
+  --data="$tmp/text.txt" --batch=4 --seq=8 --threads=1 --xfc="$xfc" --steps=5 -o"$tmp/eq" > /dev/null 2> "$tmp/eq.err" ||
+  bad "--opt=value: $(tail -2 "$tmp/eq.err")"
+if [ "$(wc -l < "$tmp/eq/runs/she-seed1.csv")" = 6 ] &&
+   diff <(cut -d, -f1,2 "$tmp/sp/runs/she-seed1.csv") <(cut -d, -f1,2 "$tmp/eq/runs/she-seed1.csv") > /dev/null &&
+   grep -q "seq 8" "$tmp/eq/table.md"; then
+  ok "--steps=5 --batch=4 --seq=8 -Dname=value -oDIR: the same run as with separate values"
+else
+  bad "--opt=value differs: $(tail -2 "$tmp/eq.err")"
+fi
+
 # bad inputs
 sed 's/SHE(d, context)/SHEE(d, context)/' examples/she.xf > "$tmp/broken.xf"
 line=$(grep -n SHEE "$tmp/broken.xf" | cut -d: -f1)
@@ -116,7 +134,22 @@ expect_error "mismatched vocabularies" "different vocabularies \(examples/she.xf
   "$xfrun" compare examples/she.xf "$tmp/v300.so" "${small[@]}" "${common[@]}" --steps 5 -o "$tmp/b"
 expect_error "a -D no model has" "-D colour=3: no model has a config value" \
   "$xfrun" compare examples/she.xf -D colour=3 "${common[@]}" --steps 5 -o "$tmp/b"
-expect_error "no budget" "give one budget" "$xfrun" compare examples/she.xf -o "$tmp/b"
-expect_error "two budgets" "give one budget" "$xfrun" compare examples/she.xf --steps 3 --seconds 2 -o "$tmp/b"
 expect_error "a missing file" "nothere.xf: no such file" "$xfrun" compare nothere.xf --steps 3 -o "$tmp/b"
+# usage errors: exit 2, the message and "(see xfrun compare --help)"
+expect_usage "no model" "^xfrun compare: error: no model" "$xfrun" compare --steps 3 -o "$tmp/usage"
+expect_usage "no budget" "give one budget" "$xfrun" compare examples/she.xf -o "$tmp/usage"
+expect_usage "two budgets" "give one budget: .* \(got --steps and --seconds\)" \
+  "$xfrun" compare examples/she.xf --steps 3 --seconds=2 -o "$tmp/usage"
+expect_usage "a misspelt option" "unknown option --step \(did you mean --steps\?\)" \
+  "$xfrun" compare examples/she.xf --step 3 -o "$tmp/usage"
+expect_usage "a bad number" "--seeds 0: expected a whole number from 1 to 100" \
+  "$xfrun" compare examples/she.xf --steps 3 --seeds=0 -o "$tmp/usage"
+expect_usage "a bad pass-through value" "--batch x: not a valid value" \
+  "$xfrun" compare examples/she.xf --steps 3 --batch=x -o "$tmp/usage"
+expect_usage "-D without =" "-D layers: expected NAME=VALUE" \
+  "$xfrun" compare examples/she.xf -D layers --steps 3 -o "$tmp/usage"
+expect_usage "own values on a .so" "only a .xf input takes its own NAME=VALUE" \
+  "$xfrun" compare "$tmp/v300.so:heads=1" --steps 3 -o "$tmp/usage"
+expect_usage "a missing value" "--data needs a value" "$xfrun" compare examples/she.xf --steps 3 -o "$tmp/usage" --data
+[ ! -e "$tmp/usage" ] && ok "usage errors create no output folder" || bad "a usage error created $tmp/usage"
 finish
