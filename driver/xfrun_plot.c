@@ -44,7 +44,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "xfrun.h"
+
+#define PROG "xfrun plot"
+#define usage_error(...) cli_usage_error(PROG, __VA_ARGS__)
 
 // Canvas and plot area, in SVG units.
 enum { CANVAS_W = 800, CANVAS_H = 500, PLOT_L = 72, PLOT_T = 56, PLOT_W = 704, PLOT_H = 384 };
@@ -133,7 +137,11 @@ static void usage(FILE *f) {
         "  --title TEXT       title (default \"Training loss\")\n"
         "  --raw, --no-raw    draw the raw loss faintly behind the medians, or not (default --raw)\n"
         "  --log-y            logarithmic loss axis\n"
-        "  -h, --help         this help\n",
+        "  -h, --help         this help\n"
+        "\n"
+        "Prints the file written on stderr. Options with a value take it as --opt value or\n"
+        "--opt=value (-o FILE or -oFILE). Exit status: 0 done, 1 an error while working (a file\n"
+        "unreadable or malformed, the SVG not written), 2 a usage error.\n",
         f);
 }
 
@@ -720,9 +728,16 @@ static bool write_file(const char *path, const Buf *b) {
   return true;
 }
 
+enum { P_RAW, P_NO_RAW, P_LOG_Y, P_O, P_WINDOW, P_TITLE, P_LABEL, P_H, P_HELP, P_COUNT };
+static const CliOption opts[P_COUNT] = {
+    [P_RAW] = {"raw", false},     [P_NO_RAW] = {"no-raw", false}, [P_LOG_Y] = {"log-y", false},
+    [P_O] = {"o", true},          [P_WINDOW] = {"window", true},  [P_TITLE] = {"title", true},
+    [P_LABEL] = {"label", true},  [P_H] = {"h", false},           [P_HELP] = {"help", false},
+};
+
 int xfrun_plot(int argc, char **argv) {
   PlotOptions o = {.title = "Training loss", .raw = true};
-  int nruns = 0, nlabels = 0, status = 1;
+  int nruns = 0, nlabels = 0, status = XF_EXIT_ERROR;
   PlotRun *runs = calloc((size_t)argc, sizeof *runs);
   const char **labels = calloc((size_t)argc, sizeof *labels);
   double *scratch = NULL;
@@ -731,46 +746,39 @@ int xfrun_plot(int argc, char **argv) {
     xfrun_fail("out of memory");
     goto out;
   }
-  bool options = true;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (options && !strcmp(a, "--")) options = false;
-    else if (!options || a[0] != '-' || !a[1]) runs[nruns++].path = a;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      status = 0;
-      goto out;
-    } else if (!strcmp(a, "--raw")) o.raw = true;
-    else if (!strcmp(a, "--no-raw")) o.raw = false;
-    else if (!strcmp(a, "--log-y")) o.log_y = true;
-    else if (!strcmp(a, "-o") || !strcmp(a, "--window") || !strcmp(a, "--title") || !strcmp(a, "--label")) {
-      if (!v) {
-        xfrun_fail("%s needs a value", a);
+  // runs and labels have argc entries: each takes an argument of its own
+  Cli c = cli_start(PROG, opts, P_COUNT, argc, argv, 1);
+  for (int k; (k = cli_next(&c)) != CLI_END;) {
+    const char *v = c.value;
+    switch (k) {
+    case CLI_BAD: status = XF_EXIT_USAGE; goto out;
+    case CLI_ARG: runs[nruns++].path = v; break;
+    case P_H:
+    case P_HELP: usage(stdout), status = XF_EXIT_OK; goto out;
+    case P_RAW: o.raw = true; break;
+    case P_NO_RAW: o.raw = false; break;
+    case P_LOG_Y: o.log_y = true; break;
+    case P_O: o.out = v; break;
+    case P_TITLE: o.title = v; break;
+    case P_LABEL: labels[nlabels++] = v; break;
+    case P_WINDOW:
+      if (!parse_window(v, &o.window)) {
+        status = usage_error("--window %s: must be an integer >= 1", v);
         goto out;
       }
-      i++;
-      if (!strcmp(a, "-o")) o.out = v;
-      else if (!strcmp(a, "--title")) o.title = v;
-      else if (!strcmp(a, "--label")) labels[nlabels++] = v;
-      else if (!parse_window(v, &o.window)) {
-        xfrun_fail("--window %s: must be an integer >= 1", v);
-        goto out;
-      }
-    } else {
-      xfrun_fail("plot: unknown option %s (xfrun plot --help)", a);
-      goto out;
+      break;
     }
   }
   if (!nruns) {
-    xfrun_fail("plot: no input files (usage: xfrun plot RUN.csv... -o FILE.svg)");
+    status = usage_error("no input files (usage: xfrun plot RUN.csv... -o FILE.svg)");
     goto out;
   }
   if (!o.out) {
-    xfrun_fail("plot: -o FILE is required (the SVG to write)");
+    status = usage_error("-o FILE is required (the SVG to write)");
     goto out;
   }
   if (nlabels > nruns) {
-    xfrun_fail("plot: %d --label options for %d input file%s", nlabels, nruns, nruns == 1 ? "" : "s");
+    status = usage_error("%d --label options for %d input file%s", nlabels, nruns, nruns == 1 ? "" : "s");
     goto out;
   }
   int64_t maxn = 0;
@@ -807,7 +815,10 @@ int xfrun_plot(int argc, char **argv) {
     xfrun_fail("out of memory");
     goto out;
   }
-  if (write_file(o.out, &b)) status = 0;
+  if (write_file(o.out, &b)) {
+    status = XF_EXIT_OK;
+    fprintf(stderr, "xfrun: wrote %s (%d run%s)\n", o.out, nruns, nruns == 1 ? "" : "s");
+  }
 out:
   for (int i = 0; runs && i < nruns; i++) {
     if (runs[i].label_owned) free((char *)runs[i].label);

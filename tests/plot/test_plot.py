@@ -6,7 +6,9 @@ one median curve per run with its label in the legend, and its points, mapped
 back through the axis transform the plot group carries (data-left/top/width/
 height, data-xmin/xmax/ymin/ymax, data-log-y), must be the medians of every
 non-overlapping window of N steps recomputed here. Bad inputs must fail with
-one `xfrun: error:` line and exit status 1. Fixtures: tests/plot/*.csv.
+one `xfrun: error:` line and exit status 1; usage errors (options) with
+`xfrun plot: error:` and `(see xfrun plot --help)`, exit status 2.
+--opt=value is --opt value. Fixtures: tests/plot/*.csv.
 Standard library only.
 """
 import math
@@ -37,7 +39,7 @@ def check(cond, what):
 def run(*args):
     p = subprocess.run([XFRUN, "plot", *args], capture_output=True, timeout=120)
     err = p.stderr.decode("utf-8", "replace")
-    check(p.returncode in (0, 1), f"exit status 0 or 1, not {p.returncode}: {args}\n{err}")
+    check(p.returncode in (0, 1, 2), f"exit status 0, 1 or 2, not {p.returncode}: {args}\n{err}")
     check("Sanitizer" not in err and "runtime error" not in err, f"no sanitizer report: {args}\n{err}")
     return p.returncode, p.stdout.decode("utf-8", "replace"), err
 
@@ -277,7 +279,7 @@ def test_labels_and_escaping(tmp):
         lab = Plot(out).legend()[0]
         check(lab.startswith("bad") and lab.endswith("name") and "\ufffd" in lab, f"invalid bytes replaced: {lab!r}")
     rc, _, err = run(a, a, "--label", "x", "--label", "y", "--label", "z", "-o", out)
-    check(rc == 1 and "--label" in err, f"more labels than files: {err}")
+    check(rc == 2 and "3 --label options for 2 input files" in err, f"more labels than files: {err}")
 
 
 def test_many_runs(tmp):
@@ -325,13 +327,26 @@ def test_csv_variants(tmp):
 def test_errors(tmp):
     out = os.path.join(tmp, "err.svg")
     good = os.path.join(HERE, "nan_rows.csv")
-    cases = [
+    usage = [
         (["-o", out], "no input files"),
-        ([good], "-o"),
+        ([good], "-o FILE is required"),
         ([good, "-o"], "-o needs a value"),
-        ([good, "-o", out, "--window", "0"], "--window 0"),
-        ([good, "-o", out, "--window", "x"], "--window x"),
+        ([good, "-o", out, "--window", "0"], "--window 0: must be an integer >= 1"),
+        ([good, "-o", out, "--window=x"], "--window x: must be an integer >= 1"),
         ([good, "-o", out, "--frobnicate"], "unknown option --frobnicate"),
+        ([good, "-o", out, "--windw", "5"], "unknown option --windw (did you mean --window?)"),
+        ([good, "-o", out, "--log-y=1"], "--log-y takes no value"),
+    ]
+    for args, msg in usage:
+        if os.path.exists(out):
+            os.remove(out)
+        rc, _, err = run(*args)
+        lines = err.splitlines()
+        ok = (rc == 2 and len(lines) == 2 and lines[0].startswith("xfrun plot: error: ") and msg in lines[0]
+              and lines[1] == "(see xfrun plot --help)")
+        check(ok, f"{args}: a usage error: exit 2, {msg!r} and (see xfrun plot --help); got {rc}: {err!r}")
+        check(not os.path.exists(out), f"{args}: no output written")
+    cases = [
         ([os.path.join(tmp, "missing.csv"), "-o", out], "cannot read " + os.path.join(tmp, "missing.csv")),
         ([tmp, "-o", out], "cannot read " + tmp),
         ([os.path.join(HERE, "empty.csv"), "-o", out], "empty.csv: empty file"),
@@ -355,6 +370,23 @@ def test_errors(tmp):
         check(not os.path.exists(out), f"{args}: no output written")
     rc, stdout, _ = run("--help")
     check(rc == 0 and stdout.startswith("usage: xfrun plot"), "--help")
+    last = stdout.rstrip("\n").splitlines()[-1] if stdout.strip() else ""
+    check("2 a usage error" in last, f"--help ends with the exit statuses: {last!r}")
+
+
+def test_option_forms(tmp):
+    """--opt=value is --opt value and -oFILE is -o FILE; "--" ends the options;
+    success says on stderr which file was written."""
+    f = os.path.join(tmp, "forms.csv")
+    write_csv(f, [(s, 4 - s / 100) for s in range(1, 101)])
+    a, b = os.path.join(tmp, "forms-a.svg"), os.path.join(tmp, "forms-b.svg")
+    rc, _, err = run(f, "--window", "7", "--title", "T", "--label", "L", "-o", a)
+    check(rc == 0 and err == f"xfrun: wrote {a} (1 run)\n", f"success: one line naming the file: {err!r}")
+    rc, _, err = run("--window=7", "--title=T", "--label=L", f"-o{b}", "--", f)
+    if check(rc == 0, f"--window=7 --title=T --label=L -oFILE -- FILE: {err}"):
+        check(open(a, "rb").read() == open(b, "rb").read(), "the same SVG as with separate values")
+    rc, _, err = run(f, f, "-o", a)
+    check(rc == 0 and err == f"xfrun: wrote {a} (2 runs)\n", f"two runs: {err!r}")
 
 
 def test_heldout(tmp):
@@ -390,7 +422,7 @@ def test_heldout(tmp):
 XFRUN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else sys.exit("usage: test_plot.py XFRUN")
 with tempfile.TemporaryDirectory() as tmp:
     for t in (test_two_runs, test_window_and_partial, test_default_window, test_log_y, test_labels_and_escaping,
-              test_many_runs, test_csv_variants, test_errors, test_heldout):
+              test_many_runs, test_csv_variants, test_errors, test_option_forms, test_heldout):
         try:
             t(tmp)
         except Exception as e:  # e.g. an SVG that is not well-formed
