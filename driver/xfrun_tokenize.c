@@ -10,7 +10,11 @@
 #include <time.h>
 
 #include "../runtime/tokenizer.h"
+#include "cli.h"
 #include "xfrun.h"
+
+#define PROG "xfrun tokenize"
+#define usage_error(...) cli_usage_error(PROG, __VA_ARGS__)
 
 static void usage(FILE *f) {
   fputs("usage: xfrun tokenize --train --vocab N FILE_OR_DIR... -o tokenizer.json\n"
@@ -29,11 +33,19 @@ static void usage(FILE *f) {
         "  --vocab N          tokens in all, at least 256 (--train)\n"
         "  -o FILE            the tokenizer.json to write (--train)\n"
         "  -t FILE            the tokenizer.json to use (--encode, --decode)\n"
-        "  -h, --help         this help\n",
+        "  -h, --help         this help\n"
+        "\n"
+        "Options with a value take it as --opt value or --opt=value (-o FILE or -oFILE).\n"
+        "Exit status: 0 done, 1 an error while working (a file, the tokenizer), 2 a usage error.\n",
         f);
 }
 
 #define die xfrun_fail
+
+static const char *mode_name(int mode) {
+  static const char *const names[] = {"", "--train", "--encode", "--decode", "--split"};
+  return names[mode];
+}
 
 // The whole of path ("-": stdin) in *text; false with a message printed.
 static bool slurp(const char *path, char **text, size_t *len) {
@@ -198,50 +210,52 @@ static int decode(const XfTokenizer *t, const char *text, size_t len, const char
   return ok ? 0 : die("cannot write the output: %s", strerror(errno));
 }
 
+// The options; T_TRAIN .. T_SPLIT in the order of the modes.
+enum { T_TRAIN, T_ENCODE, T_DECODE, T_SPLIT, T_VOCAB, T_O, T_T, T_H, T_HELP, T_COUNT };
+static const CliOption opts[T_COUNT] = {
+    [T_TRAIN] = {"train", false}, [T_ENCODE] = {"encode", false}, [T_DECODE] = {"decode", false},
+    [T_SPLIT] = {"split", false}, [T_VOCAB] = {"vocab", true},    [T_O] = {"o", true},
+    [T_T] = {"t", true},          [T_H] = {"h", false},           [T_HELP] = {"help", false},
+};
+
 int xfrun_tokenize(int argc, char **argv) {
-  enum { NONE, TRAIN, ENCODE, DECODE, SPLIT } mode = NONE;
+  enum { NONE, TRAIN, ENCODE, DECODE, SPLIT };
+  int mode = NONE;
   const char *out = NULL, *tok = NULL;
   long long vocab = -1;
   Paths in = {0};
   int status = 0;
-  for (int i = 1; i < argc && !status; i++) {
-    const char *a = argv[i];
-    bool has_value = i + 1 < argc;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+  Cli c = cli_start(PROG, opts, T_COUNT, argc, argv, 1);
+  for (int k; !status && (k = cli_next(&c)) != CLI_END;) {
+    const char *v = c.value;
+    if (k == CLI_BAD) status = XF_EXIT_USAGE;
+    else if (k == CLI_ARG) status = add_path(&in, v) ? 0 : XF_EXIT_ERROR;
+    else if (k == T_H || k == T_HELP) {
       usage(stdout);
       goto done;
-    } else if (!strcmp(a, "--train") || !strcmp(a, "--encode") || !strcmp(a, "--decode") || !strcmp(a, "--split")) {
-      if (mode != NONE) status = die("tokenize: give one of --train, --encode, --decode, --split");
-      mode = a[2] == 't' ? TRAIN : a[2] == 'e' ? ENCODE : a[2] == 'd' ? DECODE : SPLIT;
-    } else if (!strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "-t")) {
-      if (!has_value) {
-        status = die("tokenize: %s needs a value", a);
-        break;
-      }
-      const char *v = argv[++i];
-      if (a[1] == 'o') out = v;
-      else if (a[1] == 't') tok = v;
-      else {
-        char *end;
-        errno = 0;
-        vocab = strtoll(v, &end, 10);
-        if (!*v || *end || errno || vocab < 256 || vocab > INT32_MAX)
-          status = die("tokenize: --vocab must be a whole number from 256 to %d, not '%s'", INT32_MAX, v);
-      }
-    } else if (a[0] == '-' && a[1]) {
-      status = die("tokenize: unknown option '%s' (see xfrun tokenize --help)", a);
-    } else if (!add_path(&in, a)) {
-      status = 1;
+    } else if (k <= T_SPLIT) {
+      if (mode != NONE && mode != TRAIN + k)
+        status = usage_error("give one of --train, --encode, --decode, --split (got %s and %s)", mode_name(mode),
+                             c.arg);
+      mode = TRAIN + k;
+    } else if (k == T_O) out = v;
+    else if (k == T_T) tok = v;
+    else {
+      char *end;
+      errno = 0;
+      vocab = strtoll(v, &end, 10);
+      if (!*v || *end || errno || vocab < 256 || vocab > INT32_MAX)
+        status = usage_error("--vocab %s: expected a whole number from 256 to %d", v, INT32_MAX);
     }
   }
   if (status) goto done;
   if (mode == NONE) {
-    status = die("tokenize: give --train, --encode, --decode or --split (see xfrun tokenize --help)");
+    status = usage_error("give --train, --encode, --decode or --split");
   } else if (mode == TRAIN) {
-    if (vocab < 0) status = die("tokenize: --train needs --vocab N");
-    else if (!out) status = die("tokenize: --train needs -o tokenizer.json");
-    else if (!in.n) status = die("tokenize: --train needs input files or folders");
-    else if (tok) status = die("tokenize: -t is for --encode and --decode; --train writes -o");
+    if (vocab < 0) status = usage_error("--train needs --vocab N");
+    else if (!out) status = usage_error("--train needs -o tokenizer.json");
+    else if (!in.n) status = usage_error("--train needs input files or folders");
+    else if (tok) status = usage_error("-t is for --encode and --decode; --train writes -o");
     Paths files = {0};
     for (int i = 0; i < in.n && !status; i++)
       if (!add_input(&files, in.paths[i])) status = 1;
@@ -250,10 +264,10 @@ int xfrun_tokenize(int argc, char **argv) {
     free(files.paths);
   } else {
     const char *what = mode == ENCODE ? "--encode" : mode == DECODE ? "--decode" : "--split";
-    if (!tok && mode != SPLIT) status = die("tokenize: %s needs -t tokenizer.json", what);
-    else if (tok && mode == SPLIT) status = die("tokenize: --split takes no -t");
-    else if (in.n > 1) status = die("tokenize: %s takes one input file (or stdin)", what);
-    else if (out || vocab >= 0) status = die("tokenize: --vocab and -o are for --train");
+    if (!tok && mode != SPLIT) status = usage_error("%s needs -t tokenizer.json", what);
+    else if (tok && mode == SPLIT) status = usage_error("--split takes no -t");
+    else if (in.n > 1) status = usage_error("%s takes one input file (or stdin)", what);
+    else if (out || vocab >= 0) status = usage_error("--vocab and -o are for --train");
     char err[512], *text = NULL;
     size_t len = 0;
     const char *path = in.n ? in.paths[0] : "-";

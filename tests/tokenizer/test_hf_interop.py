@@ -14,6 +14,10 @@
    lstrip/rstrip/normalized) give the same ids in both.
 4. The pre-tokenizer (xfrun tokenize --split) cuts the same pieces as
    tokenizers' ByteLevel on all assigned Unicode code points in three contexts.
+5. The command line (driver/cli.h): --vocab=N is --vocab N, -tFILE is -t FILE,
+   -oFILE is -o FILE; usage errors (no or two modes, a misspelt option with
+   "did you mean", a bad or missing value) exit 2 with "(see xfrun tokenize
+   --help)"; errors while working (an unreadable file) exit 1 in one line.
 
 Fails, saying so, when tokenizers cannot be imported (scripts/setup-pydeps
 installs it from PyPI). Ends with "N passed, M failed".
@@ -194,6 +198,43 @@ def split_sweep():
     print(f"pre-tokenizer: {len(cps)} code points in 3 contexts, {'the same' if ok else 'DIFFERENT'} pieces")
 
 
+def tokenize(*args, data=b""):
+    """(exit status, stdout, stderr lines) of xfrun tokenize."""
+    r = subprocess.run([XFRUN, "tokenize", *args], input=data, capture_output=True)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace").splitlines()
+
+
+def cli_checks(tmp):
+    a, b = os.path.join(tmp, "cli-a.json"), os.path.join(tmp, "cli-b.json")
+    xfrun("--train", "--vocab", "300", BOOKS[0], "-o", a)
+    xfrun("--train", "--vocab=300", "-o" + b, "--", BOOKS[0])
+    check(open(a, "rb").read() == open(b, "rb").read(),
+          "--vocab=300 -oFILE -- FILE: the same tokenizer as --vocab 300 -o FILE")
+    text = b"Once upon a time, a cat sat on the mat."
+    check(xfrun("--encode", "-t", a, data=text) == xfrun("--encode", "-t" + b, data=text), "-tFILE is -t FILE")
+    usage = [
+        ((), "give --train, --encode, --decode or --split"),
+        (("--train", "--encode"), "give one of --train, --encode, --decode, --split (got --train and --encode)"),
+        (("--encod", "-t", a), "unknown option --encod (did you mean --encode?)"),
+        (("--train", "--vocab=12", BOOKS[0], "-o", b), "--vocab 12: expected a whole number from 256"),
+        (("--train", "--vocab"), "--vocab needs a value"),
+        (("--train", "--vocab", "300", BOOKS[0]), "--train needs -o tokenizer.json"),
+        (("--encode",), "--encode needs -t tokenizer.json"),
+        (("--split=yes",), "--split takes no value"),
+    ]
+    for args, msg in usage:
+        rc, _, err = tokenize(*args)
+        check(rc == 2 and len(err) == 2 and err[0].startswith("xfrun tokenize: error: ") and msg in err[0] and
+              err[1] == "(see xfrun tokenize --help)", f"{args}: a usage error with {msg!r}: exit {rc}: {err}")
+    rc, _, err = tokenize("--encode", "-t", os.path.join(tmp, "missing.json"))
+    check(rc == 1 and len(err) == 1 and err[0].startswith("xfrun: error: ") and "missing.json" in err[0],
+          f"a missing tokenizer: exit 1, one line: exit {rc}: {err}")
+    rc, out, _ = tokenize("--help")
+    lines = out.decode().rstrip("\n").splitlines()
+    check(rc == 0 and lines[0].startswith("usage: xfrun tokenize") and "2 a usage error" in lines[-1],
+          f"--help: usage first, the exit statuses last: {lines[-1:]}")
+
+
 def main():
     print(f"tokenizers {tokenizers.__version__}, xfrun {XFRUN}")
     texts = samples()
@@ -227,6 +268,9 @@ def main():
         for name, p in variants(mine, tmp):
             # add_prefix_space adds a space the decoder keeps; stripped spaces are gone
             compare(f"variant {name}", p, Tokenizer.from_file(p), texts + extra, decode=False)
+
+        # 5. the command line
+        cli_checks(tmp)
 
     # 4. the pre-tokenizer on all of Unicode
     split_sweep()
