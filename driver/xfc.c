@@ -1,7 +1,9 @@
-// xfc: the xf compiler driver. The pipeline is the table `stages` (name,
-// function, the --emit= values printed after it); --emit=NAME prints that
-// stage's result and xfc stops. The IR verifier runs after every stage that
-// produces IR.
+// xfc: the xf compiler driver. The whole pipeline is the table `stages`:
+// parse, elaborate, fuse, autodiff, remat, schedule, causal analysis,
+// stats, check-grad, lower, CUDA, cost, PTX, SASS, LLVM, link; results pass
+// between stages in the Pipeline. --emit=NAME prints the result of the stage
+// that names it and xfc stops; --help's --emit lines come from the table.
+// The IR verifier runs after every stage that produces IR.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,8 @@
 #ifndef XF_STDLIB_DIR
 #define XF_STDLIB_DIR "stdlib"
 #endif
+
+static void print_emit_help(FILE *f);
 
 static void usage(FILE *f) {
   fputs("usage: xfc [options] model.xf\n"
@@ -47,23 +51,9 @@ static void usage(FILE *f) {
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
-        "  --emit=ast      print the syntax tree of the model file and stop\n"
-        "  --emit=ir       print the graph IR after elaboration and stop\n"
-        "  --emit=pytorch  print the model as a self-contained PyTorch module (one nn.Module per\n"
-        "                  block, parameters named as in xf's checkpoints, load_xf to load one;\n"
-        "                  docs/interop.md) and stop\n"
-        "  --emit=grad     print the graph IR with its backward pass (autodiff) and stop\n"
-        "  --emit=fused    print the graph IR after the graph rewrites of fusion (attention) and stop\n"
-        "  --emit=schedule print the kernels in order (fusion, class) and every buffer's\n"
-        "                  lifetime and planned offset at --batch, --seq, and stop; with\n"
-        "                  --target=cuda also the GPU operations of a training step\n"
-        "  --emit=loops    print the loop description of every kernel class (codegen/loops.h) and stop;\n"
-        "                  with --target=cuda the forms chosen for a GPU\n"
-        "  --emit=cost     with --target=cuda: the estimated time of a training step on an H100, per\n"
-        "                  kernel class (launches, grid, chain, bytes, FLOPs, cliffs; at --batch, --seq)\n"
-        "  --emit=llvm     print the generated (optimised) LLVM IR and stop\n"
-        "  --emit=cuda     print the generated CUDA C source and stop\n"
-        "  --emit=ptx      print the PTX NVRTC makes of it (for --gpu-arch) and stop\n"
+        , f);
+  print_emit_help(f);
+  fputs(
         "  --batch=N       batch size for --emit=schedule and --stats memory (default 64)\n"
         "  --seq=N         sequence length for them (default: the context)\n"
         "  --stats         print parameters and forward operation counts per block instance,\n"
@@ -132,7 +122,6 @@ struct Options {
   bool remat;
   bool stats;
   int64_t batch, seq;
-  double train_ops;  // per token, of the graph as written (st_codegen): XfModel.train_ops
   CheckOptions check;
   Define *defs;
   int ndefs;
@@ -143,17 +132,15 @@ struct Options {
 // The memory of incremental decoding per sequence of `context` positions
 // (--stats): the caches later positions read and the workspace planned by
 // lifetimes (codegen/stepmem.c, memplan; the runtime's xf_sampler_open
-// computes the same).
-static void print_step_memory(Graph *g, const Schedule *s) {
-  int *ta = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), bad, n = 0, has_logits = 0;
+// computes the same). ta: the causal analysis's time axes, NULL when the
+// model has no incremental decoder.
+static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) {
   StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
   bool *cached = calloc((size_t)s->nbufs + 1, sizeof *cached);
   int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1, state = 0;
-  char why[256];
-  for (int i = 0; i < g->noutputs; i++) has_logits |= !strcmp(g->outputs[i].name, "logits");
-  if (ta && sb && items && cached && ofs && has_logits && causal_analyze(g, ta, &bad, why, sizeof why) &&
-      (n = step_buffers(s, ta, sb)) > 0) {
+  int n = 0;
+  if (ta && sb && items && cached && ofs && (n = step_buffers(s, ta, sb)) > 0) {
     for (int i = 0; i < n; i++) {
       items[i] = (PlanItem){.bytes = 4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T), .first = sb[i].first, .last = sb[i].last};
       cached[i] = sb[i].cache;
@@ -170,13 +157,13 @@ static void print_step_memory(Graph *g, const Schedule *s) {
     printf("  workspace (planned, every step)      %10.1f KiB  (%lld bytes)\n", (double)(total - cache) / 1024,
            (long long)(total - cache));
   }
-  free(ta), free(sb), free(items), free(cached), free(ofs);
+  free(sb), free(items), free(cached), free(ofs);
 }
 
-// The planned memory of a training step (--stats).
-static void print_memory(Graph *g, const Options *o) {
+// The planned memory of a training step (--stats) of schedule s.
+static void print_memory(const Schedule *s, const int *ta, const Options *o) {
   Arena a = {0};
-  Schedule *s = schedule_build(&a, g, !o->no_fuse, o->cuda);
+  const Graph *g = s->g;
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
@@ -190,7 +177,7 @@ static void print_memory(Graph *g, const Options *o) {
   printf("  parameters, gradients, inputs      %10.1f MiB\n", (double)pers / (1 << 20));
   printf("  AdamW moments                      %10.1f MiB\n", 2 * params / (1 << 20));
   printf("  total                              %10.1f MiB\n", ((double)top + (double)pers + 2 * params) / (1 << 20));
-  print_step_memory(g, s);
+  print_step_memory(g, s, ta);
   arena_free(&a);
 }
 
@@ -250,131 +237,6 @@ static unsigned char *cuda_sass(const CudaModule *m, int sm, bool summary, size_
   return bin;
 }
 
-// Schedule, LLVM code generation, object, shared object.
-static int codegen(Graph *g, const Options *o) {
-  Arena a = {0};
-  Schedule *s = schedule_build(&a, g, !o->no_fuse, o->cuda);
-  if (o->emit && !strcmp(o->emit, "schedule")) {
-    schedule_print(stdout, s, o->batch, o->seq ? o->seq : g->t_max);
-    if (o->cuda) {  // the GPU operations of a training step (codegen/cuda.c's launch table)
-      CudaModule *cm = cuda_render(&a, s, NULL);
-      if (cm->error) {
-        fprintf(stderr, "%s\n", cm->error);
-        arena_free(&a);
-        return 1;
-      }
-      int kernels = 0, gemms = 0;
-      for (int j = 0; j < cm->nlaunch[PROG_TRAIN]; j++) cm->launch[PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-      printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations, "
-             "replayed as one CUDA graph (1 launch from the host)\n", kernels, gemms, kernels + gemms + 1);
-    }
-    arena_free(&a);
-    return 0;
-  }
-  if (o->emit && !strcmp(o->emit, "cost")) {  // the GPU cost model (codegen/cuda_cost.c)
-    CudaModule *cm = cuda_render(&a, s, NULL);
-    char err[1024];
-    CudaCost *c = cm->error ? NULL : cuda_cost(&a, s, cm, o->batch, o->seq ? o->seq : g->t_max, o->precision, err, sizeof err);
-    if (c) cuda_cost_print(stdout, c);
-    else fprintf(stderr, "%s%s\n", cm->error ? "" : "xfc: ", cm->error ? cm->error : err);
-    arena_free(&a);
-    return c ? 0 : 1;
-  }
-  if (o->emit && !strcmp(o->emit, "loops")) {
-    int status = lower_print(stdout, &a, s, o->cuda ? LTARGET_GPU : LTARGET_CPU);
-    arena_free(&a);
-    return status;
-  }
-  // the incremental decoder: positions of every value the logits need
-  int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
-  char why[256];
-  bool has_logits = false, causal = false;
-  for (int i = 0; i < g->noutputs; i++) has_logits = has_logits || !strcmp(g->outputs[i].name, "logits");
-  if (has_logits) causal = causal_analyze(g, ta, &bad, why, sizeof why);
-  if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) {
-    CudaModule *cm = cuda_render(&a, s, causal ? ta : NULL);
-    if (cm->error) {
-      fprintf(stderr, "%s\n", cm->error);
-      arena_free(&a);
-      return 1;
-    }
-    char *ptx = NULL;
-    if (o->emit[0] == 'c') fputs(cm->source, stdout);
-    else if ((ptx = cuda_ptx(s, cm, o->gpu_arch))) fputs(ptx, stdout);
-    for (int i = 0; ptx && i < 2; i++) {  // ptxas's resources for the SASS model.so would carry
-      size_t n;
-      unsigned char *bin = cuda_sass(cm, sass_sm[i], true, &n);
-      if (!bin) free(ptx), ptx = NULL;
-      free(bin);
-    }
-    free(ptx);
-    arena_free(&a);
-    return o->emit[0] == 'c' || ptx ? 0 : 1;
-  }
-  char err[1024], obj[4096] = "";
-  bool ok = true;
-  if (o->output) {
-    snprintf(obj, sizeof obj, "%s.o.XXXXXX", o->output);
-    int fd = mkstemp(obj);
-    if (fd < 0) {
-      fprintf(stderr, "xfc: error: cannot create a temporary object next to %s: %s\n", o->output, strerror(errno));
-      arena_free(&a);
-      return 1;
-    }
-    close(fd);
-  }
-  LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? obj : NULL,
-                    .train_ops = o->train_ops};
-  if (!has_logits) {
-  } else if (causal) {
-    lo.time_axis = ta;
-  } else {
-    const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
-    char *note = n && n->loc.file
-                     ? arena_printf(&a, "%s:%d:%d: %s %s", n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, why)
-                     : arena_printf(&a, "%s", why);
-    lo.step_note = note;
-    if (o->output)
-      fprintf(stderr, "xfc: note: no incremental decoder for model '%s': %s; xfrun sample recomputes the whole context "
-                      "for every token\n", g->name, note);
-  }
-  char *ptx = NULL;
-  unsigned char *sass[2] = {NULL, NULL};
-  if (o->cuda && o->output) {
-    lo.cuda = cuda_render(&a, s, lo.time_axis);
-    if (lo.cuda->error) fprintf(stderr, "%s\n", lo.cuda->error);
-    if (lo.cuda->error || !(ptx = cuda_ptx(s, lo.cuda, o->gpu_arch))) {  // cuda_ptx said why
-      if (*obj) unlink(obj);
-      arena_free(&a);
-      return 1;
-    }
-    lo.ptx = ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
-    for (int i = 0; i < 2; i++) {
-      lo.sass_sm[i] = sass_sm[i];
-      if (!(sass[i] = cuda_sass(lo.cuda, lo.sass_sm[i], false, &lo.sass_size[i]))) {
-        free(ptx), free(sass[0]);
-        if (*obj) unlink(obj);
-        arena_free(&a);
-        return 1;
-      }
-      lo.sass[i] = sass[i];
-    }
-  }
-  ok = llvm_compile(s, &lo, err, sizeof err);
-  free(ptx), free(sass[0]), free(sass[1]);
-  if (ok && o->output) ok = link_shared(obj, o->output, err, sizeof err);
-  if (*obj) unlink(obj);
-  struct stat st;
-  if (ok && o->output && stat(o->output, &st) == 0)
-    fprintf(stderr, "xfc: wrote %s (%.0f KiB: CPU code%s%s)\n", o->output, (double)st.st_size / 1024,
-            o->cuda ? ", CUDA kernels for " : "", o->cuda ? o->gpu_arch : "");
-  arena_free(&a);
-  if (!ok && strstr(err, ": error: ")) fprintf(stderr, "%s\n", err);  // located already
-  else if (!ok) fprintf(stderr, "xfc: error: %s\n", err);
-  return ok ? 0 : 1;
-}
-
-
 // ---- the pipeline: a table of stages ----------------------------------------------
 
 typedef struct {
@@ -384,16 +246,29 @@ typedef struct {
   Program *prog;
   Graph *g;     // the graph as written: --stats, --emit=ir, --emit=grad
   Graph *code;  // the graph compiled: fused unless --no-fuse, rematerialised with --remat
-  int status;   // the exit status when a stage stops the pipeline
+  double train_ops;     // per token, of the graph as written (fused ops have no counts of their own): XfModel.train_ops
+  Schedule *s;          // kernels, classes and buffers of `code` (codegen/schedule.c)
+  int *time_axis;       // the causal analysis (passes/causal.c): NULL when there is no incremental decoder
+  const char *step_note;  // why there is none, located, when the model has logits
+  CudaModule *cuda;     // --target=cuda: the CUDA source and launch tables (codegen/cuda.c)
+  char *ptx;            // its PTX (NVRTC)
+  unsigned char *sass[2];
+  size_t sass_size[2];
+  char obj[4096];       // -o: the temporary object beside the output, removed at the end
+  const char *emit_here;  // while a stage runs: its --emit value when that is the one asked for, else NULL
+  int status;           // the exit status when a stage stops the pipeline
 } Pipeline;
 
 typedef struct {
   const char *name;            // the stage, in IR verifier messages
-  const char *emit;            // the --emit= values it answers (space-separated), or NULL
+  const char *emit;            // the --emit= value that prints its result, or NULL
+  const char *help;            // --help's text for that value
   bool (*run)(Pipeline *p);    // false: the pipeline stops with p->status
   void (*print)(Pipeline *p);  // prints what --emit= asked for, then the pipeline stops
 } Stage;
 
+// What the stages after check-grad serve: --emit of one of theirs, or -o.
+static bool wants_codegen(const Options *o);
 static bool wants_code(const Options *o) { return o->emit || o->stats || o->check.enabled || o->output; }
 
 static bool st_parse(Pipeline *p) {
@@ -415,7 +290,7 @@ static bool st_elaborate(Pipeline *p) {
   return true;
 }
 static void pr_ir(Pipeline *p) { ir_print(stdout, p->g); }
-static bool st_pytorch(Pipeline *p) { (void)p; return true; }
+static bool st_nothing(Pipeline *p) { (void)p; return true; }
 static void pr_pytorch(Pipeline *p) {
   char err[512];
   if (pytorch_emit(stdout, p->g, err, sizeof err)) fprintf(stderr, "%s\n", err), p->status = 1;
@@ -447,6 +322,7 @@ static bool st_autodiff(Pipeline *p) {
     }
     check_ir(g, "autodiff");
   }
+  p->train_ops = stats_train_ops_per_token(p->g);
   return true;
 }
 
@@ -461,50 +337,214 @@ static bool st_remat(Pipeline *p) {
   return true;
 }
 
+// The kernels of the compiled graph, for --stats' memory and the code.
+static bool st_schedule(Pipeline *p) {
+  if (p->o->stats || wants_codegen(p->o)) p->s = schedule_build(&p->arena, p->code, !p->o->no_fuse, p->o->cuda);
+  return true;
+}
+
+// The incremental decoder: the time axis of every value the logits need,
+// once, for --stats' decoding memory, the step program and the CUDA code.
+static bool st_causal(Pipeline *p) {
+  const Graph *g = p->code;
+  bool has_logits = false;
+  for (int i = 0; i < g->noutputs; i++) has_logits = has_logits || !strcmp(g->outputs[i].name, "logits");
+  if (!p->s || !has_logits) return true;
+  int *ta = arena_alloc(&p->arena, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
+  char why[256];
+  if (causal_analyze(g, ta, &bad, why, sizeof why)) {
+    p->time_axis = ta;
+    return true;
+  }
+  const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
+  p->step_note = n && n->loc.file
+                     ? arena_printf(&p->arena, "%s:%d:%d: %s %s", n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, why)
+                     : arena_printf(&p->arena, "%s", why);
+  if (p->o->output)
+    fprintf(stderr, "xfc: note: no incremental decoder for model '%s': %s; xfrun sample recomputes the whole context "
+                    "for every token\n", g->name, p->step_note);
+  return true;
+}
+
 static bool st_stats(Pipeline *p) {
-  if (p->o->stats) stats_print(stdout, p->g), print_memory(p->code, p->o);
+  if (p->o->stats) stats_print(stdout, p->g), print_memory(p->s, p->time_axis, p->o);
   return true;
 }
 
 static bool st_check_grad(Pipeline *p) {
   if (p->o->check.enabled) p->status = check_grad(p->code, &p->o->check);
-  return p->status == 0;
+  return p->status == 0 && wants_codegen(p->o);
 }
 
-// Schedule, kernels, object, shared object; codegen() prints --emit=schedule,
-// llvm, cuda and ptx itself.
-static bool st_codegen(Pipeline *p) {
-  const char *e = p->o->emit;
-  bool code = p->o->output || (e && (!strcmp(e, "llvm") || !strcmp(e, "schedule") || !strcmp(e, "loops") || !strcmp(e, "cost") || !strcmp(e, "cuda") || !strcmp(e, "ptx")));
-  if (code) {
-    Options o = *p->o;
-    o.train_ops = stats_train_ops_per_token(p->g);  // the graph as written: fused ops have no counts of their own
-    p->status = codegen(p->code, &o);
-  }
+static void pr_loops(Pipeline *p) { p->status = lower_print(stdout, &p->arena, p->s, p->o->cuda ? LTARGET_GPU : LTARGET_CPU); }
+
+// --target=cuda: the CUDA source and launch tables.
+static bool st_cuda(Pipeline *p) {
+  if (!p->o->cuda) return true;
+  p->cuda = cuda_render(&p->arena, p->s, p->time_axis);
+  if (!p->cuda->error) return true;
+  fprintf(stderr, "%s\n", p->cuda->error);
+  p->status = 1;
   return false;
+}
+
+// The kernels in order and the buffers' plan; with --target=cuda the GPU
+// operations of a training step.
+static void pr_schedule(Pipeline *p) {
+  schedule_print(stdout, p->s, p->o->batch, p->o->seq ? p->o->seq : p->code->t_max);
+  if (!p->cuda) return;
+  int kernels = 0, gemms = 0;
+  for (int j = 0; j < p->cuda->nlaunch[PROG_TRAIN]; j++) p->cuda->launch[PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
+  printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations, "
+         "replayed as one CUDA graph (1 launch from the host)\n", kernels, gemms, kernels + gemms + 1);
+}
+
+static void pr_cost(Pipeline *p) {  // codegen/cuda_cost.c
+  char err[1024];
+  CudaCost *c = cuda_cost(&p->arena, p->s, p->cuda, p->o->batch, p->o->seq ? p->o->seq : p->code->t_max, p->o->precision,
+                          err, sizeof err);
+  if (c) cuda_cost_print(stdout, c);
+  else fprintf(stderr, "xfc: %s\n", err), p->status = 1;
+}
+
+static void pr_cuda(Pipeline *p) { fputs(p->cuda->source, stdout); }
+
+// The PTX of the CUDA source (NVRTC): for --emit=ptx and model.so.
+static bool st_ptx(Pipeline *p) {
+  if (!p->cuda || (!p->o->output && !p->emit_here)) return true;
+  if ((p->ptx = cuda_ptx(p->s, p->cuda, p->o->gpu_arch))) return true;
+  p->status = 1;  // cuda_ptx said why
+  return false;
+}
+
+// The PTX, then ptxas's resources of the SASS model.so would carry.
+static void pr_ptx(Pipeline *p) {
+  fputs(p->ptx, stdout);
+  for (int i = 0; i < 2; i++) {
+    size_t n;
+    unsigned char *bin = cuda_sass(p->cuda, sass_sm[i], true, &n);
+    if (!bin) p->status = 1;
+    free(bin);
+  }
+}
+
+// The SASS for sass_sm[] (NVRTC, ptxas) that model.so carries.
+static bool st_sass(Pipeline *p) {
+  for (int i = 0; p->cuda && p->o->output && i < 2; i++)
+    if (!(p->sass[i] = cuda_sass(p->cuda, sass_sm[i], false, &p->sass_size[i]))) {
+      p->status = 1;
+      return false;
+    }
+  return true;
+}
+
+// The CPU code and the model descriptor (LLVM): --emit=llvm prints the
+// optimised module; -o writes an object beside the output.
+static bool st_llvm(Pipeline *p) {
+  const Options *o = p->o;
+  char err[1024];
+  if (o->output) {
+    snprintf(p->obj, sizeof p->obj, "%s.o.XXXXXX", o->output);
+    int fd = mkstemp(p->obj);
+    if (fd < 0) {
+      fprintf(stderr, "xfc: error: cannot create a temporary object next to %s: %s\n", o->output, strerror(errno));
+      *p->obj = 0, p->status = 1;
+      return false;
+    }
+    close(fd);
+  }
+  LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? p->obj : NULL,
+                    .train_ops = p->train_ops, .time_axis = p->time_axis, .step_note = p->step_note};
+  if (p->cuda) {
+    lo.cuda = p->cuda, lo.ptx = p->ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
+    for (int i = 0; i < 2; i++) lo.sass_sm[i] = sass_sm[i], lo.sass[i] = p->sass[i], lo.sass_size[i] = p->sass_size[i];
+  }
+  if (llvm_compile(p->s, &lo, err, sizeof err)) return true;
+  if (strstr(err, ": error: ")) fprintf(stderr, "%s\n", err);  // located already
+  else fprintf(stderr, "xfc: error: %s\n", err);
+  p->status = 1;
+  return false;
+}
+static void pr_nothing(Pipeline *p) { (void)p; }  // st_llvm printed it
+
+// -o: the shared object xfrun loads.
+static bool st_link(Pipeline *p) {
+  char err[1024];
+  const Options *o = p->o;
+  if (!o->output) return true;
+  if (!link_shared(p->obj, o->output, err, sizeof err)) {
+    fprintf(stderr, "xfc: error: %s\n", err);
+    p->status = 1;
+    return false;
+  }
+  struct stat st;
+  if (stat(o->output, &st) == 0)
+    fprintf(stderr, "xfc: wrote %s (%.0f KiB: CPU code%s%s)\n", o->output, (double)st.st_size / 1024,
+            o->cuda ? ", CUDA kernels for " : "", o->cuda ? o->gpu_arch : "");
+  return true;
 }
 
 static const Stage stages[] = {
-    {"parse", "ast", st_parse, pr_ast},                // frontend/lexer.l, parser.y, source.c
-    {"elaboration", "ir", st_elaborate, pr_ir},        // frontend/elaborate.c
-    {"pytorch", "pytorch", st_pytorch, pr_pytorch},    // codegen/pytorch.c (the graph as written)
-    {"fuse", "fused", st_fuse, pr_fused},              // passes/fuse_attention.c, fuse_scan.c
-    {"autodiff", "grad", st_autodiff, pr_ir},          // passes/autodiff.c (the graph as written)
-    {"remat", NULL, st_remat, NULL},                   // passes/remat.c
-    {"stats", NULL, st_stats, NULL},                   // passes/stats.c, codegen/schedule.c (memory)
-    {"check-grad", NULL, st_check_grad, NULL},         // interp/gradcheck.c
-    {"codegen", "schedule loops cost llvm cuda ptx", st_codegen, NULL},  // codegen/schedule.c, lower.c, llvm.c, cuda.c
+    {"parse", "ast", "print the syntax tree of the model file", st_parse, pr_ast},  // frontend/lexer.l, parser.y, source.c
+    {"elaboration", "ir", "print the graph IR after elaboration", st_elaborate, pr_ir},  // frontend/elaborate.c
+    {"pytorch", "pytorch",
+     "print the model as a self-contained PyTorch module (one nn.Module per\n"
+     "block, parameters named as in xf's checkpoints, load_xf to load one;\n"
+     "docs/interop.md)", st_nothing, pr_pytorch},  // codegen/pytorch.c (the graph as written)
+    {"fuse", "fused", "print the graph IR after the graph rewrites of fusion (attention)", st_fuse, pr_fused},
+    {"autodiff", "grad", "print the graph IR with its backward pass (autodiff)", st_autodiff, pr_ir},  // passes/autodiff.c
+    {"remat", NULL, NULL, st_remat, NULL},                       // passes/remat.c
+    {"schedule", NULL, NULL, st_schedule, NULL},                 // codegen/schedule.c, passes/fuse_groups.c
+    {"causal", NULL, NULL, st_causal, NULL},                     // passes/causal.c
+    {"stats", NULL, NULL, st_stats, NULL},                       // passes/stats.c, memplan.c, codegen/stepmem.c
+    {"check-grad", NULL, NULL, st_check_grad, NULL},             // interp/gradcheck.c
+    {"lower", "loops",
+     "print the loop description of every kernel class (codegen/loops.h);\n"
+     "with --target=cuda the forms chosen for a GPU", st_nothing, pr_loops},  // codegen/lower.c
+    {"cuda", "schedule",
+     "print the kernels in order (fusion, class) and every buffer's\n"
+     "lifetime and planned offset at --batch, --seq; with\n"
+     "--target=cuda also the GPU operations of a training step", st_cuda, pr_schedule},  // codegen/cuda.c
+    {"cost", "cost",
+     "print, with --target=cuda, the estimated time of a training step on an\n"
+     "H100 per kernel class (launches, grid, chain, bytes, FLOPs, cliffs; at\n"
+     "--batch, --seq)", st_nothing, pr_cost},
+    {"cuda-source", "cuda", "print the CUDA C source model.so carries (implies --target=cuda)", st_nothing, pr_cuda},
+    {"ptx", "ptx", "print the PTX NVRTC makes of it (for --gpu-arch; implies --target=cuda)", st_ptx, pr_ptx},  // codegen/cuda_nvrtc.c
+    {"sass", NULL, NULL, st_sass, NULL},
+    {"llvm", "llvm", "print the generated (optimised) LLVM IR", st_llvm, pr_nothing},  // codegen/llvm.c
+    {"link", NULL, NULL, st_link, NULL},
 };
+enum { NSTAGES = sizeof stages / sizeof *stages };
 
-static bool emits(const char *list, const char *want) {
-  size_t n = strlen(want);
-  for (const char *q = list; q && *q;) {
-    const char *end = strchr(q, ' ');
-    size_t len = end ? (size_t)(end - q) : strlen(q);
-    if (len == n && !strncmp(q, want, n)) return true;
-    q = end ? end + 1 : NULL;
+// --help's lines for --emit: every stage that prints, in pipeline order.
+static void print_emit_help(FILE *f) {
+  for (int i = 0; i < NSTAGES; i++) {
+    if (!stages[i].emit) continue;
+    char left[32];
+    snprintf(left, sizeof left, "--emit=%s", stages[i].emit);
+    fprintf(f, "  %-15s ", left);
+    for (const char *h = stages[i].help; *h;) {
+      const char *nl = strchr(h, '\n');
+      int len = nl ? (int)(nl - h) : (int)strlen(h);
+      fprintf(f, "%.*s%s\n", len, h, nl ? "" : " and stop");
+      if (!nl) break;
+      h = nl + 1;
+      fprintf(f, "  %-15s ", "");
+    }
   }
-  return false;
+}
+
+static int stage_of_emit(const char *emit) {
+  for (int i = 0; i < NSTAGES; i++)
+    if (stages[i].emit && !strcmp(stages[i].emit, emit)) return i;
+  return -1;
+}
+
+static bool wants_codegen(const Options *o) {
+  int check = 0;
+  while (strcmp(stages[check].name, "check-grad")) check++;
+  return o->output || (o->emit && stage_of_emit(o->emit) > check);
 }
 
 // Runs the stages in order. Returns the exit status: 0, or 1 after a user error.
@@ -512,18 +552,21 @@ static int compile(const Options *o) {
   jmp_buf on_error;
   Pipeline p = {.o = o};
   p.diag = (Diag){.arena = &p.arena, .out = stderr, .on_error = &on_error};
-  if (setjmp(on_error)) {
-    arena_free(&p.arena);
-    return 1;
-  }
-  for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
-    const Stage *st = &stages[i];
-    if (!st->run(&p)) break;
-    if (st->print && o->emit && emits(st->emit, o->emit)) {
-      st->print(&p);
-      break;
+  if (!setjmp(on_error)) {
+    for (int i = 0; i < NSTAGES; i++) {
+      const Stage *st = &stages[i];
+      p.emit_here = o->emit && st->emit && !strcmp(st->emit, o->emit) ? st->emit : NULL;
+      if (!st->run(&p)) break;
+      if (st->print && p.emit_here) {
+        st->print(&p);
+        break;
+      }
     }
+  } else {
+    p.status = 1;
   }
+  if (*p.obj) unlink(p.obj);
+  free(p.ptx), free(p.sass[0]), free(p.sass[1]);
   arena_free(&p.arena);
   return p.status;
 }
@@ -544,9 +587,6 @@ static const CliOption xfc_options[O_COUNT] = {
     [O_CHECK_DROPOUT] = {"check-dropout", false}, [O_SEED] = {"seed", true}, [O_H] = {"h", false},
     [O_HELP] = {"help", false},        [O_VERSION] = {"version", false},
 };
-
-static const char *const emit_names[] = {"ast", "ir", "pytorch", "fused", "grad", "schedule", "loops", "cost", "llvm",
-                                         "cuda", "ptx"};
 
 // Fills o from argv; returns -1 to go on compiling, else the exit status.
 static int parse_args(int argc, char **argv, Arena *a, Options *o) {
@@ -586,13 +626,18 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
       break;
     }
     case O_EMIT: {
-      bool known = false;
-      for (size_t e = 0; e < sizeof emit_names / sizeof *emit_names; e++) known = known || !strcmp(v, emit_names[e]);
-      const char *near = cli_nearest(v, emit_names, (int)(sizeof emit_names / sizeof *emit_names));
-      if (!known && near) return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, "
-                                           "cuda or ptx (did you mean %s?)", v, near);
-      if (!known) return die_usage("--emit=%s: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda "
-                                   "or ptx", v);
+      const char *names[NSTAGES];
+      char list[256] = "";
+      int n = 0;
+      for (int i = 0; i < NSTAGES; i++)
+        if (stages[i].emit) {
+          names[n++] = stages[i].emit;
+          snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "", stages[i].emit);
+        }
+      const char *near = cli_nearest(v, names, n);
+      if (stage_of_emit(v) < 0)
+        return die_usage("--emit=%s: expected one of %s%s%s%s", v, list, near ? " (did you mean " : "", near ? near : "",
+                         near ? "?)" : "");
       o->emit = v;
       break;
     }
@@ -647,6 +692,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     }
   }
   if (!o->input) return die_usage("no input file");
+  if (o->emit && (!strcmp(o->emit, "cuda") || !strcmp(o->emit, "ptx"))) o->cuda = true;  // the CUDA code model.so carries
   if (o->emit && !strcmp(o->emit, "cost") && !o->cuda) return die_usage("--emit=cost is the GPU's cost model: add --target=cuda");
   return -1;
 }
