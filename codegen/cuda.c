@@ -100,12 +100,16 @@ static void prelude(R *r) {
          "struct XfKernelArgs {\n" XF_KERNEL_ARGS_FIELDS(CU_FIELD, CU_ARRAY, XfKernelArgs) "};\n"
          "struct XfAdamSeg {\n" XF_ADAM_SEG_FIELDS(CU_FIELD, CU_ARRAY, XfAdamSeg) "};\n"
          "struct XfStepVars {\n" XF_STEP_VARS_FIELDS(CU_FIELD, CU_ARRAY, XfStepVars) "};\n"
-         "// The step, read from device memory (XfKernelArgs.vars), not from the arguments.\n"
+         "// The step and the batch row of row 0, read from device memory (XfKernelArgs.vars), not from the arguments.\n"
          "#define XF_STEP(a) (((const XfStepVars *)(a).vars)->step)\n"
+         "#define XF_ROW0(a) (((const XfStepVars *)(a).vars)->row0)\n"
+         "// The optimizer kernels update on the step's last micro-batch only (xf_abi.h XfStepVars).\n"
+         "#define XF_LAST(a) (((const XfStepVars *)(a).vars)->micro + 1 >= ((const XfStepVars *)(a).vars)->accum)\n"
          "#define XF_ADAM_CHUNK %d\n"
+         "enum { XF_HP_LR = %d, XF_HP_BETA1, XF_HP_BETA2, XF_HP_EPS, XF_HP_DECAY, XF_HP_CLIP, XF_HP_NORM, XF_HP_SCALE };\n"
          "#define XF_INF __int_as_float(0x7f800000)\n"
          "\n",
-      r->g->name, XF_NSLOTS, XF_ADAM_CHUNK);
+      r->g->name, XF_NSLOTS, XF_ADAM_CHUNK, XF_HP_LR);
   out(r, "// e^x as llvm.c's exp_f32: x = n ln2 + r, Cephes polynomial, 2^n by exponent bits.\n"
          "__device__ __forceinline__ float xf_exp(float x) {\n"
          "  const float lo = -87.3365447505531f, hi = 88.7228391116729f;\n"
@@ -395,7 +399,7 @@ static void lx(LP *p, const LExpr *e) {
   }
   case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
   case LX_VAR: out(r, "%s", p->name[e->var]); return;
-  case LX_ROW0: out(r, "a.row0"); return;
+  case LX_ROW0: out(r, "XF_ROW0(a)"); return;
   case LX_WIN: out(r, e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
@@ -744,6 +748,91 @@ static void render_steps(R *r, CudaModule *m, long *name_off, const size_t *len,
   }
 }
 
+// Opens optimizer kernel `name` (a block of XF_OPT_THREADS threads per chunk of
+// the XfAdamSeg table, grid-stride; name_kernel -1) and returns its index.
+static int optimizer_open(R *r, CudaModule *m, long *name_off, const size_t *len, const char *name) {
+  fflush(r->f), name_off[m->nnames] = (long)*len;
+  int fn = m->nnames;
+  m->name_kernel[m->nnames] = -1, m->names[m->nnames++] = name;
+  fn_open(r, name, XF_OPT_THREADS);
+  return fn;
+}
+
+// The chunk loop of an optimizer kernel: chunk c of segment seg[lo] (the
+// last with block0 <= c: a binary search), its elements [first, end).
+#define OPT_CHUNKS                                                                                               \
+  "  const XfAdamSeg *seg = (const XfAdamSeg *)a.slot[0];\n"                                                     \
+  "  for (xf_i64 c = blockIdx.x; c < a.n; c += gridDim.x) {\n"                                                   \
+  "    xf_i64 lo = 0, hi = (xf_i64)a.imm - 1;\n"                                                                 \
+  "    while (lo < hi) {\n      const xf_i64 mid = (lo + hi + 1) / 2;\n"                                         \
+  "      if (seg[mid].block0 <= c) lo = mid;\n      else hi = mid - 1;\n    }\n"                                 \
+  "    const xf_i64 first = (c - seg[lo].block0) * XF_ADAM_CHUNK, end = xf_min(first + XF_ADAM_CHUNK, seg[lo].n);\n"
+// A block's sum of its threads' `s` (double) in a fixed order, into sum[0]:
+// halves of the block added pairwise (XF_OPT_THREADS a power of two).
+#define OPT_BLOCK_SUM                                                                                            \
+  "    sum[threadIdx.x] = s;\n    __syncthreads();\n"                                                            \
+  "    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {\n"                                                     \
+  "      if (threadIdx.x < h) sum[threadIdx.x] += sum[threadIdx.x + h];\n      __syncthreads();\n    }\n"
+_Static_assert((XF_OPT_THREADS & (XF_OPT_THREADS - 1)) == 0, "the optimizer's block sums halve the block");
+
+// The optimizer of a training program (runtime.c: the CPU's train_micro,
+// grad_norm and adamw_range, element for element), every parameter's
+// segment in one launch per kernel (xf_abi.h XfCuda.grad_accum, grad_norm,
+// grad_norm_sum, adamw). The sums of the micro-batches are the CPU's float
+// operations in the same order; the norm sums the squares in double in a
+// fixed order (per chunk: each thread its elements in order, then the
+// block's halves; then the chunks the same way in one block), so a run
+// gives the same bits every time and the CPU's norm within double rounding.
+static void render_optimizer(R *r, CudaModule *m, long *name_off, const size_t *len) {
+  m->grad_accum = optimizer_open(r, m, name_off, len, "xf_grad_accum");
+  out(r, "  const XfStepVars *v = (const XfStepVars *)a.vars;\n"
+         "  const xf_u32 micro = v->micro, n = v->accum;\n" OPT_CHUNKS
+         "    float *g = (float *)seg[lo].g, *s = (float *)seg[lo].s;\n"
+         "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {\n"
+         "      if (micro == 0) s[i] = g[i];\n"
+         "      else if (micro + 1 < n) s[i] = s[i] + g[i];\n"
+         "      else g[i] = (s[i] + g[i]) * (1.0f / (float)n);\n    }\n  }\n");
+  fn_close(r, "xf_grad_accum");
+  m->grad_norm = optimizer_open(r, m, name_off, len, "xf_grad_norm");
+  out(r, "  if (!XF_LAST(a)) return;\n  double *part = (double *)a.slot[2];\n"
+         "  __shared__ double sum[%d];\n" OPT_CHUNKS
+         "    const float *g = (const float *)seg[lo].g;\n    double s = 0;\n"
+         "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) s += (double)g[i] * g[i];\n" OPT_BLOCK_SUM
+         "    if (threadIdx.x == 0) part[c] = sum[0];\n    __syncthreads();  // sum[] is the next chunk's\n  }\n",
+      XF_OPT_THREADS);
+  fn_close(r, "xf_grad_norm");
+  m->grad_norm_sum = optimizer_open(r, m, name_off, len, "xf_grad_norm_sum");
+  out(r, "  if (!XF_LAST(a) || blockIdx.x > 0) return;\n"
+         "  double *hp = (double *)a.slot[1];\n  const double *part = (const double *)a.slot[2];\n"
+         "  __shared__ double sum[%d];\n  {\n    double s = 0;\n"
+         "    for (xf_i64 i = threadIdx.x; i < a.n; i += blockDim.x) s += part[i];\n" OPT_BLOCK_SUM "  }\n"
+         "  if (threadIdx.x == 0) {  // torch.nn.utils.clip_grad_norm_'s factor, as runtime.c adamw\n"
+         "    const double norm = sqrt(sum[0]), clip = hp[XF_HP_CLIP];\n"
+         "    hp[XF_HP_NORM] = norm;\n"
+         "    hp[XF_HP_SCALE] = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;\n  }\n",
+      XF_OPT_THREADS);
+  fn_close(r, "xf_grad_norm_sum");
+  // AdamW as torch.optim.AdamW (runtime.c adamw_range): each element's w, m,
+  // v, g loaded once into registers, w, m, v stored once
+  m->adamw = optimizer_open(r, m, name_off, len, "xf_adamw");
+  out(r, "  if (!XF_LAST(a)) return;\n  const double *hp = (const double *)a.slot[1];\n"
+         "  const double t = (double)XF_STEP(a);\n"
+         "  const float lr = (float)hp[XF_HP_LR], b1 = (float)hp[XF_HP_BETA1], b2 = (float)hp[XF_HP_BETA2];\n"
+         "  const float eps = (float)hp[XF_HP_EPS], scale = (float)hp[XF_HP_SCALE];\n"
+         "  const float decay = (float)(1.0 - hp[XF_HP_LR] * hp[XF_HP_DECAY]);\n"
+         "  const float bc1 = (float)(1.0 - pow(hp[XF_HP_BETA1], t)), sqrt_bc2 = sqrtf((float)(1.0 - pow(hp[XF_HP_BETA2], t)));\n"
+         OPT_CHUNKS
+         "    float *w = (float *)seg[lo].w, *m = (float *)seg[lo].m, *v = (float *)seg[lo].v;\n"
+         "    const float dec = seg[lo].decay ? decay : 1.0f;\n"
+         "    const float *g = (const float *)seg[lo].g;\n"
+         "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 stores: its bandwidth\n"
+         "      const float gi = g[i] * scale, mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;\n"
+         "      float wi = w[i] * dec;\n"
+         "      wi -= lr * (mi / bc1) / (sqrtf(vi) / sqrt_bc2 + eps);\n"
+         "      m[i] = mi, v[i] = vi, w[i] = wi;\n    }\n  }\n");
+  fn_close(r, "xf_adamw");
+}
+
 // The body of the class function of a kernel lower.c describes neither as
 // loops nor as GEMMs nor as steps: an op with no lowering, an error.
 static int render_body(R *r, const Kernel *k) {
@@ -770,7 +859,7 @@ static int line_of(const char *text, long offset) {
 CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   const Graph *g = s->g;
   CudaModule *m = arena_alloc(a, sizeof *m);
-  int cap = 3 * s->nkernels + 2;  // a class has at most 3 functions (train, infer, mm; or LKernel steps)
+  int cap = 3 * s->nkernels + 5;  // a class has at most 3 functions (train, infer, mm; or LKernel steps); 4 optimizer kernels
   m->names = arena_alloc(a, sizeof(char *) * (size_t)cap);
   m->name_line = arena_alloc(a, sizeof(int) * (size_t)cap);
   m->name_kernel = arena_alloc(a, sizeof(int) * (size_t)cap);
@@ -862,32 +951,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     }
     if (fn_infer[ki] < 0) fn_infer[ki] = fn_train[ki];
   }
-  // AdamW as torch.optim.AdamW (runtime.c adamw_range), every parameter in
-  // one launch: a block per chunk of XF_ADAM_CHUNK elements of a segment
-  // (xf_abi.h XfAdamSeg), the segment found by a binary search over block0.
-  fflush(r.f), name_off[m->nnames] = (long)len;
-  m->adamw = m->nnames, m->name_kernel[m->nnames] = -1, m->names[m->nnames++] = "xf_adamw";
-  out(&r, "extern \"C\" __global__ void __launch_bounds__(%d, %d) xf_adamw(const XfKernelArgs a) {\n", ELEM_THREADS,
-      min_blocks(ELEM_THREADS));
-  out(&r, "  const XfAdamSeg *seg = (const XfAdamSeg *)a.slot[0];\n  const double *hp = (const double *)a.slot[1];\n"
-          "  const double t = (double)XF_STEP(a);\n"
-          "  const float lr = (float)hp[0], b1 = (float)hp[1], b2 = (float)hp[2], eps = (float)hp[3];\n"
-          "  const float decay = (float)(1.0 - hp[0] * hp[4]);\n"
-          "  const float bc1 = (float)(1.0 - pow(hp[1], t)), sqrt_bc2 = sqrtf((float)(1.0 - pow(hp[2], t)));\n"
-          "  for (xf_i64 c = blockIdx.x; c < a.n; c += gridDim.x) {  // chunk c of segment s: the last with block0 <= c\n"
-          "    xf_i64 lo = 0, hi = (xf_i64)a.imm - 1;\n"
-          "    while (lo < hi) {\n      const xf_i64 mid = (lo + hi + 1) / 2;\n"
-          "      if (seg[mid].block0 <= c) lo = mid;\n      else hi = mid - 1;\n    }\n"
-          "    float *w = (float *)seg[lo].w, *m = (float *)seg[lo].m, *v = (float *)seg[lo].v;\n"
-          "    const float dec = seg[lo].decay ? decay : 1.0f;\n"
-          "    const float *g = (const float *)seg[lo].g;\n"
-          "    const xf_i64 first = (c - seg[lo].block0) * XF_ADAM_CHUNK, end = xf_min(first + XF_ADAM_CHUNK, seg[lo].n);\n"
-          "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 stores: its bandwidth\n"
-          "      const float gi = g[i], mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;\n"
-          "      float wi = w[i] * dec;\n"
-          "      wi -= lr * (mi / bc1) / (sqrtf(vi) / sqrt_bc2 + eps);\n"
-          "      m[i] = mi, v[i] = vi, w[i] = wi;\n    }\n  }\n");
-  fn_close(&r, "xf_adamw");
+  render_optimizer(&r, m, name_off, &len);
   fclose(r.f);
   m->source = arena_strdup(a, buf);
   for (int i = 0; i < m->nnames; i++) m->name_line[i] = line_of(buf, name_off[i]);

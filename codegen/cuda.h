@@ -25,8 +25,9 @@ typedef struct {
   int nlaunch[XF_PROG_STEP + 1];       // step program (empty without a time axis)
   CudaLaunchDesc *desc[XF_PROG_STEP + 1];  // [nlaunch[p]]: what each launch prints
   int adamw;                  // names[adamw]: the AdamW update
+  int grad_accum, grad_norm, grad_norm_sum;  // the optimizer's other kernels (xf_abi.h XfCuda)
   int *name_line;             // first source line of names[i]'s function
-  int *name_kernel;           // the kernel whose class names[i] computes (-1: AdamW)
+  int *name_kernel;           // the kernel whose class names[i] computes (-1: an optimizer kernel)
   const char *error;          // NULL, or the first op without a lowering (file:line:col:
                               // error: ...); the source is then not to be compiled
 } CudaModule;

@@ -1148,7 +1148,10 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
                                           [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
                                           [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, XF_PROG_STEP + 1),
                                           [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, XF_PROG_STEP + 1),
-                                          [XF_CUDA_F_adamw] = ci32(e, m->adamw)});
+                                          [XF_CUDA_F_adamw] = ci32(e, m->adamw),
+                                          [XF_CUDA_F_grad_accum] = ci32(e, m->grad_accum),
+                                          [XF_CUDA_F_grad_norm] = ci32(e, m->grad_norm),
+                                          [XF_CUDA_F_grad_norm_sum] = ci32(e, m->grad_norm_sum)});
   free(names);
   V gv = LLVMAddGlobal(e->M, cuda_t, "xf_cuda");
   LLVMSetInitializer(gv, init);

@@ -32,7 +32,7 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T) {
 }
 
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk,
-                     int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx) {
+                     uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;
   for (int i = 0; i < c->nlaunch[prog]; i++) {
     const XfLaunch *L = &c->launch[prog][i];
@@ -57,7 +57,7 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
                    sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count))
         return false;
     } else {
-      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .row0 = row0, .seed = seed, .imm = L->imm,
+      XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .seed = seed, .imm = L->imm,
                         .vars = (void *)vars,
                         .w0 = prog == XF_PROG_STEP ? w0 : 0, .w1 = prog == XF_PROG_STEP ? w1 : T,
                         .wk = prog == XF_PROG_STEP ? wk : 0};
@@ -76,4 +76,22 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
     if (L->last && done) done(ctx, L->kernel);
   }
   return true;
+}
+
+// One optimizer kernel over the segment table: a block of XF_OPT_THREADS per
+// chunk (grid-stride past MAX_BLOCKS), or one block (single).
+static bool optimizer_launch(XfGpu *g, int fn, const XfCudaOptimizer *o, bool single, bool sync) {
+  XfKernelArgs a = {.n = o->nchunks, .imm = (uint32_t)o->nsegs, .vars = (void *)o->vars};
+  a.slot[0] = (void *)o->segs, a.slot[1] = o->hyper, a.slot[2] = o->partials;
+  int64_t blocks = single ? 1 : o->nchunks < MAX_BLOCKS ? o->nchunks : MAX_BLOCKS;
+  return g->launch(g, fn, (unsigned)blocks, XF_OPT_THREADS, 0, sync, &a);
+}
+
+bool xf_cuda_accumulate(XfGpu *g, const XfCuda *c, const XfCudaOptimizer *o) {
+  return !o->nsegs || optimizer_launch(g, c->grad_accum, o, false, false);
+}
+
+bool xf_cuda_update(XfGpu *g, const XfCuda *c, const XfCudaOptimizer *o) {
+  return !o->nsegs || (optimizer_launch(g, c->grad_norm, o, false, true) && optimizer_launch(g, c->grad_norm_sum, o, true, true) &&
+                       optimizer_launch(g, c->adamw, o, false, false));
 }

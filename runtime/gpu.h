@@ -18,7 +18,8 @@
 // upload, download and finish (and after every launch and GEMM under
 // XF_CUDA_SYNC), and syncs counts those waits. upload_async does not wait:
 // its source is pinned host memory (host_alloc) that the caller leaves
-// unchanged until the next wait has returned.
+// unchanged until the next wait has returned; nor does download_async, whose
+// destination (pinned) holds the data once the next wait has returned.
 //
 // A graph (CUDA stream capture): between capture_begin and capture_end, launch
 // and gemm record their work with their arguments (by value: the pointers,
@@ -65,6 +66,8 @@ struct XfGpu {
   bool (*host_alloc)(XfGpu *g, void **p, size_t bytes);  // pinned host memory
   void (*host_free)(XfGpu *g, void *p);
   bool (*upload_async)(XfGpu *g, void *dst, const void *src, size_t bytes);  // src: from host_alloc
+  // dst: from host_alloc, to be read only after the next wait has returned
+  bool (*download_async)(XfGpu *g, void *dst, const void *src, size_t bytes);
   bool (*capture_begin)(XfGpu *g);
   bool (*capture_end)(XfGpu *g, void **graph);  // *graph: the executable graph
   bool (*replay)(XfGpu *g, void *graph);
@@ -75,9 +78,11 @@ struct XfGpu {
   uint64_t replays;    // graph replays so far
 };
 
-// Device `device` (0: the first). NULL with "no CUDA device: <reason>" in err
-// when there is none (or no driver), or "this xfrun was built without the
-// CUDA toolkit" when XF_HAVE_CUDA is not defined. With XF_CUDA_SYNC=1 in the
+// Device `device` (0: the first). NULL with "no NVIDIA GPU or driver on this
+// machine (cudaGetDeviceCount: <reason>)" in err when there is no GPU or no
+// driver (or one too old for the runtime), "no CUDA device: <reason>" for
+// another failure, or "no CUDA device: this xfrun was built without the CUDA
+// toolkit" when XF_HAVE_CUDA is not defined. With XF_CUDA_SYNC=1 in the
 // environment every launch and GEMM is waited for, so that a fault is
 // reported under the name of the kernel that made it (not by the next copy).
 XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen);
@@ -96,14 +101,35 @@ float xf_bf16_round(float x);
 int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
-// (row0: XfApi.row0, the global batch row of local row 0; the step program
-// computes positions [w0, w1), as XfApi.win_lo/win_hi; other programs ignore
-// them; vars: device storage of the XfStepVars its kernels read, which must
-// hold the step's values when they run):
+// (the step program computes positions [w0, w1), as XfApi.win_lo/win_hi;
+// other programs ignore them; vars: device storage of the XfStepVars its
+// kernels read, which must hold the step's values when they run: the step,
+// the batch row of row 0):
 // every launch record in order, operand slots from dev[] (the device storage
 // of each buffer, aliases resolved); done(ctx, k) after the last launch of
 // kernel k when done is set. False with g->err on the first failure.
 bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk,
-                     int64_t row0, uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
+                     uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
+
+// The optimizer of a training program on the device (codegen/cuda.c
+// render_optimizer; device storage, planned at open): the XfAdamSeg table
+// of every parameter with a gradient (nsegs, nchunks chunks of
+// XF_ADAM_CHUNK in all), the XF_NHP doubles, nchunks doubles of the norm's
+// partial sums, and the step's XfStepVars.
+typedef struct {
+  const XfAdamSeg *segs;
+  double *hyper;
+  double *partials;
+  const XfStepVars *vars;
+  int nsegs;
+  int64_t nchunks;
+} XfCudaOptimizer;
+// cuda_host.c: XfCuda.grad_accum over every segment (the micro-batches'
+// sums: XfOptions.accum > 1, every training program).
+bool xf_cuda_accumulate(XfGpu *g, const XfCuda *c, const XfCudaOptimizer *o);
+// cuda_host.c: grad_norm, grad_norm_sum and adamw, in order (they act on the
+// step's last micro-batch only: XfStepVars). Nothing to launch without
+// segments.
+bool xf_cuda_update(XfGpu *g, const XfCuda *c, const XfCudaOptimizer *o);
 
 #endif

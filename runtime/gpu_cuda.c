@@ -96,6 +96,13 @@ static bool c_upload_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
   return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync", what);
 }
 
+static bool c_download_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  Cuda *c = g->impl;
+  char what[64];
+  snprintf(what, sizeof what, "%zu bytes from the device to pinned memory", bytes);
+  return cuda_ok(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "cudaMemcpyAsync", what);
+}
+
 static bool c_host_alloc(XfGpu *g, void **p, size_t bytes) {
   char what[64];
   snprintf(what, sizeof what, "%zu bytes of pinned host memory", bytes);
@@ -271,8 +278,15 @@ static void c_close(XfGpu *g) {
 XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    snprintf(err, errlen, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "the driver lists none");
+  // no driver (or one too old for this runtime), or no GPU: the machine's
+  // state, said as such; other failures name the CUDA runtime's error
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) {
+    snprintf(err, errlen, "no NVIDIA GPU or driver on this machine (cudaGetDeviceCount: %s)",
+             e != cudaSuccess ? cudaGetErrorString(e) : "the driver lists none");
+    return NULL;
+  }
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "no CUDA device: cudaGetDeviceCount: %s", cudaGetErrorString(e));
     return NULL;
   }
   if (device < 0 || device >= n) {
@@ -289,7 +303,7 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
   *g = (XfGpu){.name = "cuda", .impl = c, .alloc = c_alloc, .release = c_release, .upload = c_upload, .download = c_download,
                .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close,
                .host_alloc = c_host_alloc, .host_free = c_host_free, .upload_async = c_upload_async,
-               .capture_begin = c_capture_begin, .capture_end = c_capture_end, .replay = c_replay,
+               .download_async = c_download_async, .capture_begin = c_capture_begin, .capture_end = c_capture_end, .replay = c_replay,
                .graph_free = c_graph_free};
   c->device = device;
   const char *sync = getenv("XF_CUDA_SYNC");

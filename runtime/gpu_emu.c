@@ -144,6 +144,11 @@ static bool e_upload_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
   memcpy(dst, src, bytes);
   return true;
 }
+static bool e_download_async(XfGpu *g, void *dst, const void *src, size_t bytes) {
+  if (!not_capturing(g, "download_async")) return false;
+  memcpy(dst, src, bytes);
+  return true;
+}
 static bool e_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
   if (!not_capturing(g, "fill")) return false;
   memset(dst, byte, bytes);
@@ -362,7 +367,7 @@ XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen) {
   *g = (XfGpu){.name = "cuda-emulation", .impl = e, .alloc = e_alloc, .release = e_release, .upload = e_upload,
                .download = e_download, .fill = e_fill, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
                .close = e_close, .host_alloc = e_host_alloc, .host_free = e_host_free, .upload_async = e_upload_async,
-               .capture_begin = e_capture_begin, .capture_end = e_capture_end, .replay = e_replay,
+               .download_async = e_download_async, .capture_begin = e_capture_begin, .capture_end = e_capture_end, .replay = e_replay,
                .graph_free = e_graph_free};
   const char *sync = getenv("XF_CUDA_SYNC");
   g->sync_each = sync && *sync && strcmp(sync, "0");

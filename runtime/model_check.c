@@ -80,7 +80,9 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
   if (c->nnames < 1 || c->nnames > MAX_KERNELS || !c->names) return fail(err, errlen, "CUDA code with %d kernels", c->nnames);
   for (int i = 0; i < c->nnames; i++)
     if (!name_ok(c->names[i])) return fail(err, errlen, "CUDA kernel %d has no name", i);
-  if (c->adamw < 0 || c->adamw >= c->nnames) return fail(err, errlen, "CUDA AdamW kernel %d of %d", c->adamw, c->nnames);
+  const int32_t opt[4] = {c->adamw, c->grad_accum, c->grad_norm, c->grad_norm_sum};
+  for (int i = 0; i < 4; i++)
+    if (opt[i] < 0 || opt[i] >= c->nnames) return fail(err, errlen, "CUDA optimizer kernel %d of %d", opt[i], c->nnames);
   if (c->precision < 0 || c->precision >= XF_NPRECISIONS)
     return fail(err, errlen, "CUDA GEMM precision %d", c->precision);
   for (int i = 0; i < 2; i++)

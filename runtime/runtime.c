@@ -184,6 +184,9 @@ static void api_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, in
 
 // ---- the runtime ------------------------------------------------------------------
 
+enum { PIN_NORM = 32 };  // the pinned staging's gradient norm (a double), after the XfStepVars
+_Static_assert(sizeof(XfStepVars) <= PIN_NORM && PIN_NORM + sizeof(double) <= 64, "the pinned staging's first 64 bytes");
+
 struct XfRuntime {
   void *lib;
   const XfModel *m;
@@ -218,20 +221,21 @@ struct XfRuntime {
   XfGpu *gpu;
   char *darena;
   void **dbufs;
-  double *dhyper;    // AdamW's lr, beta1, beta2, eps, weight decay
-  XfAdamSeg *dsegs;  // the device's AdamW table (XfAdamSeg), after dhyper
+  double *dhyper;    // the optimizer's XF_HP_* doubles (xf_abi.h), after the mirror
+  XfAdamSeg *dsegs;  // the device's optimizer table (XfAdamSeg), after dhyper
   XfStepVars *dvars; // what the kernels read of the step (XfKernelArgs.vars), after dsegs
+  double *dpart;     // [nchunks]: the gradient norm's partial sums, after dvars
   int nsegs;
   int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
   size_t persist;    // bytes of [0, persist): params, gradients, inputs
   size_t moments_at; // moments from here to accum_at; [persist, moments_at): activations and outputs
   size_t accum_at;   // the gradient sums (XfOptions.accum > 1) from here to bytes
   bool host_dirty, dev_newer;
-  // Pinned staging of a step's uploads (XfGpu.host_alloc): the XfStepVars at
-  // 0, the tokens at pin_tokens, the targets at pin_targets, each [batch, seq].
-  // Invariant: written only when no copy from it is pending, since every
-  // program that uploads from it ends with a read that waits (the loss, the
-  // logits) before the call returns.
+  // Pinned staging of a step's copies (XfGpu.host_alloc): the XfStepVars at
+  // 0, the gradient norm downloaded at PIN_NORM, the tokens at pin_tokens,
+  // the targets at pin_targets, each [batch, seq]. Invariant: written only
+  // when no copy from it is pending, since every program that uploads from it
+  // ends with a read that waits (the loss, the logits) before the call returns.
   char *pinned;
   size_t pin_tokens, pin_targets;
   // The training step as one graph (XF_CUDA_GRAPH, default on): the training
@@ -381,21 +385,29 @@ static bool open_device(XfRuntime *rt, const char *path, char *err, size_t errle
   const char *graph = getenv("XF_CUDA_GRAPH");
   rt->graph_on = !graph || !*graph || strcmp(graph, "0");
   if (rt->gpu) return true;
-  if (want == XF_DEVICE_CUDA) return fail(err, errlen, "%s", why);
+  if (want == XF_DEVICE_CUDA) return fail(err, errlen, "--device cuda: %s", why);
   snprintf(rt->note, sizeof rt->note, "%s: running on the CPU", why);
   return true;
 }
 
 static bool decays(const XfRuntime *rt, int p);
 
-// Device storage mirroring the host layout, the kernels loaded, AdamW's
-// hyper-parameters uploaded.
+// Device storage mirroring the host layout, then the optimizer's doubles,
+// its segment table, the step's XfStepVars and the norm's partial sums (one
+// allocation, planned here: no step allocates); the kernels loaded, the
+// optimizer's hyper-parameters uploaded.
 static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   XfGpu *g = rt->gpu;
   const XfOptions *o = &rt->opt;
-  double hyper[5] = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+  double hyper[XF_NHP] = {[XF_HP_LR] = o->lr, [XF_HP_BETA1] = o->beta1, [XF_HP_BETA2] = o->beta2, [XF_HP_EPS] = o->eps,
+                          [XF_HP_DECAY] = o->weight_decay, [XF_HP_CLIP] = o->clip, [XF_HP_NORM] = 0, [XF_HP_SCALE] = 1};
+  rt->nsegs = 0, rt->nchunks = 0;
+  for (int p = 0; p < rt->nparams; p++)
+    if (rt->grads[p] >= 0) rt->nchunks += (rt->numel[rt->params[p]] + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
+  size_t hyper_bytes = (sizeof hyper + 63) & ~(size_t)63;
   size_t segs_bytes = (sizeof(XfAdamSeg) * (size_t)(rt->nparams + 1) + 63) & ~(size_t)63;
-  size_t bytes = rt->bytes + 64 + segs_bytes + 64;
+  size_t vars_at = rt->bytes + hyper_bytes + segs_bytes, part_at = vars_at + ((sizeof(XfStepVars) + 63) & ~(size_t)63);
+  size_t bytes = part_at + sizeof(double) * (size_t)(rt->nchunks + 1);
   // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
@@ -404,22 +416,25 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   rt->pin_tokens = 64, rt->pin_targets = 64 + ((tok_bytes + 63) & ~(size_t)63);
   if (!g->host_alloc(g, (void **)&rt->pinned, rt->pin_targets + tgt_bytes)) return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
-  rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + 64);
-  rt->dvars = (XfStepVars *)(rt->darena + rt->bytes + 64 + segs_bytes);
+  rt->dsegs = (XfAdamSeg *)(rt->darena + rt->bytes + hyper_bytes);
+  rt->dvars = (XfStepVars *)(rt->darena + vars_at);
+  rt->dpart = (double *)(rt->darena + part_at);
   rt->dbufs = calloc((size_t)rt->m->nbuffers + 1, sizeof *rt->dbufs);
   XfAdamSeg *segs = calloc((size_t)rt->nparams + 1, sizeof *segs);
   if (!rt->dbufs || !segs) return free(segs), fail(err, errlen, "out of memory");
   for (int i = 0; i < rt->m->nbuffers; i++)
     rt->dbufs[i] = rt->bufs[i] ? rt->darena + ((char *)rt->bufs[i] - (char *)rt->arena) : NULL;
-  // AdamW's segments: every parameter with a gradient, in order
-  rt->nsegs = 0, rt->nchunks = 0;
+  // the optimizer's segments: every parameter with a gradient, in order
+  int64_t chunks = 0;
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
     int64_t n = rt->numel[rt->params[p]];
     segs[rt->nsegs++] = (XfAdamSeg){.w = rt->dbufs[rt->params[p]], .m = rt->darena + ((char *)rt->adam_m[p] - (char *)rt->arena),
                                     .v = rt->darena + ((char *)rt->adam_v[p] - (char *)rt->arena),
-                                    .g = rt->dbufs[rt->grads[p]], .n = n, .block0 = rt->nchunks, .decay = decays(rt, p)};
-    rt->nchunks += (n + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
+                                    .g = rt->dbufs[rt->grads[p]],
+                                    .s = rt->acc[p] ? rt->darena + ((char *)rt->acc[p] - (char *)rt->arena) : NULL,
+                                    .n = n, .block0 = chunks, .decay = decays(rt, p)};
+    chunks += (n + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
   }
   bool ok = g->fill(g, rt->darena, 0, rt->bytes) && g->upload(g, rt->dhyper, hyper, sizeof hyper) &&
             g->upload(g, rt->dsegs, segs, sizeof(XfAdamSeg) * (size_t)(rt->nsegs + 1));
@@ -482,9 +497,6 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   // parallelism comes from the pool, which splits a GEMM's rows or columns
   if (!xf_gemm_select((XfGemmKind)o->gemm, NULL, err, errlen)) return false;
   if (!open_device(rt, label, err, errlen)) return false;
-  if (rt->gpu && (o->accum > 1 || o->clip > 0))
-    return fail(err, errlen, "--accum and --clip run on the CPU only so far (the CUDA device has no gradient sum or norm "
-                "kernel): give --device cpu");
   int n = m->nbuffers;
   rt->numel = calloc((size_t)n, sizeof *rt->numel);
   rt->offset = calloc((size_t)n, sizeof *rt->offset);
@@ -798,7 +810,7 @@ static void device_push(XfRuntime *rt) {
 static void stage_inputs(XfRuntime *rt, bool targets, int64_t B, int64_t T) {
   XfGpu *g = rt->gpu;
   XfStepVars *v = (XfStepVars *)rt->pinned;
-  *v = (XfStepVars){.step = rt->step};
+  *v = (XfStepVars){.step = rt->step, .micro = (uint32_t)rt->micro, .accum = (uint32_t)rt->opt.accum, .row0 = rt->api.row0};
   bool ok = g->upload_async(g, rt->dvars, v, sizeof *v);
   int buf[2] = {rt->tokens, targets ? rt->targets : -1};
   size_t at[2] = {rt->pin_tokens, rt->pin_targets};
@@ -812,6 +824,7 @@ static void stage_inputs(XfRuntime *rt, bool targets, int64_t B, int64_t T) {
 }
 
 static void start_buckets(XfRuntime *rt, int32_t kernel);
+static void finish_reduction(XfRuntime *rt, float *loss, bool every);
 
 static void device_poison(void *ctx, int32_t kernel) {
   XfRuntime *rt = ctx;
@@ -824,7 +837,7 @@ static void device_poison(void *ctx, int32_t kernel) {
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   device_push(rt);
   stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, rt->api.row0, rt->opt.seed, rt->dvars,
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     device_fail(rt);
 }
@@ -833,26 +846,18 @@ static void device_read(XfRuntime *rt, int b, size_t bytes) {
   if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) device_fail(rt);
 }
 
-// Every parameter in one launch (XfAdamSeg): a block per chunk. Its
-// arguments are the same every step (the step: dvars).
-static bool launch_adamw(XfRuntime *rt) {
-  XfGpu *g = rt->gpu;
-  XfKernelArgs a = {.n = rt->nchunks, .imm = (uint32_t)rt->nsegs, .vars = rt->dvars};
-  a.slot[0] = rt->dsegs, a.slot[1] = rt->dhyper;
-  int64_t blocks = rt->nchunks < 65536 ? rt->nchunks : 65536;
-  return !rt->nsegs || g->launch(g, rt->m->cuda->adamw, (unsigned)blocks, 256, 0, false, &a);
+// The optimizer's device storage (cuda_host.c). Its launches' arguments are
+// the same every step (what changes: dvars).
+static XfCudaOptimizer device_optimizer(const XfRuntime *rt) {
+  return (XfCudaOptimizer){.segs = rt->dsegs, .hyper = rt->dhyper, .partials = rt->dpart, .vars = rt->dvars,
+                           .nsegs = rt->nsegs, .nchunks = rt->nchunks};
 }
 
-// On a device the rate is AdamW's hyper-parameter 0 in device memory,
-// which the launch (and a captured graph) reads when it runs.
+// On a device the rate is the optimizer's XF_HP_LR in device memory, which
+// the launch (and a captured graph) reads when it runs.
 void xf_set_lr(XfRuntime *rt, double lr) {
   if (rt->gpu && rt->dhyper && lr != rt->lr_now && !rt->gpu->upload(rt->gpu, rt->dhyper, &lr, sizeof lr)) device_fail(rt);
   rt->lr_now = lr;
-}
-
-static void device_adamw(XfRuntime *rt) {
-  if (!launch_adamw(rt)) device_fail(rt);
-  rt->dev_newer = true;
 }
 
 // The graph replaces the eager launches unless something must happen on the
@@ -861,10 +866,11 @@ static void device_adamw(XfRuntime *rt) {
 // (XF_CUDA_SYNC); or XF_CUDA_GRAPH=0.
 static bool graph_step(const XfRuntime *rt) { return rt->graph_on && !rt->parallel && !rt->dead_at && !rt->gpu->sync_each; }
 
-// The training program and AdamW at (B, T) as the step's graph: captured
-// when there is none at (B, T), then replayed. Issues the same launches with
-// the same arguments as the eager path, AdamW after the program (eager: after
-// the loss read, which AdamW does not change).
+// The training program and the optimizer (the micro-batches' sums with
+// XfOptions.accum > 1; the norm, its sum, AdamW) at (B, T) as the step's
+// graph: captured when there is none at (B, T), then replayed for every
+// micro-batch (the norm and AdamW act on the last only: XfStepVars). Issues
+// the same launches with the same arguments as the eager path.
 static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   XfGpu *g = rt->gpu;
   device_push(rt);
@@ -872,9 +878,9 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   if (rt->graph && (rt->graph_b != B || rt->graph_t != T)) g->graph_free(g, rt->graph), rt->graph = NULL;
   if (!rt->graph) {
     if (!g->capture_begin(g)) device_fail(rt);
-    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, rt->api.row0, rt->opt.seed, rt->dvars, NULL,
-                              NULL) &&
-              launch_adamw(rt);
+    XfCudaOptimizer o = device_optimizer(rt);
+    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars, NULL, NULL) &&
+              (rt->opt.accum == 1 || xf_cuda_accumulate(g, rt->m->cuda, &o)) && xf_cuda_update(g, rt->m->cuda, &o);
     char why[sizeof g->err];
     memcpy(why, g->err, sizeof why);
     bool ended = g->capture_end(g, &rt->graph);  // always: the stream leaves capture mode
@@ -887,6 +893,49 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   }
   if (!g->replay(g, rt->graph)) device_fail(rt);
   rt->dev_newer = true;
+}
+
+// One training program on the device: micro-batch rt->micro of the step's
+// XfOptions.accum = N, as train_micro on the CPU (the same sums, in the
+// same order, by xf_grad_accum). Without data-parallel training the
+// optimizer runs before the loss read, and the norm comes back with it (one
+// wait); data-parallel, the loss is read first (the reduction averages it
+// over processes), the gradients reduced after the last micro-batch (every
+// bucket) or as the backward finishes them (N = 1), then the optimizer, and
+// the norm is read with a second wait. Returns the micro-batch's loss, or
+// the step's mean after the last.
+static float device_train_step(XfRuntime *rt) {
+  XfGpu *g = rt->gpu;
+  int n = rt->opt.accum;
+  bool last = rt->micro == n - 1;
+  float *loss = rt->bufs[rt->loss];
+  XfCudaOptimizer o = device_optimizer(rt);
+  if (graph_step(rt)) device_train_graph(rt, rt->step_b, rt->step_t);
+  else {
+    rt->in_train = n == 1;  // data-parallel with N > 1: every bucket after the last micro-batch
+    device_run(rt, XF_PROG_TRAIN, rt->step_b, rt->step_t);
+    rt->in_train = false;
+    if ((n > 1 && !xf_cuda_accumulate(g, rt->m->cuda, &o)) || (!rt->parallel && last && !xf_cuda_update(g, rt->m->cuda, &o)))
+      device_fail(rt);
+    rt->dev_newer = true;
+  }
+  char *norm = rt->pinned + PIN_NORM;
+  if (last && !rt->parallel && !g->download_async(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) device_fail(rt);
+  device_read(rt, rt->loss, 4);
+  float mine = loss[0];
+  rt->acc_loss = rt->micro == 0 ? mine : rt->acc_loss + mine;
+  if (!last) {
+    rt->micro++;
+    return mine;
+  }
+  rt->micro = 0;
+  loss[0] = rt->acc_loss / (float)n;
+  if (rt->parallel) {
+    finish_reduction(rt, loss, n > 1);
+    if (!xf_cuda_update(g, rt->m->cuda, &o) || !g->download(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) device_fail(rt);
+  }
+  memcpy(&rt->grad_norm, norm, sizeof(double));
+  return loss[0];
 }
 
 // ---- steps ---------------------------------------------------------------------------
@@ -1007,20 +1056,7 @@ static float train_micro(XfRuntime *rt) {
 
 float xf_train_step(XfRuntime *rt) {
   if (rt->micro == 0) rt->step++;
-  if (rt->gpu && graph_step(rt)) {
-    device_train_graph(rt, rt->step_b, rt->step_t);
-    device_read(rt, rt->loss, 4);
-    return ((float *)rt->bufs[rt->loss])[0];
-  }
-  if (rt->gpu) {
-    rt->in_train = true;
-    device_run(rt, XF_PROG_TRAIN, rt->step_b, rt->step_t);
-    rt->in_train = false;
-    device_read(rt, rt->loss, 4);
-    finish_reduction(rt, rt->bufs[rt->loss], false);
-    device_adamw(rt);
-    return ((float *)rt->bufs[rt->loss])[0];
-  }
+  if (rt->gpu) return device_train_step(rt);
   if (rt->opt.accum > 1) return train_micro(rt);
   rt->in_train = true;
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
@@ -1253,7 +1289,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     XfGpu *g = rt->gpu;
     device_push(rt);
     if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, 0, rt->opt.seed, rt->dvars, NULL, NULL))
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, rt->opt.seed, rt->dvars, NULL, NULL))
       device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)

@@ -81,7 +81,8 @@ const char *xf_device_desc(const XfRuntime *rt);
 // an event recorded on it after xf's kernel_done callback completes.
 void *xf_device_stream(const XfRuntime *rt);
 // Under XF_DEVICE_AUTO with a model that has CUDA code but no device: why
-// the CPU runs it ("no CUDA device: ..."); else NULL.
+// the CPU runs it ("no NVIDIA GPU or driver on this machine (...): running on
+// the CPU"); else NULL.
 const char *xf_device_note(const XfRuntime *rt);
 // The vocabulary: the model's `vocab` config value, else its token limit.
 int64_t xf_vocab(const XfRuntime *rt);
@@ -114,8 +115,9 @@ double xf_gemm_rate(XfRuntime *rt);
 // the next step); XfOptions.lr, the base rate checkpoints keep, is unchanged.
 void xf_set_lr(XfRuntime *rt, double lr);
 // The global L2 norm of the last step's gradients, before clipping (the
-// mean gradients, after the reduction over processes): NaN on a CUDA device
-// (not computed there) and before the first step.
+// mean gradients, after the reduction over processes), on either device
+// (on a CUDA device summed there, and read back with the step's loss): NaN
+// before the first step.
 double xf_grad_norm(const XfRuntime *rt);
 // The global batch row of row 0 of the next micro-batch (dropout draws from
 // global element indices): set per micro-batch with XfOptions.accum > 1;

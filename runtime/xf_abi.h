@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 15u
+#define XF_ABI_VERSION 16u
 
 struct XfApi;
 
@@ -132,7 +132,6 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, B)                /* the step's batch and sequence length */                                         \
   F(P, I64, T)                                                                                                   \
   F(P, I64, n)                /* work items: elements, rows or sequences */                                      \
-  F(P, I64, row0)             /* global batch row of local row 0 (XfApi.row0) */                                 \
   F(P, U64, seed)             /* dropout: seed and mask stream (the step: vars) */                               \
   F(P, U32, imm)                                                                                                 \
   /* Device storage of the XfStepVars of the launch: what changes from step                                      \
@@ -154,23 +153,39 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
 
 // XfStepVars: the values of a CUDA launch that change from step to step, in
 // device memory (XfKernelArgs.vars). step: the steps taken, counting the
-// current one (dropout's Philox counter, AdamW's bias correction).
+// current one (dropout's Philox counter, AdamW's bias correction); row0: the
+// global batch row of local row 0 (XfApi.row0: dropout's element indices;
+// it changes per micro-batch). A step of
+// XfOptions.accum = N runs the training program once per micro-batch, micro
+// = 0 .. N - 1 (accum = N): the optimizer kernels (XfCuda.grad_accum,
+// grad_norm, grad_norm_sum, adamw) read them; those after the sums act only
+// when micro + 1 >= accum (so zeroed vars, and N = 1, always update).
 #define XF_STEP_VARS_FIELDS(F, A, P)                                                                             \
-  F(P, U32, step)
+  F(P, U32, step)                                                                                                \
+  F(P, U32, micro)                                                                                               \
+  F(P, U32, accum)                                                                                               \
+  F(P, I64, row0)
 
 // XfAdamSeg: one parameter tensor of the device's AdamW launch (one launch
 // for all of them: XfCuda.adamw over a table of segments). Its elements are
 // cut into chunks of XF_ADAM_CHUNK, one work item each; block0 is the
-// segment's first chunk in the launch, ascending over the table.
+// segment's first chunk in the launch, ascending over the table. The
+// gradient-sum and norm kernels walk the same table and chunks.
 #define XF_ADAM_SEG_FIELDS(F, A, P)                                                                              \
   F(P, PTR, w)                                                                                                   \
   F(P, PTR, m)                                                                                                   \
   F(P, PTR, v)                                                                                                   \
   F(P, PTR, g)                                                                                                   \
+  F(P, PTR, s)         /* the micro-batches' gradient sum (XfOptions.accum > 1), else NULL */                    \
   F(P, I64, n)                                                                                                   \
   F(P, I64, block0)                                                                                              \
   F(P, I32, decay)     /* 1: weight decay applies (runtime.c decays) */
-enum { XF_ADAM_CHUNK = 4096 };
+enum { XF_ADAM_CHUNK = 4096, XF_OPT_THREADS = 256 };  // XF_OPT_THREADS: a block of each optimizer kernel, a power of 2
+// The optimizer's doubles in device memory (slot 1 of its kernels): AdamW's
+// hyper-parameters, the clip norm (0: none), and what xf_grad_norm_sum
+// writes: the gradients' global L2 norm and the factor AdamW scales them by,
+// min(1, clip / (norm + 1e-6)) when clipping, else 1.
+enum { XF_HP_LR, XF_HP_BETA1, XF_HP_BETA2, XF_HP_EPS, XF_HP_DECAY, XF_HP_CLIP, XF_HP_NORM, XF_HP_SCALE, XF_NHP };
 
 // XfSym: coef * B^pb * T^pt at the step's B and T
 #define XF_SYM_FIELDS(F, A, P)                                                                                   \
@@ -252,9 +267,17 @@ static inline const char *xf_precision_name(int32_t p) {
   A(P, P_LAUNCH, launch, 4)                                                                                      \
   F(P, I32, precision)          /* the GEMMs' arithmetic: XF_PRECISION_*                                         \
                                    (xfc --precision) */                                                        \
-  F(P, I32, adamw)              /* the AdamW kernel: names[adamw]; slot 0 the XfAdamSeg table, slot 1 the    \
-                                   hyper-parameters (lr, beta1, beta2, eps, weight decay: doubles); imm       \
-                                   the segments, n the chunks of all of them */
+  /* The optimizer's kernels, each over the XfAdamSeg table (slot 0) and the                                    \
+     XF_HP_* doubles (slot 1), imm the segments, n the chunks of all of them,                                    \
+     a block of 256 threads per chunk (grid-stride), in this order per                                           \
+     training program: grad_accum (XfOptions.accum > 1: s = g at micro 0,                                        \
+     s += g, g = (s + g) / N at the last), grad_norm (per chunk, its sum of                                      \
+     g^2 in double into slot 2 [n]), grad_norm_sum (one block: the norm and                                      \
+     the scale from slot 2), adamw (w, m, v from g times the scale). */                                          \
+  F(P, I32, adamw)                                                                                               \
+  F(P, I32, grad_accum)                                                                                          \
+  F(P, I32, grad_norm)                                                                                           \
+  F(P, I32, grad_norm_sum)
 
 // XfModel: the exported descriptor `xf_model`.
 #define XF_MODEL_FIELDS(F, A, P)                                                                                 \

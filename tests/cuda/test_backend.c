@@ -409,7 +409,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   XfStepVars vars = {.step = 7};
   void *dvars = NULL;
   ok = ok && g->alloc(g, &dvars, sizeof vars) && g->upload(g, dvars, &vars, sizeof vars);
-  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 0, 99, dvars, NULL, NULL);
+  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, dvars, NULL, NULL);
   double worst = 0;
   const char *wname = "";
   for (int i = 0; i < nb && ok; i++) {
