@@ -111,9 +111,12 @@ train=(--data "$tmp/text.txt" --tokenizer bytes --batch 4 --seq 8 --seed 5 --thr
 if out=$("$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}" 2>&1); then
   ok "a GPU is present: trained on it"
 else
-  expect_error "--device cuda without a GPU" "^xfrun: error: no CUDA device: " "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}"
+  # no GPU or no driver (cudaErrorNoDevice, cudaErrorInsufficientDriver): said as such, in one line
+  expect_error "--device cuda without a GPU" \
+    "^xfrun: error: --device cuda: no NVIDIA GPU or driver on this machine \(cudaGetDeviceCount: [^)]+\)$" \
+    "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 1 "${train[@]}"
   "$xfrun" train "$tmp/she_cuda.so" --steps 2 "${train[@]}" > "$tmp/auto.out" 2> "$tmp/auto.err" &&
-    grep -q "no CUDA device: .*: running on the CPU" "$tmp/auto.err" &&
+    grep -q "no NVIDIA GPU or driver on this machine (.*): running on the CPU" "$tmp/auto.err" &&
     ok "default device: the CPU, saying why ($(head -1 "$tmp/auto.err"))" || bad "default device: $(cat "$tmp/auto.err")"
 fi
 expect_error "--device cuda on a CPU-only model.so" "has no CUDA code: compile it with xfc --target=cuda" \
