@@ -363,13 +363,37 @@ static void add_launch(CudaCost *c, CudaCostRow r, int cls, int step, const char
   else c->nkernels++;
 }
 
+// The optimizer of a step without --accum (cuda.c render_optimizer), a
+// block of XF_OPT_THREADS per chunk of XF_ADAM_CHUNK: the gradient norm's
+// partial sums (every gradient read once, a double per chunk written), their
+// sum in one block (a thread's chain: its share of the chunks), and AdamW
+// (w m v g read, w m v written). A chain link is a dependent global load.
+static void add_optimizer(CudaCost *c, double params) {
+  double chunks = ceil(params / XF_ADAM_CHUNK), grid = fmin(chunks, MAX_BLOCKS);
+  const struct {
+    const char *what;
+    double items, bytes, flops, grid, chain;
+  } k[3] = {{"grad_norm", params, 4 * params + 8 * chunks, 2 * params, grid, XF_ADAM_CHUNK / XF_OPT_THREADS},
+            {"grad_norm_sum", chunks, 8 * chunks, chunks, 1, ceil(chunks / XF_OPT_THREADS)},
+            {"adamw", params, 28 * params, 14 * params, grid, XF_ADAM_CHUNK / XF_OPT_THREADS}};
+  for (int i = 0; i < 3; i++) {
+    CudaCostRow r = {.what = k[i].what, .cls = -1, .step = 0, .items = (int64_t)k[i].items, .bytes = k[i].bytes,
+                     .flops = k[i].flops, .block = XF_OPT_THREADS, .grid = (int64_t)k[i].grid, .chain = k[i].chain};
+    r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / FP32 * 1e6, r.lat_us = r.chain * LAT_GLOBAL * 1e6;
+    r.us = fmax(fmax(r.mem_us, r.flop_us), r.lat_us) + LAUNCH * 1e6;
+    r.launches = 1;
+    c->rows[c->nrows++] = r;
+    c->total_us += r.us, c->nkernels++;
+  }
+}
+
 CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B, int64_t T, int precision,
                     char *err, size_t errlen) {
   const Graph *g = s->g;
   CudaCost *c = arena_alloc(a, sizeof *c);
   c->B = B, c->T = T;
   int nl = m->nlaunch[PROG_TRAIN];
-  c->rows = arena_alloc(a, sizeof(CudaCostRow) * (size_t)(nl + 2));
+  c->rows = arena_alloc(a, sizeof(CudaCostRow) * (size_t)(nl + 4));
   err[0] = 0;
   const XfLaunch *L = m->launch[PROG_TRAIN];
   const CudaLaunchDesc *D = m->desc[PROG_TRAIN];
@@ -387,19 +411,10 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
       return NULL;
     }
   }
-  // AdamW (cuda.c xf_adamw): every parameter once, w m v g read, w m v written
   double params = 0;
   for (int b = 0; b < s->nbufs; b++)
     if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0) params += (double)symsize_eval(s->bufs[b].size, B, T);
-  CudaCostRow r = {.what = "adamw", .cls = -1, .step = 0, .items = (int64_t)params, .bytes = 28 * params,
-                   .flops = 14 * params, .block = 256};
-  r.grid = (int64_t)fmin(ceil(params / XF_ADAM_CHUNK), MAX_BLOCKS);
-  r.chain = XF_ADAM_CHUNK / 256;
-  r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / FP32 * 1e6;
-  r.us = fmax(r.mem_us, r.flop_us) + LAUNCH * 1e6;
-  r.launches = 1;
-  c->rows[c->nrows++] = r;
-  c->total_us += r.us, c->nkernels++;
+  add_optimizer(c, params);
   for (int i = 0; i < c->nrows; i++) {
     CudaCostRow *q = &c->rows[i];
     double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));
