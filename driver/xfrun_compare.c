@@ -311,11 +311,13 @@ static bool read_result(const char *path, Result *r) {
 }
 
 // The options of xfrun train given to every run, as "--name" "value".
-static const char *const passed[] = {"--data",     "--tokenizer",  "--heldout",      "--cache",       "--batch",
-                                     "--seq",      "--lr",         "--weight-decay", "--threads",     "--device",
-                                     "--eval-batches", "--lr-schedule", "--warmup",  "--min-lr",      "--cooldown",
-                                     "--clip",     "--accum",      "--eval-every",   "--weight-decay-on"};
-enum { C_D, C_O, C_XFC, C_STEPS, C_TOKENS, C_SEEDS, C_SECONDS, C_H, C_HELP, C_OWN, NPASSED = sizeof passed / sizeof *passed };
+static const char *const passed[] = {"--data",    "--tokenizer",     "--heldout", "--cache",      "--batch",
+                                     "--seq",     "--lr",            "--weight-decay", "--threads", "--device",
+                                     "--eval-batches", "--lr-schedule", "--warmup", "--min-lr",   "--cooldown",
+                                     "--clip",    "--accum",         "--eval-every", "--weight-decay-on"};
+// compare's own options; opts[C_OWN + p] is passed[p]
+enum { C_D, C_O, C_XFC, C_STEPS, C_TOKENS, C_SEEDS, C_SECONDS, C_H, C_HELP, C_OWN };
+enum { NPASSED = sizeof passed / sizeof *passed };
 
 // An integer in [lo, hi], the whole of s.
 static bool parse_int(const char *s, long long lo, long long hi, int64_t *v) {
