@@ -584,224 +584,214 @@ static void version(void) {
 #endif
 }
 
-int main(int argc, char **argv) {
-  if (argc < 2) return xfrun_usage(stderr), XF_EXIT_USAGE;
-  const char *cmd = argv[1];
-  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) return xfrun_usage(stdout), 0;
-  if (!strcmp(cmd, "--version")) return version(), 0;
-  if (!strcmp(cmd, "info")) return info(argc - 1, argv + 1);
-  if (!strcmp(cmd, "tokenize")) return xfrun_tokenize(argc - 1, argv + 1);
-  if (!strcmp(cmd, "plot")) return xfrun_plot(argc - 1, argv + 1);
-  if (!strcmp(cmd, "compare")) return xfrun_compare(argc - 1, argv + 1);
-  if (!strcmp(cmd, "export")) return xfrun_export(argc - 1, argv + 1);
-  if (strcmp(cmd, "train") && strcmp(cmd, "eval") && strcmp(cmd, "sample")) {
-    const char *near = xfrun_nearest_command(cmd);
-    if (cmd[0] == '-') return cli_usage_error("xfrun", "expected a command before %s (train, eval, sample, ...)", cmd);
-    if (near) return cli_usage_error("xfrun", "unknown command '%s' (did you mean '%s'?)", cmd, near);
-    return cli_usage_error("xfrun", "unknown command '%s' (train, eval, sample, tokenize, plot, compare, export or info)", cmd);
-  }
-  Args a;
-  int status = xfrun_parse_args(argc, argv, &a);
-  if (status >= 0) return status;
-  status = 0;
-  bool is_train = !strcmp(a.cmd, "train"), is_sample = !strcmp(a.cmd, "sample");
-  {
-    char derr[512];
-    if (!dist_init(&argc, &argv, &g_dist, derr, sizeof derr)) return die("%s", derr);
-  }
-  if (g_dist.size == 1) catch_stop_signals();  // under a launcher, the launcher handles signals
-  if (g_dist.size > 1 && !is_train) {
-    status = die("only xfrun train runs on several processes (this is %s under an MPI launcher with %d)", a.cmd, g_dist.size);
-    dist_finalize(&g_dist);
-    return status;
-  }
-  char err[1024], cache_buf[4096];
-  XfCheckpoint *ck = NULL;
-  XfRuntime *rt = NULL;
-  XfCorpus corpus = {0};
-  XfData d = {0};
-  Tok t = {0};
-  int32_t **ptok = NULL;  // xfrun sample: the tokens of each prompt
-  int64_t *plen = NULL;
-  const char *ckpath = a.resume ? a.resume : a.checkpoint;
-  if (ckpath && !(ck = xf_checkpoint_open(ckpath, err, sizeof err))) return die("%s", err);
-  if (a.resume && (status = xfrun_resume_settings(&a, ck, g_dist.rank == 0)) >= 0) {
-    xf_checkpoint_close(ck);
-    free(a.run_data);
-    dist_finalize(&g_dist);
-    return status;
-  }
-  status = 0;
-  if (a.schedule != LR_CONSTANT && a.warmup >= a.steps && a.steps > 0)
+// What xfrun train, eval and sample hold from the checks to the end.
+typedef struct {
+  XfCheckpoint *ck;  // --resume or --checkpoint
+  XfRuntime *rt;
+  XfCorpus corpus;
+  XfData d;
+  Tok t;
+  int32_t **ptok;    // xfrun sample: the tokens of each prompt
+  int64_t *plen;
+  XfOptions opt;
+  char cache_buf[4096];
+} Run;
+
+static void run_close(Args *a, Run *r) {
+  for (int64_t p = 0; r->ptok && p < a->nprompts; p++) free(r->ptok[p]);
+  free(r->ptok), free(r->plen), free(a->prompts_buf), free(a->prompts), free(a->run_data);
+  tok_free(&r->t);
+  xf_data_free(&r->d);
+  xf_corpus_free(&r->corpus);
+  xf_close(r->rt);
+  xf_checkpoint_close(r->ck);
+}
+
+// The checkpoint and the settings it records (--resume), the sampling
+// options. -1, or the exit status after a message.
+static int run_open(Args *a, Run *r) {
+  char err[1024];
+  const char *ckpath = a->resume ? a->resume : a->checkpoint;
+  if (ckpath && !(r->ck = xf_checkpoint_open(ckpath, err, sizeof err))) return die("%s", err);
+  int status;
+  if (a->resume && (status = xfrun_resume_settings(a, r->ck, g_dist.rank == 0)) >= 0) return status;
+  if (a->schedule != LR_CONSTANT && a->warmup >= a->steps && a->steps > 0 && g_dist.rank == 0)
     fprintf(stderr, "xfrun: warning: --warmup %lld is not below the %lld steps of the schedule: it never decays\n",
-            (long long)a.warmup, (long long)a.steps);
-  if (g_dist.size > 1 && a.batch % g_dist.size) {
-    status = die("--batch %lld does not divide over %d processes: give a multiple of %d", (long long)a.batch, g_dist.size,
-                 g_dist.size);
-    xf_checkpoint_close(ck);
-    dist_finalize(&g_dist);
-    return status;
+            (long long)a->warmup, (long long)a->steps);
+  if (g_dist.size > 1 && a->batch % g_dist.size)
+    return die("--batch %lld does not divide over %d processes: give a multiple of %d", (long long)a->batch, g_dist.size,
+               g_dist.size);
+  if (!strcmp(a->cmd, "sample")) {
+    XfSampling sp = {.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p};
+    if (!xf_sampling_check(&sp, err, sizeof err) || !read_prompts(a, err, sizeof err)) return die("%s", err);
   }
-  if (is_sample) {
-    XfSampling sp = {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p};
-    if (!xf_sampling_check(&sp, err, sizeof err) || !read_prompts(&a, err, sizeof err)) {
-      xf_checkpoint_close(ck);
-      free(a.prompts_buf), free(a.prompts);
-      return die("%s", err);
+  return -1;
+}
+
+// The prompts' tokens (xfrun sample): at least one each; a prompt longer
+// than the context is said to keep its last tokens.
+static int run_prompts(Args *a, Run *r) {
+  int status = 0;
+  r->ptok = calloc((size_t)a->nprompts, sizeof *r->ptok), r->plen = calloc((size_t)a->nprompts, sizeof *r->plen);
+  for (int64_t p = 0; r->ptok && r->plen && p < a->nprompts && !status; p++) {
+    if (!(r->ptok[p] = xf_tok_encode(r->t.tok, a->prompts[p], strlen(a->prompts[p]), &r->plen[p]))) status = die("out of memory");
+    else if (r->plen[p] == 0 && a->prompts_file)
+      status = die("%s: prompt %lld gives no token: give at least one token of text", a->prompts_file, (long long)(p + 1));
+  }
+  if (!status && (!r->ptok || !r->plen)) status = die("out of memory");
+  if (status) return status;
+  if (r->plen[0] == 0) return die("--prompt is empty: give at least one token of text");
+  int64_t ctx = xf_model(r->rt)->context;
+  for (int64_t p = 0; p < a->nprompts; p++)
+    if (r->plen[p] > ctx) {
+      char which[48] = "the prompt";
+      if (a->prompts_file) snprintf(which, sizeof which, "prompt %lld of %s", (long long)(p + 1), a->prompts_file);
+      fprintf(stderr, "xfrun: %s has %lld tokens, more than the model's context of %lld: it keeps the last %lld\n", which,
+              (long long)r->plen[p], (long long)ctx, (long long)ctx);
     }
-  }
-  // Every check that can refuse the run comes before memory is allocated
-  // (xf_allocate) and before the corpus is encoded: the model and options
-  // (xf_load), output paths, the checkpoint against the model, the
-  // tokenizer's vocabulary, the corpus size against --seq.
-  XfOptions opt = {.cuda_device = gpu_index(a.gpu), .batch = is_sample ? a.nprompts * a.num_samples : a.batch / g_dist.size, .global_batch = g_dist.size > 1 ? a.batch : 0, .seq = is_sample ? 0 : a.seq, .threads = (int)a.threads,
-                   .lr = a.lr, .weight_decay = a.wd, .seed = (uint64_t)a.seed, .device = a.device, .gemm = a.gemm,
-                   .accum = is_train ? (int)a.accum : 1, .clip = a.clip, .decay_matrices = a.decay_matrices};
-  if (!(rt = xf_load(a.model, &opt, err, sizeof err))) {
-    status = die("%s", err);
-    goto out;
-  }
-  if ((a.save && !writable(a.save, "--save", err, sizeof err)) || (a.log && !writable(a.log, "--log", err, sizeof err)) ||
-      (ck && !xf_checkpoint_check(ck, rt, is_train, err, sizeof err))) {
-    status = die("%s", err);
-    goto out;
-  }
-  if (a.resume && a.steps <= a.resume_step) {
-    status = die("%s is at step %lld already and --steps is %lld%s: give --steps above %lld to train on", a.resume,
-                 (long long)a.resume_step, (long long)a.steps, a.given[A_STEPS] ? "" : " (the run it recorded is complete)",
-                 (long long)a.resume_step);
-    goto out;
-  }
-  int64_t vocab = xf_vocab(rt);
+  return -1;
+}
+
+// Every check that can refuse the run comes before memory is allocated
+// (xf_allocate) and before the corpus is encoded: the model and options
+// (xf_load), output paths, the checkpoint against the model, the
+// tokenizer's vocabulary, the corpus size against --seq. -1, or the exit
+// status after a message.
+static int run_check(Args *a, Run *r) {
+  char err[1024];
+  bool is_train = !strcmp(a->cmd, "train"), is_sample = !strcmp(a->cmd, "sample");
+  r->opt = (XfOptions){.cuda_device = gpu_index(a->gpu), .batch = is_sample ? a->nprompts * a->num_samples : a->batch / g_dist.size,
+                       .global_batch = g_dist.size > 1 ? a->batch : 0, .seq = is_sample ? 0 : a->seq, .threads = (int)a->threads,
+                       .lr = a->lr, .weight_decay = a->wd, .seed = (uint64_t)a->seed, .device = a->device, .gemm = a->gemm,
+                       .accum = is_train ? (int)a->accum : 1, .clip = a->clip, .decay_matrices = a->decay_matrices};
+  if (!(r->rt = xf_load(a->model, &r->opt, err, sizeof err))) return die("%s", err);
+  if ((a->save && !writable(a->save, "--save", err, sizeof err)) || (a->log && !writable(a->log, "--log", err, sizeof err)) ||
+      (r->ck && !xf_checkpoint_check(r->ck, r->rt, is_train, err, sizeof err)))
+    return die("%s", err);
+  if (a->resume && a->steps <= a->resume_step)
+    return die("%s is at step %lld already and --steps is %lld%s: give --steps above %lld to train on", a->resume,
+               (long long)a->resume_step, (long long)a->steps, a->given[A_STEPS] ? "" : " (the run it recorded is complete)",
+               (long long)a->resume_step);
+  int64_t vocab = xf_vocab(r->rt);
   const char *cache = NULL;
-  bool need_data = !is_sample, own_tok = !a.tokenizer && !ck;
-  if (need_data || own_tok) {
-    if (!(cache = xf_cache_dir(a.cache, cache_buf, sizeof cache_buf, err, sizeof err))) {
-      status = die("%s", err);
-      goto out;
-    }
-  }
+  bool need_data = !is_sample, own_tok = !a->tokenizer && !r->ck;
+  if ((need_data || own_tok) && !(cache = xf_cache_dir(a->cache, r->cache_buf, sizeof r->cache_buf, err, sizeof err)))
+    return die("%s", err);
   // the tokenizer given or carried: its vocabulary before the corpus is read
-  if (!own_tok && (!get_tokenizer(&a, ck, NULL, vocab, cache, &t, err, sizeof err) || !same_vocab(&t, a.model, vocab, err, sizeof err))) {
-    status = die("%s", err);
-    goto out;
-  }
-  if (own_tok && vocab < 256) {
-    status = die("the model's vocabulary of %lld is smaller than the 256 byte tokens a byte-level BPE starts from: "
-                 "compile it with -D vocab=256 or more, or give --tokenizer bytes to a model of vocab 256",
-                 (long long)vocab);
-    goto out;
-  }
+  if (!own_tok && (!get_tokenizer(a, r->ck, NULL, vocab, cache, &r->t, err, sizeof err) ||
+                   !same_vocab(&r->t, a->model, vocab, err, sizeof err)))
+    return die("%s", err);
+  if (own_tok && vocab < 256)
+    return die("the model's vocabulary of %lld is smaller than the 256 byte tokens a byte-level BPE starts from: "
+               "compile it with -D vocab=256 or more, or give --tokenizer bytes to a model of vocab 256", (long long)vocab);
   if (need_data) {
     const char *def[] = {XF_DATA_DIR "/children"};
-    if (!xf_corpus_read(a.ndata ? a.data : def, a.ndata ? a.ndata : 1, &corpus, err, sizeof err) ||
-        !corpus_fits(&corpus, a.heldout, xf_options(rt)->seq, err, sizeof err)) {
-      status = die("%s", err);
-      goto out;
-    }
+    if (!xf_corpus_read(a->ndata ? a->data : def, a->ndata ? a->ndata : 1, &r->corpus, err, sizeof err) ||
+        !corpus_fits(&r->corpus, a->heldout, xf_options(r->rt)->seq, err, sizeof err))
+      return die("%s", err);
   }
-  if (own_tok && (!get_tokenizer(&a, ck, &corpus, vocab, cache, &t, err, sizeof err) ||
-                  !same_vocab(&t, a.model, vocab, err, sizeof err))) {
-    status = die("%s", err);
-    goto out;
-  }
-  int64_t seq = xf_options(rt)->seq;
+  if (own_tok && (!get_tokenizer(a, r->ck, &r->corpus, vocab, cache, &r->t, err, sizeof err) ||
+                  !same_vocab(&r->t, a->model, vocab, err, sizeof err)))
+    return die("%s", err);
+  int64_t seq = xf_options(r->rt)->seq;
   if (need_data) {
-    if (!xf_data_load(&corpus, t.tok, a.heldout, vocab, cache, &d, err, sizeof err)) {
-      status = die("%s", err);
-      goto out;
-    }
-    if (d.split <= seq || d.n - d.split <= seq) {
-      status = die("the corpus has %lld tokens (%lld held out): too few for --seq %lld (need more than %lld in the "
-                   "training part and in the held-out part)", (long long)d.n, (long long)(d.n - d.split),
-                   (long long)seq, (long long)seq);
-      goto out;
-    }
+    if (!xf_data_load(&r->corpus, r->t.tok, a->heldout, vocab, cache, &r->d, err, sizeof err)) return die("%s", err);
+    if (r->d.split <= seq || r->d.n - r->d.split <= seq)
+      return die("the corpus has %lld tokens (%lld held out): too few for --seq %lld (need more than %lld in the "
+                 "training part and in the held-out part)", (long long)r->d.n, (long long)(r->d.n - r->d.split),
+                 (long long)seq, (long long)seq);
   }
-  if (is_sample) {  // the prompt gives at least one token
-    ptok = calloc((size_t)a.nprompts, sizeof *ptok), plen = calloc((size_t)a.nprompts, sizeof *plen);
-    for (int64_t p = 0; ptok && plen && p < a.nprompts && !status; p++) {
-      if (!(ptok[p] = xf_tok_encode(t.tok, a.prompts[p], strlen(a.prompts[p]), &plen[p]))) status = die("out of memory");
-      else if (plen[p] == 0 && a.prompts_file)
-        status = die("%s: prompt %lld gives no token: give at least one token of text", a.prompts_file, (long long)(p + 1));
-    }
-    if (!status && (!ptok || !plen)) status = die("out of memory");
-    if (status) goto out;
-    if (plen[0] == 0) {
-      status = die("--prompt is empty: give at least one token of text");
-      goto out;
-    }
-    int64_t ctx = xf_model(rt)->context;
-    for (int64_t p = 0; p < a.nprompts; p++)
-      if (plen[p] > ctx) {
-        char which[48] = "the prompt";
-        if (a.prompts_file) snprintf(which, sizeof which, "prompt %lld of %s", (long long)(p + 1), a.prompts_file);
-        fprintf(stderr, "xfrun: %s has %lld tokens, more than the model's context of %lld: it keeps the last %lld\n",
-                which, (long long)plen[p], (long long)ctx, (long long)ctx);
-      }
-  }
-  // nothing left to refuse: allocate
-  if (!xf_allocate(rt, err, sizeof err)) {
-    status = die("%s", err);
-    goto out;
-  }
-  // notes and warnings once nothing can refuse the run
-  if (g_dist.rank == 0 && *a.resume_note) fprintf(stderr, "xfrun: %s\n", a.resume_note);
+  return is_sample ? run_prompts(a, r) : -1;
+}
+
+// Nothing left to refuse: the memory, the notes and warnings, the reduction
+// across processes, the parameters. -1, or the exit status after a message.
+static int run_start(Args *a, Run *r) {
+  char err[1024];
+  XfRuntime *rt = r->rt;
+  bool root = g_dist.rank == 0;
+  if (!xf_allocate(rt, err, sizeof err)) return die("%s", err);
+  if (root && *a->resume_note) fprintf(stderr, "xfrun: %s\n", a->resume_note);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (g_dist.rank == 0 && cores > 0 && a.threads > cores)
+  if (root && cores > 0 && a->threads > cores)
     fprintf(stderr, "xfrun: warning: --threads %lld is more than the %ld cores here: the threads will wait on each "
-            "other; give --threads %ld or less\n", (long long)a.threads, cores, cores);
-  if (g_dist.rank == 0 && is_train && !a.save)
+            "other; give --threads %ld or less\n", (long long)a->threads, cores, cores);
+  if (root && !strcmp(a->cmd, "train") && !a->save)
     fprintf(stderr, "xfrun: warning: no --save: the trained parameters will not be kept (give --save FILE)\n");
-  if (xf_device_note(rt) && g_dist.rank == 0) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
-  if (g_dist.rank == 0 && strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: device: %s\n", xf_device_desc(rt));
+  if (xf_device_note(rt) && root) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (root && strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: device: %s\n", xf_device_desc(rt));
   else if (strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: rank %d: device: %s\n", g_dist.rank, xf_device_desc(rt));
-  if (g_dist.rank == 0 && strcmp(xf_device(rt), "cuda")) gemm_line(stderr, xf_options(rt)->threads);
+  if (root && strcmp(xf_device(rt), "cuda")) gemm_line(stderr, xf_options(rt)->threads);
   if (g_dist.size > 1) {
     // gradients in device memory go over NCCL; in host memory (the CPU, the
     // CUDA emulation) over the MPI ring
     int64_t bucket_bytes;
     XfReducer red = dist_reducer(&g_dist, &bucket_bytes);
     if (!strcmp(xf_device(rt), "cuda")) red = nccl_reducer(&g_dist, xf_device_stream(rt), err, sizeof err);
-    if (!red.start) {
-      status = die("%s", strcmp(xf_device(rt), "cuda") ? "cannot start the communication thread" : err);
-      goto out;
+    if (!red.start) return die("%s", strcmp(xf_device(rt), "cuda") ? "cannot start the communication thread" : err);
+    xf_set_data_parallel(rt, g_dist.rank * r->opt.batch, &red, bucket_bytes);
+  }
+  if (!r->ck) xf_init_params(rt, (uint64_t)a->seed);  // a checkpoint sets every parameter
+  if (r->ck && !xf_checkpoint_load(r->ck, rt, !strcmp(a->cmd, "train"), err, sizeof err)) return die("%s", err);
+  return -1;
+}
+
+// xfrun train, eval and sample (argv[1] the command).
+static int run_model(int argc, char **argv) {
+  Args a;
+  int status = xfrun_parse_args(argc, argv, &a);
+  if (status >= 0) return status;
+  char derr[512];
+  if (!dist_init(&argc, &argv, &g_dist, derr, sizeof derr)) return die("%s", derr);
+  if (g_dist.size == 1) catch_stop_signals();  // under a launcher, the launcher handles signals
+  Run r = {0};
+  if (g_dist.size > 1 && strcmp(a.cmd, "train"))
+    status = die("only xfrun train runs on several processes (this is %s under an MPI launcher with %d)", a.cmd, g_dist.size);
+  else if ((status = run_open(&a, &r)) < 0 && (status = run_check(&a, &r)) < 0 && (status = run_start(&a, &r)) < 0) {
+    if (!strcmp(a.cmd, "sample")) {
+      status = sample(&a, r.rt, &r.t, r.ptok, r.plen);
+    } else if (!strcmp(a.cmd, "train")) {
+      uint64_t data_key = r.corpus.hash ^ xf_tok_fingerprint(r.t.tok);
+      const char *k = a.resume ? xf_checkpoint_meta(r.ck, "data") : NULL;
+      char now_key[32];
+      snprintf(now_key, sizeof now_key, "%016llx", (unsigned long long)data_key);
+      if (k && strcmp(k, now_key))
+        fprintf(stderr, "xfrun: warning: %s was trained on other data; the run continues on this corpus\n", a.resume);
+      status = train(&a, r.rt, &r.d, &r.t, data_key);
+    } else {
+      double mean = heldout_loss(r.rt, &r.d, a.eval_batches);
+      printf("%s: held-out loss %.4f, perplexity %.2f (%lld batches of %lld x %lld tokens%s)\n", xf_model(r.rt)->name,
+             mean, exp(mean), (long long)a.eval_batches, (long long)xf_options(r.rt)->batch,
+             (long long)xf_options(r.rt)->seq, r.ck ? "" : "; fresh parameters: no --checkpoint");
+      status = 0;
     }
-    xf_set_data_parallel(rt, g_dist.rank * opt.batch, &red, bucket_bytes);
   }
-  if (!ck) xf_init_params(rt, (uint64_t)a.seed);  // a checkpoint sets every parameter
-  if (ck && !xf_checkpoint_load(ck, rt, is_train, err, sizeof err)) {
-    status = die("%s", err);
-    goto out;
-  }
-  if (is_sample) {
-    status = sample(&a, rt, &t, ptok, plen);
-    goto out;
-  }
-  uint64_t data_key = corpus.hash ^ xf_tok_fingerprint(t.tok);
-  if (a.resume) {
-    const char *k = xf_checkpoint_meta(ck, "data");
-    char now_key[32];
-    snprintf(now_key, sizeof now_key, "%016llx", (unsigned long long)data_key);
-    if (k && strcmp(k, now_key))
-      fprintf(stderr, "xfrun: warning: %s was trained on other data; the run continues on this corpus\n", a.resume);
-  }
-  if (is_train) {
-    status = train(&a, rt, &d, &t, data_key);
-  } else {
-    double mean = heldout_loss(rt, &d, a.eval_batches);
-    printf("%s: held-out loss %.4f, perplexity %.2f (%lld batches of %lld x %lld tokens%s)\n", xf_model(rt)->name,
-           mean, exp(mean), (long long)a.eval_batches, (long long)xf_options(rt)->batch, (long long)seq,
-           ck ? "" : "; fresh parameters: no --checkpoint");
-  }
-out:
-  for (int64_t p = 0; ptok && p < a.nprompts; p++) free(ptok[p]);
-  free(ptok), free(plen), free(a.prompts_buf), free(a.prompts), free(a.run_data);
-  tok_free(&t);
-  xf_data_free(&d);
-  xf_corpus_free(&corpus);
-  xf_close(rt);
-  xf_checkpoint_close(ck);
+  run_close(&a, &r);
   dist_finalize(&g_dist);
   return status;
+}
+
+// The subcommands; `whole`: the command takes xfrun's argv (argv[1] its
+// name), else the arguments after "xfrun" (argv[0] its name).
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  bool whole;
+} commands[] = {
+    {"train", run_model, true},        {"eval", run_model, true},       {"sample", run_model, true},
+    {"tokenize", xfrun_tokenize, false}, {"plot", xfrun_plot, false},   {"compare", xfrun_compare, false},
+    {"export", xfrun_export, false},   {"info", info, false},
+};
+
+int main(int argc, char **argv) {
+  if (argc < 2) return xfrun_usage(stderr), XF_EXIT_USAGE;
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) return xfrun_usage(stdout), 0;
+  if (!strcmp(cmd, "--version")) return version(), 0;
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].whole ? commands[i].run(argc, argv) : commands[i].run(argc - 1, argv + 1);
+  const char *near = xfrun_nearest_command(cmd);
+  if (cmd[0] == '-') return cli_usage_error("xfrun", "expected a command before %s (train, eval, sample, ...)", cmd);
+  if (near) return cli_usage_error("xfrun", "unknown command '%s' (did you mean '%s'?)", cmd, near);
+  return cli_usage_error("xfrun", "unknown command '%s' (train, eval, sample, tokenize, plot, compare, export or info)", cmd);
 }
