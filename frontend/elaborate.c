@@ -124,6 +124,7 @@ typedef struct {
   int depth;  // evals in progress
   int ncalls;  // calls made so far (push_frame)
   int scope;
+  int call;  // the block call running (Graph.calls): the call of the nodes made
   Vec insts;
   uint32_t ndropout;
   Inst *root;
@@ -312,6 +313,7 @@ static int add_node(Elab *E, Node n, Loc loc) {
   if (E->g->nnodes >= MAX_NODES) err(E, loc, "the model is too large: more than %d graph nodes", MAX_NODES);
   n.loc = loc;
   n.scope = E->scope;
+  n.call = E->call;
   char msg[512];
   int id = ir_add(E->g, n, msg, sizeof msg);
   if (id < 0) err(E, loc, "%s", msg);
@@ -375,7 +377,7 @@ static void check_elements(Elab *E, const Shape *s, Loc loc) {
 // ---- construction ------------------------------------------------------------
 
 static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx);
-static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc);
+static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc, const char *site);
 static Value call_fn(Elab *E, const Def *def, Value *args, const Expr **argx, int nargs, Loc loc, Ctx ctx);
 
 static void adopt(Elab *E, Inst *owner, Inst *child, const char *name) {
@@ -764,7 +766,7 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   case V_INST:
     if (ctx == CTX_BUILD)
       err(E, e->loc, "an instance can only be called inside forward");
-    return call_inst(E, f.inst, args, argx, n, e->loc);
+    return call_inst(E, f.inst, args, argx, n, e->loc, e->lhs->kind == EX_NAME ? e->lhs->name : NULL);
   default:
     err(E, e->loc, "%s is not callable", kind_name(f.kind));
   }
@@ -903,14 +905,17 @@ static const char *inst_path(Elab *E, const Inst *in) {
   return *E->g->scopes[in->scope].path ? E->g->scopes[in->scope].path : "<model>";
 }
 
-static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc) {
+static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc, const char *site) {
+  int caller = E->call;
   if (!in->def) {  // repeat sequence: x -> items[n-1](... items[0](x))
     if (nargs != 1) err(E, loc, "a repeat sequence takes 1 argument, got %d", nargs);
     Value v = args[0];
+    E->call = ir_call_add(E->g, in->scope, caller, site);
     for (int i = 0; i < in->nitems; i++) {
       const Expr *ax[1] = {argx[0]};
-      v = call_inst(E, in->items[i], &v, ax, 1, loc);
+      v = call_inst(E, in->items[i], &v, ax, 1, loc, NULL);
     }
+    E->call = caller;
     return v;
   }
   if (!in->forward) err(E, loc, "block '%s' has no forward, so it cannot be called", in->def->name);
@@ -920,8 +925,10 @@ static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int na
   push_frame(E, loc, arena_printf(E->a, "in forward of %s called here", who));
   int saved = E->scope;
   E->scope = in->scope;
+  E->call = ir_call_add(E->g, in->scope, caller, site);
   Value v = exec_body(E, env, &in->forward->body, CTX_RUN, BODY_FORWARD, who, in->forward->loc);
   E->scope = saved;
+  E->call = caller;
   E->nframes--;
   return v;
 }
@@ -1066,6 +1073,7 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
     if (in != E.root && !in->owner) adopt(&E, E.root, in, anon_name(&E, i));
   }
   assign_scopes(&E, E.root, "", -1);
+  E.call = ir_call_add(E.g, E.root->scope, -1, NULL);  // call 0: the model's forward
   const Member *fwd = E.root->forward;
   if (!fwd) err(&E, model->loc, "model '%s' has no forward", model->name);
   Env *env = env_new(&E, E.root->env);

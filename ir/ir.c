@@ -34,6 +34,7 @@ Graph *ir_graph_clone(Arena *a, const Graph *g) {
   COPY(scopes, nscopes, cap_scopes)
   COPY(outputs, noutputs, cap_outputs)
   COPY(config, nconfig, cap_config)
+  COPY(calls, ncalls, cap_calls)
 #undef COPY
   return c;
 }
@@ -47,6 +48,12 @@ Graph *ir_graph_clone(Arena *a, const Graph *g) {
       (cap) = nc;                                                              \
     }                                                                          \
   } while (0)
+
+int ir_call_add(Graph *g, int scope, int parent, const char *site) {
+  GROW(g, g->calls, g->ncalls, g->cap_calls);
+  g->calls[g->ncalls] = (Call){scope, parent, site};
+  return g->ncalls++;
+}
 
 int ir_scope_add(Graph *g, const char *path, const char *block, int parent, Loc loc) {
   GROW(g, g->scopes, g->nscopes, g->cap_scopes);

@@ -240,6 +240,8 @@ typedef struct {
   Init init;             // PARAM
   const char *name;      // PARAM: dotted instance path; INPUT: argument name
   int scope;             // index into Graph.scopes
+  int call;              // index into Graph.calls: the block call that made it
+                         // (0: the model's forward; PARAM nodes: 0)
   Loc loc;
 } Node;
 
@@ -250,6 +252,21 @@ typedef struct {
   int parent;          // -1 for the root
   Loc loc;             // where it was instantiated
 } Scope;
+
+// A call of a block instance during elaboration. The nodes a call and the
+// calls below it made are contiguous in node order (elaboration runs them in
+// turn); a call that made no node has none. Calls are in the order they
+// began, so a call's parent comes before it. The call that owns a node is
+// the innermost one running when it was made; the scope that owns it is
+// that call's scope, not necessarily under the caller's (a block passed as an
+// argument, called by another: LieTrotter's mixer called from its PreNorm).
+typedef struct {
+  int scope;          // the instance called (Graph.scopes); a repeat sequence's
+                      // scope for the call running its items in turn
+  int parent;         // the calling call; -1 for call 0, the model's forward
+  const char *site;   // the name the caller called it by ("f", "ln"); NULL
+                      // when not a plain name (a repeat's items)
+} Call;
 
 typedef struct {
   const char *name;
@@ -276,16 +293,19 @@ typedef struct {
                          // (autodiff) the backward pass. 0: no backward yet
   ConfigEntry *config;
   int nconfig, cap_config;
+  Call *calls;           // the block calls of elaboration (0: none recorded,
+  int ncalls, cap_calls; // every node then belongs to call 0)
 } Graph;
 
 // ---- ir.c ------------------------------------------------------------------
 
 Graph *ir_graph_new(Arena *a, const char *name);
-// A copy of g (nodes, scopes, outputs, config) whose arrays live in a.
+// A copy of g (nodes, scopes, outputs, config, calls) whose arrays live in a.
 Graph *ir_graph_clone(Arena *a, const Graph *g);
 int ir_scope_add(Graph *g, const char *path, const char *block, int parent, Loc loc);
 void ir_output_add(Graph *g, const char *name, int node);
 void ir_config_add(Graph *g, const char *name, bool is_float, double v);
+int ir_call_add(Graph *g, int scope, int parent, const char *site);
 
 // Appends n (op, inputs and attributes filled in; shape and dtype are
 // inferred) and returns its id. On a shape or type error returns -1 and

@@ -86,6 +86,10 @@ static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err,
   for (int s = 0; s < g->nscopes; s++)
     if (g->scopes[s].parent >= s || (s > 0 && g->scopes[s].parent < 0))
       return bad(err, errlen, "scope %d has parent %d", s, g->scopes[s].parent);
+  for (int c = 0; c < g->ncalls; c++)
+    if (g->calls[c].parent >= c || (c > 0 && g->calls[c].parent < 0) || g->calls[c].scope < 0 ||
+        g->calls[c].scope >= (g->nscopes ? g->nscopes : 1))
+      return bad(err, errlen, "call %d has parent %d and scope %d", c, g->calls[c].parent, g->calls[c].scope);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     if (n->id != i) return bad(err, errlen, "node at %d has id %d", i, n->id);
@@ -99,6 +103,8 @@ static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err,
         return bad(err, errlen, "%%%d (%s) uses %%%d before it is defined", i, op, n->in[k]);
     if (n->scope < 0 || n->scope >= (g->nscopes ? g->nscopes : 1))
       return bad(err, errlen, "%%%d (%s) has scope %d", i, op, n->scope);
+    if (n->call < 0 || n->call >= (g->ncalls ? g->ncalls : 1))
+      return bad(err, errlen, "%%%d (%s) has call %d", i, op, n->call);
     Shape s;
     DType dt;
     char why[256];
