@@ -10,13 +10,18 @@
 //   and of the checkpoint's: model, step, context, config.<name>, tokenizer,
 //   tokenizer.json (the keys it has).
 // Needs no model.so. The output is written atomically (xf_write_atomic).
+// Options as driver/cli.h: --dtype bf16 or --dtype=bf16, -o FILE or -oFILE;
+// exit 0 done, 1 a file that cannot be read or written, 2 a usage error.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../runtime/json.h"
 #include "../runtime/xf.h"
+#include "cli.h"
 #include "xfrun.h"
+
+#define PROG "xfrun export"
 
 static void usage(FILE *f) {
   fputs("usage: xfrun export CHECKPOINT -o FILE.safetensors [--dtype bf16|fp32]\n"
@@ -33,16 +38,9 @@ static void usage(FILE *f) {
         f);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "xfrun export: error: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, " (xfrun export --help)\n");
-  return 2;
-}
-
 static int io_error(const char *what) {
-  fprintf(stderr, "xfrun export: error: %s\n", what);
-  return 1;
+  fprintf(stderr, PROG ": error: %s\n", what);
+  return XF_EXIT_ERROR;
 }
 
 // bfloat16 of a float32: round to nearest, ties to even; NaN stays a (quiet) NaN.
@@ -134,27 +132,31 @@ static int export_file(const char *in, const char *out, bool bf16) {
   return ok ? 0 : io_error(err);
 }
 
+enum { E_O, E_OUTPUT, E_DTYPE, E_H, E_HELP, E_COUNT };
+static const CliOption opts[E_COUNT] = {
+    [E_O] = {"o", true}, [E_OUTPUT] = {"output", true}, [E_DTYPE] = {"dtype", true},
+    [E_H] = {"h", false}, [E_HELP] = {"help", false},
+};
+
 int xfrun_export(int argc, char **argv) {
   const char *in = NULL, *out = NULL, *dtype = "fp32";
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *eq = strchr(a, '=');
-    size_t n = eq && !strncmp(a, "--", 2) ? (size_t)(eq - a) : strlen(a);
-    const char **dst = NULL;
-    if ((n == 2 && !strncmp(a, "-o", 2)) || (n == 8 && !strncmp(a, "--output", 8))) dst = &out;
-    else if (n == 7 && !strncmp(a, "--dtype", 7)) dst = &dtype;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-    else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
-    else if (in) return usage_error("one checkpoint is exported at a time; '%s' is a second", a);
-    else {
-      in = a;
-      continue;
+  Cli c = cli_start(PROG, opts, E_COUNT, argc, argv, 1);
+  for (int k; (k = cli_next(&c)) != CLI_END;) {
+    switch (k) {
+    case CLI_BAD: return XF_EXIT_USAGE;
+    case CLI_ARG:
+      if (in) return cli_usage_error(PROG, "one checkpoint at a time: '%s' is a second", c.value);
+      in = c.value;
+      break;
+    case E_H:
+    case E_HELP: return usage(stdout), XF_EXIT_OK;
+    case E_O:
+    case E_OUTPUT: out = c.value; break;
+    case E_DTYPE: dtype = c.value; break;
     }
-    if (a[n] == '=') *dst = a + n + 1;
-    else if (i + 1 < argc) *dst = argv[++i];
-    else return usage_error("%s needs a value", a);
   }
-  if (!in) return usage_error("%s", "no CHECKPOINT to export");
-  if (!out || !*out) return usage_error("%s", "no output file: -o FILE.safetensors");
-  if (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) return usage_error("--dtype %s: expected bf16 or fp32", dtype);
+  if (!in) return cli_usage_error(PROG, "no CHECKPOINT to export");
+  if (!out || !*out) return cli_usage_error(PROG, "-o FILE is required (the safetensors file to write)");
+  if (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) return cli_usage_error(PROG, "--dtype %s: expected bf16 or fp32", dtype);
   return export_file(in, out, !strcmp(dtype, "bf16"));
 }
