@@ -14,6 +14,14 @@ tests/interop/xf_dump.c computes, in float64,
     eps 1e-8, weight decay 0.01, xf's defaults): every step's loss within
     1e-5 relative of xf's, and the parameters after them within 1e-4
     (relative Frobenius norm).
+Then the files that travel (issue 34): `xfrun export` writes the checkpoint's
+weights alone, fp32 and bf16 (no "optimizer." tensors); the fp32 export loaded
+into a fresh module (load_xf) gives xf's logits within 1e-5 at two sequence
+lengths (the context, and a shorter one with another batch); the bf16 export
+loads as the checkpoint's values rounded to bfloat16 by torch. And one block
+alone: the class of the first layer, made on its own with the layer's
+weights, run at two (B, T), equals the layer inside the full model (its
+input and output taken by a forward hook).
 Exit status 77 (skipped, saying so) when torch or safetensors is missing.
 """
 import os
@@ -30,6 +38,7 @@ except ImportError as e:
     sys.exit(77)
 
 XFC, XFRUN, DUMP = sys.argv[1:4]
+B2, T2 = 3, 5  # the second shape: another batch, a shorter sequence
 EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
             "gla", "retnet", "ssm"]
 B, T, STEPS = 2, 8, 10
@@ -93,6 +102,7 @@ def one(ex, tmp):
         at += n
     check(e_logits <= 1e-5 and e_loss <= 1e-5 and worst <= 1e-4,
           f"{ex}: logits {e_logits:.1e}, loss {e_loss:.1e}, {len(names)} gradients worst {worst:.1e} ({worst_name})")
+    exported(ex, ns, ck, so, tmp)
     # 10 AdamW steps on the batch
     model.zero_grad()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -115,6 +125,61 @@ def one(ex, tmp):
         at += n
     check(e_curve <= 1e-5 and e_w <= 1e-4,
           f"{ex}: {STEPS} AdamW steps, losses within {e_curve:.1e}, parameters within {e_w:.1e} (relative norm)")
+
+
+def batch(b, t, v=256):
+    bt = torch.arange(b).reshape(b, 1) * 7 + torch.arange(t).reshape(1, t) * 13 + 1
+    return bt % v
+
+
+def exported(ex, ns, ck, so, tmp):
+    """xfrun export (fp32, bf16) into a fresh module at two lengths; the first layer's class alone."""
+    from safetensors import safe_open
+    w32, w16 = os.path.join(tmp, f"{ex}.f32.safetensors"), os.path.join(tmp, f"{ex}.bf16.safetensors")
+    subprocess.run([XFRUN, "export", ck, "-o", w32], check=True, capture_output=True)
+    subprocess.run([XFRUN, "export", ck, "--dtype=bf16", "-o", w16], check=True, capture_output=True)
+    with safe_open(ck, "pt") as f:
+        ck_names = [k for k in f.keys() if not k.startswith("optimizer.")]
+        ck_vals = {k: f.get_tensor(k) for k in ck_names}
+    model = ns["load_xf"](ns["Model"]().double(), w32).eval()
+    errs = []
+    for b, t in ((B, T), (B2, T2)):
+        out = os.path.join(tmp, f"{ex}.{b}x{t}")
+        os.makedirs(out, exist_ok=True)
+        subprocess.run([DUMP, so, ck, str(b), str(t), "0", out], check=True)
+        xf_logits = np.fromfile(os.path.join(out, "logits.f32"), np.float32).reshape(b, t, -1)
+        with torch.no_grad():
+            errs.append(rel(xf_logits, model(batch(b, t))["logits"].numpy()))
+    with safe_open(w16, "pt") as f:
+        names16 = list(f.keys())
+        bf16_ok = sorted(names16) == sorted(ck_names) and all(
+            f.get_tensor(k).dtype == torch.bfloat16 and torch.equal(f.get_tensor(k), ck_vals[k].to(torch.bfloat16))
+            for k in names16)
+    m16 = ns["load_xf"](ns["Model"]().double(), w16)
+    bf16_ok = bf16_ok and all(torch.equal(w, ck_vals[k].to(torch.bfloat16).double()) for k, w in m16.state_dict().items())
+    with safe_open(w32, "pt") as f:
+        moments = [k for k in f.keys() if k.startswith("optimizer.")]
+    check(max(errs) <= 1e-5 and bf16_ok and not moments,
+          f"{ex}: xfrun export: logits of the fp32 export at [{B}, {T}] {errs[0]:.1e}, at [{B2}, {T2}] {errs[1]:.1e}; "
+          f"bf16 export {'loads as the rounded checkpoint' if bf16_ok else 'DIFFERS from the rounded checkpoint'}; "
+          f"{len(moments)} optimizer tensors")
+    # the first layer's class on its own, at two shapes, against the layer inside the model
+    layer = model.get_submodule("lm.layers.0")
+    alone = type(layer)().double().eval()
+    alone.load_state_dict(layer.state_dict(), strict=True)
+    seen = []
+    hook = layer.register_forward_hook(lambda m, args, out: seen.append((args, out)))
+    worst = 0.0
+    with torch.no_grad():
+        for b, t in ((B, T), (B2, T2)):
+            seen.clear()
+            model(batch(b, t))
+            args, out = seen[0]
+            mine = alone(*args)
+            worst = max(worst, float((mine - out).abs().max() / out.abs().max()))
+    hook.remove()
+    check(worst <= 1e-12 and tuple(out.shape[:2]) == (B2, T2),
+          f"{ex}: {type(layer).__name__} alone at [{B}, {T}] and [{B2}, {T2}] equals lm.layers.0 in the model ({worst:.1e})")
 
 
 torch.manual_seed(0)
