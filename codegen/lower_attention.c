@@ -1,0 +1,521 @@
+// lower_attention.c: fused causal attention (ATTENTION, ATTENTION_GRAD) ->
+// loop descriptions (loops.h), on the CPU and in a GPU's (sequence, head)
+// blocks. Part of the lowering of lower.c (lower_impl.h).
+#include "lower_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+// ---- fused causal attention -------------------------------------------------------
+
+// ATTENTION and ATTENTION_GRAD (interp.c has the equations) in fuse_attention's
+// layouts: row r of [..., T, NH, width] (axis 1, time-major heads) or of
+// [..., T, width] (axis 0, NH = 1), a head's `width` features contiguous. Every
+// loop over heads is a par loop, so a backend works across heads (seed 001's
+// transformer has 32 heads of 4 features) rather than along a head's few
+// features; scores and probabilities of a query row live in a local array
+// [t_max, NH].
+typedef struct {
+  int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
+  LExpr *T;
+  int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
+  // ATTENTION_GRAD's parts p = dq, dk, dv (out_parts): feature c of row r,
+  // head hd at slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e]
+  // rows in KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each
+  // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
+  OutPart part[3];
+} Att;
+
+// Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
+static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
+  return iadd(L, imul(L, iadd(L, imul(L, row, xi(L, a->NH)), xvar(L, hd)), xi(L, n)), c);
+}
+// Feature c of part p of the gradient, row `row`, head hd (slot a->part[p].slot).
+static LExpr *att_part_at(Lo *L, const Att *a, int p, LExpr *row, int hd, LExpr *c) {
+  return att_at(L, a, a->part[p].w, row, hd, iadd(L, xi(L, a->part[p].off), c));
+}
+
+
+// sum_{c < len} a[abase + c] * b[bbase + c]: straight-line for short heads,
+// else a reduction.
+static LExpr *dot(Lo *L, int sa, int abase, int sb, int bbase, int64_t len) {
+  if (len <= 16) {
+    LExpr *acc = NULL;
+    for (int64_t c = 0; c < len; c++) {
+      LExpr *t = x2(L, LX_MUL, load(L, sa, iadd(L, xvar(L, abase), xi(L, c))), load(L, sb, iadd(L, xvar(L, bbase), xi(L, c))));
+      acc = acc ? x2(L, LX_ADD, acc, t) : t;
+    }
+    return acc ? acc : xf(L, 0);
+  }
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, len), &c);
+  int v = reduce_end(L, st, x2(L, LX_MUL, load(L, sa, iadd(L, xvar(L, abase), xvar(L, c))), load(L, sb, iadd(L, xvar(L, bbase), xvar(L, c)))), "dot");
+  return xvar(L, v);
+}
+
+// A loop over a head's n features: unrolled here when n <= 8, so a backend
+// sees one access per feature and vectorises across heads (interleaved
+// accesses, not gathers); else a par loop.
+//   for (Feat f = feat_begin(L, n); feat_more(L, &f);) { ... feat_c(L, &f) ... }
+typedef struct {
+  int64_t n, k;
+  int var;
+} Feat;
+static Feat feat_begin(Lo *L, int64_t n) {
+  Feat f = {n, -1, -1};
+  if (n > 8) f.var = for_begin(L, xi(L, 0), xi(L, n), true, "c");
+  return f;
+}
+static bool feat_more(Lo *L, Feat *f) {
+  f->k++;
+  if (f->var < 0) return f->k < f->n;
+  if (f->k == 1) for_end(L);
+  return f->k == 0;
+}
+static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var) : xi(L, f->k); }
+
+#define LOC(slot, j, hd) load(L, slot, iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd)))
+#define LOC_AT(j, hd) iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd))
+
+// Row o's scores s_j = scale q_o . k_j over j <= i into S and their maximum
+// per head into M; then (probs) p_j = exp(s_j - M) into S and sum p_j into Ls.
+static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int r0, bool probs) {
+  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
+  store(L, a->Ls, xvar(L, hd), xf(L, 0));
+  for_end(L);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int kr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
+  int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
+  int s = let(L, x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval)), "s");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, s));
+  store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
+  for_end(L);
+  for_end(L);
+  if (!probs) return;
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, p));
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
+  for_end(L);
+  for_end(L);
+}
+
+// Forward, one query row o = (sequence, i) per outer index (so the step
+// program windows it like any row kernel): o_i = (sum_j p_j v_j) / sum_j p_j
+// with p_j = exp(s_j - max s), the exponentials and products in one pass.
+static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
+  int o = 0;
+  int i = let(L, x2(L, LX_REM, xvar(L, o), a->T), "i"), r0 = let(L, x2(L, LX_SUB, xvar(L, o), xvar(L, i)), "r0");
+  a->X = local(L, a->NH * a->e);
+  int x = for_begin(L, xi(L, 0), xi(L, a->NH * a->e), true, "x");
+  store(L, a->X, xvar(L, x), xf(L, 0));
+  for_end(L);
+  att_scores(L, a, n, o, i, r0, false);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->e)), "vrow");
+  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
+  for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
+    int ai = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
+    LExpr *vv = load(L, KS_IN2, iadd(L, xvar(L, vr), xvar(L, ai)));
+    store(L, a->X, xvar(L, ai), x2(L, LX_ADD, load(L, a->X, xvar(L, ai)), x2(L, LX_MUL, xvar(L, p), vv)));
+  }
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
+  for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
+    int ao = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
+    store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, ao)), xvar(L, inv)));
+  }
+  for_end(L);
+}
+
+// Gradient, one sequence per outer index, query rows i in order: the rows of
+// its dq, dk, dv parts (Att.part) zeroed, then for each i,
+// with u_j = exp(s_j - max s), l = sum_j u_j, P_ij = u_j / l:
+// dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij = (sum_j u_j dP_ij) / l,
+// dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j, dk_j += dS_ij q_i,
+// dv_j += P_ij do_i, each output element accumulated in the order of i,
+// then j. Three passes over j per row: scores; u, l, dP; the updates.
+static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e;
+  int r0 = let(L, imul(L, xvar(L, 0), a->T), "r0");
+  a->X = local(L, L->g->t_max * NH);  // dP
+  int D = local(L, NH);
+  for (int pt = 0; pt < 3 && (pt == 0 || a->part[pt].slot != a->part[0].slot); pt++) {  // one buffer: zeroed whole
+    int64_t pw = a->part[pt].w;
+    int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * pw)), true, "x");
+    store(L, a->part[pt].slot, iadd(L, imul(L, xvar(L, r0), xi(L, NH * pw)), xvar(L, x)), xf(L, 0));
+    for_end(L);
+  }
+  int i = for_begin(L, xi(L, 0), a->T, false, "i");
+  int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
+  att_scores(L, a, n, o, i, r0, false);
+  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  store(L, D, xvar(L, hd), xf(L, 0));
+  for_end(L);
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, NH * e)), "vrow");
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int u = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "u");
+  store(L, a->S, LOC_AT(j, hd), xvar(L, u));
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, u)));
+  int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
+  int dp = let(L, dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
+  store(L, a->X, LOC_AT(j, hd), xvar(L, dp));
+  store(L, D, xvar(L, hd), x2(L, LX_ADD, load(L, D, xvar(L, hd)), x2(L, LX_MUL, xvar(L, u), xvar(L, dp))));
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");  // M <- 1 / l, D <- D / l
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
+  store(L, a->M, xvar(L, hd), xvar(L, inv));
+  store(L, D, xvar(L, hd), x2(L, LX_MUL, load(L, D, xvar(L, hd)), xvar(L, inv)));
+  for_end(L);
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
+  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd))))), "ds");
+  int oq = let(L, att_part_at(L, a, 0, xvar(L, o), hd, xi(L, 0)), "oq");
+  int ok = let(L, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, 0)), "ok");
+  int ov = let(L, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, 0)), "ov");
+  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
+  int kb = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
+  yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  int sq = a->part[0].slot, sk = a->part[1].slot, sv = a->part[2].slot;
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    int dq = let(L, iadd(L, xvar(L, oq), c), "dq"), dk = let(L, iadd(L, xvar(L, ok), c), "dk");
+    store(L, sq, xvar(L, dq), x2(L, LX_ADD, load(L, sq, xvar(L, dq)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN1, iadd(L, xvar(L, kb), c)))));
+    store(L, sk, xvar(L, dk), x2(L, LX_ADD, load(L, sk, xvar(L, dk)), x2(L, LX_MUL, xvar(L, ds), load(L, KS_IN0, iadd(L, xvar(L, qb), c)))));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    int dv = let(L, iadd(L, xvar(L, ov), c), "dv");
+    store(L, sv, xvar(L, dv), x2(L, LX_ADD, load(L, sv, xvar(L, dv)), x2(L, LX_MUL, xvar(L, p), load(L, KS_IN0 + 3, iadd(L, xvar(L, yb), c)))));
+  }
+  for_end(L);
+  for_end(L);
+  for_end(L);
+}
+#undef LOC
+#undef LOC_AT
+
+// ---- attention on a GPU: a block of threads per (sequence, head) ---------------------
+//
+// Outer index o = b NH + hd, a block of ATT_TEAM threads; a thread per query
+// row (in the gradient's last sweep, per key row), strided when T >
+// ATT_TEAM. K and V (in that last sweep Q and dO) pass through shared memory
+// in tiles of ATT_TILE rows, loaded by all threads; the causal mask skips
+// every tile past a row. Scores are never stored: a row keeps its running
+// maximum m, sum l and accumulators, rescaled by e^(m_old - m_new) as keys
+// arrive (the online softmax), in registers through a tile (LS_CARRY) and in
+// local arrays laid out [feature, row] between tiles (consecutive threads,
+// consecutive words).
+enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_LOCAL_BUDGET = 64 * 1024 };
+
+// Floats of local arrays of the forward (grad false) or the gradient.
+static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
+  return grad ? tmax * (3 + 2 * h + e) + ATT_TILE * (h + e) : tmax * (2 + e) + ATT_TILE * (h + e);
+}
+
+// Whether attention node n takes the GPU form on tgt: its block's state fits
+// ATT_LOCAL_BUDGET bytes of shared memory (else the CPU's form, a warp per
+// query row or sequence).
+bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
+  if (tgt != LTARGET_GPU || (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD)) return false;
+  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
+  int r = qs->rank;
+  int64_t loc = att_gpu_locals(g->t_max, qs->d[r - 1].n, vs->d[r - 1].n, n->op == OP_ATTENTION_GRAD);
+  return loc * (int64_t)sizeof(float) <= ATT_LOCAL_BUDGET;
+}
+
+LExpr *lower_xwin(Lo *L, int hi) {
+  LExpr *e = ex(L, LX_WIN, LT_I64);
+  e->ival = hi;
+  return e;
+}
+
+// Local tile [ATT_TILE, n] <- rows r0 + [k0, k0 + ATT_TILE) of slot, head hd,
+// by all threads; rows clamped to hi - 1 (a clamped row is a copy no thread
+// reads: every reader stops at a row < hi).
+static void att_tile(Lo *L, const Att *a, int tile, int slot, int64_t n, int r0, int hd, int k0, int hi) {
+  int x = for_begin(L, xi(L, 0), xi(L, ATT_TILE * n), true, "x");
+  LExpr *row = imin(L, iadd(L, xvar(L, k0), x2(L, LX_DIV, xvar(L, x), xi(L, n))), x2(L, LX_SUB, xvar(L, hi), xi(L, 1)));
+  store(L, tile, xvar(L, x), load(L, slot, att_at(L, a, n, iadd(L, xvar(L, r0), row), hd, x2(L, LX_REM, xvar(L, x), xi(L, n)))));
+  for_end(L);
+}
+
+// A thread's own row of n features (row r of slot, head hd): its values as
+// variables when n <= 16, else loaded where used.
+typedef struct {
+  int slot, hd, var[16];
+  int64_t n;
+  LExpr *row;
+} AttRow;
+static AttRow att_row(Lo *L, const Att *a, int slot, int64_t n, LExpr *row, int hd, const char *name) {
+  AttRow w = {.slot = slot, .hd = hd, .n = n, .row = row};
+  for (int64_t c = 0; c < n && n <= 16; c++) w.var[c] = let(L, load(L, slot, att_at(L, a, n, row, hd, xi(L, c))), name);
+  return w;
+}
+// sum_c w_c tile[t n + c], in the order of c (straight-line for n <= 16).
+static LExpr *att_dot(Lo *L, const Att *a, const AttRow *w, int tile, LExpr *t) {
+  LExpr *base = imul(L, t, xi(L, w->n));
+  if (w->n <= 16) {
+    LExpr *acc = NULL;
+    for (int64_t c = 0; c < w->n; c++) {
+      LExpr *p = x2(L, LX_MUL, xvar(L, w->var[c]), load(L, tile, iadd(L, base, xi(L, c))));
+      acc = acc ? x2(L, LX_ADD, acc, p) : p;
+    }
+    return acc ? acc : xf(L, 0);
+  }
+  int c;
+  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, w->n), &c);
+  LExpr *v = load(L, w->slot, att_at(L, a, w->n, w->row, w->hd, xvar(L, c)));
+  return xvar(L, reduce_end(L, st, x2(L, LX_MUL, v, load(L, tile, iadd(L, base, xvar(L, c)))), "dot"));
+}
+
+// Row state in registers over one tile: n values loaded from local arrays
+// before the tile's carried loop, stored back after it. The carried loop of the
+// tile's keys (or queries) runs between att_state_begin and _end.
+typedef struct {
+  int n, *var, *slot;
+  LExpr **at, **next;
+  LStmt *st;
+  int index;
+} AttState;
+static AttState att_state(Lo *L, int64_t cap) {
+  size_t c = (size_t)cap;
+  return (AttState){.var = arena_alloc(L->a, sizeof(int) * c), .slot = arena_alloc(L->a, sizeof(int) * c),
+                    .at = arena_alloc(L->a, sizeof(LExpr *) * c), .next = arena_alloc(L->a, sizeof(LExpr *) * c)};
+}
+// Adds local slot's element at to the state; returns its index in it.
+static int att_state_add(AttState *w, int slot, LExpr *at) {
+  w->slot[w->n] = slot, w->at[w->n] = at;
+  return w->n++;
+}
+// The carried loop over [lo, hi); each state value starts as its stored
+// value times scale (NULL: 1).
+static void att_state_begin(Lo *L, AttState *w, LExpr *lo, LExpr *hi, const char *name, LExpr *scale) {
+  LExpr **init = arena_alloc(L->a, sizeof(LExpr *) * (size_t)w->n);
+  const char **names = arena_alloc(L->a, sizeof(char *) * (size_t)w->n);
+  for (int k = 0; k < w->n; k++) {
+    init[k] = load(L, w->slot[k], w->at[k]), names[k] = name;
+    if (scale) init[k] = x2(L, LX_MUL, init[k], scale);
+  }
+  w->st = carry_begin(L, lo, hi, w->n, init, names, w->var, &w->index);
+}
+static void att_state_end(Lo *L, AttState *w) {
+  carry_end(L, w->st, w->next);
+  for (int k = 0; k < w->n; k++) store(L, w->slot[k], w->at[k], xvar(L, w->var[k]));
+}
+// The accumulators acc[c tmax + i], c < n, into the state; returns the first.
+static int att_state_acc(Lo *L, AttState *w, int acc, int64_t n, int i) {
+  int first = w->n;
+  for (int64_t c = 0; c < n; c++) att_state_add(w, acc, iadd(L, imul(L, xi(L, c), xi(L, L->g->t_max)), xvar(L, i)));
+  return first;
+}
+// next of accumulators first .. first + n: acc al + f tile[t n + c] (al NULL: 1)
+static void att_state_axpy(Lo *L, AttState *w, int first, int64_t n, LExpr *al, LExpr *f, int tile, LExpr *t) {
+  for (int64_t c = 0; c < n; c++) {
+    LExpr *old = xvar(L, w->var[first + c]);
+    if (al) old = x2(L, LX_MUL, old, al);
+    w->next[first + c] = x2(L, LX_ADD, old, x2(L, LX_MUL, f, load(L, tile, iadd(L, imul(L, t, xi(L, n)), xi(L, c)))));
+  }
+}
+
+// The running maximum of row i's scores through key tile k0: its scores
+// s_jj = scale q . k_(k0 + jj), jj < jn, are reduced to their maximum first,
+// so the running sums are rescaled once per tile (by *al = e^(m_old - m),
+// m the new maximum, stored to M[i]) and each key costs one exponential.
+static int att_tile_max(Lo *L, Att *a, const AttRow *q, int Kt, int jn, int M, int i, double scale, int *al) {
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  int mt = reduce_end(L, rd, x2(L, LX_MUL, att_dot(L, a, q, Kt, xvar(L, jj)), xf(L, scale)), "mt");
+  int mo = let(L, load(L, M, xvar(L, i)), "mo");
+  int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
+  *al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
+  store(L, M, xvar(L, i), xvar(L, mn));
+  return mn;
+}
+
+// Forward, rows [w0, min(w1, T)) of the step program's window (all rows
+// elsewhere): o_i = (sum_{j <= i} p_j v_j) / sum_{j <= i} p_j, p_j = e^(s_j - m).
+static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int lo = let(L, lower_xwin(L, 0), "lo"), hi = let(L, imin(L, lower_xwin(L, 1), a->T), "hi");
+  int M = local(L, tm), Ls = local(L, tm), A = local(L, tm * e), Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);
+  int i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
+  store(L, M, xvar(L, i), xf(L, -INFINITY));
+  store(L, Ls, xvar(L, i), xf(L, 0));
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  for_end(L);
+  LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, hi), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
+  int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+  int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
+  att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, hi);
+  att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, hi);
+  i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
+  int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+  AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
+  int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+  AttState w = att_state(L, 1 + e);
+  int l = att_state_add(&w, Ls, xvar(L, i)), acc = att_state_acc(L, &w, A, e, i);
+  att_state_begin(L, &w, xi(L, 0), xvar(L, jn), "st", xvar(L, al));
+  int jj = w.index;
+  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+  w.next[l] = x2(L, LX_ADD, xvar(L, w.var[l]), xvar(L, p));
+  att_state_axpy(L, &w, acc, e, NULL, xvar(L, p), Vt, xvar(L, jj));
+  att_state_end(L, &w);
+  for_end(L);
+  for_end(L);
+  i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "inv");
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);)
+    store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), xvar(L, i)), hd, feat_c(L, &f)),
+          x2(L, LX_MUL, load(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i))), xvar(L, inv)));
+  for_end(L);
+}
+
+// Gradient, every row. With P_ij = e^(s_ij - m_i) / l_i, dP_ij = do_i . v_j,
+// D_i = sum_j P_ij dP_ij, dS_ij = scale P_ij (dP_ij - D_i):
+// dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij do_i,
+// each summed in index order. Sweeps: (1) over key tiles, per query row,
+// m_i, l_i and sum_j u_j dP_ij online; (2) over key tiles, per query row,
+// dq_i; (3) over query tiles (Q and dO), per key row j, dk_j and dv_j.
+static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int T = let(L, a->T, "T");
+  int M = local(L, tm), Ls = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);
+  int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles; in sweep 3 Q, dO
+  int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  store(L, M, xvar(L, i), xf(L, -INFINITY));
+  store(L, Ls, xvar(L, i), xf(L, 0));
+  store(L, D, xvar(L, i), xf(L, 0));
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    store(L, DQ, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+    store(L, DK, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, DV, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
+  for_end(L);
+  LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
+  for (int sweep = 1; sweep <= 2; sweep++) {
+    int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+    int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
+    att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, T);
+    att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, T);
+    i = for_begin(L, xvar(L, k0), xvar(L, T), true, "i");
+    int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+    LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
+    AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
+    int mi = -1, inv = -1, Di = -1;
+    AttState st = att_state(L, 2 + h);
+    int l = -1, d = -1, dq = -1, al = -1, mn = -1;
+    if (sweep == 1) {
+      mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+      l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
+    } else {
+      mi = let(L, load(L, M, xvar(L, i)), "mi");
+      inv = let(L, load(L, Ls, xvar(L, i)), "inv");
+      Di = let(L, load(L, D, xvar(L, i)), "Di");
+      dq = att_state_acc(L, &st, DQ, h, i);
+    }
+    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", sweep == 1 ? xvar(L, al) : NULL);
+    int jj = st.index;
+    int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+    int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
+    if (sweep == 1) {
+      int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+      st.next[l] = x2(L, LX_ADD, xvar(L, st.var[l]), xvar(L, p));
+      st.next[d] = x2(L, LX_ADD, xvar(L, st.var[d]), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
+    } else {
+      int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mi))), xvar(L, inv)), "p");
+      int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))), "ds");
+      att_state_axpy(L, &st, dq, h, NULL, xvar(L, ds), Kt, xvar(L, jj));
+    }
+    att_state_end(L, &st);
+    for_end(L);
+    for_end(L);
+    if (sweep == 1) {  // l_i <- 1 / l_i, D_i <- D_i / l_i
+      i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+      int il = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "il");
+      store(L, Ls, xvar(L, i), xvar(L, il));
+      store(L, D, xvar(L, i), x2(L, LX_MUL, load(L, D, xvar(L, i)), xvar(L, il)));
+      for_end(L);
+    }
+  }
+  // sweep 3: query tiles; key row j takes the tile's rows i >= j
+  int qt = for_begin(L, xi(L, 0), ntile, false, "qt");
+  int q0 = let(L, imul(L, xvar(L, qt), xi(L, ATT_TILE)), "q0");
+  att_tile(L, a, Kt, KS_IN0, h, r0, hd, q0, T);
+  att_tile(L, a, Vt, KS_IN0 + 3, e, r0, hd, q0, T);
+  int j = for_begin(L, xi(L, 0), imin(L, xvar(L, T), iadd(L, xvar(L, q0), xi(L, ATT_TILE))), true, "j");
+  int ilo = let(L, x2(L, LX_SUB, imax(L, xvar(L, j), xvar(L, q0)), xvar(L, q0)), "ilo");
+  int ihi = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_TILE)), "ihi");
+  LExpr *row = iadd(L, xvar(L, r0), xvar(L, j));
+  AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
+  AttState st = att_state(L, h + e);
+  int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
+  att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st", NULL);
+  int ii = st.index;
+  int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
+  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), "s");
+  int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), load(L, M, xvar(L, iq)))), load(L, Ls, xvar(L, iq))), "p");
+  int dp = let(L, att_dot(L, a, &v, Vt, xvar(L, ii)), "dp");
+  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, iq))))), "ds");
+  att_state_axpy(L, &st, dk, h, NULL, xvar(L, ds), Kt, xvar(L, ii));
+  att_state_axpy(L, &st, dv, e, NULL, xvar(L, p), Vt, xvar(L, ii));
+  att_state_end(L, &st);
+  for_end(L);
+  for_end(L);
+  // the parts' rows (Att.part): dq, dk, dv of head hd
+  i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  LExpr *orow = iadd(L, xvar(L, r0), xvar(L, i));
+  for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f), *at = iadd(L, imul(L, c, xi(L, tm)), xvar(L, i));
+    store(L, a->part[0].slot, att_part_at(L, a, 0, orow, hd, c), load(L, DQ, at));
+    store(L, a->part[1].slot, att_part_at(L, a, 1, orow, hd, c), load(L, DK, at));
+  }
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+    LExpr *c = feat_c(L, &f);
+    store(L, a->part[2].slot, att_part_at(L, a, 2, orow, hd, c), load(L, DV, iadd(L, imul(L, c, xi(L, tm)), xvar(L, i))));
+  }
+  for_end(L);
+}
+
+void lower_attention(Lo *L, const Node *n) {
+  const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
+  int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
+  bool grad = n->op == OP_ATTENTION_GRAD;
+  Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
+           .T = xdim(L, qs->d[tax])};
+  L->lk->name = ir_op_info[n->op].name;
+  L->lk->shape = LK_ROWS;
+  int64_t width[3] = {a.h, a.h, a.e};
+  if (!lower_out_parts(L, n, width, a.w, a.part)) return;
+  if (lower_att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
+    L->own_outer = true, L->lk->team = ATT_TEAM;
+    L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH));
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH, 0, 0});
+    if (grad) lower_attention_grad_gpu(L, &a, n);
+    else lower_attention_fwd_gpu(L, &a, n);
+    return;
+  }
+  int nouter = grad ? tax : tax + 1;  // sequences, or query rows
+  L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = symsize_prod(qs, 0, nouter);
+  a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
+  if (grad) lower_attention_grad(L, &a, n);
+  else lower_attention_fwd(L, &a, n);
+}
