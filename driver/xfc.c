@@ -395,8 +395,9 @@ static void pr_schedule(Pipeline *p) {
   if (!p->cuda) return;
   int kernels = 0, gemms = 0;
   for (int j = 0; j < p->cuda->nlaunch[PROG_TRAIN]; j++) p->cuda->launch[PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-  printf("cuda: a training step: %d kernel launches, %d GEMMs, 1 AdamW launch: %d GPU operations, "
-         "replayed as one CUDA graph (1 launch from the host)\n", kernels, gemms, kernels + gemms + 1);
+  printf("cuda: a training step: %d kernel launches, %d GEMMs, 3 optimizer launches (the gradient norm, its sum, "
+         "AdamW; with --accum a fourth, the gradient sums): %d GPU operations, replayed as one CUDA graph (1 launch from "
+         "the host)\n", kernels, gemms, kernels + gemms + 3);
 }
 
 static void pr_cost(Pipeline *p) {  // codegen/cuda_cost.c

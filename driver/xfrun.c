@@ -526,7 +526,7 @@ static void model_info(const char *path, XfRuntime *rt) {
       if (c->sass_size[i]) printf(", SASS for sm_%d (%lld KiB)", c->sass_sm[i], (long long)(c->sass_size[i] >> 10));
     int kernels = 0, gemms = 0;
     for (int j = 0; j < c->nlaunch[XF_PROG_TRAIN]; j++) c->launch[XF_PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-    printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 1 AdamW launch\n", c->nnames, kernels,
+    printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 3 optimizer launches\n", c->nnames, kernels,
            gemms, xf_precision_name(c->precision));
   }
 }
