@@ -18,7 +18,7 @@ root = sys.argv[3] if len(sys.argv) > 3 else "."
 TOP = ("codegen/", "passes/", "runtime/", "driver/", "frontend/", "ir/", "interp/", "stdlib/", "examples/",
        "tests/", "scripts/", "bench/", "docs/", "data/", "experiments/", "fuzz/", ".ci/")
 GENERATED = ("out/", "build", ".venv/", "bench/.venv", "experiments/out")
-SUBCOMMANDS = ("train", "eval", "sample", "tokenize", "plot", "compare", "info")
+SUBCOMMANDS = ("train", "eval", "sample", "tokenize", "plot", "compare", "export", "info")
 
 
 def helptext(*cmd):
