@@ -493,8 +493,7 @@ static char *forward_text(Py *p, int c) {
   }
   Buf body = {0}, head = {0};
   int nlocal = 0;
-  bool any_late = false;
-  for (int a = 1; c == 0 && a < args.n; a++) any_late = true;
+  bool any_late = c == 0 && args.n > 1;  // the model's optional inputs (targets)
   items(p, &body, any_late ? 0 : -1, any_late ? late : NULL, &nlocal);
   if (c == 0) {
     put(&body, "        out = {}\n");
