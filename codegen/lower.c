@@ -158,7 +158,10 @@ static LExpr *map_value(Lo *L, Map *m, int id) {
   case OP_EXPAND: v = operand(L, m, n, 0); break;
   case OP_MATMUL: v = load(L, KS_OUT, xvar(L, m->o)); break;  // the kernel's GEMM wrote it
   case OP_CAUSAL_MASK:
-    v = xsel(L, x2(L, LX_GT, coord(L, m, r - 1), coord(L, m, r - 2)), xf(L, n->fval), operand(L, m, n, 0));
+  {
+    LExpr *x = operand(L, m, n, 0), *i = coord(L, m, r - 2);  // right to left: the order of the golden files
+    v = xsel(L, x2(L, LX_GT, coord(L, m, r - 1), i), xf(L, n->fval), x);
+  }
     break;
   case OP_ONEHOT: {
     int slot = move_slot(L, n, 0);
@@ -219,7 +222,10 @@ static LExpr *map_value(Lo *L, Map *m, int id) {
   }
   default:
     if (ir_op_info[n->op].cat == OPC_UNARY) v = unary(L, n, operand(L, m, n, 0));
-    else if (ir_op_info[n->op].cat == OPC_BINARY) v = binary(L, n, operand(L, m, n, 0), operand(L, m, n, 1));
+    else if (ir_op_info[n->op].cat == OPC_BINARY) {  // operand 1 first: the order of the golden files
+      LExpr *y = operand(L, m, n, 1);
+      v = binary(L, n, operand(L, m, n, 0), y);
+    }
     else return unlowered(L, n), xf(L, 0);
     break;
   }

@@ -102,7 +102,8 @@ static void g_sqrt(AD *a, const Node *n, int dy) {  // d sqrt(x) = 1 / (2 sqrt(x
   accumulate(a, IN(0), bin(a, OP_DIV, dy, bin(a, OP_MUL, OUT, cst(a, 2))));
 }
 static void g_tanh(AD *a, const Node *n, int dy) {  // 1 - tanh^2
-  accumulate(a, IN(0), bin(a, OP_MUL, dy, bin(a, OP_SUB, cst(a, 1), bin(a, OP_MUL, OUT, OUT))));
+  int sq = bin(a, OP_MUL, OUT, OUT);  // before the constant: nodes in one order on every compiler
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, bin(a, OP_SUB, cst(a, 1), sq)));
 }
 static void g_relu(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_STEP, IN(0)))); }
 static void g_gelu(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_DGELU, IN(0)))); }
@@ -258,10 +259,12 @@ static void g_scan_read(AD *a, const Node *n, int dy) {
     accumulate(a, IN(k), part[k]);
   }
   if (!a->needs[IN(3)]) return;
-  int x = bin(a, OP_SUB, bin(a, OP_MUL, IN(0), part[0]), bin(a, OP_MUL, IN(1), part[1]));
+  int x1 = bin(a, OP_MUL, IN(1), part[1]);  // nodes made in sequence: one order on every compiler
+  int x = bin(a, OP_SUB, bin(a, OP_MUL, IN(0), part[0]), x1);
   int c = emit(a, (Node){.op = OP_SCAN_REV, .nin = 2, .in = {cst(a, 1), x}, .axis = n->axis});
   int zero = bin(a, OP_EQ, IN(3), cst(a, 0));
-  int da = bin(a, OP_MUL, bin(a, OP_DIV, c, bin(a, OP_ADD, IN(3), zero)), bin(a, OP_SUB, cst(a, 1), zero));
+  int keep = bin(a, OP_SUB, cst(a, 1), zero);
+  int da = bin(a, OP_MUL, bin(a, OP_DIV, c, bin(a, OP_ADD, IN(3), zero)), keep);
   accumulate(a, IN(3), da);
 }
 static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; }
