@@ -52,7 +52,7 @@ check "no input file" 2 err "xfc: error: no input file"
 check "usage errors point to --help" 2 err "(see xfc --help)"
 check "unknown option" 2 err "xfc: error: unknown option --bogus" --bogus "$model"
 check "a misspelt option names the closest" 2 err "unknown option --stast (did you mean --stats?)" --stast "$model"
-check "a misspelt --emit value names the closest" 2 err "--emit=scheduel: expected ast, ir, pytorch, fused, grad, schedule, loops, cost, llvm, cuda or ptx (did you mean schedule?)" --emit=scheduel "$model"
+check "a misspelt --emit value names the closest" 2 err "--emit=scheduel: expected one of ast, ir, pytorch, fused, grad, loops, schedule, cost, cuda, ptx, llvm (did you mean schedule?)" --emit=scheduel "$model"
 check "a flag takes no value" 2 err "--stats takes no value (got --stats=1)" --stats=1 "$model"
 check "two input files" 2 err "more than one input file (examples/transformer.xf and examples/me.xf)" "$model" examples/me.xf
 # both styles: --opt=value and --opt value
