@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../ir/ir.h"
+#include "../runtime/plan.h"
 
 // ---- stats.c: parameter and arithmetic-operation counts -------------------
 
@@ -77,22 +78,6 @@ enum { FG_NONE, FG_WEIGHT_GRAD, FG_MAP, FG_MATMUL_MAP, FG_NORM_DG, FG_NORM_MAP }
 // enable false: no groups (the --no-fuse schedule). See fuse_groups.c.
 void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored, int *terms, int *after);
 
-// ---- memplan.c: one arena for buffers of known lifetimes ---------------------
-
-typedef struct {
-  int64_t bytes;      // 0: not planned
-  int first, last;    // lifetime, inclusive, in a common kernel order
-} PlanItem;
-
-// Fills offsets[i] (-1 for unplanned items) so that items with intersecting
-// lifetimes never overlap; returns the arena's size in bytes (-1: out of memory).
-int64_t memplan(const PlanItem *items, int n, int64_t *offsets);
-// The step program's storage (codegen/stepmem.c): the items with cache[i]
-// each have storage of their own, packed in order from offset 0 (sizes
-// rounded up to 64 bytes), kept across runs; the others are planned by
-// memplan after them. Fills every offsets[i] and *cached (the caches'
-// bytes); returns the total bytes, -1 out of memory. xfc --stats and the
-// runtime's sampler both plan with it.
-int64_t memplan_after_caches(const PlanItem *items, const bool *cache, int n, int64_t *offsets, int64_t *cached);
+// memplan, memplan_after_caches: runtime/plan.h (the runtime plans with them too).
 
 #endif

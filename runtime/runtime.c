@@ -1,11 +1,10 @@
-// runtime.c: loading a model.so, planning its memory, the thread pool,
-// BLAS, parameter initialisation and AdamW (see xf.h).
+// runtime.c: loading a model.so, planning its memory, parameter
+// initialisation, AdamW, the CUDA device and the training step (see xf.h);
+// the thread pool is pool.c, the incremental decoder sampler.c.
 #include <dlfcn.h>
 #include <elf.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,169 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../passes/passes.h"
+#include "plan.h"
 #include "gemm.h"
 #include "gpu.h"
 #include "rng.h"
 #include "xf.h"
 
-#define fail xf_errorf
+#include "runtime_impl.h"
 
-// ---- thread pool ---------------------------------------------------------------
-// parallel_for hands [0, n) to the workers in contiguous chunks, the calling
-// thread taking the first one; it returns when every chunk is done.
-//
-// A step runs hundreds of kernels of a few microseconds each (decoding one
-// token: about 15 per layer), so waking a sleeping thread per kernel (a futex
-// wake and a context switch, 10-50 us) would cost more than the kernels.
-// Workers and the caller therefore spin on the job counter for up to
-// SPIN_NS before sleeping on the condition variables; a job is published by
-// the generation counter (release) after its fields, and a worker reads them
-// after seeing it (acquire). The caller waits for every worker before the
-// next job, so a job's fields are never rewritten while read.
-
-enum { SPIN_NS = 50000 };
-
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t go, done;
-  int nthreads;
-  pthread_t *threads;
-  _Atomic uint64_t generation;
-  _Atomic int pending;
-  _Atomic bool quit;
-  // the current job
-  XfKernelFn fn;
-  void **bufs;
-  int64_t B, T, n;
-  uint64_t seed;
-  uint32_t step;
-  const XfApi *api;
-  struct XfRuntime *rt;
-} Pool;
-
-typedef struct {
-  Pool *pool;
-  int index;
-} Worker;
-
-static void run_chunk(Pool *p, int index) {
-  int64_t per = (p->n + p->nthreads - 1) / p->nthreads;
-  int64_t lo = per * index, hi = lo + per < p->n ? lo + per : p->n;
-  if (lo < hi) p->fn(p->bufs, p->B, p->T, p->seed, p->step, lo, hi, p->api);
-}
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// Spins up to SPIN_NS until done(p, arg) holds; true if it does.
-static bool spin_until(Pool *p, bool (*done)(Pool *, uint64_t), uint64_t arg) {
-  int64_t t0 = 0;
-  for (int i = 0;; i++) {
-    if (done(p, arg)) return true;
-    spin_pause();
-    if ((i & 255) == 255) {
-      int64_t t = now_ns();
-      if (!t0) t0 = t;
-      else if (t - t0 > SPIN_NS) return false;
-    }
-  }
-}
-
-static bool new_job(Pool *p, uint64_t seen) {
-  return atomic_load_explicit(&p->generation, memory_order_acquire) != seen || atomic_load(&p->quit);
-}
-static bool all_done(Pool *p, uint64_t unused) {
-  (void)unused;
-  return atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
-}
-
-static void *worker_main(void *arg) {
-  Worker *w = arg;
-  Pool *p = w->pool;
-  xf_gemm_thread_init();
-  uint64_t seen = 0;
-  for (;;) {
-    if (!spin_until(p, new_job, seen)) {
-      pthread_mutex_lock(&p->mu);
-      while (!new_job(p, seen)) pthread_cond_wait(&p->go, &p->mu);
-      pthread_mutex_unlock(&p->mu);
-    }
-    if (atomic_load(&p->quit)) break;
-    seen = atomic_load_explicit(&p->generation, memory_order_acquire);
-    run_chunk(p, w->index);
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done);
-      pthread_mutex_unlock(&p->mu);
-    }
-  }
-  free(w);
-  return NULL;
-}
-
-static void pool_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step,
-                     int64_t n) {
-  Pool *p = api->ctx;
-  if (p->nthreads == 1 || n == 1) {
-    fn(bufs, B, T, seed, step, 0, n, api);
-    return;
-  }
-  p->fn = fn, p->bufs = bufs, p->B = B, p->T = T, p->seed = seed, p->step = step, p->n = n, p->api = api;
-  atomic_store_explicit(&p->pending, p->nthreads - 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-  pthread_mutex_lock(&p->mu);  // wakes the workers that went to sleep (none waits: no system call)
-  pthread_cond_broadcast(&p->go);
-  pthread_mutex_unlock(&p->mu);
-  run_chunk(p, 0);
-  if (!spin_until(p, all_done, 0)) {
-    pthread_mutex_lock(&p->mu);
-    while (!all_done(p, 0)) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-  }
-}
-
-static bool pool_start(Pool *p, int nthreads) {
-  p->nthreads = nthreads;
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->go, NULL);
-  pthread_cond_init(&p->done, NULL);
-  p->threads = calloc((size_t)nthreads, sizeof *p->threads);
-  if (!p->threads) return false;
-  for (int i = 1; i < nthreads; i++) {
-    Worker *w = malloc(sizeof *w);
-    if (!w) return false;
-    *w = (Worker){p, i};
-    if (pthread_create(&p->threads[i], NULL, worker_main, w)) {
-      free(w);
-      p->nthreads = i;
-      return false;
-    }
-  }
-  return true;
-}
-
-static void pool_stop(Pool *p) {
-  pthread_mutex_lock(&p->mu);
-  atomic_store(&p->quit, true);
-  pthread_cond_broadcast(&p->go);
-  pthread_mutex_unlock(&p->mu);
-  for (int i = 1; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
-  free(p->threads);
-  pthread_mutex_destroy(&p->mu);
-  pthread_cond_destroy(&p->go);
-  pthread_cond_destroy(&p->done);
-}
-
+// XfApi.sgemm: the GEMM provider of gemm.h, on the calling thread.
 static void api_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
   (void)api;
@@ -184,78 +29,6 @@ static void api_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, in
 
 // ---- the runtime ------------------------------------------------------------------
 
-enum { PIN_NORM = 32 };  // the pinned staging's gradient norm (a double), after the XfStepVars
-_Static_assert(sizeof(XfStepVars) <= PIN_NORM && PIN_NORM + sizeof(double) <= 64, "the pinned staging's first 64 bytes");
-
-struct XfRuntime {
-  void *lib;
-  const XfModel *m;
-  XfOptions opt;
-  Pool pool;
-  XfApi api;
-  void **bufs;       // per buffer, aliases resolved
-  int64_t *numel;    // per buffer
-  int64_t step_b, step_t;  // B and T of the training and eval steps (xf_set_shape)
-  int *params;       // buffer index of each parameter
-  int *grads;        // buffer index of each parameter's gradient (-1 if none)
-  float **adam_m, **adam_v;
-  float **acc;       // XfOptions.accum > 1: per parameter, the sum of the step's micro-batches' gradients
-  int micro;         // micro-batches of the current step done (< accum)
-  float acc_loss;    // the sum of their losses
-  double lr_now;     // the learning rate of the next AdamW update (xf_set_lr)
-  double grad_norm;  // the last step's global gradient norm (NaN: none)
-  int nparams;
-  int tokens, targets, loss, logits;  // buffer indices (-1 if absent)
-  uint32_t step;
-  size_t bytes;
-  size_t *offset;    // per storage root: its byte offset in arena (load_descriptor)
-  void *arena;       // NULL until xf_allocate
-  // XF_DEBUG_POISON=1: after kernel k, NaN fills the storage of every planned
-  // buffer whose lifetime ends at k (dead[dead_at[k] .. dead_at[k+1]))
-  int *dead_at, *dead;
-  // the CUDA device (NULL: the CPU). dbufs[i]: buffer i's device storage, at
-  // the offset of bufs[i] in arena from darena; the host arena keeps the
-  // persistent buffers and moments as a mirror: host_dirty, the host copy
-  // was written (upload before the next launch); dev_newer, the device's is
-  // newer (download before the host reads).
-  XfGpu *gpu;
-  char *darena;
-  void **dbufs;
-  double *dhyper;    // the optimizer's XF_HP_* doubles (xf_abi.h), after the mirror
-  XfAdamSeg *dsegs;  // the device's optimizer table (XfAdamSeg), after dhyper
-  XfStepVars *dvars; // what the kernels read of the step (XfKernelArgs.vars), after dsegs
-  double *dpart;     // [nchunks]: the gradient norm's partial sums, after dvars
-  int nsegs;
-  int64_t nchunks;   // XF_ADAM_CHUNK chunks of all segments
-  size_t persist;    // bytes of [0, persist): params, gradients, inputs
-  size_t moments_at; // moments from here to accum_at; [persist, moments_at): activations and outputs
-  size_t accum_at;   // the gradient sums (XfOptions.accum > 1) from here to bytes
-  bool host_dirty, dev_newer;
-  // Pinned staging of a step's copies (XfGpu.host_alloc): the XfStepVars at
-  // 0, the gradient norm downloaded at PIN_NORM, the tokens at pin_tokens,
-  // the targets at pin_targets, each [batch, seq]. Invariant: written only
-  // when no copy from it is pending, since every program that uploads from it
-  // ends with a read that waits (the loss, the logits) before the call returns.
-  char *pinned;
-  size_t pin_tokens, pin_targets;
-  // The training step as one graph (XF_CUDA_GRAPH, default on): the training
-  // program and AdamW captured at (graph_b, graph_t), replayed at the same
-  // B and T; re-captured when they change. What changes per step is read
-  // from dvars. NULL: none captured yet.
-  bool graph_on;
-  void *graph;
-  int64_t graph_b, graph_t;
-  char note[1024];
-  // data-parallel training: gradient buckets, in the order the backward
-  // finishes them; bucket b holds grad_ptrs[bucket_at[b] .. bucket_at[b+1])
-  // and starts after kernel bucket_ready[b] (-1: after the program)
-  XfReducer reducer;
-  bool parallel, in_train;
-  float **grad_ptrs;
-  int64_t *grad_numel;
-  int ngrads, nbuckets;
-  int *bucket_at, *bucket_ready;
-};
 
 bool xf_errorf(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
@@ -275,7 +48,7 @@ static void close_device(XfRuntime *rt) {
   free(rt->dbufs);
 }
 
-static int64_t buf_numel(const XfBuffer *b, int64_t B, int64_t T) {
+int64_t xf_buf_numel(const XfBuffer *b, int64_t B, int64_t T) {
   int64_t n = b->coef;
   for (int i = 0; i < b->pow_b; i++) n *= B;
   for (int i = 0; i < b->pow_t; i++) n *= T;
@@ -411,8 +184,8 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
-  size_t tok_bytes = rt->tokens >= 0 ? (size_t)buf_numel(&rt->m->buffers[rt->tokens], rt->opt.batch, rt->opt.seq) * 4 : 0;
-  size_t tgt_bytes = rt->targets >= 0 ? (size_t)buf_numel(&rt->m->buffers[rt->targets], rt->opt.batch, rt->opt.seq) * 4 : 0;
+  size_t tok_bytes = rt->tokens >= 0 ? (size_t)xf_buf_numel(&rt->m->buffers[rt->tokens], rt->opt.batch, rt->opt.seq) * 4 : 0;
+  size_t tgt_bytes = rt->targets >= 0 ? (size_t)xf_buf_numel(&rt->m->buffers[rt->targets], rt->opt.batch, rt->opt.seq) * 4 : 0;
   rt->pin_tokens = 64, rt->pin_targets = 64 + ((tok_bytes + 63) & ~(size_t)63);
   if (!g->host_alloc(g, (void **)&rt->pinned, rt->pin_targets + tgt_bytes)) return fail(err, errlen, "%s", g->err);
   rt->dhyper = (double *)(rt->darena + rt->bytes);
@@ -518,7 +291,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   size_t total = 0;
   for (int i = 0; ok && i < n; i++) {
     const XfBuffer *b = &m->buffers[i];
-    rt->numel[i] = buf_numel(b, o->batch, o->seq);
+    rt->numel[i] = xf_buf_numel(b, o->batch, o->seq);
     if (b->alias_of >= 0) continue;
     if (rt->numel[i] > ((int64_t)1 << 40) / 4) {
       ok = fail(err, errlen, "--batch %lld --seq %lld: %s%s%s alone needs more memory than exists",
@@ -652,8 +425,8 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
     if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
   xf_gemm_thread_init();
-  if (!pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
-  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = pool_for, .sgemm = api_sgemm,
+  if (!xf_pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
+  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = xf_pool_for, .sgemm = api_sgemm,
                     .kernel_done = rt->dead_at ? poison_dead : NULL};
   rt->pool.rt = rt;
   return true;
@@ -670,7 +443,7 @@ XfRuntime *xf_open(const char *path, const XfOptions *opt, char *err, size_t err
 
 void xf_close(XfRuntime *rt) {
   if (!rt) return;
-  if (rt->pool.threads) pool_stop(&rt->pool);
+  if (rt->pool.threads) xf_pool_stop(&rt->pool);
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
@@ -762,7 +535,7 @@ static void adamw(XfRuntime *rt) {
     void *slot[5] = {rt->bufs[rt->params[p]], rt->adam_m[p], rt->adam_v[p], rt->bufs[rt->grads[p]], decays(rt, p) ? &a : &nd};
     int64_t n = rt->numel[rt->params[p]];
     if (n < 65536) adamw_range(slot, 0, 0, 0, 0, 0, n, &rt->api);
-    else pool_for(&rt->api, adamw_range, slot, 0, 0, 0, 0, n);
+    else xf_pool_for(&rt->api, adamw_range, slot, 0, 0, 0, 0, n);
   }
 }
 
@@ -770,7 +543,7 @@ static void adamw(XfRuntime *rt) {
 // A failing device call mid-run cannot be recovered from: the message names
 // the call, and the process stops (checkpoints already written stay intact).
 
-static void device_fail(XfRuntime *rt) {
+void xf_device_fail(XfRuntime *rt) {
   fprintf(stderr, "xf: error: %s\n", rt->gpu->err);
   exit(1);
 }
@@ -783,24 +556,24 @@ static void host_sync(XfRuntime *rt, bool write) {
   if (rt->dev_newer) {
     if (!g->download(g, rt->arena, rt->darena, rt->persist) ||
         !g->download(g, (char *)rt->arena + rt->moments_at, rt->darena + rt->moments_at, rt->bytes - rt->moments_at))
-      device_fail(rt);
+      xf_device_fail(rt);
     for (int p = 0; p < rt->nparams; p++) {  // a gradient may alias planned storage (a reshape of an activation)
       int b = rt->grads[p];
       if (b >= 0 && (size_t)((char *)rt->bufs[b] - (char *)rt->arena) >= rt->persist &&
           !g->download(g, rt->bufs[b], rt->dbufs[b], (size_t)rt->numel[b] * 4))
-        device_fail(rt);
+        xf_device_fail(rt);
     }
     rt->dev_newer = false;
   }
   if (write) rt->host_dirty = true;
 }
 
-static void device_push(XfRuntime *rt) {
+void xf_device_push(XfRuntime *rt) {
   XfGpu *g = rt->gpu;
   if (rt->host_dirty) {
     if (!g->upload(g, rt->darena, rt->arena, rt->persist) ||
         !g->upload(g, rt->darena + rt->moments_at, (char *)rt->arena + rt->moments_at, rt->bytes - rt->moments_at))
-      device_fail(rt);
+      xf_device_fail(rt);
     rt->host_dirty = false;
   }
 }
@@ -816,11 +589,11 @@ static void stage_inputs(XfRuntime *rt, bool targets, int64_t B, int64_t T) {
   size_t at[2] = {rt->pin_tokens, rt->pin_targets};
   for (int i = 0; i < 2 && ok; i++) {
     if (buf[i] < 0) continue;
-    size_t n = (size_t)buf_numel(&rt->m->buffers[buf[i]], B, T) * 4;
+    size_t n = (size_t)xf_buf_numel(&rt->m->buffers[buf[i]], B, T) * 4;
     memcpy(rt->pinned + at[i], rt->bufs[buf[i]], n);
     ok = g->upload_async(g, rt->dbufs[buf[i]], rt->pinned + at[i], n);
   }
-  if (!ok) device_fail(rt);
+  if (!ok) xf_device_fail(rt);
 }
 
 static void start_buckets(XfRuntime *rt, int32_t kernel);
@@ -831,19 +604,19 @@ static void device_poison(void *ctx, int32_t kernel) {
   if (rt->in_train) start_buckets(rt, kernel);
   if (!rt->dead_at) return;
   for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++)
-    if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) device_fail(rt);
+    if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) xf_device_fail(rt);
 }
 
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
-  device_push(rt);
+  xf_device_push(rt);
   stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
   if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
-    device_fail(rt);
+    xf_device_fail(rt);
 }
 
 static void device_read(XfRuntime *rt, int b, size_t bytes) {
-  if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) device_fail(rt);
+  if (!rt->gpu->download(rt->gpu, rt->bufs[b], rt->dbufs[b], bytes)) xf_device_fail(rt);
 }
 
 // The optimizer's device storage (cuda_host.c). Its launches' arguments are
@@ -856,7 +629,7 @@ static XfCudaOptimizer device_optimizer(const XfRuntime *rt) {
 // On a device the rate is the optimizer's XF_HP_LR in device memory, which
 // the launch (and a captured graph) reads when it runs.
 void xf_set_lr(XfRuntime *rt, double lr) {
-  if (rt->gpu && rt->dhyper && lr != rt->lr_now && !rt->gpu->upload(rt->gpu, rt->dhyper, &lr, sizeof lr)) device_fail(rt);
+  if (rt->gpu && rt->dhyper && lr != rt->lr_now && !rt->gpu->upload(rt->gpu, rt->dhyper, &lr, sizeof lr)) xf_device_fail(rt);
   rt->lr_now = lr;
 }
 
@@ -873,11 +646,11 @@ static bool graph_step(const XfRuntime *rt) { return rt->graph_on && !rt->parall
 // the same launches with the same arguments as the eager path.
 static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   XfGpu *g = rt->gpu;
-  device_push(rt);
+  xf_device_push(rt);
   stage_inputs(rt, true, B, T);
   if (rt->graph && (rt->graph_b != B || rt->graph_t != T)) g->graph_free(g, rt->graph), rt->graph = NULL;
   if (!rt->graph) {
-    if (!g->capture_begin(g)) device_fail(rt);
+    if (!g->capture_begin(g)) xf_device_fail(rt);
     XfCudaOptimizer o = device_optimizer(rt);
     bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars, NULL, NULL) &&
               (rt->opt.accum == 1 || xf_cuda_accumulate(g, rt->m->cuda, &o)) && xf_cuda_update(g, rt->m->cuda, &o);
@@ -888,10 +661,10 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
       if (rt->graph) g->graph_free(g, rt->graph), rt->graph = NULL;
       memcpy(g->err, why, sizeof why);
     }
-    if (!ok || !ended) device_fail(rt);
+    if (!ok || !ended) xf_device_fail(rt);
     rt->graph_b = B, rt->graph_t = T;
   }
-  if (!g->replay(g, rt->graph)) device_fail(rt);
+  if (!g->replay(g, rt->graph)) xf_device_fail(rt);
   rt->dev_newer = true;
 }
 
@@ -916,11 +689,11 @@ static float device_train_step(XfRuntime *rt) {
     device_run(rt, XF_PROG_TRAIN, rt->step_b, rt->step_t);
     rt->in_train = false;
     if ((n > 1 && !xf_cuda_accumulate(g, rt->m->cuda, &o)) || (!rt->parallel && last && !xf_cuda_update(g, rt->m->cuda, &o)))
-      device_fail(rt);
+      xf_device_fail(rt);
     rt->dev_newer = true;
   }
   char *norm = rt->pinned + PIN_NORM;
-  if (last && !rt->parallel && !g->download_async(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) device_fail(rt);
+  if (last && !rt->parallel && !g->download_async(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) xf_device_fail(rt);
   device_read(rt, rt->loss, 4);
   float mine = loss[0];
   rt->acc_loss = rt->micro == 0 ? mine : rt->acc_loss + mine;
@@ -932,7 +705,7 @@ static float device_train_step(XfRuntime *rt) {
   loss[0] = rt->acc_loss / (float)n;
   if (rt->parallel) {
     finish_reduction(rt, loss, n > 1);
-    if (!xf_cuda_update(g, rt->m->cuda, &o) || !g->download(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) device_fail(rt);
+    if (!xf_cuda_update(g, rt->m->cuda, &o) || !g->download(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) xf_device_fail(rt);
   }
   memcpy(&rt->grad_norm, norm, sizeof(double));
   return loss[0];
@@ -1091,9 +864,9 @@ double xf_gemm_rate(XfRuntime *rt) {
   uint32_t reps = 1;
   double rate = 0;
   for (int round = 0; round < 8; round++) {  // one warm-up call, then until a round lasts 0.2 s
-    int64_t t0 = now_ns();
-    pool_for(&rt->api, gemm_rate_chunk, slot, 0, 0, 0, reps, n);
-    double s = (double)(now_ns() - t0) * 1e-9;
+    int64_t t0 = xf_now_ns();
+    xf_pool_for(&rt->api, gemm_rate_chunk, slot, 0, 0, 0, reps, n);
+    double s = (double)(xf_now_ns() - t0) * 1e-9;
     if (round > 0) rate = 2.0 * GR_N * GR_N * GR_N * (double)reps * n / s * 1e-9;
     if (round > 0 && s >= 0.2) break;
     if (round > 0) reps = (uint32_t)(reps * (s > 0.001 ? 0.25 / s : 16) + 1);
@@ -1127,188 +900,9 @@ const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
   if (rt->logits < 0 || batch < 1 || seq < 1 || batch > rt->opt.batch || seq > rt->opt.seq) return NULL;
   if (rt->gpu) {
     device_run(rt, XF_PROG_SAMPLE, batch, seq);
-    device_read(rt, rt->logits, (size_t)buf_numel(&rt->m->buffers[rt->logits], batch, seq) * 4);
+    device_read(rt, rt->logits, (size_t)xf_buf_numel(&rt->m->buffers[rt->logits], batch, seq) * 4);
     return rt->bufs[rt->logits];
   }
   rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
-}
-
-// ---- the incremental decoder ------------------------------------------------------------
-
-struct XfSampler {
-  XfRuntime *rt;
-  int64_t nseq, ctx, vocab, len;
-  bool incremental;
-  int32_t *hist;     // [nseq, ctx]: the encoded tokens; past a stream's length, valid ids
-  int64_t *lens;     // [nseq]: positions encoded per stream (len: the longest)
-  int64_t keep;      // where the next run of the step program starts (XfApi.win_keep)
-  int64_t *nfeed;    // [nseq]: scratch of xf_sampler_feed
-  void **bufs;       // the step program's buffers: parameters, then the cache arena
-  char *arena;       // on a GPU: device storage, beside the runtime's parameters
-  float *out;        // [nseq, vocab]
-  size_t cache_bytes, work_bytes;  // the arena: caches, then the planned workspace
-  bool poison;       // XF_DEBUG_POISON: the workspace NaN before every run
-  XfApi api;
-};
-
-// The step program's storage at nseq sequences of ctx positions
-// (memplan_after_caches, as xfc --stats plans it): offsets[i] for
-// m->step_bufs[i], *cache the caches' bytes; the total, -1 out of memory.
-static int64_t step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *offsets, int64_t *cache) {
-  int n = m->nstep_bufs;
-  PlanItem *items = malloc(sizeof *items * ((size_t)n + 1));
-  bool *cached = malloc(sizeof *cached * ((size_t)n + 1));
-  int64_t total = -1;
-  if (items && cached) {
-    for (int i = 0; i < n; i++) {
-      items[i] = (PlanItem){.bytes = buf_numel(&m->buffers[m->step_bufs[i]], nseq, ctx) * 4, .first = m->step_first[i],
-                            .last = m->step_last[i]};
-      cached[i] = m->step_cache[i];
-    }
-    total = memplan_after_caches(items, cached, n, offsets, cache);
-  }
-  free(items), free(cached);
-  return total;
-}
-
-XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen) {
-  const XfModel *m = rt->m;
-  if (rt->logits < 0) return fail(err, errlen, "model %s has no 'logits' output to sample from", m->name), NULL;
-  if (nseq < 1 || nseq > rt->opt.batch)
-    return fail(err, errlen, "%lld sequences: the runtime was opened for at most %lld", (long long)nseq, (long long)rt->opt.batch), NULL;
-  XfSampler *s = calloc(1, sizeof *s);
-  if (!s) return fail(err, errlen, "out of memory"), NULL;
-  s->rt = rt, s->nseq = nseq, s->ctx = m->context, s->vocab = xf_vocab(rt);
-  s->incremental = incremental && m->step && (!rt->gpu || m->cuda->nlaunch[XF_PROG_STEP] > 0);
-  s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
-  s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
-  s->lens = calloc((size_t)nseq, sizeof *s->lens), s->nfeed = calloc((size_t)nseq, sizeof *s->nfeed);
-  bool ok = s->hist && s->out && s->lens && s->nfeed;
-  if (ok && s->incremental) {
-    // the caches and the planned workspace of the step program at (nseq, context)
-    int64_t cache = 0, *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
-    int64_t planned = ofs ? step_plan(m, nseq, s->ctx, ofs, &cache) : -1;
-    size_t total = planned > 0 ? (size_t)planned : 0, bytes = total ? total : 64;
-    s->cache_bytes = (size_t)cache, s->work_bytes = total - (size_t)cache;
-    s->bufs = planned >= 0 ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
-    if (rt->gpu) {  // device storage (xf_sampler_close releases it)
-      void *d = NULL;
-      if (rt->gpu->alloc(rt->gpu, &d, bytes)) s->arena = d;
-      if (!s->arena || !rt->gpu->fill(rt->gpu, s->arena, 0, bytes)) {
-        fail(err, errlen, "the sampler's caches on the device: %s", rt->gpu->err);
-        free(ofs);
-        xf_sampler_close(s);
-        return NULL;
-      }
-    } else if (s->bufs && (s->arena = aligned_alloc(64, bytes))) {
-      memset(s->arena, 0, total);
-    }
-    ok = s->bufs && s->arena;
-    if (ok) {
-      for (int i = 0; i < m->nbuffers; i++)
-        if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->gpu ? rt->dbufs[i] : rt->bufs[i];
-      for (int i = 0; i < m->nstep_bufs; i++) s->bufs[m->step_bufs[i]] = s->arena + ofs[i];
-      ok = s->bufs[rt->tokens] && s->bufs[rt->logits];
-    }
-    free(ofs);
-    s->poison = rt->dead_at != NULL;  // XF_DEBUG_POISON (poison_lists)
-    s->api = rt->api;
-    s->api.kernel_done = NULL;
-  }
-  if (!ok) {
-    xf_sampler_close(s);
-    return fail(err, errlen, "out of memory for the sampler's caches (%lld sequences of %lld positions)", (long long)nseq,
-                (long long)m->context), NULL;
-  }
-  return s;
-}
-
-void xf_sampler_close(XfSampler *s) {
-  if (!s) return;
-  if (s->rt->gpu && s->arena) s->rt->gpu->release(s->rt->gpu, s->arena);
-  else free(s->arena);
-  free(s->hist), free(s->out), free(s->bufs), free(s->lens), free(s->nfeed);
-  free(s);
-}
-
-int64_t xf_sampler_length(const XfSampler *s) { return s->len; }
-bool xf_sampler_incremental(const XfSampler *s) { return s->incremental; }
-void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work) {
-  *cache = s->incremental ? s->cache_bytes : 0, *work = s->incremental ? s->work_bytes : 0;
-}
-
-const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
-  if (n < 1) return NULL;
-  for (int64_t i = 0; i < s->nseq; i++) s->nfeed[i] = n;
-  return xf_sampler_feed_each(s, tokens, s->nfeed);
-}
-
-// Streams of different lengths run one window: positions [from, T), from
-// the earliest position any stream changes to the longest stream's end. A
-// stream shorter than T computes positions past its end from whatever ids
-// its history holds there (valid ids: zeros or earlier tokens); by causality
-// its own positions do not depend on them, and the next feed recomputes
-// them from its first new position on.
-const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int64_t *n) {
-  XfRuntime *rt = s->rt;
-  int64_t ctx = s->ctx, V = s->vocab, from = ctx, T = 0;
-  for (int64_t i = 0; i < s->nseq; i++)
-    if (n[i] < 1) return NULL;
-  for (int64_t i = 0, at = 0; i < s->nseq; at += n[i], i++) {
-    int32_t *h = s->hist + i * ctx;
-    int64_t use = n[i], start = s->lens[i];
-    if (s->lens[i] + n[i] > ctx) {  // the context rule (xf.h): keep the last K tokens of history + new
-      int64_t K = n[i] < ctx ? n[i] : ctx;
-      if (ctx / 2 > K) K = ctx / 2;
-      use = n[i] < K ? n[i] : K;
-      int64_t keep = K - use < s->lens[i] ? K - use : s->lens[i];
-      memmove(h, h + s->lens[i] - keep, sizeof(int32_t) * (size_t)keep);
-      s->lens[i] = keep, start = 0;
-    }
-    memcpy(h + s->lens[i], tokens + at + (n[i] - use), sizeof(int32_t) * (size_t)use);
-    s->lens[i] += use;
-    if (start < from) from = start;
-    if (s->lens[i] > T) T = s->lens[i];
-  }
-  s->len = T;
-  // a scan's state row holds h_{keep-1} of the run before (loops.h LX_WIN):
-  // the window must start there, or at 0; the next one starts at the
-  // shortest stream's end
-  int64_t keep = T;
-  for (int64_t i = 0; i < s->nseq; i++)
-    if (s->lens[i] < keep) keep = s->lens[i];
-  if (from != s->keep) from = 0;
-  s->keep = keep;
-  s->api.win_keep = keep;
-  if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
-    if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) device_fail(rt);
-    if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
-  }
-  if (s->incremental && rt->gpu) {  // hist is the token buffer at T = context
-    XfGpu *g = rt->gpu;
-    device_push(rt);
-    if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, rt->opt.seed, rt->dvars, NULL, NULL))
-      device_fail(rt);
-    const float *lg = s->bufs[rt->logits];
-    for (int64_t i = 0; i < s->nseq; i++)
-      if (!g->download(g, s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V)) device_fail(rt);
-    return s->out;
-  }
-  if (s->incremental) {
-    int32_t *tok = s->bufs[rt->tokens];
-    for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * ctx, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
-    s->api.win_lo = from, s->api.win_hi = T;
-    rt->m->step(&s->api, s->bufs, s->nseq, ctx, rt->opt.seed, rt->step);
-    const float *lg = s->bufs[rt->logits];
-    for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);
-    return s->out;
-  }
-  int32_t *tok = xf_tokens(rt);
-  for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * T, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
-  const float *lg = xf_forward(rt, s->nseq, T);
-  if (!lg) return NULL;
-  for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * T + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);
-  return s->out;
 }

@@ -291,7 +291,7 @@ static inline const char *xf_precision_name(int32_t p) {
   A(P, FN_PROGRAM, programs, 3) /* XF_PROG_* */                                                                  \
   F(P, I32, nkernels)                                                                                            \
   F(P, P_CUDA, cuda)            /* NULL: CPU code only */                                                        \
-  /* The incremental decoder (passes/causal.c, llvm.c): the sampling program                                     \
+  /* The incremental decoder (xfc's causal.c, llvm.c): the sampling program                                      \
      over buffers laid out at T = context that keep every earlier position,                                      \
      computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \
      context). NULL when the logits are not provably causal; step_note says                                      \
@@ -308,7 +308,7 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, P_I32, step_first)                                                                                        \
   F(P, P_I32, step_last)                                                                                         \
   /* training (forward + backward) operations per token at T = context, as                                      \
-     xfc --stats counts them (passes/stats.c): model FLOP/s = train_ops x tokens/s */                           \
+     xfc --stats counts them (its stats.c): model FLOP/s = train_ops x tokens/s */                              \
   F(P, F64, train_ops)
 
 // Every struct of the ABI, S(C type, prefix of its field list), each after

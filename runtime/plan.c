@@ -1,4 +1,4 @@
-// memplan.c: storage for buffers with known lifetimes, packed into one arena.
+// plan.c: storage for buffers with known lifetimes, packed into one arena (plan.h).
 //
 // Requires: items with a size in bytes and a lifetime [first, last] in a
 // common order of kernels (inclusive: a kernel reading one buffer and writing
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes.h"
+#include "plan.h"
 
 #define ALIGN 64
 
