@@ -50,7 +50,7 @@ typedef struct {
 } Buffer;
 
 // Params, gradients and inputs keep their own storage across steps; the
-// rest is planned (memplan.c).
+// rest is planned (runtime/plan.c).
 static inline bool buffer_persistent(BufferRole r) { return r == BUF_PARAM || r == BUF_GRAD || r == BUF_INPUT; }
 
 typedef enum {

@@ -497,7 +497,7 @@ static const Stage stages[] = {
     {"remat", NULL, NULL, st_remat, NULL},                       // passes/remat.c
     {"schedule", NULL, NULL, st_schedule, NULL},                 // codegen/schedule.c, passes/fuse_groups.c
     {"causal", NULL, NULL, st_causal, NULL},                     // passes/causal.c
-    {"stats", NULL, NULL, st_stats, NULL},                       // passes/stats.c, memplan.c, codegen/stepmem.c
+    {"stats", NULL, NULL, st_stats, NULL},                       // passes/stats.c, runtime/plan.c, codegen/stepmem.c
     {"check-grad", NULL, NULL, st_check_grad, NULL},             // interp/gradcheck.c
     {"lower", "loops",
      "print the loop description of every kernel class (codegen/loops.h);\n"
