@@ -556,8 +556,7 @@ static void row_stats(Lo *L, Row *w, LExpr *d, bool rms, double eps) {
 // index. interp.c has the equations.
 static void lower_norm(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
-  bool rms = n->op == OP_RMSNORM || n->op == OP_RMSNORM_DX || n->op == OP_RMSNORM_DYXH;
-  bool dyxh = n->op == OP_LAYERNORM_DYXH || n->op == OP_RMSNORM_DYXH;
+  bool rms = ir_op_info[n->op].props & IR_P_RMS, dyxh = ir_op_info[n->op].props & IR_P_ROW_TERMS;
   LExpr *d = xdim(L, xs->d[xs->rank - 1]), *rows = dprod(L, xs, 0, xs->rank - 1);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;

@@ -147,7 +147,7 @@ static void collect_leaves(Schedule *s, const bool *folded, Kernel *k, int id) {
   }
   if (n->op == OP_DROPOUT) k->dropout = id;
   if (n->op == OP_MATMUL) k->matmul = id;
-  if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM || n->op == OP_LAYERNORM_DX || n->op == OP_RMSNORM_DX) k->norm = id;
+  if (ir_op_info[n->op].props & IR_P_ROW_NORM) k->norm = id;
   for (int i = 0; i < n->nin; i++) collect_leaves(s, folded, k, n->in[i]);
 }
 

@@ -36,16 +36,18 @@ static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, bo
   for (int m = 0; m < g->nnodes; m++) {
     if (m != k->node && s->group[m] != k->node) continue;
     const Node *n = &g->nodes[m];
-    int reads[2] = {-1, -1};  // the leaves n reads at earlier positions
-    if (n->op == OP_ATTENTION) reads[0] = n->in[1], reads[1] = n->in[2];  // q at the window's rows; k, v at every one
-    else if (n->op == OP_CAUSAL_CONV) reads[0] = n->in[0];                // out_i = sum_{j <= i} x_j (.) w_{i-j}
-    else if (n->op == OP_SHIFT && n->start > 0 && ta[n->in[0]] == n->axis) reads[0] = n->in[0];  // x_{t-s}
-    else if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
+    int reads[IR_MAX_IN + 1], nr = 0;  // the leaves n reads at earlier positions (ir.h IR_P_HIST)
+    for (int i = 0; i < n->nin; i++)
+      if (ir_op_info[n->op].props & IR_P_HIST(i)) reads[nr++] = n->in[i];
+    if (n->op == OP_SHIFT && !(n->start > 0 && ta[n->in[0]] == n->axis)) nr = 0;  // x_{t-s}: later positions, or none
+    if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
       const Node *y = &g->nodes[n->in[1]];
-      reads[0] = n->in[1], reads[1] = y->op == OP_TRANSPOSE ? y->in[0] : -1;
+      reads[nr++] = n->in[1];
+      if (y->op == OP_TRANSPOSE) reads[nr++] = y->in[0];
     }
     for (int i = 0; i < k->nin; i++)
-      if (ta[k->leaf[i]] >= 0 && (k->leaf[i] == reads[0] || k->leaf[i] == reads[1])) hist[i] = true;
+      for (int r = 0; r < nr; r++)
+        if (ta[k->leaf[i]] >= 0 && k->leaf[i] == reads[r]) hist[i] = true;
   }
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 const OpInfo ir_op_info[OP_COUNT] = {
-#define X(name, text, nin, cat, diff) [OP_##name] = {text, nin, cat, diff},
+#define X(name, text, nin, cat, diff, props) [OP_##name] = {text, nin, cat, diff, props},
     IR_OPS(X)
 #undef X
 };

@@ -82,86 +82,100 @@ typedef enum {
   OPC_NN,       // composite primitives with their own kernels
 } OpCategory;
 
-#define IR_OPS(X)                                                              \
-  /* leaves */                                                                 \
-  X(PARAM, "param", 0, OPC_LEAF, 1)       /* trainable; name, init */          \
-  X(INPUT, "input", 0, OPC_LEAF, 0)       /* graph input (tokens); name */     \
-  X(CONST, "const", 0, OPC_LEAF, 0)       /* scalar [] with value fval */      \
-  X(IOTA, "iota", 0, OPC_LEAF, 0)         /* [n]: 0, 1, ..., n-1 */            \
-  X(SIZE, "size", 0, OPC_LEAF, 0)         /* scalar []: the value of len */    \
-  /* elementwise unary */                                                      \
-  X(NEG, "neg", 1, OPC_UNARY, 1)                                               \
-  X(EXP, "exp", 1, OPC_UNARY, 1)                                               \
-  X(LOG, "log", 1, OPC_UNARY, 1)                                               \
-  X(SQRT, "sqrt", 1, OPC_UNARY, 1)                                             \
-  X(TANH, "tanh", 1, OPC_UNARY, 1)                                             \
-  X(RELU, "relu", 1, OPC_UNARY, 1)                                             \
-  X(GELU, "gelu", 1, OPC_UNARY, 1)        /* x * Phi(x), erf form */           \
-  X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1)                                       \
-  X(SIN, "sin", 1, OPC_UNARY, 1)                                               \
-  X(COS, "cos", 1, OPC_UNARY, 1)                                               \
-  X(STEP, "step", 1, OPC_UNARY, 0)        /* x > 0 ? 1 : 0 (relu') */          \
-  X(DGELU, "dgelu", 1, OPC_UNARY, 0)      /* gelu'(x) = Phi(x) + x phi(x) */   \
-  /* elementwise binary, broadcasting */                                       \
-  X(ADD, "add", 2, OPC_BINARY, 1)                                              \
-  X(SUB, "sub", 2, OPC_BINARY, 1)                                              \
-  X(MUL, "mul", 2, OPC_BINARY, 1)                                              \
-  X(DIV, "div", 2, OPC_BINARY, 1)                                              \
-  X(EQ, "eq", 2, OPC_BINARY, 0)           /* x == y ? 1 : 0 */                 \
-  /* reductions over attr axis, keepdim */                                     \
-  X(SUM, "sum", 1, OPC_REDUCE, 1)                                              \
-  X(MEAN, "mean", 1, OPC_REDUCE, 1)                                            \
-  X(MAX, "max", 1, OPC_REDUCE, 1)                                              \
-  /* x [..., m, k] @ y [..., k, n] -> [..., m, n], batch dims broadcast */     \
-  X(MATMUL, "matmul", 2, OPC_MATMUL, 1)                                        \
-  /* data movement */                                                          \
-  X(TRANSPOSE, "transpose", 1, OPC_MOVE, 1) /* swap axes axis, axis2 */        \
-  X(RESHAPE, "reshape", 1, OPC_MOVE, 1)     /* row-major, to node.shape */     \
-  X(SLICE, "slice", 1, OPC_MOVE, 1)         /* axis, [start, start+len) */     \
-  X(CONCAT, "concat", 2, OPC_MOVE, 1)       /* along axis */                   \
-  X(PAD, "pad", 1, OPC_MOVE, 0)             /* inverse of slice: zeros around */ \
-  X(EXPAND, "expand", 1, OPC_MOVE, 0)       /* broadcast to node.shape */      \
-  X(EMBED, "embed", 2, OPC_MOVE, 1)         /* W [V, d], ids [...] -> [..., d] */ \
-  X(ONEHOT, "onehot", 1, OPC_MOVE, 0)       /* ids [...] -> [..., len] */      \
-  X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0) /* dy [..., d], ids -> [len, d] */ \
-  /* out_t = x_{t - start} along axis, 0 where t - start is outside [0, n) */ \
-  X(SHIFT, "shift", 1, OPC_MOVE, 1)                                            \
-  /* neural-network primitives */                                              \
-  X(SOFTMAX, "softmax", 1, OPC_NN, 1)       /* over axis */                    \
-  X(LAYERNORM, "layernorm", 3, OPC_NN, 1)   /* x, g, b over last axis; eps */  \
-  /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */  \
-  X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0)                                \
-  /* x, dy -> dy o xhat [..., d], the terms of the gain gradient (its sum) */ \
-  X(LAYERNORM_DYXH, "layernorm_dy_xhat", 2, OPC_NN, 0)                         \
-  /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */          \
-  X(RMSNORM, "rmsnorm", 2, OPC_NN, 1)                                          \
-  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dy o xhat */     \
-  X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0)                                    \
-  X(RMSNORM_DYXH, "rmsnorm_dy_xhat", 2, OPC_NN, 0)                             \
-  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1) /* [..., T, T]: fval above diag */ \
-  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1) /* x [..., T, d], w [L, ...] */  \
-  X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0)  /* dy, w -> dx (see ConvKind) */ \
-  X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0)  /* x, dy -> dw [len, ...] */     \
-  X(DROPOUT, "dropout", 1, OPC_NN, 1)       /* p = fval, mask stream = seed */ \
-  /* a broadcast to b: h_t = a_t o h_{t-1} + b_t along axis (see SCAN) */     \
-  X(SCAN, "scan", 2, OPC_NN, 1)                                                \
-  /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */          \
-  X(SCAN_REV, "scan_rev", 2, OPC_NN, 0)                                        \
+// Op properties the passes read from the table instead of listing ops:
+//   IR_P_ROW_NORM   a row normalisation over the last axis whose kernel
+//                   computes its row's statistics (mean and deviation, or
+//                   the root mean square) and may take a group's members
+//                   (passes/fuse_groups.c, codegen/schedule.c, lower.c)
+//   IR_P_ROW_TERMS  the terms dy o xhat of a norm's gain gradient, summed
+//                   over rows by its user (FG_NORM_DG)
+//   IR_P_RMS        of the root-mean-square kind (no mean, no bias)
+//   IR_P_HIST(i)    input i is read at earlier positions along time than
+//                   the output row (the incremental decoder caches it:
+//                   codegen/stepmem.c)
+enum { IR_P_ROW_NORM = 1u << 0, IR_P_ROW_TERMS = 1u << 1, IR_P_RMS = 1u << 2 };
+#define IR_P_HIST(i) (1u << (8 + (i)))
+
+#define IR_OPS(X)                                                               \
+  /* leaves */                                                                  \
+  X(PARAM, "param", 0, OPC_LEAF, 1, 0)       /* trainable; name, init */        \
+  X(INPUT, "input", 0, OPC_LEAF, 0, 0)       /* graph input (tokens); name */   \
+  X(CONST, "const", 0, OPC_LEAF, 0, 0)       /* scalar [] with value fval */    \
+  X(IOTA, "iota", 0, OPC_LEAF, 0, 0)         /* [n]: 0, 1, ..., n-1 */          \
+  X(SIZE, "size", 0, OPC_LEAF, 0, 0)         /* scalar []: the value of len */  \
+  /* elementwise unary */                                                       \
+  X(NEG, "neg", 1, OPC_UNARY, 1, 0)                                             \
+  X(EXP, "exp", 1, OPC_UNARY, 1, 0)                                             \
+  X(LOG, "log", 1, OPC_UNARY, 1, 0)                                             \
+  X(SQRT, "sqrt", 1, OPC_UNARY, 1, 0)                                           \
+  X(TANH, "tanh", 1, OPC_UNARY, 1, 0)                                           \
+  X(RELU, "relu", 1, OPC_UNARY, 1, 0)                                           \
+  X(GELU, "gelu", 1, OPC_UNARY, 1, 0)        /* x * Phi(x), erf form */         \
+  X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1, 0)                                     \
+  X(SIN, "sin", 1, OPC_UNARY, 1, 0)                                             \
+  X(COS, "cos", 1, OPC_UNARY, 1, 0)                                             \
+  X(STEP, "step", 1, OPC_UNARY, 0, 0)        /* x > 0 ? 1 : 0 (relu') */        \
+  X(DGELU, "dgelu", 1, OPC_UNARY, 0, 0)      /* gelu'(x) = Phi(x) + x phi(x) */ \
+  /* elementwise binary, broadcasting */                                        \
+  X(ADD, "add", 2, OPC_BINARY, 1, 0)                                            \
+  X(SUB, "sub", 2, OPC_BINARY, 1, 0)                                            \
+  X(MUL, "mul", 2, OPC_BINARY, 1, 0)                                            \
+  X(DIV, "div", 2, OPC_BINARY, 1, 0)                                            \
+  X(EQ, "eq", 2, OPC_BINARY, 0, 0)           /* x == y ? 1 : 0 */               \
+  /* reductions over attr axis, keepdim */                                      \
+  X(SUM, "sum", 1, OPC_REDUCE, 1, 0)                                            \
+  X(MEAN, "mean", 1, OPC_REDUCE, 1, 0)                                          \
+  X(MAX, "max", 1, OPC_REDUCE, 1, 0)                                            \
+  /* x [..., m, k] @ y [..., k, n] -> [..., m, n], batch dims broadcast */      \
+  X(MATMUL, "matmul", 2, OPC_MATMUL, 1, 0)                                      \
+  /* data movement */                                                           \
+  X(TRANSPOSE, "transpose", 1, OPC_MOVE, 1, 0) /* swap axes axis, axis2 */      \
+  X(RESHAPE, "reshape", 1, OPC_MOVE, 1, 0)     /* row-major, to node.shape */   \
+  X(SLICE, "slice", 1, OPC_MOVE, 1, 0)         /* axis, [start, start+len) */   \
+  X(CONCAT, "concat", 2, OPC_MOVE, 1, 0)       /* along axis */                 \
+  X(PAD, "pad", 1, OPC_MOVE, 0, 0)             /* inverse of slice: zeros around */ \
+  X(EXPAND, "expand", 1, OPC_MOVE, 0, 0)       /* broadcast to node.shape */    \
+  X(EMBED, "embed", 2, OPC_MOVE, 1, 0)         /* W [V, d], ids [...] -> [..., d] */ \
+  X(ONEHOT, "onehot", 1, OPC_MOVE, 0, 0)       /* ids [...] -> [..., len] */    \
+  X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0, 0) /* dy [..., d], ids -> [len, d] */ \
+  /* out_t = x_{t - start} along axis, 0 where t - start is outside [0, n) */   \
+  X(SHIFT, "shift", 1, OPC_MOVE, 1, IR_P_HIST(0))                               \
+  /* neural-network primitives */                                               \
+  X(SOFTMAX, "softmax", 1, OPC_NN, 1, 0)       /* over axis */                  \
+  X(LAYERNORM, "layernorm", 3, OPC_NN, 1, IR_P_ROW_NORM)   /* x, g, b over last axis; eps */ \
+  /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */   \
+  X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM)                  \
+  /* x, dy -> dy o xhat [..., d], the terms of the gain gradient (its sum) */   \
+  X(LAYERNORM_DYXH, "layernorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS)          \
+  /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */             \
+  X(RMSNORM, "rmsnorm", 2, OPC_NN, 1, IR_P_ROW_NORM | IR_P_RMS)                 \
+  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dy o xhat */        \
+  X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM | IR_P_RMS)           \
+  X(RMSNORM_DYXH, "rmsnorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS | IR_P_RMS)   \
+  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1, 0) /* [..., T, T]: fval above diag */ \
+  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1, IR_P_HIST(0)) /* x [..., T, d], w [L, ...] */ \
+  X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0, 0)  /* dy, w -> dx (see ConvKind) */ \
+  X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0, 0)  /* x, dy -> dw [len, ...] */   \
+  X(DROPOUT, "dropout", 1, OPC_NN, 1, 0)       /* p = fval, mask stream = seed */ \
+  /* a broadcast to b: h_t = a_t o h_{t-1} + b_t along axis (see SCAN) */       \
+  X(SCAN, "scan", 2, OPC_NN, 1, 0)                                              \
+  /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */            \
+  X(SCAN_REV, "scan_rev", 2, OPC_NN, 0, 0)                                      \
   /* q, k, v, a -> sum over rows of q o scan(a, k o v) (passes/fuse_scan.c) */  \
-  X(SCAN_READ, "scan_read", 4, OPC_NN, 1)                                      \
-  /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */           \
-  X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0)                            \
-  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1) /* logits, ids -> [] mean */ \
-  /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */   \
-  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */     \
-  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */    \
-  /* [..., T, H, e], one attention per (..., head) over T */                 \
-  X(ATTENTION, "attention", 3, OPC_NN, 1)                                      \
-  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */            \
-  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0)
+  X(SCAN_READ, "scan_read", 4, OPC_NN, 1, 0)                                    \
+  /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */            \
+  X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0, 0)                          \
+  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1, 0) /* logits, ids -> [] mean */ \
+  /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */     \
+  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */       \
+  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */      \
+  /* [..., T, H, e], one attention per (..., head) over T */                    \
+  X(ATTENTION, "attention", 3, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2))          \
+  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */              \
+  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0, 0)
 
 typedef enum {
-#define X(name, text, nin, cat, diff) OP_##name,
+#define X(name, text, nin, cat, diff, props) OP_##name,
   IR_OPS(X)
 #undef X
   OP_COUNT
@@ -172,6 +186,7 @@ typedef struct {
   int nin;
   OpCategory cat;
   bool differentiable;
+  unsigned props;  // IR_P_*
 } OpInfo;
 
 extern const OpInfo ir_op_info[OP_COUNT];

@@ -113,8 +113,7 @@ static bool may_join(int i, int root, const int *users, const int *second, const
 }
 
 static bool row_op(const Node *n) {
-  OpKind o = n->op;
-  return (o == OP_LAYERNORM || o == OP_RMSNORM || o == OP_LAYERNORM_DX || o == OP_RMSNORM_DX) && n->dtype == DT_F32;
+  return (ir_op_info[n->op].props & IR_P_ROW_NORM) && n->dtype == DT_F32;
 }
 
 static bool has_softmax(const Graph *g, const int *into, int root) {
@@ -137,7 +136,7 @@ static void norm_dg(const Graph *g, const int *users, const int *first, int *int
   for (int i = 0; i < n; i++) dg_of[i] = -1;
   for (int i = 0; i < n; i++) {
     const Node *p = &g->nodes[i];
-    if ((p->op == OP_LAYERNORM_DYXH || p->op == OP_RMSNORM_DYXH) && users[i] == 1 && row_sum(g, first[i], i))
+    if ((ir_op_info[p->op].props & IR_P_ROW_TERMS) && users[i] == 1 && row_sum(g, first[i], i))
       dg_of[p->in[1]] = first[i];
   }
   for (int i = 0; i < n; i++) {
@@ -165,7 +164,7 @@ static void row_terms(const Graph *g, const int *users, const int *first, int *i
                       int *after) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *p = &g->nodes[i];
-    if ((p->op != OP_LAYERNORM_DYXH && p->op != OP_RMSNORM_DYXH) || into[i] >= 0 || users[i] != 1) continue;
+    if (!(ir_op_info[p->op].props & IR_P_ROW_TERMS) || into[i] >= 0 || users[i] != 1) continue;
     int q = matching_dx(g, p);
     if (q < 0 || p->dtype != DT_F32) continue;
     int r = into[q] >= 0 ? into[q] : q, s = first[i];

@@ -97,7 +97,8 @@ static void structure(const Graph *g, bool *tri_out, bool *tri_need) {
   free(need);
 }
 
-static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
+// The operations of an op of category OPC_LEAF .. OPC_MOVE (all but OPC_NN).
+static void count_by_category(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
   const Shape *s = &n->shape;
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   bool tri = tri_out[n->id] || tri_need[n->id];
@@ -151,7 +152,24 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     return;
   case OPC_NN: break;
   }
+}
+
+// The operations of node n, by the op's cost rule: every op of the table
+// has a case (no default: an op without a rule is a -Wswitch error).
+static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
+  const Shape *s = &n->shape;
+  const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
+  case OP_PARAM: case OP_INPUT: case OP_CONST: case OP_IOTA: case OP_SIZE:
+  case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_TANH: case OP_RELU: case OP_GELU: case OP_SIGMOID:
+  case OP_SIN: case OP_COS: case OP_STEP: case OP_DGELU:
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ:
+  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_MATMUL:
+  case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_CONCAT: case OP_PAD: case OP_EXPAND: case OP_EMBED:
+  case OP_ONEHOT: case OP_SCATTER_ADD: case OP_SHIFT:
+    count_by_category(g, n, T, tri_out, tri_need, c);
+    return;
+  case OP_CAUSAL_MASK: return;  // a selection, no arithmetic
   case OP_SOFTMAX: {
     int64_t k = dimv(x->d[n->axis], T), rows = numel(x, T) / k;
     int64_t e = tri_out[n->in[0]] && n->axis == x->rank - 1 && square(x) ? elements(x, T, true) : numel(x, T);
@@ -251,7 +269,32 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     c->div = sadd(c->div, 1);
     return;
   }
-  default: return;
+
+  case OP_ATTENTION: case OP_ATTENTION_GRAD: {
+    // per (sequence, head), as the interpreter: S = T (T + 1) / 2 causal
+    // scores, each h products, h - 1 sums and the scale; softmax over them
+    // (S exps, S - T sums, S divisions); P v (S e products, (S - T) e sums).
+    // The gradient recomputes the scores and P, then dP = dy v^T (S e, S (e -
+    // 1)), dS = P o (dP - rowsum(P o dP)) (2 S products, 2 S - T sums), dq =
+    // dS k (S h, (S - T) h), dk = dS^T q (S h, (S - T) h), dv = P^T dy (S e,
+    // (S - T) e).
+    const Shape *vs = &g->nodes[n->in[2]].shape;
+    int r = x->rank, tax = r - 2 - (n->axis != 0);
+    int64_t t = dimv(x->d[tax], T), h = dimv(x->d[r - 1], T), e = dimv(vs->d[r - 1], T);
+    int64_t heads = numel(x, T) / smul(t, h), S = smul(t, t + 1) / 2;
+    int64_t mul = smul(S, h + 1) + smul(S, e), add = smul(S, h - 1) + (S - t) + smul(S - t, e);
+    int64_t ex = S, dv = S;
+    if (n->op == OP_ATTENTION_GRAD) {
+      mul += smul(S, e) + smul(S, 2) + smul3(S, 2, h) + smul(S, e);
+      add += smul(S, e - 1) + smul(S, 2) - t + smul3(S - t, 2, h) + smul(S - t, e);
+    }
+    c->mul = sadd(c->mul, smul(heads, mul));
+    c->add = sadd(c->add, smul(heads, add));
+    c->exp = sadd(c->exp, smul(heads, ex));
+    c->div = sadd(c->div, smul(heads, dv));
+    return;
+  }
+  case OP_COUNT: return;
   }
 }
 
