@@ -1,5 +1,5 @@
-// llvm.c: the CPU backend. Schedule -> LLVM IR (through the LLVM C API) ->
-// optimised native object -> model.so.
+// llvm.c: the CPU backend. Schedule -> LLVM IR (through the LLVM C API);
+// model.c packages it: the descriptor, the object, model.so.
 //
 // Requires: a Schedule (kernel.h) of a verified graph with its backward pass.
 // Guarantees: a module with one function per kernel class (kernel.h),
@@ -8,7 +8,7 @@
 // (KS_*); three program functions
 //   void xf_prog_{train,eval,sample}(i8* api, i8** bufs, i64 B, i64 T, i64 seed, i32 step)
 // that fill each kernel's slots from the buffer table and hand its class
-// function to api->parallel_for in order; and the
+// function to api->parallel_for in order; and (model.c) the
 // constant `xf_model` (runtime/xf_abi.h) describing the model. The generated
 // code calls only libm and the XfApi functions (sgemm, parallel_for).
 //
@@ -20,69 +20,19 @@
 // the tests compare the two.
 #include "llvm.h"
 
-#include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
-#include <llvm-c/TargetMachine.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "../runtime/xf_abi.h"
 #include "loops.h"
 
-typedef LLVMValueRef V;
-typedef LLVMTypeRef Ty;
+#include "llvm_impl.h"
 
-// The launch record of a program's table (program_fn), private to the
-// generated code; a field list as those of runtime/xf_abi.h. Its C twin only
-// gives abi_structs a C layout to describe.
-#define LAUNCH_REC_FIELDS(F, A, P)                                                                               \
-  F(P, FN_KERNEL, fn)       /* the kernel's class function */                                                    \
-  A(P, I32, slots, KS_IMM)  /* storage roots of the slots KS_OUT..KS_SCRATCH, -1: none */                        \
-  F(P, I64, imm)            /* KS_IMM */                                                                         \
-  F(P, I64, coef)           /* outer extent coef * B^pb * T^pt */                                                \
-  F(P, I32, pb)                                                                                                  \
-  F(P, I32, pt)                                                                                                  \
-  F(P, I32, kernel)         /* its index in the global kernel order (kernel_done) */
-XF_STRUCT_TYPEDEF(LaunchRec, LAUNCH_REC)
-// Ids of the structs llvm.c builds: XfAbiStruct, then the launch record.
-enum { LAUNCH_REC = XF_NSTRUCTS, ABI_NSTRUCTS };
-
-typedef struct {
-  LLVMContextRef C;
-  LLVMModuleRef M;
-  LLVMBuilderRef b;
-  const Schedule *s;
-  const Graph *g;
-  Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
-  Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
-  Ty abi[ABI_NSTRUCTS];  // LLVM types of the ABI structs, built on first use (abi_type)
-  V fn;                // function being emitted
-  const Kernel *k;     // kernel being emitted
-  V bufs, B, T, seed, step, lo, hi, api;
-  LTarget forms;      // LlvmOptions.forms
-  SymSize *outer;     // per class: the outer extent its function runs over
-  // the step program's variant: rows of the time axis restricted to [w0, w1)
-  bool win;
-  V w0, w1, wk;
-  LLVMBasicBlockRef entry;
-  Arena arena;    // the LKernels of lower_kernel and the printer's tables
-  LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
-  // per operand slot: !alias.scope {its scope} and !noalias {every other
-  // slot's} (lk_noalias)
-  LLVMMetadataRef slot_scope[KS_IMM], slot_noalias[KS_IMM];
-  char err[512];  // the first op without a lowering here (unlowered), located
-} Emit;
-
-static V ci64(Emit *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
-static V ci32(Emit *e, int64_t v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
-static V cf32(Emit *e, double v) { return LLVMConstReal(e->f32, v); }
 
 // ---- the ABI structs (runtime/xf_abi.h) -----------------------------------------
 // Each struct's LLVM type is built from its field list, one LLVM type per
@@ -114,10 +64,9 @@ static const AbiStruct abi_structs[ABI_NSTRUCTS] = {XF_ABI_STRUCTS(ABI_STRUCT) A
 #define TAG_SIZE(tag, ctype) sizeof(ctype),
 static const size_t tag_size[XF_NTAGS] = {XF_ABI_TAGS(TAG_SIZE)};
 
-static Ty abi_type(Emit *e, int s);
 
 // The LLVM type of a field type tag.
-static Ty tag_type(Emit *e, XfAbiTag tag) {
+Ty emit_tag_type(Emit *e, XfAbiTag tag) {
   switch (tag) {
   case XF_TAG_I32: case XF_TAG_U32: return e->i32;
   case XF_TAG_I64: case XF_TAG_U64: return e->i64;
@@ -126,11 +75,11 @@ static Ty tag_type(Emit *e, XfAbiTag tag) {
   case XF_TAG_PTR: case XF_TAG_STR: return e->i8p;
   case XF_TAG_P_STR: return e->i8pp;
   case XF_TAG_P_I32: return e->i32p;
-  case XF_TAG_SYM: return abi_type(e, XF_SYM);
-  case XF_TAG_P_CONFIG: return LLVMPointerType(abi_type(e, XF_CONFIG_ENTRY), 0);
-  case XF_TAG_P_BUFFER: return LLVMPointerType(abi_type(e, XF_BUFFER), 0);
-  case XF_TAG_P_LAUNCH: return LLVMPointerType(abi_type(e, XF_LAUNCH), 0);
-  case XF_TAG_P_CUDA: return LLVMPointerType(abi_type(e, XF_CUDA), 0);
+  case XF_TAG_SYM: return emit_abi_type(e, XF_SYM);
+  case XF_TAG_P_CONFIG: return LLVMPointerType(emit_abi_type(e, XF_CONFIG_ENTRY), 0);
+  case XF_TAG_P_BUFFER: return LLVMPointerType(emit_abi_type(e, XF_BUFFER), 0);
+  case XF_TAG_P_LAUNCH: return LLVMPointerType(emit_abi_type(e, XF_LAUNCH), 0);
+  case XF_TAG_P_CUDA: return LLVMPointerType(emit_abi_type(e, XF_CUDA), 0);
   case XF_TAG_FN_KERNEL: return LLVMPointerType(e->kernel_t, 0);
   case XF_TAG_FN_PARALLEL_FOR: return LLVMPointerType(e->pfor_t, 0);
   case XF_TAG_FN_SGEMM: return LLVMPointerType(e->sgemm_t, 0);
@@ -143,12 +92,12 @@ static Ty tag_type(Emit *e, XfAbiTag tag) {
 
 // The LLVM struct of ABI struct s (XfAbiStruct or LAUNCH_REC): its fields in
 // order, an array of n for a field of n > 0.
-static Ty abi_type(Emit *e, int s) {
+Ty emit_abi_type(Emit *e, int s) {
   if (e->abi[s]) return e->abi[s];
   const AbiStruct *a = &abi_structs[s];
   Ty *f = calloc((size_t)a->nfields, sizeof(Ty));
   for (int i = 0; i < a->nfields; i++) {
-    Ty t = tag_type(e, a->fields[i].tag);
+    Ty t = emit_tag_type(e, a->fields[i].tag);
     f[i] = a->fields[i].n ? LLVMArrayType(t, (unsigned)a->fields[i].n) : t;
   }
   e->abi[s] = LLVMStructTypeInContext(e->C, f, (unsigned)a->nfields, 0);
@@ -162,14 +111,13 @@ static _Noreturn void abi_internal(const AbiStruct *a, int i, const char *what) 
 }
 
 // The constant of ABI struct s from f[XF_<S>_F_*], every field set.
-static V abi_const(Emit *e, int s, V *f) {
+V emit_abi_const(Emit *e, int s, V *f) {
   const AbiStruct *a = &abi_structs[s];
   for (int i = 0; i < a->nfields; i++)
     if (!f[i]) abi_internal(a, i, "has no value");
-  return LLVMConstNamedStruct(abi_type(e, s), f, (unsigned)a->nfields);
+  return LLVMConstNamedStruct(emit_abi_type(e, s), f, (unsigned)a->nfields);
 }
 
-static V abi_value(Emit *e, int s, const void *c);
 
 // The constant of the tag's C value at p (numbers and structs of numbers).
 static V tag_value(Emit *e, XfAbiTag tag, const char *p, const AbiStruct *a, int i) {
@@ -180,14 +128,14 @@ static V tag_value(Emit *e, XfAbiTag tag, const char *p, const AbiStruct *a, int
   case XF_TAG_U64: { uint64_t v; memcpy(&v, p, sizeof v); return LLVMConstInt(e->i64, v, 0); }
   case XF_TAG_F32: { float v; memcpy(&v, p, sizeof v); return LLVMConstReal(e->f32, v); }
   case XF_TAG_F64: { double v; memcpy(&v, p, sizeof v); return LLVMConstReal(e->f64, v); }
-  case XF_TAG_SYM: return abi_value(e, XF_SYM, p);
+  case XF_TAG_SYM: return emit_abi_value(e, XF_SYM, p);
   default: abi_internal(a, i, "is no number: no constant of its C value");
   }
 }
 
 // The constant of ABI struct s holding the C struct at c, field by field
 // (structs whose fields are numbers or such structs: XfSym, XfLaunch).
-static V abi_value(Emit *e, int s, const void *c) {
+V emit_abi_value(Emit *e, int s, const void *c) {
   const AbiStruct *a = &abi_structs[s];
   V *f = calloc((size_t)a->nfields, sizeof(V));
   for (int i = 0; i < a->nfields; i++) {
@@ -199,10 +147,10 @@ static V abi_value(Emit *e, int s, const void *c) {
     }
     V *el = calloc((size_t)fl->n, sizeof(V));
     for (int j = 0; j < fl->n; j++) el[j] = tag_value(e, fl->tag, p + (size_t)j * tag_size[fl->tag], a, i);
-    f[i] = LLVMConstArray(tag_type(e, fl->tag), el, (unsigned)fl->n);
+    f[i] = LLVMConstArray(emit_tag_type(e, fl->tag), el, (unsigned)fl->n);
     free(el);
   }
-  V v = abi_const(e, s, f);
+  V v = emit_abi_const(e, s, f);
   free(f);
   return v;
 }
@@ -414,7 +362,7 @@ static V philox_uniform(Emit *e, V seed, V stream, V index, V step) {
 
 // Field f (XF_API_F_*) of the XfApi at api (an i8*).
 static V api_field(Emit *e, V api, int f) {
-  Ty api_t = abi_type(e, XF_API);
+  Ty api_t = emit_abi_type(e, XF_API);
   V apip = LLVMBuildBitCast(e->b, api, LLVMPointerType(api_t, 0), "");
   return LLVMBuildLoad2(e->b, LLVMStructGetTypeAtIndex(api_t, (unsigned)f), LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)f, ""), "");
 }
@@ -931,7 +879,6 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   return fn;
 }
 
-static V const_array(Emit *e, Ty elem, V *items, int n, const char *name);
 
 // A program is a constant table of launches (LaunchRec), one per kernel k in
 // order, and a loop over it: fill the slots from the buffer table, call
@@ -939,7 +886,7 @@ static V const_array(Emit *e, Ty elem, V *items, int n, const char *name);
 // api->kernel_done(api, k) when the runtime set it. The code is the same for
 // every model; the table grows with depth, the code does not.
 static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) {
-  Ty rec_t = abi_type(e, LAUNCH_REC);
+  Ty rec_t = emit_abi_type(e, LAUNCH_REC);
   int n = e->s->nprog[p];
   V *recs = calloc((size_t)n + 1, sizeof(V));
   for (int i = 0; i < n; i++) {
@@ -949,7 +896,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
     kernel_slots(e->s, k, ops);
     V slot[KS_IMM];
     for (int j = 0; j < KS_IMM; j++) slot[j] = ci32(e, ops[j]);
-    recs[i] = abi_const(e, LAUNCH_REC,
+    recs[i] = emit_abi_const(e, LAUNCH_REC,
                         (V[LAUNCH_REC_NFIELDS]){[LAUNCH_REC_F_fn] = kfns[per_kernel ? ki : k->cls],
                                                 [LAUNCH_REC_F_slots] = LLVMConstArray(e->i32, slot, KS_IMM),
                                                 [LAUNCH_REC_F_imm] = ci64(e, (int64_t)kernel_imm(e->s, k)),
@@ -959,7 +906,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
   }
   char tname[64];
   snprintf(tname, sizeof tname, "%s_launches", name);
-  V table = const_array(e, rec_t, recs, n, tname);
+  V table = emit_const_array(e, rec_t, recs, n, tname);
   free(recs);
 
   V fn = LLVMAddFunction(e->M, name, e->program_t);
@@ -1015,7 +962,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
   return fn;
 }
 
-static V cstr(Emit *e, const char *s) {
+V emit_cstr(Emit *e, const char *s) {
   if (!s) s = "";
   V init = LLVMConstStringInContext(e->C, s, (unsigned)strlen(s), 0);
   V gv = LLVMAddGlobal(e->M, LLVMTypeOf(init), ".str");
@@ -1026,7 +973,7 @@ static V cstr(Emit *e, const char *s) {
   return LLVMConstBitCast(gv, e->i8p);
 }
 
-static V const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
+V emit_const_array(Emit *e, Ty elem, V *items, int n, const char *name) {
   V arr = LLVMConstArray(elem, items, (unsigned)n);
   V gv = LLVMAddGlobal(e->M, LLVMTypeOf(arr), name);
   LLVMSetInitializer(gv, arr);
@@ -1108,130 +1055,6 @@ static V step_program(Emit *e, const int *ta, V *kinf) {
   return prog;
 }
 
-// XfCuda of --target=cuda: source, PTX, entry names and the launch tables.
-// Returns a pointer constant, or null.
-static V emit_cuda(Emit *e, const LlvmOptions *o) {
-  const CudaModule *m = o ? o->cuda : NULL;
-  Ty cuda_t = abi_type(e, XF_CUDA), launch_t = abi_type(e, XF_LAUNCH);
-  if (!m) return LLVMConstNull(LLVMPointerType(cuda_t, 0));
-  V tables[XF_PROG_STEP + 1], counts[XF_PROG_STEP + 1];
-  for (int p = 0; p <= XF_PROG_STEP; p++) {
-    V *recs = calloc((size_t)m->nlaunch[p] + 1, sizeof(V));
-    for (int i = 0; i < m->nlaunch[p]; i++) recs[i] = abi_value(e, XF_LAUNCH, &m->launch[p][i]);
-    char name[32];
-    snprintf(name, sizeof name, "xf_cuda_launch%d", p);
-    tables[p] = const_array(e, launch_t, recs, m->nlaunch[p], name);
-    counts[p] = ci32(e, m->nlaunch[p]);
-    free(recs);
-  }
-  V *names = calloc((size_t)m->nnames + 1, sizeof(V));
-  for (int i = 0; i < m->nnames; i++) names[i] = cstr(e, m->names[i]);
-  V sass[2], sass_size[2], sass_sm[2];
-  for (int i = 0; i < 2; i++) {
-    sass[i] = LLVMConstNull(e->i8p), sass_size[i] = ci64(e, 0), sass_sm[i] = ci32(e, 0);
-    if (!o->sass_size[i]) continue;
-    V bytes = LLVMConstStringInContext(e->C, (const char *)o->sass[i], (unsigned)o->sass_size[i], 1);
-    V gv = LLVMAddGlobal(e->M, LLVMTypeOf(bytes), "xf_cuda_sass");
-    LLVMSetInitializer(gv, bytes);
-    LLVMSetGlobalConstant(gv, 1);
-    LLVMSetLinkage(gv, LLVMPrivateLinkage);
-    LLVMSetAlignment(gv, 8);
-    sass[i] = LLVMConstBitCast(gv, e->i8p), sass_size[i] = ci64(e, (int64_t)o->sass_size[i]), sass_sm[i] = ci32(e, o->sass_sm[i]);
-  }
-  V init = abi_const(e, XF_CUDA,
-                     (V[XF_CUDA_NFIELDS]){[XF_CUDA_F_source] = cstr(e, m->source), [XF_CUDA_F_ptx] = cstr(e, o->ptx),
-                                          [XF_CUDA_F_arch] = cstr(e, o->gpu_arch), [XF_CUDA_F_nnames] = ci32(e, m->nnames),
-                                          [XF_CUDA_F_sass] = LLVMConstArray(e->i8p, sass, 2),
-                                          [XF_CUDA_F_sass_size] = LLVMConstArray(e->i64, sass_size, 2),
-                                          [XF_CUDA_F_sass_sm] = LLVMConstArray(e->i32, sass_sm, 2),
-                                          [XF_CUDA_F_precision] = ci32(e, o->precision),
-                                          [XF_CUDA_F_names] = const_array(e, e->i8p, names, m->nnames, "xf_cuda_names"),
-                                          [XF_CUDA_F_nlaunch] = LLVMConstArray(e->i32, counts, XF_PROG_STEP + 1),
-                                          [XF_CUDA_F_launch] = LLVMConstArray(LLVMPointerType(launch_t, 0), tables, XF_PROG_STEP + 1),
-                                          [XF_CUDA_F_adamw] = ci32(e, m->adamw),
-                                          [XF_CUDA_F_grad_accum] = ci32(e, m->grad_accum),
-                                          [XF_CUDA_F_grad_norm] = ci32(e, m->grad_norm),
-                                          [XF_CUDA_F_grad_norm_sum] = ci32(e, m->grad_norm_sum)});
-  free(names);
-  V gv = LLVMAddGlobal(e->M, cuda_t, "xf_cuda");
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  LLVMSetLinkage(gv, LLVMPrivateLinkage);
-  return gv;
-}
-
-// The exported descriptor `xf_model` (XfModel).
-static void emit_model(Emit *e, V *progs, const LlvmOptions *o, V step) {
-  const Graph *g = e->g;
-  V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
-  for (int i = 0; i < g->nconfig; i++)
-    cfgs[i] = abi_const(e, XF_CONFIG_ENTRY,
-                        (V[XF_CONFIG_ENTRY_NFIELDS]){[XF_CONFIG_ENTRY_F_name] = cstr(e, g->config[i].name),
-                                                     [XF_CONFIG_ENTRY_F_is_float] = ci32(e, g->config[i].is_float),
-                                                     [XF_CONFIG_ENTRY_F_value] = LLVMConstReal(e->f64, g->config[i].value)});
-  V *bufs = calloc((size_t)e->s->nbufs + 1, sizeof(V));
-  for (int i = 0; i < e->s->nbufs; i++) {
-    const Buffer *b = &e->s->bufs[i];
-    const Node *n = &g->nodes[b->node];
-    static const int roles[] = {[BUF_PARAM] = XF_BUF_PARAM, [BUF_GRAD] = XF_BUF_GRAD, [BUF_INPUT] = XF_BUF_INPUT,
-                                [BUF_ACT] = XF_BUF_ACT, [BUF_OUTPUT] = XF_BUF_OUTPUT};
-    // a kernel's scratch (cross-entropy's row losses, a chunked convolution's
-    // U, Y, S, W^T) is not its node's value: no shape
-    int rank = symsize_eq(b->size, symsize_prod(&n->shape, 0, n->shape.rank)) ? n->shape.rank : 0;
-    V d[6];
-    for (int k = 0; k < 6; k++)
-      d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
-    int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NORMAL ? XF_INIT_NORMAL : n->init.kind == INIT_UNIFORM ? XF_INIT_UNIFORM
-               : n->init.kind == INIT_ONES ? XF_INIT_ONES : XF_INIT_ZEROS;
-    bufs[i] = abi_const(e, XF_BUFFER,
-                        (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
-                                               [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),
-                                               [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
-                                               [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt),
-                                               [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),
-                                               [XF_BUFFER_F_rank] = ci32(e, rank),
-                                               [XF_BUFFER_F_dims] = LLVMConstArray(e->i64, d, 6), [XF_BUFFER_F_init] = ci32(e, init),
-                                               [XF_BUFFER_F_init_a] = LLVMConstReal(e->f64, n->init.a),
-                                               [XF_BUFFER_F_init_b] = LLVMConstReal(e->f64, n->init.b),
-                                               [XF_BUFFER_F_first] = ci32(e, b->first), [XF_BUFFER_F_last] = ci32(e, b->last)});
-  }
-  // the storage roots the step program touches, caches and workspace (stepmem.c)
-  int nstep = 0;
-  StepBuf *st = calloc((size_t)e->s->nbufs + 1, sizeof *st);
-  V *sv[4];
-  for (int f = 0; f < 4; f++) sv[f] = calloc((size_t)e->s->nbufs + 1, sizeof(V));
-  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st);
-  for (int i = 0; i < nstep; i++)
-    sv[0][i] = ci32(e, st[i].buf), sv[1][i] = ci32(e, st[i].cache), sv[2][i] = ci32(e, st[i].first),
-    sv[3][i] = ci32(e, st[i].last);
-  if (nstep < 0) nstep = 0;
-  V step_bufs = const_array(e, e->i32, sv[0], nstep, "xf_step_bufs"), step_cache = const_array(e, e->i32, sv[1], nstep, "xf_step_cache"),
-    step_first = const_array(e, e->i32, sv[2], nstep, "xf_step_first"), step_last = const_array(e, e->i32, sv[3], nstep, "xf_step_last");
-  for (int f = 0; f < 4; f++) free(sv[f]);
-  free(st);
-  V init = abi_const(
-      e, XF_MODEL,
-      (V[XF_MODEL_NFIELDS]){[XF_MODEL_F_abi_version] = ci32(e, XF_ABI_VERSION), [XF_MODEL_F_name] = cstr(e, g->name),
-                            [XF_MODEL_F_context] = ci64(e, g->t_max), [XF_MODEL_F_nconfig] = ci32(e, g->nconfig),
-                            [XF_MODEL_F_config] = const_array(e, abi_type(e, XF_CONFIG_ENTRY), cfgs, g->nconfig, "xf_config"),
-                            [XF_MODEL_F_nbuffers] = ci32(e, e->s->nbufs),
-                            [XF_MODEL_F_buffers] = const_array(e, abi_type(e, XF_BUFFER), bufs, e->s->nbufs, "xf_buffers"),
-                            [XF_MODEL_F_programs] = LLVMConstArray(tag_type(e, XF_TAG_FN_PROGRAM), progs, 3),
-                            [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_cuda] = emit_cuda(e, o),
-                            [XF_MODEL_F_step] = step,
-                            [XF_MODEL_F_step_note] = o && o->step_note ? cstr(e, o->step_note) : LLVMConstNull(e->i8p),
-                            [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,
-                            [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
-                            [XF_MODEL_F_step_last] = step_last,
-                            [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0)});
-  V gv = LLVMAddGlobal(e->M, abi_type(e, XF_MODEL), "xf_model");
-  LLVMSetInitializer(gv, init);
-  LLVMSetGlobalConstant(gv, 1);
-  free(cfgs);
-  free(bufs);
-}
-
-// The types of e in context C: numbers, pointers and the function types of the ABI.
 static void emit_types(Emit *e, LLVMContextRef C) {
   e->C = C;
   e->void_t = LLVMVoidTypeInContext(C), e->i1 = LLVMInt1TypeInContext(C), e->i8 = LLVMInt8TypeInContext(C);
@@ -1252,7 +1075,7 @@ bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t er
   emit_types(&e, C);
   for (int s = 0; s < ABI_NSTRUCTS; s++) {
     const AbiStruct *a = &abi_structs[s];
-    Ty t = abi_type(&e, s);
+    Ty t = emit_abi_type(&e, s);
     for (int i = 0; i < a->nfields; i++) {
       unsigned long long off = LLVMOffsetOfElement(dl, t, (unsigned)i);
       if (off != a->fields[i].offset)
@@ -1283,7 +1106,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns, false), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf, false),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf, false)};
   V step = o && o->time_axis ? step_program(&e, o->time_axis, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
-  emit_model(&e, progs, o, step);
+  model_emit_descriptor(&e, progs, o, step);
   free(kfns);
   free(kinf);
   free(e.outer);
@@ -1295,84 +1118,4 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
     return NULL;
   }
   return e.M;
-}
-
-// ---- object and shared object ------------------------------------------------------
-
-static bool fail(char *err, size_t errlen, const char *what, char *llvm_msg) {
-  snprintf(err, errlen, "%s: %s", what, llvm_msg ? llvm_msg : "unknown LLVM error");
-  if (llvm_msg) LLVMDisposeMessage(llvm_msg);
-  return false;
-}
-
-bool llvm_compile(const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
-  LLVMInitializeNativeTarget();
-  LLVMInitializeNativeAsmPrinter();
-  LLVMContextRef C = LLVMContextCreate();
-  LLVMModuleRef M = llvm_emit_module(C, s, o, err, errlen);
-  if (!M) {
-    LLVMContextDispose(C);
-    return false;
-  }
-  char *msg = NULL, *triple = LLVMGetDefaultTargetTriple(), *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
-  LLVMTargetRef target;
-  bool ok = true;
-  if (LLVMGetTargetFromTriple(triple, &target, &msg)) ok = fail(err, errlen, "LLVMGetTargetFromTriple", msg);
-  LLVMTargetMachineRef tm = NULL;
-  if (ok) {
-    tm = LLVMCreateTargetMachine(target, triple, cpu, features, o->opt_level ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelNone,
-                                 LLVMRelocPIC, LLVMCodeModelDefault);
-    if (!tm) ok = fail(err, errlen, "LLVMCreateTargetMachine", NULL);
-  }
-  if (ok) {
-    LLVMSetTarget(M, triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-    LLVMSetModuleDataLayout(M, dl);
-    char abi_err[256];
-    bool abi_ok = llvm_abi_check(C, dl, abi_err, sizeof abi_err);
-    LLVMDisposeTargetData(dl);
-    if (!abi_ok) ok = false, snprintf(err, errlen, "internal error: %s", abi_err);
-    else if (LLVMVerifyModule(M, LLVMReturnStatusAction, &msg)) ok = fail(err, errlen, "internal error: generated LLVM IR is invalid", msg);
-    else if (msg) LLVMDisposeMessage(msg), msg = NULL;
-  }
-  if (ok && o->opt_level) {
-    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
-    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
-    LLVMErrorRef perr = LLVMRunPasses(M, "default<O2>", tm, po);
-    LLVMDisposePassBuilderOptions(po);
-    if (perr) ok = fail(err, errlen, "LLVMRunPasses", LLVMGetErrorMessage(perr));
-  }
-  if (ok && o->llvm_ir) {
-    char *ir = LLVMPrintModuleToString(M);
-    fputs(ir, o->llvm_ir);
-    LLVMDisposeMessage(ir);
-  }
-  if (ok && o->object_path) {
-    if (LLVMTargetMachineEmitToFile(tm, M, (char *)o->object_path, LLVMObjectFile, &msg))
-      ok = fail(err, errlen, "LLVMTargetMachineEmitToFile", msg);
-  }
-  if (tm) LLVMDisposeTargetMachine(tm);
-  LLVMDisposeMessage(triple), LLVMDisposeMessage(cpu), LLVMDisposeMessage(features);
-  LLVMDisposeModule(M);
-  LLVMContextDispose(C);
-  return ok;
-}
-
-bool link_shared(const char *object, const char *so, char *err, size_t errlen) {
-  const char *cc = getenv("XF_CC");
-  if (!cc || !*cc) cc = "cc";
-  pid_t pid = fork();
-  if (pid < 0) return snprintf(err, errlen, "cannot start the linker: fork failed"), false;
-  if (pid == 0) {
-    execlp(cc, cc, "-shared", "-o", so, object, "-lm", (char *)NULL);
-    _exit(127);
-  }
-  int status;
-  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    snprintf(err, errlen, "linking %s with '%s -shared' failed (status %d); set XF_CC to a C compiler driver", so, cc,
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    return false;
-  }
-  return true;
 }
