@@ -247,56 +247,72 @@ static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key
   return ok ? 0 : die("%s", err);
 }
 
+// The log of a->log (rank 0): a new file with its header, or on --resume
+// the same file appended to under the same header. NULL without --log;
+// *status 1 after the message when it cannot be written.
+static FILE *open_log(const Args *a, int *status) {
+  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss,model_gflops,mfu\n";
+  *status = 0;
+  if (!a->log || g_dist.rank != 0) return NULL;
+  struct stat st;
+  bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
+  if (append) {  // rows go under the same columns
+    char first[256] = "";
+    FILE *f = fopen(a->log, "r");
+    if (!f || !fgets(first, sizeof first, f) || strcmp(first, header)) {
+      if (f) fclose(f);
+      *status = die("%s: its header is not %.*s (an older xfrun's log?): give another --log", a->log,
+                    (int)strlen(header) - 1, header);
+      return NULL;
+    }
+    fclose(f);
+  }
+  FILE *lf = fopen(a->log, append ? "a" : "w");
+  if (!lf) {
+    *status = die("cannot write log %s: %s", a->log, strerror(errno));
+    return NULL;
+  }
+  if (!append) fputs(header, lf);
+  fprintf(stderr, "xfrun: log %s: a row per step%s\n", a->log, append ? ", appended" : "");
+  return lf;
+}
+
+// What a training run will do (rank 0): steps, tokens, the schedule, memory.
+static void train_banner(const Args *a, XfRuntime *rt, uint32_t first) {
+  const XfModel *m = xf_model(rt);
+  const XfOptions *o = xf_options(rt);
+  XfMemory mem = xf_memory(rt);
+  const double MiB = 1 << 20;
+  char micro[64] = "";
+  if (a->accum > 1) snprintf(micro, sizeof micro, " in %lld micro-batches", (long long)a->accum);
+  fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s%s, %d parameter tensors, %.1f MiB planned\n",
+          m->name, first, (long long)a->steps, (long long)(a->accum * o->batch * g_dist.size), (long long)o->seq, micro,
+          g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)mem.total / MiB);
+  if (a->schedule != LR_CONSTANT || a->warmup)
+    fprintf(stderr, "xfrun: learning rate: %s from %g to %g over %lld steps, %lld of warm-up%s\n", lr_names[a->schedule],
+            a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->steps, (long long)a->warmup,
+            a->schedule == LR_WSD ? ", the decay in the last --cooldown steps" : "");
+  char acc[64] = "";
+  if (mem.accum) snprintf(acc, sizeof acc, ", gradient sums %.1f MiB", (double)mem.accum / MiB);
+  fprintf(stderr, "xfrun: memory: activations and outputs %.1f MiB, parameters, gradients, inputs %.1f MiB, "
+          "AdamW moments %.1f MiB%s, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
+          (double)mem.moments / MiB, acc, (double)mem.total / MiB);
+}
+
 static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, uint64_t data_key) {
   char err[1024];
   const XfModel *m = xf_model(rt);
   const XfOptions *o = xf_options(rt);
-  FILE *lf = NULL;
   bool root = g_dist.rank == 0;
   // test hook: XF_TEST_KILL_RANK=r:s kills rank r with SIGKILL at step s
   const char *kill_at = getenv("XF_TEST_KILL_RANK");
   int kill_rank = -1, kill_step = -1;
   if (kill_at) sscanf(kill_at, "%d:%d", &kill_rank, &kill_step);
-  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss,model_gflops,mfu\n";
-  if (a->log && root) {
-    struct stat st;
-    bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
-    if (append) {  // rows go under the same columns
-      char first[256] = "";
-      FILE *f = fopen(a->log, "r");
-      if (!f || !fgets(first, sizeof first, f) || strcmp(first, header)) {
-        if (f) fclose(f);
-        return die("%s: its header is not %.*s (an older xfrun's log?): give another --log", a->log,
-                   (int)strlen(header) - 1, header);
-      }
-      fclose(f);
-    }
-    if (!(lf = fopen(a->log, append ? "a" : "w"))) return die("cannot write log %s: %s", a->log, strerror(errno));
-    if (!append) fputs(header, lf);
-    fprintf(stderr, "xfrun: log %s: a row per step%s\n", a->log, append ? ", appended" : "");
-  }
+  int status;
+  FILE *lf = open_log(a, &status);
+  if (status) return status;
   uint32_t first = xf_step_count(rt) + 1;
-  if (root) {
-    XfMemory mem = xf_memory(rt);
-    const double MiB = 1 << 20;
-    char micro[64] = "";
-    if (a->accum > 1) snprintf(micro, sizeof micro, " in %lld micro-batches", (long long)a->accum);
-    fprintf(stderr, "xfrun: training %s: steps %u..%lld of %lld x %lld tokens%s%s, %d parameter tensors, %.1f MiB planned\n",
-            m->name, first, (long long)a->steps, (long long)(a->accum * o->batch * g_dist.size), (long long)o->seq, micro,
-            g_dist.size > 1 ? " over several processes" : "", xf_nparams(rt), (double)mem.total / MiB);
-    if (a->schedule != LR_CONSTANT || a->warmup)
-      fprintf(stderr, "xfrun: learning rate: %s from %g to %g over %lld steps, %lld of warm-up%s\n", lr_names[a->schedule],
-              a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->steps, (long long)a->warmup,
-              a->schedule == LR_WSD ? ", the decay in the last --cooldown steps" : "");
-    char acc[64] = "";
-    if (mem.accum) snprintf(acc, sizeof acc, ", gradient sums %.1f MiB", (double)mem.accum / MiB);
-    fprintf(stderr, "xfrun: memory: activations and outputs %.1f MiB, parameters, gradients, inputs %.1f MiB, "
-            "AdamW moments %.1f MiB%s, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
-            (double)mem.moments / MiB, acc, (double)mem.total / MiB);
-  }
-  if (root && g_dist.size > 1)
-    fprintf(stderr, "xfrun: %d processes of %lld sequences each; gradients all-reduced in %d buckets\n", g_dist.size,
-            (long long)o->batch, xf_grad_buckets(rt));
+  if (root) train_banner(a, rt, first);
   // model FLOP/s: the training operations per token of xfc --stats times
   // tokens/s, over the GEMM rate measured here (every process at once, as
   // they will train), on the CPU
@@ -311,7 +327,6 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   const char *bpath = getenv("XF_TEST_BATCHES");
   if (bpath && *bpath && root && !(bf = fopen(bpath, "a"))) return die("cannot write %s: %s", bpath, strerror(errno));
   bool tty = isatty(2) && root;
-  int status = 0;
   double t0 = now(), loss = NAN;
   double eval_s = 0;  // seconds spent on --eval-every, left out of tokens/s
   double ev_last = NAN;  // the held-out loss of --eval-every at step ev_step
