@@ -348,8 +348,31 @@ static int add_model(Model *m, const char *a) {
   return -1;
 }
 
-int xfrun_compare(int argc, char **argv) {
+// A comparison: its options, its models and where it writes.
+typedef struct {
   Model ms[MAX_MODELS];
+  int nm, ndefs, npass;
+  const char *defs[MAX_DEFS], *pass[MAX_PASS], *out, *xfc;
+  int64_t steps, tokens, seeds, batch, seq, accum;
+  double seconds;
+  Path dir, self, xfc_buf, runs;
+  bool same_ctx;  // every model at one context
+} Compare;
+
+#define UNPACK(C)                                                                                                  \
+  Model *ms = (C)->ms;                                                                                             \
+  int nm = (C)->nm, ndefs = (C)->ndefs, npass = (C)->npass;                                                        \
+  const char **defs = (C)->defs, **pass = (C)->pass, *out = (C)->out;                                              \
+  int64_t steps = (C)->steps, tokens = (C)->tokens, seeds = (C)->seeds, batch = (C)->batch, seq = (C)->seq,        \
+          accum = (C)->accum;                                                                                      \
+  double seconds = (C)->seconds;                                                                                   \
+  char *runs = (C)->runs;                                                                                          \
+  (void)ms, (void)nm, (void)ndefs, (void)npass, (void)defs, (void)pass, (void)out, (void)steps, (void)tokens,      \
+      (void)seeds, (void)batch, (void)seq, (void)accum, (void)seconds, (void)runs
+
+// The options and models of argv into C; -1, or the exit status after a message.
+static int compare_args(Compare *C, int argc, char **argv) {
+  Model *ms = C->ms;
   int nm = 0, ndefs = 0, npass = 0;
   const char *defs[MAX_DEFS], *pass[MAX_PASS], *out = "compare-out", *xfc = NULL;
   int64_t steps = 0, tokens = 0, seeds = 1, batch = 8, seq = 0, accum = 1;
@@ -406,9 +429,21 @@ int xfrun_compare(int argc, char **argv) {
       if (given[g]) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", *got ? " and " : " (got ", given[g]);
     return usage_error("give one budget: --steps N, --tokens N or --seconds S%s%s", got, *got ? ")" : "");
   }
+  C->nm = nm, C->ndefs = ndefs, C->npass = npass, C->out = out, C->xfc = xfc;
+  memcpy(C->defs, defs, sizeof defs), memcpy(C->pass, pass, sizeof pass);
+  C->steps = steps, C->tokens = tokens, C->seeds = seeds, C->batch = batch, C->seq = seq, C->accum = accum;
+  C->seconds = seconds;
+  return -1;
+}
 
-  Path dir, self, xfc_buf, runs;
-  self_dir(dir, sizeof dir);
+// The runs folder, every model compiled (a .xf) and its descriptor read:
+// vocabulary, context, parameters; the checks across models. -1, or the
+// exit status after a message.
+static int compare_models(Compare *C) {
+  UNPACK(C);
+  const char *xfc = C->xfc;
+  char *dir = C->dir, *self = C->self, *xfc_buf = C->xfc_buf;
+  self_dir(dir, sizeof C->dir);
   pathf(self, "%s/xfrun", dir);
   if (!xfc) {
     pathf(xfc_buf, "%s/xfc", dir);
@@ -505,14 +540,16 @@ int xfrun_compare(int argc, char **argv) {
       return fail("--seq %lld is beyond the context of %s (%lld)", (long long)seq, ms[i].input, (long long)ms[i].context);
   bool same_ctx = true;
   for (int i = 1; i < nm; i++) same_ctx = same_ctx && ms[i].context == ms[0].context;
+  C->xfc = xfc, C->same_ctx = same_ctx;
+  return -1;
+}
 
-  struct sigaction sa = {0};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
-
+// Every run not done before, seed-major (an interrupted comparison has
+// every model at the lower seeds), its result in res. 0, or the exit status.
+static int compare_runs(Compare *C, Result *res) {
+  UNPACK(C);
+  char *self = C->self;
   // the runs: seed-major, so that an interrupted comparison has every model at the lower seeds
-  Result *res = calloc((size_t)(nm * seeds), sizeof *res);
-  if (!res) return fail("out of memory");
   int status = 0;
   for (int64_t k = 1; k <= seeds && !status; k++) {
     for (int i = 0; i < nm && !status; i++) {
@@ -604,19 +641,23 @@ int xfrun_compare(int argc, char **argv) {
               ms[i].label, (long long)k, (long long)r->steps, r->train, r->heldout);
     }
   }
-  if (status) {
-    free(res);
-    return status;
-  }
+  if (status) return status;
   for (int i = 1; i < nm * seeds; i++)
     if (strcmp(res[i].data, res[0].data))
       fprintf(stderr, "xfrun: warning: compare: runs saw different data (keys %s and %s)\n", res[0].data, res[i].data);
+  return 0;
+}
 
+// The curves (curves.svg) and the table (table.md, table.csv) of the runs'
+// results. 0, or the exit status after a message.
+static int compare_report(Compare *C, const Result *res) {
+  UNPACK(C);
+  bool same_ctx = C->same_ctx;
   // the curves: every run's log
   {
     char **pargs = calloc((size_t)(nm * seeds) + 5, sizeof *pargs);
     Path *paths = calloc((size_t)(nm * seeds), sizeof *paths), svg;
-    if (!pargs || !paths) return free(pargs), free(paths), free(res), fail("out of memory");
+    if (!pargs || !paths) return free(pargs), free(paths), fail("out of memory");
     pathf(svg, "%s/curves.svg", out);
     int n = 0, np = 0;
     pargs[n++] = "plot", pargs[n++] = "-o", pargs[n++] = svg, pargs[n++] = "--";  // the logs may start with '-'
@@ -627,14 +668,14 @@ int xfrun_compare(int argc, char **argv) {
       }
     int rc = xfrun_plot(n, pargs);
     free(pargs), free(paths);
-    if (rc) return free(res), fail("cannot draw %s", svg);
+    if (rc) return fail("cannot draw %s", svg);
   }
 
   // the table
   char *md = NULL, *csvt = NULL;
   size_t mdlen = 0, csvlen = 0;
   FILE *fm = open_memstream(&md, &mdlen), *fc = open_memstream(&csvt, &csvlen);
-  if (!fm || !fc) return free(res), fail("out of memory");
+  if (!fm || !fc) return fail("out of memory");
   char budget[96];
   if (seconds > 0) snprintf(budget, sizeof budget, "%g s of training", seconds);
   else if (tokens > 0) snprintf(budget, sizeof budget, "%lld training tokens", (long long)tokens);
@@ -649,7 +690,7 @@ int xfrun_compare(int argc, char **argv) {
   for (int i = 0; i < nm; i++) {
     double tr[MAX_SEEDS], he[MAX_SEEDS], tp[MAX_SEEDS], pp[MAX_SEEDS], st[MAX_SEEDS];
     for (int64_t k = 0; k < seeds; k++) {
-      Result *r = &res[k * nm + i];
+      const Result *r = &res[k * nm + i];
       tr[k] = r->train, he[k] = r->heldout, tp[k] = r->tps, pp[k] = exp(r->heldout), st[k] = (double)r->steps;
     }
     int K = (int)seeds;
@@ -683,8 +724,26 @@ int xfrun_compare(int argc, char **argv) {
   pathf(path, "%s/table.csv", out);
   ok = ok && xf_write_atomic(path, &b, 1, err, sizeof err);
   if (ok) fwrite(md, 1, mdlen, stdout);
-  free(md), free(csvt), free(res);
+  free(md), free(csvt);
   if (!ok) return fail("%s", err);
   fprintf(stderr, "xfrun compare: wrote %s/table.md, table.csv, curves.svg and runs/\n", out);
   return 0;
+}
+
+int xfrun_compare(int argc, char **argv) {
+  Compare *C = calloc(1, sizeof *C);
+  if (!C) return fail("out of memory");
+  int status = compare_args(C, argc, argv);
+  if (status < 0) status = compare_models(C);
+  Result *res = NULL;
+  if (status < 0) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+    res = calloc((size_t)(C->nm * C->seeds), sizeof *res);
+    status = !res ? fail("out of memory") : compare_runs(C, res);
+  }
+  if (!status) status = compare_report(C, res);
+  free(res), free(C);
+  return status;
 }
