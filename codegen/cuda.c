@@ -856,58 +856,72 @@ static int line_of(const char *text, long offset) {
   return line;
 }
 
-CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
-  const Graph *g = s->g;
-  CudaModule *m = arena_alloc(a, sizeof *m);
-  int cap = 3 * s->nkernels + 5;  // a class has at most 3 functions (train, infer, mm; or LKernel steps); 4 optimizer kernels
-  m->names = arena_alloc(a, sizeof(char *) * (size_t)cap);
-  m->name_line = arena_alloc(a, sizeof(int) * (size_t)cap);
-  m->name_kernel = arena_alloc(a, sizeof(int) * (size_t)cap);
-  long *name_off = calloc((size_t)cap, sizeof(long));
-  // per class: function index of the training and inference variants, the
-  // direct product (non-affine batch), mode, shared memory
-  int *fn_train = calloc((size_t)s->nkernels + 1, sizeof(int)), *fn_infer = calloc((size_t)s->nkernels + 1, sizeof(int));
-  int *fn_mm = calloc((size_t)s->nkernels + 1, sizeof(int)), *mode = calloc((size_t)s->nkernels + 1, sizeof(int));
-  int *shmem = calloc((size_t)s->nkernels + 1, sizeof(int)), *threads = calloc((size_t)s->nkernels + 1, sizeof(int));
-  // per class described by lower.c: its launch's work items, and the items
-  // per outer index (the inner extent in ELEM mode, else 1)
-  bool *lowered = calloc((size_t)s->nkernels + 1, sizeof(bool));
-  LGemm **gemm = calloc((size_t)s->nkernels + 1, sizeof(LGemm *));  // per class: its GEMMs, or NULL
-  XfSym *litems = calloc((size_t)s->nkernels + 1, sizeof(XfSym)), *linner = calloc((size_t)s->nkernels + 1, sizeof(XfSym));
-  // per class with steps (lower_steps): their count, and each step's launch without its slots
-  int *nsteps = calloc((size_t)s->nkernels + 1, sizeof(int));
-  LSteps **steps_of = calloc((size_t)s->nkernels + 1, sizeof(LSteps *));  // per class: its steps, or NULL
-  // per class: the LKernel of its training and inference functions, or NULL
-  LKernel **lk_of = calloc((size_t)s->nkernels + 1, sizeof(LKernel *)), **lk_infer_of = calloc((size_t)s->nkernels + 1, sizeof(LKernel *));
-  XfLaunch *step_rec = calloc((size_t)s->nkernels * LSTEPS_MAX + 1, sizeof(XfLaunch));
-  char *buf = NULL;
-  size_t len = 0;
-  R r = {.f = open_memstream(&buf, &len), .s = s, .g = g, .a = a};
+// Per kernel class, what cuda_render decided and the launch tables read:
+// the function index of its training and inference variants (-1: none) and
+// of its direct product (non-affine batch), the block mode, threads and
+// shared memory; its GEMMs; its steps (lower_steps) with each step's launch
+// but the slots; the LKernels of its variants; for a class lower.c
+// describes, its launch's work items and the items per outer index (the
+// inner extent in ELEM mode, else 1).
+typedef struct {
+  int *fn_train, *fn_infer, *fn_mm, *mode, *shmem, *threads;
+  bool *lowered;
+  LGemm **gemm;
+  XfSym *litems, *linner;
+  int *nsteps;
+  LSteps **steps_of;
+  LKernel **lk_of, **lk_infer_of;
+  XfLaunch *step_rec;  // [class * LSTEPS_MAX + step]
+} Classes;
+
+static bool classes_alloc(Classes *c, int n) {
+  size_t k = (size_t)n + 1;
+  *c = (Classes){.fn_train = calloc(k, sizeof(int)), .fn_infer = calloc(k, sizeof(int)), .fn_mm = calloc(k, sizeof(int)),
+                 .mode = calloc(k, sizeof(int)), .shmem = calloc(k, sizeof(int)), .threads = calloc(k, sizeof(int)),
+                 .lowered = calloc(k, sizeof(bool)), .gemm = calloc(k, sizeof(LGemm *)), .litems = calloc(k, sizeof(XfSym)),
+                 .linner = calloc(k, sizeof(XfSym)), .nsteps = calloc(k, sizeof(int)), .steps_of = calloc(k, sizeof(LSteps *)),
+                 .lk_of = calloc(k, sizeof(LKernel *)), .lk_infer_of = calloc(k, sizeof(LKernel *)),
+                 .step_rec = calloc((size_t)n * LSTEPS_MAX + 1, sizeof(XfLaunch))};
+  return c->fn_train && c->fn_infer && c->fn_mm && c->mode && c->shmem && c->threads && c->lowered && c->gemm && c->litems &&
+         c->linner && c->nsteps && c->steps_of && c->lk_of && c->lk_infer_of && c->step_rec;
+}
+
+static void classes_free(Classes *c) {
+  free(c->fn_train), free(c->fn_infer), free(c->fn_mm), free(c->mode), free(c->shmem), free(c->threads), free(c->lowered);
+  free(c->gemm), free(c->litems), free(c->linner), free(c->nsteps), free(c->steps_of), free(c->lk_of), free(c->lk_infer_of);
+  free(c->step_rec);
+}
+
+// The CUDA functions of every kernel class into r's stream (name_off: where
+// each function starts; len: the stream's length so far).
+static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size_t *plen) {
+  const Schedule *s = r->s;
+  const Graph *g = r->g;
+  Arena *a = r->a;
   // test hook: XF_TEST_CUDA_BREAK=k breaks kernel k's source (xfc's NVRTC error path)
   const char *hook = getenv("XF_TEST_CUDA_BREAK");
   int broken = hook && *hook ? atoi(hook) : -1;
-  prelude(&r);
   for (int ki = 0; ki < s->nkernels; ki++) {
     const Kernel *k = &s->kernels[ki];
-    fn_train[ki] = fn_infer[ki] = fn_mm[ki] = -1;
+    c->fn_train[ki] = c->fn_infer[ki] = c->fn_mm[ki] = -1;
     if (k->cls != ki) continue;
     const Node *n = &g->nodes[k->node];
-    r.k = k;
-    LGemm *gm = gemm[ki] = lower_gemm(a, s, k);
+    r->k = k;
+    LGemm *gm = c->gemm[ki] = lower_gemm(a, s, k);
     if (k->fusion == FG_WEIGHT_GRAD) continue;  // a GEMM only
     if (gm && !gm->flat) {
       char *name = arena_printf(a, "xf_k%d_mm", ki);
-      fflush(r.f), name_off[m->nnames] = (long)len;
-      m->name_kernel[m->nnames] = ki, fn_mm[ki] = m->nnames, m->names[m->nnames++] = name;
-      fn_open(&r, name, ELEM_THREADS);
-      render_gemm_direct(&r, gm);
-      fn_close(&r, name);
+      fflush(r->f), name_off[m->nnames] = (long)*plen;
+      m->name_kernel[m->nnames] = ki, c->fn_mm[ki] = m->nnames, m->names[m->nnames++] = name;
+      fn_open(r, name, ELEM_THREADS);
+      render_gemm_direct(r, gm);
+      fn_close(r, name);
     }
     if (n->op == OP_MATMUL) continue;
     LSteps *st = lower_steps(a, s, k, LTARGET_GPU);
     if (st) {
-      render_steps(&r, m, name_off, &len, ki, broken, st, &step_rec[(size_t)ki * LSTEPS_MAX]);
-      nsteps[ki] = st->n, steps_of[ki] = st;
+      render_steps(r, m, name_off, plen, ki, broken, st, &c->step_rec[(size_t)ki * LSTEPS_MAX]);
+      c->nsteps[ki] = st->n, c->steps_of[ki] = st;
       continue;
     }
     // the loop description (training variant, and inference when it holds a
@@ -915,50 +929,51 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
     char lerr[512] = "";
     LKernel *lk[2] = {lower_kernel(a, s, k, LTARGET_GPU, true, lerr, sizeof lerr), NULL};
     if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, LTARGET_GPU, false, lerr, sizeof lerr);
-    if (lerr[0] && !r.err) r.err = arena_strdup(a, lerr);
+    if (lerr[0] && !r->err) r->err = arena_strdup(a, lerr);
     int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
-    lk_of[ki] = lk[0], lk_infer_of[ki] = lk[1] ? lk[1] : lk[0];
+    c->lk_of[ki] = lk[0], c->lk_infer_of[ki] = lk[1] ? lk[1] : lk[0];
     if (lk[0]) {
       SymSize z = lk[0]->nouter;
       if (lk[0]->shape == LK_ELEMENTS) z = symsize_mul(z, lk[0]->ninner);
-      lowered[ki] = true, litems[ki] = xsym(z);
-      linner[ki] = xsym(lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0});
+      c->lowered[ki] = true, c->litems[ki] = xsym(z);
+      c->linner[ki] = xsym(lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0});
     }
     for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
       // the mode decides the launch bounds: render into a scratch stream first
       char *body = NULL;
       size_t blen = 0;
-      FILE *saved = r.f;
-      r.f = open_memstream(&body, &blen);
-      shmem[ki] = 0;
-      if (lk[variant]) mode[ki] = render_lkernel(&r, lk[variant]), shmem[ki] = lk_shmem(lk[variant], mode[ki]);
-      else if (lerr[0]) mode[ki] = MODE_ELEM, lowered[ki] = true;  // an error: an empty function, no items
-      else mode[ki] = render_body(&r, k);
-      fclose(r.f);
-      r.f = saved;
-      fflush(r.f), name_off[m->nnames] = (long)len;
+      FILE *saved = r->f;
+      r->f = open_memstream(&body, &blen);
+      c->shmem[ki] = 0;
+      if (lk[variant]) c->mode[ki] = render_lkernel(r, lk[variant]), c->shmem[ki] = lk_shmem(lk[variant], c->mode[ki]);
+      else if (lerr[0]) c->mode[ki] = MODE_ELEM, c->lowered[ki] = true;  // an error: an empty function, no items
+      else c->mode[ki] = render_body(r, k);
+      fclose(r->f);
+      r->f = saved;
+      fflush(r->f), name_off[m->nnames] = (long)*plen;
       m->name_kernel[m->nnames] = ki;
-      if (variant) fn_infer[ki] = m->nnames;
-      else fn_train[ki] = m->nnames;
+      if (variant) c->fn_infer[ki] = m->nnames;
+      else c->fn_train[ki] = m->nnames;
       m->names[m->nnames++] = name;
-      threads[ki] = lk_threads(lk[variant], mode[ki]);
-      fn_open(&r, name, threads[ki]);
-      if (broken == ki) out(&r, "  xf_undefined_by_test_hook;\n");
-      fputs(body, r.f);
+      c->threads[ki] = lk_threads(lk[variant], c->mode[ki]);
+      fn_open(r, name, c->threads[ki]);
+      if (broken == ki) out(r, "  xf_undefined_by_test_hook;\n");
+      fputs(body, r->f);
       free(body);
-      fn_close(&r, name);
+      fn_close(r, name);
     }
-    if (fn_infer[ki] < 0) fn_infer[ki] = fn_train[ki];
+    if (c->fn_infer[ki] < 0) c->fn_infer[ki] = c->fn_train[ki];
   }
-  render_optimizer(&r, m, name_off, &len);
-  fclose(r.f);
-  m->source = arena_strdup(a, buf);
-  for (int i = 0; i < m->nnames; i++) m->name_line[i] = line_of(buf, name_off[i]);
-  free(buf);
+}
 
-  // launch tables: the class function of each kernel with the kernel's
-  // operands; the step program's are the sampling program's on their windows
+// The launch tables of the programs: the class function of each kernel
+// with the kernel's operands; the step program's are the sampling
+// program's on their windows.
+static void launch_tables(R *r, CudaModule *m, const Classes *cl, const int *time_axis) {
+  const Schedule *s = r->s;
+  const Graph *g = r->g;
+  Arena *a = r->a;
   for (int p = 0; p <= XF_PROG_STEP; p++) {
     bool step = p == XF_PROG_STEP;
     int prog = step ? PROG_SAMPLE : p;
@@ -976,15 +991,15 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       LWindow w = step ? lower_window(s, time_axis, k, LTARGET_GPU) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
       int slots[XF_NSLOTS];
       kernel_slots(s, k, slots);
-      r.k = k;
+      r->k = k;
       XfLaunch rec;
-      const LGemm *gm = gemm[c];
-      if (nsteps[c]) {  // in order; the step program's window is the whole (lower_window)
-        for (int j = 0; j < nsteps[c]; j++) {
-          rec = step_rec[(size_t)c * LSTEPS_MAX + j];
+      const LGemm *gm = cl->gemm[c];
+      if (cl->nsteps[c]) {  // in order; the step program's window is the whole (lower_window)
+        for (int j = 0; j < cl->nsteps[c]; j++) {
+          rec = cl->step_rec[(size_t)c * LSTEPS_MAX + j];
           memcpy(rec.slots, slots, sizeof slots);
-          rec.kernel = ki, rec.last = j == nsteps[c] - 1;
-          D[nl] = (CudaLaunchDesc){steps_of[c]->lk[j], steps_of[c]->gm[j], j};
+          rec.kernel = ki, rec.last = j == cl->nsteps[c] - 1;
+          D[nl] = (CudaLaunchDesc){cl->steps_of[c]->lk[j], cl->steps_of[c]->gm[j], j};
           L[nl++] = rec;
         }
         continue;
@@ -1001,8 +1016,8 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
       if (gm) {
         XfSym mn = sym_mul(xsym(gm->m), xsym(gm->n));
         rows = xsym(gm->m);
-        if (fn_mm[c] >= 0) {
-          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = fn_mm[c], .items = sym_mul(mn, xsym(gm->count)),
+        if (cl->fn_mm[c] >= 0) {
+          rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = cl->fn_mm[c], .items = sym_mul(mn, xsym(gm->count)),
                            .per_block = ELEM_THREADS, .threads = ELEM_THREADS};
           window(&rec, w, mn, xsym(gm->n));
         } else {
@@ -1015,22 +1030,48 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
         L[nl++] = rec;
         if (n->op == OP_MATMUL) continue;
       }
-      int md = mode[c];
-      rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? fn_train[c] : fn_infer[c],
-                       .items = lowered[c] ? litems[c] : xsym(symsize_prod(&n->shape, 0, n->shape.rank)),
-                       .threads = threads[c], .shmem = shmem[c], .sync = md != MODE_ELEM};
-      rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? threads[c] / 32 : 1;
-      if (lowered[c]) window(&rec, w, sym_mul(rows, linner[c]), linner[c]);  // an epilogue works on its product's rows
+      int md = cl->mode[c];
+      rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? cl->fn_train[c] : cl->fn_infer[c],
+                       .items = cl->lowered[c] ? cl->litems[c] : xsym(symsize_prod(&n->shape, 0, n->shape.rank)),
+                       .threads = cl->threads[c], .shmem = cl->shmem[c], .sync = md != MODE_ELEM};
+      rec.per_block = md == MODE_ELEM ? ELEM_THREADS : md == MODE_WARP ? cl->threads[c] / 32 : 1;
+      if (cl->lowered[c]) window(&rec, w, sym_mul(rows, cl->linner[c]), cl->linner[c]);  // an epilogue works on its product's rows
       memcpy(rec.slots, slots, sizeof slots);
       rec.imm = (uint32_t)kernel_imm(s, k);
       rec.kernel = ki, rec.last = 1;
-      D[nl] = (CudaLaunchDesc){p == PROG_TRAIN ? lk_of[c] : lk_infer_of[c], NULL, 0};
+      D[nl] = (CudaLaunchDesc){p == PROG_TRAIN ? cl->lk_of[c] : cl->lk_infer_of[c], NULL, 0};
       L[nl++] = rec;
     }
     m->launch[p] = L, m->nlaunch[p] = nl, m->desc[p] = D;
   }
-  free(name_off), free(fn_train), free(fn_infer), free(fn_mm), free(mode), free(shmem), free(lowered), free(litems), free(linner), free(threads), free(gemm);
-  free(nsteps), free(step_rec), free(steps_of), free(lk_of), free(lk_infer_of);
+}
+
+CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
+  CudaModule *m = arena_alloc(a, sizeof *m);
+  int cap = 3 * s->nkernels + 5;  // a class has at most 3 functions (train, infer, mm; or LKernel steps); 4 optimizer kernels
+  m->names = arena_alloc(a, sizeof(char *) * (size_t)cap);
+  m->name_line = arena_alloc(a, sizeof(int) * (size_t)cap);
+  m->name_kernel = arena_alloc(a, sizeof(int) * (size_t)cap);
+  long *name_off = calloc((size_t)cap, sizeof(long));
+  Classes cl;
+  if (!classes_alloc(&cl, s->nkernels) || !name_off) {
+    classes_free(&cl), free(name_off);
+    m->error = "xfc: error: out of memory rendering the CUDA code";
+    return m;
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  R r = {.f = open_memstream(&buf, &len), .s = s, .g = s->g, .a = a};
+  prelude(&r);
+  render_classes(&r, m, &cl, name_off, &len);
+  render_optimizer(&r, m, name_off, &len);
+  fclose(r.f);
+  m->source = arena_strdup(a, buf);
+  for (int i = 0; i < m->nnames; i++) m->name_line[i] = line_of(buf, name_off[i]);
+  free(buf);
+  launch_tables(&r, m, &cl, time_axis);
+  free(name_off);
+  classes_free(&cl);
   m->error = r.err;
   return m;
 }
