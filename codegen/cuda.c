@@ -47,8 +47,9 @@ typedef struct {
   const Schedule *s;
   const Graph *g;
   const Kernel *k;
-  char *err;  // the first op without a lowering here (unlowered), located; or NULL
+  const char *err;  // the first op without a lowering here (unlowered), located; or NULL
   Arena *a;
+  const LModule *mod;  // the schedule lowered for a GPU (lower_module): what each class prints
 } R;
 
 static void out(R *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -207,15 +208,6 @@ static void prelude(R *r) {
 }
 
 // ---- operands ------------------------------------------------------------------------------
-
-// An op this backend cannot compute where it stands: the first such is
-// reported (file:line:col) in CudaModule.error; never an identity.
-static void unlowered(R *r, const Node *n) {
-  if (r->err) return;
-  char msg[512];
-  kernel_unlowered(msg, sizeof msg, "CUDA", n);
-  r->err = arena_strdup(r->a, msg);
-}
 
 // ---- matrix products (loops.h: LGemm) -----------------------------------------------------
 
@@ -835,11 +827,6 @@ static void render_optimizer(R *r, CudaModule *m, long *name_off, const size_t *
 
 // The body of the class function of a kernel lower.c describes neither as
 // loops nor as GEMMs nor as steps: an op with no lowering, an error.
-static int render_body(R *r, const Kernel *k) {
-  unlowered(r, &r->g->nodes[k->node]);
-  return MODE_ELEM;
-}
-
 // The step program's window (lower_window) of a launch whose work items are
 // `per_outer` per outer index of its kernel and `per_row` per position of
 // LW_ROWS (XfLaunch.win_*); LW_FULL and LW_BODY (the kernel reads a.w0, a.w1)
@@ -866,11 +853,11 @@ static int line_of(const char *text, long offset) {
 typedef struct {
   int *fn_train, *fn_infer, *fn_mm, *mode, *shmem, *threads;
   bool *lowered;
-  LGemm **gemm;
+  const LGemm **gemm;
   XfSym *litems, *linner;
   int *nsteps;
-  LSteps **steps_of;
-  LKernel **lk_of, **lk_infer_of;
+  const LSteps **steps_of;
+  const LKernel **lk_of, **lk_infer_of;
   XfLaunch *step_rec;  // [class * LSTEPS_MAX + step]
 } Classes;
 
@@ -896,7 +883,6 @@ static void classes_free(Classes *c) {
 // each function starts; len: the stream's length so far).
 static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size_t *plen) {
   const Schedule *s = r->s;
-  const Graph *g = r->g;
   Arena *a = r->a;
   // test hook: XF_TEST_CUDA_BREAK=k breaks kernel k's source (xfc's NVRTC error path)
   const char *hook = getenv("XF_TEST_CUDA_BREAK");
@@ -905,9 +891,9 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
     const Kernel *k = &s->kernels[ki];
     c->fn_train[ki] = c->fn_infer[ki] = c->fn_mm[ki] = -1;
     if (k->cls != ki) continue;
-    const Node *n = &g->nodes[k->node];
     r->k = k;
-    LGemm *gm = c->gemm[ki] = lower_gemm(a, s, k);
+    const LClass *lc = &r->mod->cls[ki];
+    const LGemm *gm = c->gemm[ki] = lc->gemm;
     if (k->fusion == FG_WEIGHT_GRAD) continue;  // a GEMM only
     if (gm && !gm->flat) {
       char *name = arena_printf(a, "xf_k%d_mm", ki);
@@ -917,19 +903,16 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
       render_gemm_direct(r, gm);
       fn_close(r, name);
     }
-    if (n->op == OP_MATMUL) continue;
-    LSteps *st = lower_steps(a, s, k, LTARGET_GPU);
-    if (st) {
-      render_steps(r, m, name_off, plen, ki, broken, st, &c->step_rec[(size_t)ki * LSTEPS_MAX]);
-      c->nsteps[ki] = st->n, c->steps_of[ki] = st;
+    if (lc->product_only) continue;
+    if (lc->steps) {
+      render_steps(r, m, name_off, plen, ki, broken, lc->steps, &c->step_rec[(size_t)ki * LSTEPS_MAX]);
+      c->nsteps[ki] = lc->steps->n, c->steps_of[ki] = lc->steps;
       continue;
     }
     // the loop description (training variant, and inference when it holds a
-    // dropout), or NULL for the kernels rendered here, or an error
-    char lerr[512] = "";
-    LKernel *lk[2] = {lower_kernel(a, s, k, LTARGET_GPU, true, lerr, sizeof lerr), NULL};
-    if (lk[0] && lk[0]->dropout) lk[1] = lower_kernel(a, s, k, LTARGET_GPU, false, lerr, sizeof lerr);
-    if (lerr[0] && !r->err) r->err = arena_strdup(a, lerr);
+    // dropout), or an error
+    const LKernel *lk[2] = {lc->train, lc->infer != lc->train ? lc->infer : NULL};
+    if (lc->err && !r->err) r->err = lc->err;
     int nvariants = lk[0] ? 1 + (lk[1] != NULL) : k->dropout >= 0 ? 2 : 1;
     c->lk_of[ki] = lk[0], c->lk_infer_of[ki] = lk[1] ? lk[1] : lk[0];
     if (lk[0]) {
@@ -947,8 +930,7 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
       r->f = open_memstream(&body, &blen);
       c->shmem[ki] = 0;
       if (lk[variant]) c->mode[ki] = render_lkernel(r, lk[variant]), c->shmem[ki] = lk_shmem(lk[variant], c->mode[ki]);
-      else if (lerr[0]) c->mode[ki] = MODE_ELEM, c->lowered[ki] = true;  // an error: an empty function, no items
-      else c->mode[ki] = render_body(r, k);
+      else c->mode[ki] = MODE_ELEM, c->lowered[ki] = true;  // an error: an empty function, no items
       fclose(r->f);
       r->f = saved;
       fflush(r->f), name_off[m->nnames] = (long)*plen;
@@ -988,7 +970,7 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl, const int *tim
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
-      LWindow w = step ? lower_window(s, time_axis, k, LTARGET_GPU) : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
+      LWindow w = step ? r->mod->window[ki] : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
       int slots[XF_NSLOTS];
       kernel_slots(s, k, slots);
       r->k = k;
@@ -1025,10 +1007,10 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl, const int *tim
           if (w.kind == LW_ROWS) window(&rec, w, sym_c(0), sym_c(1));  // rows [w0, w1); an LW_OUTER GEMM runs whole
         }
         memcpy(rec.slots, slots, sizeof slots);
-        rec.kernel = ki, rec.last = n->op == OP_MATMUL;
+        rec.kernel = ki, rec.last = r->mod->cls[c].product_only;
         D[nl] = (CudaLaunchDesc){NULL, gm, 0};
         L[nl++] = rec;
-        if (n->op == OP_MATMUL) continue;
+        if (r->mod->cls[c].product_only) continue;
       }
       int md = cl->mode[c];
       rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = p == PROG_TRAIN ? cl->fn_train[c] : cl->fn_infer[c],
@@ -1061,7 +1043,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   }
   char *buf = NULL;
   size_t len = 0;
-  R r = {.f = open_memstream(&buf, &len), .s = s, .g = s->g, .a = a};
+  R r = {.f = open_memstream(&buf, &len), .s = s, .g = s->g, .a = a, .mod = lower_module(a, s, LTARGET_GPU, time_axis)};
   prelude(&r);
   render_classes(&r, m, &cl, name_off, &len);
   render_optimizer(&r, m, name_off, &len);

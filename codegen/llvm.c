@@ -328,12 +328,6 @@ static V row_dot_elem(Emit *e, const void *ctx, V t) {
   return LLVMBuildFMul(e->b, x, load(e, r->y, LLVMBuildAdd(e->b, r->ybase, t, "")), "");
 }
 
-// An op this backend cannot compute where it stands: the first such is
-// reported (file:line:col) and the module is not compiled; never an identity.
-static void unlowered(Emit *e, const Node *n) {
-  if (!e->err[0]) kernel_unlowered(e->err, sizeof e->err, "CPU", n);
-}
-
 // ---- Philox4x32-10 in IR (runtime/rng.h): uniform in [0, 1) ----------------------
 
 static V philox_uniform(Emit *e, V seed, V stream, V index, V step) {
@@ -442,19 +436,18 @@ static void emit_gemm(Emit *e, const LGemm *gm) {
   if (after) LLVMBuildBr(e->b, after), LLVMPositionBuilderAtEnd(e->b, after);
 }
 
-// Causal convolution (CAUSAL_CONV) and its input gradient (CONV_DX).
+// A causal convolution (LCONV_FWD) and its input gradient (LCONV_DX).
 // Matrix kind, one sequence b per outer index, one GEMM per lag k:
 //   conv:  out[b, k:T] += x[b, 0:T-k] @ W_k          ([T-k, d] @ [d, e])
 //   dx:    dx[b, 0:T-k] += dy[b, k:T] @ W_k^T         ([T-k, e] @ [e, d])
 // Vector and scalar kinds, one output row (b, i) per outer index, the
 // innermost loop over the contiguous feature axis:
 //   conv:  out_i += x_j o w_{i-j}  for j <= i;   dx:  dx_i += dy_j o w_{j-i}  for j >= i
-static void emit_conv(Emit *e, const Node *n) {
-  bool fwd = n->op == OP_CAUSAL_CONV;
-  const Shape *xs = &e->g->nodes[n->in[0]].shape, *os = &n->shape;
+static void emit_conv(Emit *e, const LConv *cv) {
+  bool fwd = cv->op == LCONV_FWD;
   V x = buf(e, KS_IN0, false), w = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
-  V T = dim(e, xs->d[xs->rank - 2]), din = dim(e, xs->d[xs->rank - 1]), dout = dim(e, os->d[os->rank - 1]);
-  if (n->conv == CONV_MATRIX) {
+  V T = dim(e, cv->T), din = dim(e, cv->din), dout = dim(e, cv->dout);
+  if (cv->kind == CONV_MATRIX) {
     Loop lb, lk;
     V b = loop_begin(e, &lb, e->lo, e->hi);
     V orow = LLVMBuildMul(e->b, b, T, "");
@@ -496,7 +489,7 @@ static void emit_conv(Emit *e, const Node *n) {
   V j = loop_begin(e, &lj, fwd ? ci64(e, 0) : i, fwd ? LLVMBuildAdd(e->b, i, ci64(e, 1), "") : T);
   V lag = fwd ? LLVMBuildSub(e->b, i, j, "") : LLVMBuildSub(e->b, j, i, "");
   V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, b0, j, ""), din, "");
-  V ws = n->conv == CONV_SCALAR ? load(e, w, lag) : NULL;
+  V ws = cv->kind == CONV_SCALAR ? load(e, w, lag) : NULL;
   V wbase = LLVMBuildMul(e->b, lag, dout, "");
   V c = loop_begin(e, &lc, ci64(e, 0), dout);
   V wv = ws ? ws : load(e, w, LLVMBuildAdd(e->b, wbase, c, ""));
@@ -511,12 +504,11 @@ static void emit_conv(Emit *e, const Node *n) {
 // outer index (lags k >= T get zero). Matrix kind: dW_k += x[b, 0:T-k]^T @
 // dy[b, k:T], one GEMM per sequence; vector kind: the feature axis innermost;
 // scalar kind: the same sums reduced over features.
-static void emit_conv_dw(Emit *e, const Node *n) {
-  const Shape *xs = &e->g->nodes[n->in[0]].shape, *ys = &e->g->nodes[n->in[1]].shape;
+static void emit_conv_dw(Emit *e, const LConv *cv) {
   V x = buf(e, KS_IN0, false), dy = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
-  V T = dim(e, xs->d[xs->rank - 2]), d = dim(e, xs->d[xs->rank - 1]), ew = dim(e, ys->d[ys->rank - 1]);
-  V lead = dprod(e, xs, 0, xs->rank - 2);
-  V per = n->conv == CONV_SCALAR ? ci64(e, 1) : n->conv == CONV_VECTOR ? d : LLVMBuildMul(e->b, d, ew, "");
+  V T = dim(e, cv->T), d = dim(e, cv->din), ew = dim(e, cv->dout);
+  V lead = dprod(e, cv->xs, 0, cv->xs->rank - 2);
+  V per = cv->kind == CONV_SCALAR ? ci64(e, 1) : cv->kind == CONV_VECTOR ? d : LLVMBuildMul(e->b, d, ew, "");
   Loop lk, lb, li, lc;
   V lag = loop_begin(e, &lk, e->lo, e->hi);
   V obase = LLVMBuildMul(e->b, lag, per, "");
@@ -524,7 +516,7 @@ static void emit_conv_dw(Emit *e, const Node *n) {
   V hi_i = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lag, T, ""), T, lag, "");  // empty when lag >= T
   V b = loop_begin(e, &lb, ci64(e, 0), lead);
   V bT = LLVMBuildMul(e->b, b, T, "");
-  if (n->conv == CONV_MATRIX) {
+  if (cv->kind == CONV_MATRIX) {
     LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm"), next = LLVMAppendBasicBlockInContext(e->C, e->fn, "skip");
     LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lag, T, ""), body, next);
     LLVMPositionBuilderAtEnd(e->b, body);
@@ -537,7 +529,7 @@ static void emit_conv_dw(Emit *e, const Node *n) {
     V i = loop_begin(e, &li, lag, hi_i);
     V xr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, LLVMBuildSub(e->b, i, lag, ""), ""), d, "");
     V yr = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, bT, i, ""), ew, "");
-    if (n->conv == CONV_SCALAR) {  // dw_lag += x_{i-lag} . dy_i, a dot product in eight lanes
+    if (cv->kind == CONV_SCALAR) {  // dw_lag += x_{i-lag} . dy_i, a dot product in eight lanes
       store(e, out, obase, LLVMBuildFAdd(e->b, load(e, out, obase), row_reduce(e, LX_ADD, ci64(e, 0), d, row_dot_elem, &(RowDot){x, xr, dy, yr}), ""));
       loop_end(e, &li);
       loop_end(e, &lb);
@@ -546,7 +538,7 @@ static void emit_conv_dw(Emit *e, const Node *n) {
     }
     V c = loop_begin(e, &lc, ci64(e, 0), d);
     V p = LLVMBuildFMul(e->b, load(e, x, LLVMBuildAdd(e->b, xr, c, "")), load(e, dy, LLVMBuildAdd(e->b, yr, c, "")), "");
-    V oi = n->conv == CONV_VECTOR ? LLVMBuildAdd(e->b, obase, c, "") : obase;
+    V oi = cv->kind == CONV_VECTOR ? LLVMBuildAdd(e->b, obase, c, "") : obase;
     store(e, out, oi, LLVMBuildFAdd(e->b, load(e, out, oi), p, ""));
     loop_end(e, &lc);
     loop_end(e, &li);
@@ -836,14 +828,6 @@ static void emit_steps(Emit *e, const LSteps *st) {
 }
 
 // The kernels neither a GEMM nor a loop description: the causal convolutions.
-static void emit_backend_kernel(Emit *e, const Node *n) {
-  switch (n->op) {
-  case OP_CAUSAL_CONV: case OP_CONV_DX: emit_conv(e, n); return;
-  case OP_CONV_DW: emit_conv_dw(e, n); return;
-  default: unlowered(e, n); return;
-  }
-}
-
 // The function of kernel class ki (its representative kernel).
 static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   char name[32];
@@ -863,16 +847,15 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
     e->wk = api_field(e, e->api, XF_API_F_win_keep);
   const Kernel *k = &e->s->kernels[ki];
   e->k = k;
-  char lerr[sizeof e->err] = "";
-  const LGemm *gm = lower_gemm(&e->arena, e->s, k);
-  const LKernel *lk = lower_kernel(&e->arena, e->s, k, e->forms, train, lerr, sizeof lerr);
-  const LSteps *st = lower_steps(&e->arena, e->s, k, e->forms);
-  if (lk && !gm) e->outer[k->cls] = lk->nouter;  // a form may choose its own (the GPU's attention)
-  if (st) e->outer[k->cls] = (SymSize){1, 0, 0}, emit_steps(e, st);
-  if (gm) emit_gemm(e, gm);
-  if (lk) emit_lowered(e, gm, lk);
-  else if (!gm && !st && !lerr[0]) emit_backend_kernel(e, &e->g->nodes[k->node]);
-  else if (!e->err[0]) snprintf(e->err, sizeof e->err, "%s", lerr);  // the first error, as unlowered
+  const LClass *c = &e->mod->cls[k->cls];
+  const LKernel *lk = train ? c->train : c->infer;
+  e->outer[k->cls] = c->outer;
+  if (c->steps) emit_steps(e, c->steps);
+  if (c->gemm) emit_gemm(e, c->gemm);
+  if (lk) emit_lowered(e, c->gemm, lk);
+  else if (c->conv && c->conv->op == LCONV_DW) emit_conv_dw(e, c->conv);
+  else if (c->conv) emit_conv(e, c->conv);
+  else if (c->err && !e->err[0]) snprintf(e->err, sizeof e->err, "%s", c->err);  // the first error
   LLVMBuildRetVoid(e->b);
   LLVMPositionBuilderAtEnd(e->b, e->entry);
   LLVMBuildBr(e->b, start);
@@ -1031,14 +1014,14 @@ static bool window_eq(LWindow a, LWindow b) {
 }
 
 // xf_prog_step: the sampling program with every kernel windowed.
-static V step_program(Emit *e, const int *ta, V *kinf) {
+static V step_program(Emit *e, V *kinf) {
   const Schedule *s = e->s;
   V *fns = calloc((size_t)s->nkernels + 1, sizeof(V)), *by_class = calloc((size_t)s->nkernels + 1, sizeof(V));
   LWindow *class_win = calloc((size_t)s->nkernels + 1, sizeof(LWindow));
   for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
-    LWindow w = lower_window(s, ta, k, e->forms);
+    LWindow w = e->mod->window[ki];
     if (by_class[k->cls] && window_eq(class_win[k->cls], w)) {  // a class's kernels share their windowed function
       fns[ki] = by_class[k->cls];
       continue;
@@ -1093,6 +1076,7 @@ bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t er
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
   Emit e = {.s = s, .g = s->g, .forms = o ? o->forms : LTARGET_CPU};
   emit_types(&e, C);
+  e.mod = lower_module(&e.arena, s, e.forms, o ? o->time_axis : NULL);
   e.outer = calloc((size_t)s->nkernels + 1, sizeof(SymSize));
   for (int k = 0; k < s->nkernels; k++) e.outer[k] = s->kernels[k].outer;
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);
@@ -1105,7 +1089,7 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   }
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns, false), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf, false),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf, false)};
-  V step = o && o->time_axis ? step_program(&e, o->time_axis, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
+  V step = o && o->time_axis ? step_program(&e, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
   model_emit_descriptor(&e, progs, o, step);
   free(kfns);
   free(kinf);

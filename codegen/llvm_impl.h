@@ -42,6 +42,7 @@ typedef struct {
   const Kernel *k;     // kernel being emitted
   V bufs, B, T, seed, step, lo, hi, api;
   LTarget forms;      // LlvmOptions.forms
+  const LModule *mod;  // the schedule lowered for forms (lower_module): what each class prints
   SymSize *outer;     // per class: the outer extent its function runs over
   // the step program's variant: rows of the time axis restricted to [w0, w1)
   bool win;

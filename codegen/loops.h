@@ -288,4 +288,44 @@ void lkernel_print(FILE *f, const LKernel *lk);
 // error to stderr.
 int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt);
 
+// ---- the lowered module --------------------------------------------------------------
+// A causal convolution on the CPU (seed 001 eqs. 23, 26, 28, 29; ir.h
+// ConvKind), which a backend prints as loops and, for the matrix kind, a GEMM
+// call per lag:
+//   LCONV_FWD  out_i = sum_{j <= i} x_j (.) w_{i-j}   over rows of [.., T, din] -> [.., T, dout]
+//   LCONV_DX   dx_i = sum_{j >= i} dy_j (.) w_{j-i}    (din: dy's features, dout: dx's)
+//   LCONV_DW   dw_k = sum_b sum_{i >= k} x_{b,i-k} (.) dy_{b,i}, a lag k per outer index
+// Slots: KS_IN0 x (dy for DX), KS_IN1 w (dy for DW), KS_OUT.
+typedef enum { LCONV_FWD, LCONV_DX, LCONV_DW } LConvOp;
+typedef struct {
+  LConvOp op;
+  int kind;           // ConvKind
+  Dim T, din, dout;   // FWD, DX: time, features read, features written; DW: T, x's features d, dy's features e
+  const Shape *xs;    // KS_IN0's shape (its leading axes: the sequences)
+} LConv;
+
+// One kernel class as a backend prints it: exactly one form, besides the
+// product an epilogue may follow.
+typedef struct {
+  const LGemm *gemm;            // its product, or NULL
+  const LKernel *train, *infer;  // its loops: the training variant, the inference one (the same without dropout)
+  const LSteps *steps;          // computed in steps (gemm, train NULL)
+  const LConv *conv;            // a CPU causal convolution
+  bool product_only;            // the product is the whole kernel (a matmul, a weight gradient)
+  SymSize outer;                // the outer extent its function runs over
+  const char *err;              // a located error (an op without a lowering here), or NULL
+} LClass;
+
+typedef struct {
+  LTarget tgt;
+  LClass *cls;        // [nkernels], at each class's representative kernel
+  LWindow *window;    // [nkernels]: each kernel's window in the step program (NULL without a time axis)
+  const char *err;    // the first class's error, or NULL
+} LModule;
+
+// The schedule lowered for tgt: the only caller of lower_gemm, lower_kernel,
+// lower_steps and lower_window outside this file's printers. time_axis from
+// causal_analyze, or NULL.
+LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis);
+
 #endif

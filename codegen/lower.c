@@ -784,6 +784,54 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   return L.lk;
 }
 
+// ---- the module ---------------------------------------------------------------------
+
+// A causal convolution on the CPU (LConv), or NULL for any other kernel.
+static LConv *lower_conv_cpu(Arena *a, const Schedule *s, const Kernel *k) {
+  const Node *n = &s->g->nodes[k->node];
+  if (n->op != OP_CAUSAL_CONV && n->op != OP_CONV_DX && n->op != OP_CONV_DW) return NULL;
+  const Shape *xs = &s->g->nodes[n->in[0]].shape, *ys = &s->g->nodes[n->in[1]].shape;
+  int r = xs->rank;
+  LConv *c = arena_alloc(a, sizeof *c);
+  *c = (LConv){.op = n->op == OP_CAUSAL_CONV ? LCONV_FWD : n->op == OP_CONV_DX ? LCONV_DX : LCONV_DW, .kind = n->conv,
+               .T = xs->d[r - 2], .din = xs->d[r - 1], .xs = xs};
+  c->dout = c->op == LCONV_DW ? ys->d[ys->rank - 1] : n->shape.d[n->shape.rank - 1];
+  return c;
+}
+
+LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {
+  LModule *m = arena_alloc(a, sizeof *m);
+  m->tgt = tgt;
+  m->cls = arena_alloc(a, sizeof *m->cls * ((size_t)s->nkernels + 1));
+  for (int ki = 0; ki < s->nkernels; ki++) {
+    const Kernel *k = &s->kernels[ki];
+    if (k->cls != ki) continue;
+    LClass *c = &m->cls[ki];
+    const Node *n = &s->g->nodes[k->node];
+    char err[512] = "";
+    c->outer = k->outer;
+    c->gemm = lower_gemm(a, s, k);
+    c->product_only = k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL;
+    c->steps = lower_steps(a, s, k, tgt);
+    if (c->steps) c->outer = (SymSize){1, 0, 0};
+    if (!c->product_only && !c->steps) {
+      LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
+      c->train = c->infer = lk;
+      if (lk && lk->dropout) c->infer = lower_kernel(a, s, k, tgt, false, err, sizeof err);
+      if (lk && !c->gemm) c->outer = lk->nouter;  // a form may choose its own (the GPU's attention)
+      if (!lk && !err[0] && tgt == LTARGET_CPU) c->conv = lower_conv_cpu(a, s, k);
+      if (!lk && !err[0] && !c->conv) kernel_unlowered(err, sizeof err, tgt == LTARGET_GPU ? "CUDA" : "CPU", n);
+    }
+    if (err[0]) c->err = arena_strdup(a, err);
+    if (c->err && !m->err) m->err = c->err;
+  }
+  if (time_axis) {
+    m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
+    for (int ki = 0; ki < s->nkernels; ki++) m->window[ki] = lower_window(s, time_axis, &s->kernels[ki], tgt);
+  }
+  return m;
+}
+
 // ---- products ---------------------------------------------------------------------
 
 // Per-axis strides of operand xs (matrix [rows, cols] last, its batch axes
