@@ -952,14 +952,14 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
 // The launch tables of the programs: the class function of each kernel
 // with the kernel's operands; the step program's are the sampling
 // program's on their windows.
-static void launch_tables(R *r, CudaModule *m, const Classes *cl, const int *time_axis) {
+static void launch_tables(R *r, CudaModule *m, const Classes *cl) {
   const Schedule *s = r->s;
   const Graph *g = r->g;
   Arena *a = r->a;
   for (int p = 0; p <= XF_PROG_STEP; p++) {
     bool step = p == XF_PROG_STEP;
     int prog = step ? PROG_SAMPLE : p;
-    if (step && !time_axis) {
+    if (step && !r->mod->window) {
       m->launch[p] = NULL, m->nlaunch[p] = 0, m->desc[p] = NULL;
       continue;
     }
@@ -1028,7 +1028,7 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl, const int *tim
   }
 }
 
-CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
+CudaModule *cuda_render(Arena *a, const Schedule *s, const LModule *mod) {
   CudaModule *m = arena_alloc(a, sizeof *m);
   int cap = 3 * s->nkernels + 5;  // a class has at most 3 functions (train, infer, mm; or LKernel steps); 4 optimizer kernels
   m->names = arena_alloc(a, sizeof(char *) * (size_t)cap);
@@ -1043,7 +1043,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   }
   char *buf = NULL;
   size_t len = 0;
-  R r = {.f = open_memstream(&buf, &len), .s = s, .g = s->g, .a = a, .mod = lower_module(a, s, LTARGET_GPU, time_axis)};
+  R r = {.f = open_memstream(&buf, &len), .s = s, .g = s->g, .a = a, .mod = mod};
   prelude(&r);
   render_classes(&r, m, &cl, name_off, &len);
   render_optimizer(&r, m, name_off, &len);
@@ -1051,7 +1051,7 @@ CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis) {
   m->source = arena_strdup(a, buf);
   for (int i = 0; i < m->nnames; i++) m->name_line[i] = line_of(buf, name_off[i]);
   free(buf);
-  launch_tables(&r, m, &cl, time_axis);
+  launch_tables(&r, m, &cl);
   free(name_off);
   classes_free(&cl);
   m->error = r.err;

@@ -34,11 +34,11 @@ typedef struct {
 
 _Static_assert((int)XF_PROG_STEP == (int)PROG_COUNT && (int)XF_PROG_SAMPLE == (int)PROG_SAMPLE, "the CUDA tables follow kernel.h's programs");
 
-// Renders every kernel class of s (a verified graph's schedule) as CUDA C,
-// with the launches of each program; with time_axis (causal_analyze), the
-// step program's too: the sampling program's launches on their windows
-// (lower_window). Memory from a.
-CudaModule *cuda_render(Arena *a, const Schedule *s, const int *time_axis);
+// Renders every kernel class of s (a verified graph's schedule) as CUDA C
+// from mod, its lowering for LTARGET_GPU (lower_module), with the launches
+// of each program; where mod has windows (a time axis), the step program's
+// too: the sampling program's launches on their windows. Memory from a.
+CudaModule *cuda_render(Arena *a, const Schedule *s, const LModule *mod);
 // The kernel (index into s->kernels) whose code is at source line `line`
 // (1-based), or -1: maps an NVRTC message back to an IR node.
 int cuda_kernel_at_line(const CudaModule *m, int line);

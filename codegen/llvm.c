@@ -15,7 +15,7 @@
 // A kernel that lower.c describes (loops.h) is printed from its LKernel
 // (emit_lkernel), its products from their LGemms (emit_gemm); the causal
 // convolutions are lowered here (the GPU's chunked form, LSteps, only where
-// the tests print the GPU's forms: LlvmOptions.forms). Both
+// the tests print the GPU's forms: LlvmOptions.module). Both
 // compute what the reference interpreter (interp/interp.c) does in float32;
 // the tests compare the two.
 #include "llvm.h"
@@ -1074,9 +1074,9 @@ bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t er
 }
 
 LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOptions *o, char *err, size_t errlen) {
-  Emit e = {.s = s, .g = s->g, .forms = o ? o->forms : LTARGET_CPU};
+  if (!o || !o->module) return snprintf(err, errlen, "internal error: llvm_emit_module without a lowered module"), NULL;
+  Emit e = {.s = s, .g = s->g, .forms = o->module->tgt, .mod = o->module};
   emit_types(&e, C);
-  e.mod = lower_module(&e.arena, s, e.forms, o ? o->time_axis : NULL);
   e.outer = calloc((size_t)s->nkernels + 1, sizeof(SymSize));
   for (int k = 0; k < s->nkernels; k++) e.outer[k] = s->kernels[k].outer;
   e.M = LLVMModuleCreateWithNameInContext(s->g->name, C);

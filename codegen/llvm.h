@@ -27,9 +27,10 @@ typedef struct {
   // or NULL with step_note saying why there is none
   const int *time_axis;
   const char *step_note;
-  // the forms of lower.c to print: LTARGET_CPU (0, xfc); LTARGET_GPU only in
-  // tests, which run the GPU's descriptions on the CPU against the interpreter
-  LTarget forms;
+  // the schedule lowered (lower_module) for the forms to print: LTARGET_CPU
+  // (xfc); LTARGET_GPU only in tests, which run the GPU's descriptions on
+  // the CPU against the interpreter. Required.
+  const LModule *module;
   double train_ops;  // XfModel.train_ops
 } LlvmOptions;
 

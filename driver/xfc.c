@@ -250,6 +250,7 @@ typedef struct {
   Schedule *s;          // kernels, classes and buffers of `code` (codegen/schedule.c)
   int *time_axis;       // the causal analysis (passes/causal.c): NULL when there is no incremental decoder
   const char *step_note;  // why there is none, located, when the model has logits
+  LModule *cpu, *gpu;   // the schedule lowered for the CPU and (--target=cuda) a GPU (codegen/lower.c)
   CudaModule *cuda;     // --target=cuda: the CUDA source and launch tables (codegen/cuda.c)
   char *ptx;            // its PTX (NVRTC)
   unsigned char *sass[2];
@@ -376,12 +377,20 @@ static bool st_check_grad(Pipeline *p) {
   return p->status == 0 && wants_codegen(p->o);
 }
 
+// The schedule lowered once per target: per class its form, variants,
+// outer extent and windows; the backends print these.
+static bool st_lower(Pipeline *p) {
+  p->cpu = lower_module(&p->arena, p->s, LTARGET_CPU, p->time_axis);
+  if (p->o->cuda) p->gpu = lower_module(&p->arena, p->s, LTARGET_GPU, p->time_axis);
+  return true;
+}
+
 static void pr_loops(Pipeline *p) { p->status = lower_print(stdout, &p->arena, p->s, p->o->cuda ? LTARGET_GPU : LTARGET_CPU); }
 
 // --target=cuda: the CUDA source and launch tables.
 static bool st_cuda(Pipeline *p) {
   if (!p->o->cuda) return true;
-  p->cuda = cuda_render(&p->arena, p->s, p->time_axis);
+  p->cuda = cuda_render(&p->arena, p->s, p->gpu);
   if (!p->cuda->error) return true;
   fprintf(stderr, "%s\n", p->cuda->error);
   p->status = 1;
@@ -455,7 +464,7 @@ static bool st_llvm(Pipeline *p) {
     close(fd);
   }
   LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? p->obj : NULL,
-                    .train_ops = p->train_ops, .time_axis = p->time_axis, .step_note = p->step_note};
+                    .train_ops = p->train_ops, .time_axis = p->time_axis, .step_note = p->step_note, .module = p->cpu};
   if (p->cuda) {
     lo.cuda = p->cuda, lo.ptx = p->ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
     for (int i = 0; i < 2; i++) lo.sass_sm[i] = sass_sm[i], lo.sass[i] = p->sass[i], lo.sass_size[i] = p->sass_size[i];
@@ -501,7 +510,7 @@ static const Stage stages[] = {
     {"check-grad", NULL, NULL, st_check_grad, NULL},             // interp/gradcheck.c
     {"lower", "loops",
      "print the loop description of every kernel class (codegen/loops.h);\n"
-     "with --target=cuda the forms chosen for a GPU", st_nothing, pr_loops},  // codegen/lower.c
+     "with --target=cuda the forms chosen for a GPU", st_lower, pr_loops},  // codegen/lower.c
     {"cuda", "schedule",
      "print the kernels in order (fusion, class) and every buffer's\n"
      "lifetime and planned offset at --batch, --seq; with\n"

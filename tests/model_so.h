@@ -15,7 +15,7 @@
 
 // Set to apply passes/remat.c after autodiff (the xfc --remat pipeline).
 static bool model_so_remat;
-// The forms of codegen/lower.c the CPU code prints (LlvmOptions.forms):
+// The forms of codegen/lower.c the CPU code prints (LlvmOptions.module):
 // LTARGET_GPU runs the GPU's descriptions on the CPU.
 static LTarget model_so_forms = LTARGET_CPU;
 
@@ -40,7 +40,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   if (fd < 0) return snprintf(err, errlen, "cannot create a temporary object"), NULL;
   close(fd);
   snprintf(so, 64, "%s.so", obj);
-  LlvmOptions lo = {.opt_level = 2, .object_path = obj, .forms = model_so_forms};
+  LlvmOptions lo = {.opt_level = 2, .object_path = obj, .module = lower_module(a, *sched, model_so_forms, NULL)};
   bool built = llvm_compile(*sched, &lo, err, errlen) && link_shared(obj, so, err, errlen);
   unlink(obj);
   return built ? g : NULL;

@@ -87,7 +87,7 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, in
   bool causal = false;
   for (int i = 0; i < g->noutputs; i++)
     if (!strcmp(g->outputs[i].name, "logits")) causal = causal_analyze(g, ta, &bad, why, sizeof why);
-  CudaModule *cm = cuda_render(&a, s, causal ? ta : NULL);
+  CudaModule *cm = cuda_render(&a, s, lower_module(&a, s, LTARGET_GPU, causal ? ta : NULL));
   if (cm->error) {
     snprintf(err, errlen, "%s", cm->error);
     goto out;
@@ -112,7 +112,8 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, in
   close(fd);
   snprintf(so, 64, "%s.so", obj);
   LlvmOptions lo = {.opt_level = 2, .object_path = obj, .cuda = cm, .ptx = ptx ? ptx : "", .gpu_arch = "compute_80",
-                   .precision = precision, .time_axis = causal ? ta : NULL};
+                   .precision = precision, .time_axis = causal ? ta : NULL,
+                   .module = lower_module(&a, s, LTARGET_CPU, causal ? ta : NULL)};
   ok = llvm_compile(s, &lo, err, errlen) && link_shared(obj, so, err, errlen);
   unlink(obj);
   free(ptx);
