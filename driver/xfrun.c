@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +42,68 @@ static Dist g_dist = {.rank = 0, .size = 1};
 // SIGINT / SIGTERM: the first one asks the run to stop after the current
 // step (train saves its checkpoint first, sample ends its line); a second
 // one ends the process at once, leaving the files as they were.
-static volatile sig_atomic_t g_stop;  // the signal number, 0: none
+//
+// No thread that computes ever runs a signal handler: the signals are
+// blocked in the main thread before any other thread exists (the pool's
+// workers and the GEMM library's inherit the mask), and one thread of their
+// own takes them with sigwait. A handler interrupting oneDNN's JIT GEMM
+// kernels corrupts the heap (oneDNN 2.6: "corrupted size vs. prev_size",
+// reproduced with dnnl_sgemm alone).
+static _Atomic int g_stop;  // the signal number, 0: none
 
-static void on_signal(int sig) {
-  if (g_stop) {
-    signal(sig, SIG_DFL);
-    raise(sig);
-    _exit(128 + sig);
-  }
-  g_stop = sig;
+// The first stop signal sets g_stop; the second ends the process with the
+// signal's default action. Called by the signal thread (sigwait) and, as the
+// signals' handler, on any thread that has them unblocked (one a library
+// started before they were blocked): async-signal-safe.
+static void on_stop(int sig) {
+  int none = 0;
+  if (atomic_compare_exchange_strong(&g_stop, &none, sig)) return;
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  signal(sig, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+  raise(sig);
+  _exit(128 + sig);
 }
 
-static void catch_stop_signals(void) {
+static void *signal_thread(void *arg) {
+  const sigset_t *set = arg;
+  for (;;) {
+    int sig;
+    if (sigwait(set, &sig) == 0) on_stop(sig);
+  }
+  return NULL;
+}
+
+static sigset_t g_stop_set;  // SIGINT, SIGTERM
+
+// Blocks the stop signals in this thread, before any other starts (MPI's
+// and the libraries' threads inherit the mask), and makes on_stop their
+// handler: a signal ignored when the process started (a background job of a
+// shell) would not reach sigwait.
+static void block_stop_signals(void) {
+  sigemptyset(&g_stop_set);
+  sigaddset(&g_stop_set, SIGINT);
+  sigaddset(&g_stop_set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &g_stop_set, NULL);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_handler = on_stop;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
+
+// The thread that takes them; with `take` false (under an MPI launcher,
+// which handles the signals) they are unblocked again.
+static void catch_stop_signals(bool take) {
+  pthread_t t;
+  if (!take || pthread_create(&t, NULL, signal_thread, &g_stop_set) != 0) {
+    pthread_sigmask(SIG_UNBLOCK, &g_stop_set, NULL);  // the default action
+    return;
+  }
+  pthread_detach(t);
 }
 
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...) {
@@ -757,8 +803,9 @@ static int run_model(int argc, char **argv) {
   int status = xfrun_parse_args(argc, argv, &a);
   if (status >= 0) return status;
   char derr[512];
+  block_stop_signals();
   if (!dist_init(&argc, &argv, &g_dist, derr, sizeof derr)) return die("%s", derr);
-  if (g_dist.size == 1) catch_stop_signals();  // under a launcher, the launcher handles signals
+  catch_stop_signals(g_dist.size == 1);  // under a launcher, the launcher handles signals
   Run r = {0};
   if (g_dist.size > 1 && strcmp(a.cmd, "train"))
     status = die("only xfrun train runs on several processes (this is %s under an MPI launcher with %d)", a.cmd, g_dist.size);

@@ -6,6 +6,7 @@
 #     stopped;
 #   - kill -9 at random moments with --save-every: each time the last
 #     checkpoint loads, and resuming reaches the uninterrupted checkpoint;
+#   - SIGINT early (during the GEMMs of the start) exits 130, never a crash;
 #   - SIGINT during xfrun sample ends the line and exits 130.
 # Usage (from the repo root): tests/runtime/run_signals.sh path/to/xfc path/to/xfrun
 set -u
@@ -44,6 +45,23 @@ for sig in INT TERM; do
   same_checkpoint "$tmp/$sig.st" "$tmp/$sig.ref.st" && ok "SIG$sig at step $at, resumed to $end: the checkpoint equals a run never stopped (tensors and metadata but run.* paths)" ||
     bad "SIG$sig: resumed checkpoint differs"
 done
+
+# SIGINT early, 12 times at 0.1-0.6 s, while oneDNN's GEMMs run (the GEMM
+# rate at start, the first steps): exit 130 each time. A handler running on
+# a thread inside oneDNN's JIT kernels corrupted the heap ("corrupted size
+# vs. prev_size", exit 134) in 13 of 30 such runs before the signals went to
+# a thread of their own.
+early=0
+for i in $(seq 1 12); do
+  "$xfrun" train "$tmp/m.so" "${train[@]}" --steps 1000000 --save "$tmp/early.st" > /dev/null 2> "$tmp/early.err" &
+  pid=$!
+  sleep "0.$((i % 6 + 1))"
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  [ $rc = 130 ] && early=$((early + 1)) || echo "   early SIGINT $i: exit $rc: $(tail -1 "$tmp/early.err")"
+done
+[ $early = 12 ] && ok "SIGINT at 0.1-0.6 s, 12 times: exit 130 every time" || bad "early SIGINT: $early of 12 exited 130"
 
 # kill -9 at random moments, three times; the run resumes each time
 "$xfrun" train "$tmp/m.so" "${train[@]}" --steps 1500 --save "$tmp/ref9.st" > /dev/null 2>&1
