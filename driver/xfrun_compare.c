@@ -742,8 +742,8 @@ int xfrun_compare(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
     res = calloc((size_t)(C->nm * C->seeds), sizeof *res);
     status = !res ? fail("out of memory") : compare_runs(C, res);
+    if (!status) status = compare_report(C, res);
   }
-  if (!status) status = compare_report(C, res);
   free(res), free(C);
   return status;
 }
