@@ -76,7 +76,8 @@ static void *signal_thread(void *arg) {
   return NULL;
 }
 
-static sigset_t g_stop_set;  // SIGINT, SIGTERM
+static sigset_t g_stop_set;             // SIGINT, SIGTERM
+static struct sigaction g_stop_prior[2];  // their actions before block_stop_signals
 
 // Blocks the stop signals in this thread, before any other starts (MPI's
 // and the libraries' threads inherit the mask), and makes on_stop their
@@ -91,16 +92,18 @@ static void block_stop_signals(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, &g_stop_prior[0]);
+  sigaction(SIGTERM, &sa, &g_stop_prior[1]);
 }
 
-// The thread that takes them; with `take` false (under an MPI launcher,
-// which handles the signals) they are unblocked again.
+// The thread that takes them. With `take` false (under an MPI launcher,
+// which handles the signals) they get back the actions they had and are
+// unblocked; if the thread cannot start, on_stop stays their handler.
 static void catch_stop_signals(bool take) {
   pthread_t t;
+  if (!take) sigaction(SIGINT, &g_stop_prior[0], NULL), sigaction(SIGTERM, &g_stop_prior[1], NULL);
   if (!take || pthread_create(&t, NULL, signal_thread, &g_stop_set) != 0) {
-    pthread_sigmask(SIG_UNBLOCK, &g_stop_set, NULL);  // the default action
+    pthread_sigmask(SIG_UNBLOCK, &g_stop_set, NULL);
     return;
   }
   pthread_detach(t);
