@@ -353,6 +353,19 @@ int xfrun_parse_args(int argc, char **argv, Args *a) {
 // --resume: the settings the checkpoint recorded for every option not given
 // again, reported in one line, with the given ones that differ. --steps
 // must lie beyond the checkpoint's step. -1, or the exit status.
+// run.data of the --data paths: one per line (malloc'd), NULL without
+// --data. False: out of memory.
+static bool data_list(const Args *a, char **out) {
+  *out = NULL;
+  if (!a->ndata) return true;
+  size_t len = 1;
+  for (int d = 0; d < a->ndata; d++) len += strlen(a->data[d]) + 1;
+  if (!(*out = malloc(len))) return false;
+  **out = 0;
+  for (int d = 0; d < a->ndata; d++) strcat(strcat(*out, d ? "\n" : ""), a->data[d]);
+  return true;
+}
+
 int xfrun_resume_settings(Args *a, const XfCheckpoint *ck, bool root) {
   int64_t v, at = 0;
   double x;
@@ -364,20 +377,13 @@ int xfrun_resume_settings(Args *a, const XfCheckpoint *ck, bool root) {
     if (!m) continue;
     char flag[40];
     snprintf(flag, sizeof flag, "--%s", opt_help[k].name);
-    if (a->given[k]) {
-      bool same = k == A_DATA ? false : a->raw[k] && !strcmp(a->raw[k], m);
-      if (k == A_DATA) {  // the same list, in order
-        size_t len = 0;
-        for (int d = 0; d < a->ndata; d++) len += strlen(a->data[d]) + 1;
-        same = len == strlen(m) + 1;
-        const char *q = m;
-        for (int d = 0; same && d < a->ndata; d++) {
-          size_t l = strlen(a->data[d]);
-          same = !strncmp(q, a->data[d], l) && (q[l] == '\n' || q[l] == 0);
-          q += l + 1;
-        }
-      }
-      if (!same) xfrun_put_word(over, sizeof over, flag), xfrun_put_word(over, sizeof over, k == A_DATA ? a->data[0] : a->raw[k]);
+    if (a->given[k]) {  // given again: reported where it differs
+      char *list = NULL;
+      if (k == A_DATA && !data_list(a, &list)) return fprintf(stderr, "xfrun: error: out of memory\n"), 1;
+      const char *now = k == A_DATA ? list : a->raw[k];
+      if (!now || strcmp(now, m))
+        xfrun_put_word(over, sizeof over, flag), xfrun_put_word(over, sizeof over, k == A_DATA ? a->data[0] : a->raw[k]);
+      free(list);
       continue;
     }
     if (k == A_DATA) {
@@ -414,8 +420,8 @@ int xfrun_resume_settings(Args *a, const XfCheckpoint *ck, bool root) {
       char n[24];
       snprintf(n, sizeof n, "%lld", (long long)a->steps);
       xfrun_put_word(over, sizeof over, "--steps"), xfrun_put_word(over, sizeof over, n);
-      if (a->schedule != LR_CONSTANT)
-        if (root) fprintf(stderr, "xfrun: warning: %s's schedule ran over %lld steps; now over --steps %lld\n", a->resume,
+      if (a->schedule != LR_CONSTANT && root)
+        fprintf(stderr, "xfrun: warning: %s's schedule ran over %lld steps; now over --steps %lld\n", a->resume,
                 (long long)v, (long long)a->steps);
     }
   }
@@ -438,14 +444,7 @@ const char *xfrun_nearest_command(const char *cmd) {
 
 int xfrun_run_meta(const Args *a, XfMeta *meta, char **paths) {
   _Static_assert((int)NRUN_KEYS == (int)XFRUN_RUN_KEYS, "xfrun_args.h XFRUN_RUN_KEYS is the size of run_keys");
-  *paths = NULL;
-  if (a->ndata) {
-    size_t len = 1;
-    for (int d = 0; d < a->ndata; d++) len += strlen(a->data[d]) + 1;
-    if (!(*paths = malloc(len))) return -1;
-    **paths = 0;
-    for (int d = 0; d < a->ndata; d++) strcat(strcat(*paths, d ? "\n" : ""), a->data[d]);
-  }
+  if (!data_list(a, paths)) return -1;
   int n = 0;
   for (int i = 0; i < NRUN_KEYS; i++) {
     const char *v = run_keys[i].opt == A_DATA ? *paths : a->raw[run_keys[i].opt];
