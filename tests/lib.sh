@@ -10,35 +10,30 @@ finish() {
   echo "$pass passed, $fail failed"
   [ $fail -eq 0 ]
 }
-# expect_error LABEL FRAGMENT COMMAND...: the command exits 1 with a one-line
-# message matching FRAGMENT (grep -E).
-expect_error() {
-  local label=$1 frag=$2
-  shift 2
-  local out rc
+# expect_exit LABEL STATUS LAST FRAGMENT COMMAND...: the command exits with
+# STATUS, its first line of output matching FRAGMENT (grep -E); with LAST
+# empty that is its only line, else a second and last line matches LAST.
+expect_exit() {
+  local label=$1 want=$2 last=$3 frag=$4
+  shift 4
+  local out rc lines=1
   out=$("$@" 2>&1)
   rc=$?
-  if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -qE -- "$frag"; then
-    ok "$label: $out"
-  else
-    bad "$label (exit $rc): $out"
-  fi
-}
-# expect_usage LABEL FRAGMENT COMMAND...: a usage error: exit 2, the message
-# matching FRAGMENT on the first line, "(see ... --help)" on the second.
-expect_usage() {
-  local label=$1 frag=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ] && printf '%s\n' "$out" | head -1 | grep -qE -- "$frag" &&
-     printf '%s\n' "$out" | tail -1 | grep -qE -- '^\(see xf.* --help\)$'; then
+  [ -n "$last" ] && lines=2
+  if [ $rc -eq "$want" ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq $lines ] &&
+     printf '%s\n' "$out" | head -1 | grep -qE -- "$frag" &&
+     { [ -z "$last" ] || printf '%s\n' "$out" | tail -1 | grep -qE -- "$last"; }; then
     ok "$label: $(printf '%s\n' "$out" | head -1)"
   else
     bad "$label (exit $rc): $out"
   fi
 }
+# expect_error LABEL FRAGMENT COMMAND...: the command exits 1 with a one-line
+# message matching FRAGMENT.
+expect_error() { expect_exit "$1" 1 "" "$2" "${@:3}"; }
+# expect_usage LABEL FRAGMENT COMMAND...: a usage error: exit 2, the message
+# matching FRAGMENT on the first line, "(see ... --help)" on the second.
+expect_usage() { expect_exit "$1" 2 '^\(see xf.* --help\)$' "$2" "${@:3}"; }
 # same_checkpoint A B: two safetensors checkpoints hold the same tensors,
 # bytes and metadata, but for the run.* keys (where each run wrote: --save,
 # --log, ... as given); byte for byte when the runs wrote to the same paths.

@@ -76,19 +76,11 @@ for want in "transformer 290 327 620" "she 434 273 710"; do
 done
 "$xfc" --target=cuda --emit=cuda examples/she.xf "${small[@]}" | grep -q '^extern "C" __global__' &&
   ok "--emit=cuda prints the kernels" || bad "--emit=cuda"
-# usage errors: exit 2, the message first, then the pointer to --help
-usage_error() {
-  local label=$1 frag=$2 out rc
-  shift 2
-  out=$("$@" 2>&1)
-  rc=$?
-  [ $rc -eq 2 ] && printf '%s\n' "$out" | head -1 | grep -qE -- "$frag" && ok "$label: $(printf '%s' "$out" | head -1)" ||
-    bad "$label (exit $rc): $out"
-}
-usage_error "--gpu-arch=sm_80" "expected a virtual architecture" "$xfc" --target=cuda --gpu-arch=sm_80 examples/she.xf
-usage_error "--target=metal" "expected cpu or cuda" "$xfc" --target=metal examples/she.xf
-usage_error "--precision=fp16" "expected tf32, bf16 or fp32" "$xfc" --target=cuda --precision=fp16 examples/she.xf
-usage_error "--emit=cost without --target=cuda" "the GPU's cost model: add --target=cuda" "$xfc" --emit=cost examples/she.xf
+# usage errors: exit 2, the message first, then the pointer to --help (expect_usage)
+expect_usage "--gpu-arch=sm_80" "expected a virtual architecture" "$xfc" --target=cuda --gpu-arch=sm_80 examples/she.xf
+expect_usage "--target=metal" "expected cpu or cuda" "$xfc" --target=metal examples/she.xf
+expect_usage "--precision=fp16" "expected tf32, bf16 or fp32" "$xfc" --target=cuda --precision=fp16 examples/she.xf
+expect_usage "--emit=cost without --target=cuda" "the GPU's cost model: add --target=cuda" "$xfc" --emit=cost examples/she.xf
 # --emit=cost at another batch and length: the items of a row kernel scale with B T
 c1=$("$xfc" --target=cuda --emit=cost examples/me.xf "${small[@]}" --batch=4 --seq=8 | awk '$2 == "layernorm" { print $6; exit }')
 c2=$("$xfc" --target=cuda --emit=cost examples/me.xf "${small[@]}" --batch=8 --seq=8 | awk '$2 == "layernorm" { print $6; exit }')
