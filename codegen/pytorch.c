@@ -293,15 +293,6 @@ static void expr(Py *p, Buf *b, const Node *n) {
     put(b, "torch.tensor(float("), dim(p, b, n->len), put(b, "), dtype=dt, device=dev)"), p->use_dt = true;
     break;
   case OP_NEG: put(b, "-"), X(0); break;
-  case OP_EXP: put(b, "torch.exp("), X(0), put(b, ")"); break;
-  case OP_LOG: put(b, "torch.log("), X(0), put(b, ")"); break;
-  case OP_SQRT: put(b, "torch.sqrt("), X(0), put(b, ")"); break;
-  case OP_TANH: put(b, "torch.tanh("), X(0), put(b, ")"); break;
-  case OP_RELU: put(b, "torch.relu("), X(0), put(b, ")"); break;
-  case OP_GELU: put(b, "F.gelu("), X(0), put(b, ")"); break;
-  case OP_SIGMOID: put(b, "torch.sigmoid("), X(0), put(b, ")"); break;
-  case OP_SIN: put(b, "torch.sin("), X(0), put(b, ")"); break;
-  case OP_COS: put(b, "torch.cos("), X(0), put(b, ")"); break;
   case OP_STEP: put(b, "("), X(0), put(b, " > 0).to(dt)"), p->use_dt = true; break;
   case OP_ADD: X(0), put(b, " + "), X(1); break;
   case OP_SUB: X(0), put(b, " - "), X(1); break;
@@ -344,7 +335,12 @@ static void expr(Py *p, Buf *b, const Node *n) {
     put(b, "), "), X(1), put(b, ".reshape(-1).long())");
     break;
   }
-  default: fail_at(p, n, "no PyTorch form for op");
+  default:  // an op the language calls by name: torch.<name>(x) or F.<name>(x)
+    if (ir_op_info[n->op].cat != OPC_UNARY || !(ir_op_info[n->op].props & IR_P_CALL)) {
+      fail_at(p, n, "no PyTorch form for op");
+      break;
+    }
+    put(b, "%s.%s(", ir_op_info[n->op].props & IR_P_TORCH_F ? "F" : "torch", ir_op_info[n->op].name), X(0), put(b, ")");
   }
 #undef X
 }

@@ -249,16 +249,19 @@ typedef struct {
   const char *usage;
 } Builtin;
 
+// The elementwise unary ops come from the op table; those without IR_P_CALL
+// (neg, the gradients' step and dgelu) are not callable by name.
+#define BI_OPC_UNARY(name, text) {text, BI_UNARY, OP_##name, 1, text "(x)"},
+#define BI_OPC_LEAF(name, text)
+#define BI_OPC_BINARY(name, text)
+#define BI_OPC_REDUCE(name, text)
+#define BI_OPC_MATMUL(name, text)
+#define BI_OPC_MOVE(name, text)
+#define BI_OPC_NN(name, text)
+#define X(name, text, nin, cat, diff, props, cost) BI_##cat(name, text)
 static const Builtin builtins[] = {
-    {"exp", BI_UNARY, OP_EXP, 1, "exp(x)"},
-    {"log", BI_UNARY, OP_LOG, 1, "log(x)"},
-    {"sqrt", BI_UNARY, OP_SQRT, 1, "sqrt(x)"},
-    {"tanh", BI_UNARY, OP_TANH, 1, "tanh(x)"},
-    {"relu", BI_UNARY, OP_RELU, 1, "relu(x)"},
-    {"gelu", BI_UNARY, OP_GELU, 1, "gelu(x)"},
-    {"sigmoid", BI_UNARY, OP_SIGMOID, 1, "sigmoid(x)"},
-    {"sin", BI_UNARY, OP_SIN, 1, "sin(x)"},
-    {"cos", BI_UNARY, OP_COS, 1, "cos(x)"},
+    IR_OPS(X)
+#undef X
     {"sum", BI_REDUCE, OP_SUM, 2, "sum(x, axis)"},
     {"mean", BI_REDUCE, OP_MEAN, 2, "mean(x, axis)"},
     {"max", BI_REDUCE, OP_MAX, 2, "max(x, axis)"},
@@ -287,9 +290,13 @@ static const Builtin builtins[] = {
 };
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 
+static bool callable(const Builtin *b) {
+  return b->kind != BI_UNARY || (ir_op_info[b->op].props & IR_P_CALL);
+}
+
 static int find_builtin(const char *name) {
   for (int i = 0; i < NBUILTINS; i++)
-    if (!strcmp(builtins[i].name, name)) return i;
+    if (callable(&builtins[i]) && !strcmp(builtins[i].name, name)) return i;
   return -1;
 }
 
@@ -534,7 +541,8 @@ static const char *nearest_name(Elab *E, Env *env, const char *name) {
   for (Env *s = env; s; s = s->parent)
     for (Binding *b = s->head; b && n < MAX_NAMES; b = b->next) names[n++] = b->name;
   for (int i = 0; i < E->ndefs && n < MAX_NAMES; i++) names[n++] = E->defs[i]->name;
-  for (int i = 0; i < NBUILTINS && n < MAX_NAMES; i++) names[n++] = builtins[i].name;
+  for (int i = 0; i < NBUILTINS && n < MAX_NAMES; i++)
+    if (callable(&builtins[i])) names[n++] = builtins[i].name;
   return xf_nearest(name, names, n);
 }
 

@@ -202,8 +202,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   case OP_IOTA:
     for (int64_t i = 0; i < N; i++) out[i] = (double)i;
     return true;
-  case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_TANH: case OP_RELU: case OP_GELU:
-  case OP_SIGMOID: case OP_SIN: case OP_COS: case OP_STEP: case OP_DGELU:
+  IR_CASES_UNARY
     for (int64_t i = 0; i < N; i++) out[i] = ir_eval_unary(n->op, x[i]);
     return true;
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ: {

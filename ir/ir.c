@@ -10,7 +10,7 @@
 #include <string.h>
 
 const OpInfo ir_op_info[OP_COUNT] = {
-#define X(name, text, nin, cat, diff, props) [OP_##name] = {text, nin, cat, diff, props},
+#define X(name, text, nin, cat, diff, props, cost) [OP_##name] = {text, nin, cat, diff, props, IR_COST_##cost},
     IR_OPS(X)
 #undef X
 };

@@ -67,10 +67,11 @@ typedef enum {
 } DType;
 
 // ---- ops -------------------------------------------------------------------
-// X(NAME, "text", inputs, category, differentiable). The last column says
-// whether the autodiff pass must have a gradient rule for the op (1), or the
-// op is a non-differentiable leaf or appears only in backward graphs (0).
-// tests/unit checks that every differentiable op has its rule.
+// X(NAME, "text", inputs, category, differentiable, properties, cost).
+// differentiable says whether the autodiff pass must have a gradient rule for
+// the op (1), or the op is a non-differentiable leaf or appears only in
+// backward graphs (0); tests/unit checks that every differentiable op has its
+// rule. cost is the op's cost rule (IrCost) for passes/stats.c.
 
 typedef enum {
   OPC_LEAF,     // no inputs: params, inputs, constants
@@ -93,93 +94,120 @@ typedef enum {
 //   IR_P_HIST(i)    input i is read at earlier positions along time than
 //                   the output row (the incremental decoder caches it:
 //                   codegen/stepmem.c)
-enum { IR_P_ROW_NORM = 1u << 0, IR_P_ROW_TERMS = 1u << 1, IR_P_RMS = 1u << 2 };
+//   IR_P_CALL       the language calls it by its name, f(x) (elementwise
+//                   unary ops: frontend/elaborate.c reads the table)
+//   IR_P_TORCH_F    PyTorch spells it torch.nn.functional.<name> rather
+//                   than torch.<name> (codegen/pytorch.c)
+enum { IR_P_ROW_NORM = 1u << 0, IR_P_ROW_TERMS = 1u << 1, IR_P_RMS = 1u << 2, IR_P_CALL = 1u << 3, IR_P_TORCH_F = 1u << 4 };
 #define IR_P_HIST(i) (1u << (8 + (i)))
 
-#define IR_OPS(X)                                                               \
-  /* leaves */                                                                  \
-  X(PARAM, "param", 0, OPC_LEAF, 1, 0)       /* trainable; name, init */        \
-  X(INPUT, "input", 0, OPC_LEAF, 0, 0)       /* graph input (tokens); name */   \
-  X(CONST, "const", 0, OPC_LEAF, 0, 0)       /* scalar [] with value fval */    \
-  X(IOTA, "iota", 0, OPC_LEAF, 0, 0)         /* [n]: 0, 1, ..., n-1 */          \
-  X(SIZE, "size", 0, OPC_LEAF, 0, 0)         /* scalar []: the value of len */  \
-  /* elementwise unary */                                                       \
-  X(NEG, "neg", 1, OPC_UNARY, 1, 0)                                             \
-  X(EXP, "exp", 1, OPC_UNARY, 1, 0)                                             \
-  X(LOG, "log", 1, OPC_UNARY, 1, 0)                                             \
-  X(SQRT, "sqrt", 1, OPC_UNARY, 1, 0)                                           \
-  X(TANH, "tanh", 1, OPC_UNARY, 1, 0)                                           \
-  X(RELU, "relu", 1, OPC_UNARY, 1, 0)                                           \
-  X(GELU, "gelu", 1, OPC_UNARY, 1, 0)        /* x * Phi(x), erf form */         \
-  X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1, 0)                                     \
-  X(SIN, "sin", 1, OPC_UNARY, 1, 0)                                             \
-  X(COS, "cos", 1, OPC_UNARY, 1, 0)                                             \
-  X(STEP, "step", 1, OPC_UNARY, 0, 0)        /* x > 0 ? 1 : 0 (relu') */        \
-  X(DGELU, "dgelu", 1, OPC_UNARY, 0, 0)      /* gelu'(x) = Phi(x) + x phi(x) */ \
-  /* elementwise binary, broadcasting */                                        \
-  X(ADD, "add", 2, OPC_BINARY, 1, 0)                                            \
-  X(SUB, "sub", 2, OPC_BINARY, 1, 0)                                            \
-  X(MUL, "mul", 2, OPC_BINARY, 1, 0)                                            \
-  X(DIV, "div", 2, OPC_BINARY, 1, 0)                                            \
-  X(EQ, "eq", 2, OPC_BINARY, 0, 0)           /* x == y ? 1 : 0 */               \
-  /* reductions over attr axis, keepdim */                                      \
-  X(SUM, "sum", 1, OPC_REDUCE, 1, 0)                                            \
-  X(MEAN, "mean", 1, OPC_REDUCE, 1, 0)                                          \
-  X(MAX, "max", 1, OPC_REDUCE, 1, 0)                                            \
-  /* x [..., m, k] @ y [..., k, n] -> [..., m, n], batch dims broadcast */      \
-  X(MATMUL, "matmul", 2, OPC_MATMUL, 1, 0)                                      \
-  /* data movement */                                                           \
-  X(TRANSPOSE, "transpose", 1, OPC_MOVE, 1, 0) /* swap axes axis, axis2 */      \
-  X(RESHAPE, "reshape", 1, OPC_MOVE, 1, 0)     /* row-major, to node.shape */   \
-  X(SLICE, "slice", 1, OPC_MOVE, 1, 0)         /* axis, [start, start+len) */   \
-  X(CONCAT, "concat", 2, OPC_MOVE, 1, 0)       /* along axis */                 \
-  X(PAD, "pad", 1, OPC_MOVE, 0, 0)             /* inverse of slice: zeros around */ \
-  X(EXPAND, "expand", 1, OPC_MOVE, 0, 0)       /* broadcast to node.shape */    \
-  X(EMBED, "embed", 2, OPC_MOVE, 1, 0)         /* W [V, d], ids [...] -> [..., d] */ \
-  X(ONEHOT, "onehot", 1, OPC_MOVE, 0, 0)       /* ids [...] -> [..., len] */    \
-  X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0, 0) /* dy [..., d], ids -> [len, d] */ \
-  /* out_t = x_{t - start} along axis, 0 where t - start is outside [0, n) */   \
-  X(SHIFT, "shift", 1, OPC_MOVE, 1, IR_P_HIST(0))                               \
-  /* neural-network primitives */                                               \
-  X(SOFTMAX, "softmax", 1, OPC_NN, 1, 0)       /* over axis */                  \
-  X(LAYERNORM, "layernorm", 3, OPC_NN, 1, IR_P_ROW_NORM)   /* x, g, b over last axis; eps */ \
-  /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */   \
-  X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM)                  \
-  /* x, dy -> dy o xhat [..., d], the terms of the gain gradient (its sum) */   \
-  X(LAYERNORM_DYXH, "layernorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS)          \
-  /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */             \
-  X(RMSNORM, "rmsnorm", 2, OPC_NN, 1, IR_P_ROW_NORM | IR_P_RMS)                 \
-  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dy o xhat */        \
-  X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM | IR_P_RMS)           \
-  X(RMSNORM_DYXH, "rmsnorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS | IR_P_RMS)   \
-  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1, 0) /* [..., T, T]: fval above diag */ \
-  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1, IR_P_HIST(0)) /* x [..., T, d], w [L, ...] */ \
-  X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0, 0)  /* dy, w -> dx (see ConvKind) */ \
-  X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0, 0)  /* x, dy -> dw [len, ...] */   \
-  X(DROPOUT, "dropout", 1, OPC_NN, 1, 0)       /* p = fval, mask stream = seed */ \
-  /* a broadcast to b: h_t = a_t o h_{t-1} + b_t along axis (see SCAN) */       \
-  X(SCAN, "scan", 2, OPC_NN, 1, 0)                                              \
-  /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */            \
-  X(SCAN_REV, "scan_rev", 2, OPC_NN, 0, 0)                                      \
-  /* q, k, v, a -> sum over rows of q o scan(a, k o v) (passes/fuse_scan.c) */  \
-  X(SCAN_READ, "scan_read", 4, OPC_NN, 1, 0)                                    \
-  /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */            \
-  X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0, 0)                          \
-  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1, 0) /* logits, ids -> [] mean */ \
-  /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */     \
-  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */       \
-  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */      \
-  /* [..., T, H, e], one attention per (..., head) over T */                    \
-  X(ATTENTION, "attention", 3, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2))          \
-  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */              \
-  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0, 0)
+// The cost rule of an op (passes/stats.c, seed 001 section 7's counts):
+//   CAT    the rule of its category: leaves count parameters, reductions k - 1
+//          additions per output (MEAN one division more, MAX comparisons),
+//          products m k n multiplications, moves nothing (SCATTER_ADD adds)
+//   ADD, MUL, DIV, EXP, OTHER   one such operation per output element
+//          (OTHER: comparisons, sqrt, log, tanh and the other functions)
+//   OWN    a case of its own in stats.c; an OWN op without one is a -Wswitch
+//          error there, as every op without a column here is one in ir.c
+typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, IR_COST_OTHER, IR_COST_OWN } IrCost;
+
+#define IR_OPS(X)                                                                                \
+  /* leaves */                                                                                   \
+  X(PARAM, "param", 0, OPC_LEAF, 1, 0, CAT)               /* trainable; name, init */            \
+  X(INPUT, "input", 0, OPC_LEAF, 0, 0, CAT)               /* graph input (tokens); name */       \
+  X(CONST, "const", 0, OPC_LEAF, 0, 0, CAT)               /* scalar [] with value fval */        \
+  X(IOTA, "iota", 0, OPC_LEAF, 0, 0, CAT)                 /* [n]: 0, 1, ..., n-1 */              \
+  X(SIZE, "size", 0, OPC_LEAF, 0, 0, CAT)                 /* scalar []: the value of len */      \
+  /* elementwise unary */                                                                        \
+  X(NEG, "neg", 1, OPC_UNARY, 1, 0, ADD)                                                         \
+  X(EXP, "exp", 1, OPC_UNARY, 1, IR_P_CALL, EXP)                                                 \
+  X(LOG, "log", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(SQRT, "sqrt", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                             \
+  X(TANH, "tanh", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                             \
+  X(RELU, "relu", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                             \
+  X(GELU, "gelu", 1, OPC_UNARY, 1, IR_P_CALL | IR_P_TORCH_F, OTHER) /* x * Phi(x), erf form */   \
+  X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                       \
+  X(SIN, "sin", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(COS, "cos", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(STEP, "step", 1, OPC_UNARY, 0, 0, OTHER)              /* x > 0 ? 1 : 0 (relu') */            \
+  X(DGELU, "dgelu", 1, OPC_UNARY, 0, 0, OTHER)            /* gelu'(x) = Phi(x) + x phi(x) */     \
+  /* elementwise binary, broadcasting */                                                         \
+  X(ADD, "add", 2, OPC_BINARY, 1, 0, ADD)                                                        \
+  X(SUB, "sub", 2, OPC_BINARY, 1, 0, ADD)                                                        \
+  X(MUL, "mul", 2, OPC_BINARY, 1, 0, MUL)                                                        \
+  X(DIV, "div", 2, OPC_BINARY, 1, 0, DIV)                                                        \
+  X(EQ, "eq", 2, OPC_BINARY, 0, 0, OTHER)                 /* x == y ? 1 : 0 */                   \
+  /* reductions over attr axis, keepdim */                                                       \
+  X(SUM, "sum", 1, OPC_REDUCE, 1, 0, CAT)                                                        \
+  X(MEAN, "mean", 1, OPC_REDUCE, 1, 0, CAT)                                                      \
+  X(MAX, "max", 1, OPC_REDUCE, 1, 0, CAT)                                                        \
+  /* x [..., m, k] @ y [..., k, n] -> [..., m, n], batch dims broadcast */                       \
+  X(MATMUL, "matmul", 2, OPC_MATMUL, 1, 0, CAT)                                                  \
+  /* data movement */                                                                            \
+  X(TRANSPOSE, "transpose", 1, OPC_MOVE, 1, 0, CAT)       /* swap axes axis, axis2 */            \
+  X(RESHAPE, "reshape", 1, OPC_MOVE, 1, 0, CAT)           /* row-major, to node.shape */         \
+  X(SLICE, "slice", 1, OPC_MOVE, 1, 0, CAT)               /* axis, [start, start+len) */         \
+  X(CONCAT, "concat", 2, OPC_MOVE, 1, 0, CAT)             /* along axis */                       \
+  X(PAD, "pad", 1, OPC_MOVE, 0, 0, CAT)                   /* inverse of slice: zeros around */   \
+  X(EXPAND, "expand", 1, OPC_MOVE, 0, 0, CAT)             /* broadcast to node.shape */          \
+  X(EMBED, "embed", 2, OPC_MOVE, 1, 0, CAT)               /* W [V, d], ids [...] -> [..., d] */  \
+  X(ONEHOT, "onehot", 1, OPC_MOVE, 0, 0, CAT)             /* ids [...] -> [..., len] */          \
+  X(SCATTER_ADD, "scatter_add", 2, OPC_MOVE, 0, 0, CAT)   /* dy [..., d], ids -> [len, d] */     \
+  /* out_t = x_{t - start} along axis, 0 where t - start is outside [0, n) */                    \
+  X(SHIFT, "shift", 1, OPC_MOVE, 1, IR_P_HIST(0), CAT)                                           \
+  /* neural-network primitives */                                                                \
+  X(SOFTMAX, "softmax", 1, OPC_NN, 1, 0, OWN)             /* over axis */                        \
+  X(LAYERNORM, "layernorm", 3, OPC_NN, 1, IR_P_ROW_NORM, OWN) /* x, g, b over last axis; eps */  \
+  /* its gradients, rows recomputing mu and sigma: x, g, dy -> dx [..., d] */                    \
+  X(LAYERNORM_DX, "layernorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM, OWN)                              \
+  /* x, dy -> dy o xhat [..., d], the terms of the gain gradient (its sum) */                    \
+  X(LAYERNORM_DYXH, "layernorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS, OWN)                      \
+  /* x, g over the last axis: g o x / sqrt(mean(x^2) + eps); eps */                              \
+  X(RMSNORM, "rmsnorm", 2, OPC_NN, 1, IR_P_ROW_NORM | IR_P_RMS, OWN)                             \
+  /* its gradients as LAYERNORM's: x, g, dy -> dx; x, dy -> dy o xhat */                         \
+  X(RMSNORM_DX, "rmsnorm_dx", 3, OPC_NN, 0, IR_P_ROW_NORM | IR_P_RMS, OWN)                       \
+  X(RMSNORM_DYXH, "rmsnorm_dy_xhat", 2, OPC_NN, 0, IR_P_ROW_TERMS | IR_P_RMS, OWN)               \
+  X(CAUSAL_MASK, "causal_mask", 1, OPC_NN, 1, 0, OWN)     /* [..., T, T]: fval above diag */     \
+  X(CAUSAL_CONV, "causal_conv", 2, OPC_NN, 1, IR_P_HIST(0), OWN) /* x [..., T, d], w [L, ...] */ \
+  X(CONV_DX, "causal_conv_dx", 2, OPC_NN, 0, 0, OWN)      /* dy, w -> dx (see ConvKind) */       \
+  X(CONV_DW, "causal_conv_dw", 2, OPC_NN, 0, 0, OWN)      /* x, dy -> dw [len, ...] */           \
+  X(DROPOUT, "dropout", 1, OPC_NN, 1, 0, OWN)             /* p = fval, mask stream = seed */     \
+  /* a broadcast to b: h_t = a_t o h_{t-1} + b_t along axis (see SCAN) */                        \
+  X(SCAN, "scan", 2, OPC_NN, 1, 0, OWN)                                                          \
+  /* a broadcast to dy: g_t = dy_t + a_{t+1} o g_{t+1} along axis */                             \
+  X(SCAN_REV, "scan_rev", 2, OPC_NN, 0, 0, OWN)                                                  \
+  /* q, k, v, a -> sum over rows of q o scan(a, k o v) (passes/fuse_scan.c) */                   \
+  X(SCAN_READ, "scan_read", 4, OPC_NN, 1, 0, OWN)                                                \
+  /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */                             \
+  X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0, 0, OWN)                                      \
+  X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1, 0, OWN) /* logits, ids -> [] mean */           \
+  /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */                      \
+  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */                        \
+  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */                       \
+  /* [..., T, H, e], one attention per (..., head) over T */                                     \
+  X(ATTENTION, "attention", 3, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2), OWN)                      \
+  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                               \
+  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0, 0, OWN)
 
 typedef enum {
-#define X(name, text, nin, cat, diff, props) OP_##name,
+#define X(name, text, nin, cat, diff, props, cost) OP_##name,
   IR_OPS(X)
 #undef X
   OP_COUNT
 } OpKind;
+
+// IR_CASES_UNARY: a case label for every op of category OPC_UNARY, so that a
+// switch over OpKind that treats them alike stays exhaustive (-Wswitch) and
+// takes a new one from the table.
+#define IR_CASE_OPC_UNARY(name) case OP_##name:
+#define IR_CASE_OPC_LEAF(name)
+#define IR_CASE_OPC_BINARY(name)
+#define IR_CASE_OPC_REDUCE(name)
+#define IR_CASE_OPC_MATMUL(name)
+#define IR_CASE_OPC_MOVE(name)
+#define IR_CASE_OPC_NN(name)
+#define IR_X_CASE_UNARY(name, text, nin, cat, diff, props, cost) IR_CASE_##cat(name)
+#define IR_CASES_UNARY IR_OPS(IR_X_CASE_UNARY)
 
 typedef struct {
   const char *name;
@@ -187,6 +215,7 @@ typedef struct {
   OpCategory cat;
   bool differentiable;
   unsigned props;  // IR_P_*
+  IrCost cost;
 } OpInfo;
 
 extern const OpInfo ir_op_info[OP_COUNT];

@@ -97,30 +97,25 @@ static void structure(const Graph *g, bool *tri_out, bool *tri_need) {
   free(need);
 }
 
-// The operations of an op of category OPC_LEAF .. OPC_MOVE (all but OPC_NN).
-static void count_by_category(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
+// The operations of an op whose cost rule the table states: one operation of
+// its kind per element, or the rule of its category (IrCost in ir/ir.h).
+static void count_by_table(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
   const Shape *s = &n->shape;
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
-  bool tri = tri_out[n->id] || tri_need[n->id];
+  int64_t e = elements(s, T, tri_out[n->id] || tri_need[n->id]);
+  switch (ir_op_info[n->op].cost) {
+  case IR_COST_ADD: c->add = sadd(c->add, e); return;
+  case IR_COST_MUL: c->mul = sadd(c->mul, e); return;
+  case IR_COST_DIV: c->div = sadd(c->div, e); return;
+  case IR_COST_EXP: c->exp = sadd(c->exp, e); return;
+  case IR_COST_OTHER: c->other = sadd(c->other, e); return;
+  case IR_COST_CAT: case IR_COST_OWN: break;
+  }
   switch (ir_op_info[n->op].cat) {
   case OPC_LEAF:
     if (n->op == OP_PARAM) c->params = sadd(c->params, numel(s, T));
     return;
-  case OPC_UNARY: {
-    int64_t e = elements(s, T, tri);
-    if (n->op == OP_NEG) c->add = sadd(c->add, e);
-    else if (n->op == OP_EXP) c->exp = sadd(c->exp, e);
-    else c->other = sadd(c->other, e);
-    return;
-  }
-  case OPC_BINARY: {
-    int64_t e = elements(s, T, tri);
-    if (n->op == OP_MUL) c->mul = sadd(c->mul, e);
-    else if (n->op == OP_DIV) c->div = sadd(c->div, e);
-    else if (n->op == OP_EQ) c->other = sadd(c->other, e);
-    else c->add = sadd(c->add, e);
-    return;
-  }
+  case OPC_UNARY: case OPC_BINARY: case OPC_NN: return;  // their rules are not CAT
   case OPC_REDUCE: {
     int64_t k = 1, out = numel(s, T);
     for (int i = n->axis; i <= ir_reduce_end(n); i++) k = smul(k, dimv(x->d[i], T));
@@ -150,7 +145,6 @@ static void count_by_category(const Graph *g, const Node *n, int64_t T, const bo
   case OPC_MOVE:
     if (n->op == OP_SCATTER_ADD) c->add = sadd(c->add, numel(x, T));
     return;
-  case OPC_NN: break;
   }
 }
 
@@ -160,14 +154,17 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
   const Shape *s = &n->shape;
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
-  case OP_PARAM: case OP_INPUT: case OP_CONST: case OP_IOTA: case OP_SIZE:
-  case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_TANH: case OP_RELU: case OP_GELU: case OP_SIGMOID:
-  case OP_SIN: case OP_COS: case OP_STEP: case OP_DGELU:
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ:
-  case OP_SUM: case OP_MEAN: case OP_MAX: case OP_MATMUL:
-  case OP_TRANSPOSE: case OP_RESHAPE: case OP_SLICE: case OP_CONCAT: case OP_PAD: case OP_EXPAND: case OP_EMBED:
-  case OP_ONEHOT: case OP_SCATTER_ADD: case OP_SHIFT:
-    count_by_category(g, n, T, tri_out, tri_need, c);
+#define CASE_CAT(name) case OP_##name:
+#define CASE_ADD CASE_CAT
+#define CASE_MUL CASE_CAT
+#define CASE_DIV CASE_CAT
+#define CASE_EXP CASE_CAT
+#define CASE_OTHER CASE_CAT
+#define CASE_OWN(name)
+#define X(name, text, nin, cat, diff, props, cost) CASE_##cost(name)
+  IR_OPS(X)  // every op whose rule is its category's or one operation per element
+#undef X
+    count_by_table(g, n, T, tri_out, tri_need, c);
     return;
   case OP_CAUSAL_MASK: return;  // a selection, no arithmetic
   case OP_SOFTMAX: {
