@@ -121,6 +121,7 @@ static LExpr *unary(Lo *L, const Node *n, LExpr *x) {
   case OP_RELU: return x2(L, LX_MAX, x, xf(L, 0));
   case OP_STEP: return fbool(L, x2(L, LX_GT, x, xf(L, 0)));
   case OP_SIGMOID: return x2(L, LX_DIV, xf(L, 1), x2(L, LX_ADD, xf(L, 1), x1(L, LX_EXP, x1(L, LX_NEG, x))));
+  case OP_SILU: return x2(L, LX_DIV, x, x2(L, LX_ADD, xf(L, 1), x1(L, LX_EXP, x1(L, LX_NEG, x))));
   case OP_GELU:  // 0.5 x (1 + erf(x / sqrt 2))
     return x2(L, LX_MUL, x2(L, LX_MUL, xf(L, 0.5), x), x2(L, LX_ADD, xf(L, 1), x1(L, LX_ERF, x2(L, LX_MUL, x, xf(L, M_SQRT1_2)))));
   case OP_DGELU: {  // Phi(x) + x phi(x)

@@ -140,6 +140,7 @@ double ir_eval_unary(OpKind op, double x) {
   case OP_SIGMOID: return 1 / (1 + exp(-x));
   case OP_SIN: return sin(x);
   case OP_COS: return cos(x);
+  case OP_SILU: return x / (1 + exp(-x));
   case OP_STEP: return x > 0 ? 1 : 0;
   case OP_DGELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
   default: return NAN;

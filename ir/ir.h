@@ -129,6 +129,7 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   X(SIGMOID, "sigmoid", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                       \
   X(SIN, "sin", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
   X(COS, "cos", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(SILU, "silu", 1, OPC_UNARY, 1, IR_P_CALL | IR_P_TORCH_F, OTHER) /* x sigmoid(x) */           \
   X(STEP, "step", 1, OPC_UNARY, 0, 0, OTHER)              /* x > 0 ? 1 : 0 (relu') */            \
   X(DGELU, "dgelu", 1, OPC_UNARY, 0, 0, OTHER)            /* gelu'(x) = Phi(x) + x phi(x) */     \
   /* elementwise binary, broadcasting */                                                         \

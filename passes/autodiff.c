@@ -111,6 +111,11 @@ static void g_sigmoid(AD *a, const Node *n, int dy) {  // s (1 - s)
   int ds = bin(a, OP_MUL, OUT, bin(a, OP_SUB, cst(a, 1), OUT));
   accumulate(a, IN(0), bin(a, OP_MUL, dy, ds));
 }
+static void g_silu(AD *a, const Node *n, int dy) {  // s + x s (1 - s) = s (1 + x - y), s = sigmoid(x), y = x s
+  int s = un(a, OP_SIGMOID, IN(0));
+  int ds = bin(a, OP_MUL, s, bin(a, OP_SUB, bin(a, OP_ADD, cst(a, 1), IN(0)), OUT));
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, ds));
+}
 static void g_sin(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_COS, IN(0)))); }
 static void g_cos(AD *a, const Node *n, int dy) {
   accumulate(a, IN(0), un(a, OP_NEG, bin(a, OP_MUL, dy, un(a, OP_SIN, IN(0)))));
@@ -272,7 +277,7 @@ static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; 
 static const GradRule rules[OP_COUNT] = {
     [OP_PARAM] = g_param,
     [OP_NEG] = g_neg, [OP_EXP] = g_exp, [OP_LOG] = g_log, [OP_SQRT] = g_sqrt, [OP_TANH] = g_tanh,
-    [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SIN] = g_sin, [OP_COS] = g_cos,
+    [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SILU] = g_silu, [OP_SIN] = g_sin, [OP_COS] = g_cos,
     [OP_ADD] = g_add, [OP_SUB] = g_sub, [OP_MUL] = g_mul, [OP_DIV] = g_div,
     [OP_SUM] = g_sum, [OP_MEAN] = g_mean, [OP_MAX] = g_max,
     [OP_MATMUL] = g_matmul,
