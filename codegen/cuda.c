@@ -636,6 +636,49 @@ static void lk_local_views(LP *p, int mode) {
 }
 
 // Prints the body of the __global__ function of lk; returns its mode.
+static bool lx_uses(const LExpr *e, int var) {
+  return e && ((e->kind == LX_VAR && e->var == var) || lx_uses(e->a[0], var) || lx_uses(e->a[1], var) || lx_uses(e->a[2], var));
+}
+static bool ls_uses(const LStmt *st, int var) {
+  for (; st; st = st->next) {
+    if (lx_uses(st->lo, var) || lx_uses(st->hi, var) || lx_uses(st->idx, var) || lx_uses(st->val, var) || ls_uses(st->body, var))
+      return true;
+    for (int c = 0; c < st->ncarry; c++)
+      if (lx_uses(st->init[c], var) || lx_uses(st->step[c], var)) return true;
+  }
+  return false;
+}
+
+// The inner extent of an LK_ELEMENTS kernel as `inner`, at indent ind.
+static void lk_inner(LP *p, int ind) {
+  p->ind = ind;
+  lk_line(p, "const xf_i64 inner = ");
+  lx(p, p->lk->inner);
+  out(p->r, ";\n");
+}
+// The body of an LK_ELEMENTS kernel for the flat work item named `item`
+// (outer index item / inner, `inner` in scope: lk_inner): its lets, then its
+// one par loop's body at inner index lo + item % inner, indented by ind.
+static void lk_element(LP *p, const char *item, int ind) {
+  R *r = p->r;
+  const LKernel *lk = p->lk;
+  const char *o = p->name[0];
+  p->ind = ind;
+  lk_line(p, "const xf_i64 %s = %s / inner;\n", o, item);
+  lk_line(p, "(void)%s;\n", o);
+  const LStmt *st = lk->body;
+  for (; st && st->kind == LS_LET; st = st->next) lk_stmt(p, st, false);
+  if (st && st->kind == LS_FOR && st->par && !st->next) {
+    lk_line(p, "const xf_i64 %s = ", p->name[st->var]);
+    if (!(st->lo->kind == LX_INT && st->lo->ival == 0)) lx(p, st->lo), out(r, " + ");
+    out(r, "(%s - %s * inner);\n", item, o);
+    if (!ls_uses(st->body, st->var)) lk_line(p, "(void)%s;\n", p->name[st->var]);
+    lk_block(p, st->body, false);
+  } else if (st && !r->err) {
+    r->err = arena_printf(r->a, "internal error: kernel %s: the body of an elements kernel is not one par loop", lk->name);
+  }
+}
+
 static int render_lkernel(R *r, const LKernel *lk) {
   LP p = {.r = r, .lk = lk};
   lk_names(&p);
@@ -660,23 +703,10 @@ static int render_lkernel(R *r, const LKernel *lk) {
     out(r, "    }\n  }\n");
     return p.block ? MODE_ROW_BLOCK : MODE_WARP;
   }
-  // LK_ELEMENTS: lets, then the one par loop over [lo, lo + inner)
   lk_local_views(&p, MODE_ELEM);
-  out(r, "  const xf_i64 inner = ");
-  lx(&p, lk->inner);
-  out(r, ";\n  XF_ELEM_LOOP(e) {\n    const xf_i64 %s = e / inner;\n    (void)%s;\n", o, o);
-  p.ind = 4;
-  const LStmt *st = lk->body;
-  for (; st && st->kind == LS_LET; st = st->next) lk_stmt(&p, st, false);
-  if (st && st->kind == LS_FOR && st->par && !st->next) {
-    const char *j = p.name[st->var];
-    out(r, "    const xf_i64 %s = ", j);
-    if (!(st->lo->kind == LX_INT && st->lo->ival == 0)) lx(&p, st->lo), out(r, " + ");
-    out(r, "(e - %s * inner);\n", o);
-    lk_block(&p, st->body, false);
-  } else if (st && !r->err) {
-    r->err = arena_printf(r->a, "internal error: kernel %s: the body of an elements kernel is not one par loop", lk->name);
-  }
+  lk_inner(&p, 2);
+  out(r, "  XF_ELEM_LOOP(e) {\n");
+  lk_element(&p, "e", 4);
   out(r, "  }\n");
   return MODE_ELEM;
 }
@@ -768,7 +798,7 @@ static int optimizer_open(R *r, CudaModule *m, long *name_off, const size_t *len
 _Static_assert((XF_OPT_THREADS & (XF_OPT_THREADS - 1)) == 0, "the optimizer's block sums halve the block");
 
 // The optimizer of a training program (runtime.c: the CPU's train_micro,
-// grad_norm and adamw_range, element for element), every parameter's
+// grad_norm and the update of lower_optim.c, element for element), every parameter's
 // segment in one launch per kernel (xf_abi.h XfCuda.grad_accum, grad_norm,
 // grad_norm_sum, adamw). The sums of the micro-batches are the CPU's float
 // operations in the same order; the norm sums the squares in double in a
@@ -804,24 +834,36 @@ static void render_optimizer(R *r, CudaModule *m, long *name_off, const size_t *
          "    hp[XF_HP_SCALE] = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;\n  }\n",
       XF_OPT_THREADS);
   fn_close(r, "xf_grad_norm_sum");
-  // AdamW as torch.optim.AdamW (runtime.c adamw_range): each element's w, m,
-  // v, g loaded once into registers, w, m, v stored once
+  // AdamW (lower_optim.c's description, the CPU's XfModel.adamw element for
+  // element): the step's constants from the doubles as runtime.c adamw
+  // makes them, then per element of each chunk the description's body, its
+  // slots the segment's tensors
+  static const char *const seg_field[XF_ADAM_NSLOTS] = {
+      [XF_ADAM_SLOT_W] = "w", [XF_ADAM_SLOT_G] = "g", [XF_ADAM_SLOT_M] = "m", [XF_ADAM_SLOT_V] = "v"};
+  const LKernel *lk = r->mod->adamw;
+  LP p = {.r = r, .lk = lk};
+  lk_names(&p);
+  lk_slots(&p, lk->body);
   m->adamw = optimizer_open(r, m, name_off, len, "xf_adamw");
   out(r, "  if (!XF_LAST(a)) return;\n  const double *hp = (const double *)a.slot[1];\n"
-         "  const double t = (double)XF_STEP(a);\n"
-         "  const float lr = (float)hp[XF_HP_LR], b1 = (float)hp[XF_HP_BETA1], b2 = (float)hp[XF_HP_BETA2];\n"
-         "  const float eps = (float)hp[XF_HP_EPS], scale = (float)hp[XF_HP_SCALE];\n"
-         "  const float decay = (float)(1.0 - hp[XF_HP_LR] * hp[XF_HP_DECAY]);\n"
-         "  const float bc1 = (float)(1.0 - pow(hp[XF_HP_BETA1], t)), sqrt_bc2 = sqrtf((float)(1.0 - pow(hp[XF_HP_BETA2], t)));\n"
-         OPT_CHUNKS
-         "    float *w = (float *)seg[lo].w, *m = (float *)seg[lo].m, *v = (float *)seg[lo].v;\n"
-         "    const float dec = seg[lo].decay ? decay : 1.0f;\n"
-         "    const float *g = (const float *)seg[lo].g;\n"
-         "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 stores: its bandwidth\n"
-         "      const float gi = g[i] * scale, mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;\n"
-         "      float wi = w[i] * dec;\n"
-         "      wi -= lr * (mi / bc1) / (sqrtf(vi) / sqrt_bc2 + eps);\n"
-         "      m[i] = mi, v[i] = vi, w[i] = wi;\n    }\n  }\n");
+         "  const double t = (double)XF_STEP(a);\n  float st[%d];\n", XF_ADAM_NSTATE);
+  out(r, "  st[%d] = (float)(1.0 - pow(hp[XF_HP_BETA1], t));\n  st[%d] = sqrtf((float)(1.0 - pow(hp[XF_HP_BETA2], t)));\n",
+      XF_ADAM_BC1, XF_ADAM_SQRT_BC2);
+  out(r, "  st[%d] = (float)hp[XF_HP_LR], st[%d] = (float)hp[XF_HP_BETA1], st[%d] = (float)hp[XF_HP_BETA2];\n",
+      XF_ADAM_LR, XF_ADAM_B1, XF_ADAM_B2);
+  out(r, "  st[%d] = (float)hp[XF_HP_EPS], st[%d] = (float)hp[XF_HP_SCALE];\n", XF_ADAM_EPS, XF_ADAM_SCALE);
+  out(r, "  const float decay = (float)(1.0 - hp[XF_HP_LR] * hp[XF_HP_DECAY]);\n");
+  lk_inner(&p, 2);
+  out(r, OPT_CHUNKS "    st[%d] = seg[lo].decay ? decay : 1.0f;\n", XF_ADAM_DECAY);
+  for (int sl = 0; sl < XF_ADAM_NSLOTS; sl++) {
+    if (!p.loaded[sl] && !p.stored[sl]) continue;
+    const char *src = seg_field[sl] ? arena_printf(r->a, "seg[lo].%s", seg_field[sl]) : "st";
+    if (p.stored[sl]) out(r, "    float *__restrict__ S%d = (float *)%s;\n", sl, src);
+    else out(r, "    const float *__restrict__ L%d = (const float *)%s;\n", sl, src);
+  }
+  out(r, "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 stores: its bandwidth\n");
+  lk_element(&p, "i", 6);
+  out(r, "    }\n  }\n");
   fn_close(r, "xf_adamw");
 }
 

@@ -8,15 +8,15 @@
 // (KS_*); three program functions
 //   void xf_prog_{train,eval,sample}(i8* api, i8** bufs, i64 B, i64 T, i64 seed, i32 step)
 // that fill each kernel's slots from the buffer table and hand its class
-// function to api->parallel_for in order; and (model.c) the
-// constant `xf_model` (runtime/xf_abi.h) describing the model. The generated
-// code calls only libm and the XfApi functions (sgemm, parallel_for).
+// function to api->parallel_for in order; xf_adamw, the optimizer's update
+// (the same signature, elements [lo, hi) of one parameter); and (model.c)
+// the constant `xf_model` (runtime/xf_abi.h) describing the model. The
+// generated code calls only libm and the XfApi functions (sgemm, parallel_for).
 //
-// A kernel that lower.c describes (loops.h) is printed from its LKernel
-// (emit_lkernel), its products from their LGemms (emit_gemm); the causal
-// convolutions are lowered here (the GPU's chunked form, LSteps, only where
-// the tests print the GPU's forms: LlvmOptions.module). Both
-// compute what the reference interpreter (interp/interp.c) does in float32;
+// Every function prints the class's form in the LModule (LlvmOptions.module):
+// an LKernel (emit_lkernel), an LGemm (emit_gemm), an LConv's loop nest
+// (emit_conv) or LSteps (the GPU's chunked forms, where the tests print
+// the GPU's forms). Both compute what the reference interpreter (interp/interp.c) does in float32;
 // the tests compare the two.
 #include "llvm.h"
 
@@ -829,9 +829,9 @@ static void emit_steps(Emit *e, const LSteps *st) {
 
 // The kernels neither a GEMM nor a loop description: the causal convolutions.
 // The function of kernel class ki (its representative kernel).
-static V kernel_fn(Emit *e, int ki, bool train, bool win) {
-  char name[32];
-  snprintf(name, sizeof name, win ? "xf_k%d_step" : train ? "xf_k%d" : "xf_k%d_infer", ki);
+// Opens XfKernelFn `name` (internal): its parameters in e, the builder in
+// its body; fn_end closes it. Returns its block "start".
+static LLVMBasicBlockRef fn_begin(Emit *e, const char *name, bool win) {
   V fn = LLVMAddFunction(e->M, name, e->kernel_t);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   e->fn = fn;
@@ -842,6 +842,27 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   e->seed = LLVMGetParam(fn, 3), e->step = LLVMGetParam(fn, 4), e->lo = LLVMGetParam(fn, 5);
   e->hi = LLVMGetParam(fn, 6), e->api = LLVMGetParam(fn, 7);
   e->win = win;
+  return start;
+}
+static V fn_end(Emit *e, LLVMBasicBlockRef start) {
+  LLVMBuildRetVoid(e->b);
+  LLVMPositionBuilderAtEnd(e->b, e->entry);
+  LLVMBuildBr(e->b, start);
+  return e->fn;
+}
+
+// The function of an LKernel printed on its own (the optimizer's update):
+// its outer indices [lo, hi).
+static V lkernel_fn(Emit *e, const char *name, const LKernel *lk) {
+  LLVMBasicBlockRef start = fn_begin(e, name, false);
+  emit_lkernel(e, lk, e->lo, e->hi);
+  return fn_end(e, start);
+}
+
+static V kernel_fn(Emit *e, int ki, bool train, bool win) {
+  char name[32];
+  snprintf(name, sizeof name, win ? "xf_k%d_step" : train ? "xf_k%d" : "xf_k%d_infer", ki);
+  LLVMBasicBlockRef start = fn_begin(e, name, win);
   if (win)
     e->w0 = api_field(e, e->api, XF_API_F_win_lo), e->w1 = api_field(e, e->api, XF_API_F_win_hi),
     e->wk = api_field(e, e->api, XF_API_F_win_keep);
@@ -856,10 +877,7 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   else if (c->conv && c->conv->op == LCONV_DW) emit_conv_dw(e, c->conv);
   else if (c->conv) emit_conv(e, c->conv);
   else if (c->err && !e->err[0]) snprintf(e->err, sizeof e->err, "%s", c->err);  // the first error
-  LLVMBuildRetVoid(e->b);
-  LLVMPositionBuilderAtEnd(e->b, e->entry);
-  LLVMBuildBr(e->b, start);
-  return fn;
+  return fn_end(e, start);
 }
 
 
@@ -1090,7 +1108,8 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns, false), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf, false),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf, false)};
   V step = o && o->time_axis ? step_program(&e, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
-  model_emit_descriptor(&e, progs, o, step);
+  V adamw = lkernel_fn(&e, "xf_adamw", o->module->adamw);
+  model_emit_descriptor(&e, progs, o, step, adamw);
   free(kfns);
   free(kinf);
   free(e.outer);

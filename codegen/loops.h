@@ -22,8 +22,8 @@
 // backends print a BLAS call or a cuBLAS record from it. On a GPU, the
 // matrix-kind causal convolutions are a sequence of LKernels and strided-
 // batched LGemms, and CONV_DW of the other kinds and SCATTER_ADD sequences
-// of LKernels (LSteps, lower_steps). The causal convolutions on a CPU are
-// the one kind still lowered by a backend itself (llvm.c).
+// of LKernels (LSteps, lower_steps). On a CPU a causal convolution is an
+// LConv, which llvm.c prints as its loop nest.
 #ifndef XF_LOOPS_H
 #define XF_LOOPS_H
 
@@ -320,6 +320,7 @@ typedef struct {
   LTarget tgt;
   LClass *cls;        // [nkernels], at each class's representative kernel
   LWindow *window;    // [nkernels]: each kernel's window in the step program (NULL without a time axis)
+  const LKernel *adamw;  // the optimizer's update (lower_optim.c; XF_ADAM_SLOT_*)
   const char *err;    // the first class's error, or NULL
 } LModule;
 
@@ -327,5 +328,7 @@ typedef struct {
 // lower_steps and lower_window outside this file's printers. time_axis from
 // causal_analyze, or NULL.
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis);
+// AdamW's update of one element (lower_optim.c), the same for every target.
+LKernel *lower_adamw(Arena *a);
 
 #endif

@@ -826,6 +826,7 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     if (err[0]) c->err = arena_strdup(a, err);
     if (c->err && !m->err) m->err = c->err;
   }
+  m->adamw = lower_adamw(a);
   if (time_axis) {
     m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
     for (int ki = 0; ki < s->nkernels; ki++) m->window[ki] = lower_window(s, time_axis, &s->kernels[ki], tgt);
@@ -1066,5 +1067,7 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
       else lkernel_print(f, st->lk[i]);
     }
   }
+  fprintf(f, "optimizer adamw: an outer index per element of a parameter\n");
+  lkernel_print(f, lower_adamw(a));
   return 0;
 }

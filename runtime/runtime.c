@@ -474,28 +474,6 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
   rt->host_dirty = true, rt->dev_newer = false;
 }
 
-// AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected step.
-// One AdamW update of elements [lo, hi) of one parameter; slots: w, m, v, g
-// and the AdamState. Elementwise, so splitting it over threads changes no bit.
-typedef struct {
-  float bc1, sqrt_bc2, lr, b1, b2, eps, decay, scale;  // scale: the clipping factor of the gradients
-} AdamState;
-
-static void adamw_range(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo, int64_t hi,
-                        const XfApi *api) {
-  (void)B, (void)T, (void)seed, (void)step, (void)api;
-  float *w = slot[0], *m = slot[1], *v = slot[2];
-  const float *g = slot[3];
-  const AdamState *a = slot[4];
-  for (int64_t i = lo; i < hi; i++) {
-    float gi = g[i] * a->scale;
-    w[i] *= a->decay;
-    m[i] = a->b1 * m[i] + (1 - a->b1) * gi;
-    v[i] = a->b2 * v[i] + (1 - a->b2) * gi * gi;
-    w[i] -= a->lr * (m[i] / a->bc1) / (sqrtf(v[i]) / a->sqrt_bc2 + a->eps);
-  }
-}
-
 // Whether parameter p takes weight decay: every one, or with
 // XfOptions.decay_matrices those of rank >= 2 (weights, embeddings; not
 // biases and gains).
@@ -517,25 +495,29 @@ static double grad_norm(const XfRuntime *rt) {
 
 // AdamW as torch.optim.AdamW: p <- p (1 - lr wd); m, v moments; bias-corrected
 // step, at the rate of xf_set_lr; gradients scaled by min(1, clip / (norm +
-// 1e-6)) first with XfOptions.clip (torch.nn.utils.clip_grad_norm_). Large
-// parameters are split over the thread pool.
+// 1e-6)) first with XfOptions.clip (torch.nn.utils.clip_grad_norm_). The
+// update is the model's (XfModel.adamw, codegen/lower_optim.c), given the
+// step's constants; large parameters are split over the thread pool
+// (elementwise, so the split changes no bit).
 static void adamw(XfRuntime *rt) {
   const XfOptions *o = &rt->opt;
   double t = (double)rt->step;
   rt->grad_norm = grad_norm(rt);
   double scale = o->clip > 0 && rt->grad_norm > o->clip ? o->clip / (rt->grad_norm + 1e-6) : 1;
-  AdamState a = {.bc1 = (float)(1 - pow(o->beta1, t)), .lr = (float)rt->lr_now, .b1 = (float)o->beta1,
-                 .b2 = (float)o->beta2, .eps = (float)o->eps, .decay = (float)(1 - rt->lr_now * o->weight_decay),
-                 .scale = (float)scale};
-  a.sqrt_bc2 = sqrtf((float)(1 - pow(o->beta2, t)));
-  AdamState nd = a;
-  nd.decay = 1;
+  float st[XF_ADAM_NSTATE] = {[XF_ADAM_BC1] = (float)(1 - pow(o->beta1, t)), [XF_ADAM_SQRT_BC2] = sqrtf((float)(1 - pow(o->beta2, t))),
+                              [XF_ADAM_LR] = (float)rt->lr_now, [XF_ADAM_B1] = (float)o->beta1, [XF_ADAM_B2] = (float)o->beta2,
+                              [XF_ADAM_EPS] = (float)o->eps, [XF_ADAM_SCALE] = (float)scale};
+  float nd[XF_ADAM_NSTATE];
+  memcpy(nd, st, sizeof st);
+  st[XF_ADAM_DECAY] = (float)(1 - rt->lr_now * o->weight_decay), nd[XF_ADAM_DECAY] = 1;
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
-    void *slot[5] = {rt->bufs[rt->params[p]], rt->adam_m[p], rt->adam_v[p], rt->bufs[rt->grads[p]], decays(rt, p) ? &a : &nd};
+    void *slot[XF_NSLOTS] = {[XF_ADAM_SLOT_W] = rt->bufs[rt->params[p]], [XF_ADAM_SLOT_G] = rt->bufs[rt->grads[p]],
+                             [XF_ADAM_SLOT_STATE] = decays(rt, p) ? st : nd, [XF_ADAM_SLOT_M] = rt->adam_m[p],
+                             [XF_ADAM_SLOT_V] = rt->adam_v[p]};
     int64_t n = rt->numel[rt->params[p]];
-    if (n < 65536) adamw_range(slot, 0, 0, 0, 0, 0, n, &rt->api);
-    else xf_pool_for(&rt->api, adamw_range, slot, 0, 0, 0, 0, n);
+    if (n < 65536) rt->m->adamw(slot, 0, 0, 0, 0, 0, n, &rt->api);
+    else xf_pool_for(&rt->api, rt->m->adamw, slot, 0, 0, 0, 0, n);
   }
 }
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 16u
+#define XF_ABI_VERSION 17u
 
 struct XfApi;
 
@@ -180,7 +180,22 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, n)                                                                                                   \
   F(P, I64, block0)                                                                                              \
   F(P, I32, decay)     /* 1: weight decay applies (runtime.c decays) */
-enum { XF_ADAM_CHUNK = 4096, XF_OPT_THREADS = 256 };  // XF_OPT_THREADS: a block of each optimizer kernel, a power of 2
+enum { XF_ADAM_CHUNK = 4096, XF_OPT_THREADS = 256 };
+// The AdamW update of one element as the generated code computes it
+// (codegen/lower_optim.c, the one description both backends print: the CPU's
+// XfModel.adamw over elements [lo, hi) of one parameter, the device's
+// XfCuda.adamw over the segments): its operand slots (w, m, v updated in
+// place, g read) and the step's constants, floats in the array of slot
+// XF_ADAM_SLOT_STATE.
+enum { XF_ADAM_SLOT_W, XF_ADAM_SLOT_G, XF_ADAM_SLOT_STATE, XF_ADAM_SLOT_M, XF_ADAM_SLOT_V, XF_ADAM_NSLOTS };
+enum {
+  XF_ADAM_BC1,       // 1 - beta1^t
+  XF_ADAM_SQRT_BC2,  // sqrt(1 - beta2^t)
+  XF_ADAM_LR, XF_ADAM_B1, XF_ADAM_B2, XF_ADAM_EPS,
+  XF_ADAM_DECAY,     // 1 - lr weight_decay, or 1 for a parameter without decay
+  XF_ADAM_SCALE,     // the gradients' clipping factor
+  XF_ADAM_NSTATE
+};  // XF_OPT_THREADS: a block of each optimizer kernel, a power of 2
 // The optimizer's doubles in device memory (slot 1 of its kernels): AdamW's
 // hyper-parameters, the clip norm (0: none), and what xf_grad_norm_sum
 // writes: the gradients' global L2 norm and the factor AdamW scales them by,
@@ -291,6 +306,7 @@ static inline const char *xf_precision_name(int32_t p) {
   A(P, FN_PROGRAM, programs, 3) /* XF_PROG_* */                                                                  \
   F(P, I32, nkernels)                                                                                            \
   F(P, P_CUDA, cuda)            /* NULL: CPU code only */                                                        \
+  F(P, FN_KERNEL, adamw)        /* the AdamW update (XF_ADAM_SLOT_*), elements [lo, hi) of one parameter */      \
   /* The incremental decoder (xfc's causal.c, llvm.c): the sampling program                                      \
      over buffers laid out at T = context that keep every earlier position,                                      \
      computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \
