@@ -297,13 +297,37 @@ static void pr_pytorch(Pipeline *p) {
   if (pytorch_emit(stdout, p->g, err, sizeof err)) fprintf(stderr, "%s\n", err), p->status = 1;
 }
 
+// A note per source place and reason of attention the pass left alone (the
+// same block in every layer is one place), at its softmax.
+static void note_unfused(Pipeline *p, const FuseNote *notes, int n) {
+  for (int i = 0; i < n; i++) {
+    Loc at = p->code->nodes[notes[i].node].loc;
+    int same = 0, first = 1;
+    for (int j = 0; j < n; j++) {
+      Loc b = p->code->nodes[notes[j].node].loc;
+      bool eq = b.line == at.line && b.col == at.col && !strcmp(notes[i].why, notes[j].why) &&
+                ((!b.file && !at.file) || (b.file && at.file && !strcmp(b.file, at.file)));
+      if (eq) same++;
+      if (eq && j < i) first = 0;
+    }
+    if (!first) continue;
+    char times[32] = "";
+    if (same > 1) snprintf(times, sizeof times, " (%d times)", same);
+    diag_print(&p->diag, "note", at, "attention not fused%s: %s", times, notes[i].why);
+  }
+}
+
 // Code, memory and --check-grad come from the fused graph (unless --no-fuse).
 static bool st_fuse(Pipeline *p) {
   if (!wants_code(p->o)) return false;  // a check only: the model is well formed
   p->code = p->g;
   if (!p->o->no_fuse) {
     p->code = ir_graph_clone(&p->arena, p->g);
-    fuse_attention(p->code);
+    enum { MAX_NOTES = 256 };
+    FuseNote *notes = arena_alloc(&p->arena, sizeof *notes * MAX_NOTES);
+    int nnotes = 0;
+    fuse_attention(p->code, notes, MAX_NOTES, &nnotes);
+    note_unfused(p, notes, nnotes);
     check_ir(p->code, "fuse_attention");
     fuse_scan(p->code);
     check_ir(p->code, "fuse_scan");

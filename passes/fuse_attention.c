@@ -13,7 +13,9 @@
 // intermediates lose their last user and drop out of every program. Seed 001
 // eqs. (13)-(15): A = softmax(mask(Q K^T / sqrt(h))), O = A V.
 // A softmax without the causal mask, a mask with another fill, or scores used
-// elsewhere (say, as an output) are not matched. When q, k and v are each a
+// elsewhere (say, as an output) are not matched; for a candidate (a softmax
+// over the last axis of [..., T, T] scores, times values) the pass records
+// the first reason (FuseNote, at the softmax), which xfc prints as a note. When q, k and v are each a
 // transpose of the head and position axes of [..., T, H, c] and o's one user
 // transposes it back (split and merged heads, seed 001 eqs. 10-16), that
 // user becomes ATTENTION(q', k', v') with axis 1 (time-major heads) over the
@@ -59,7 +61,84 @@ static bool heads_swap(const Node *t) {
   return t->op == OP_TRANSPOSE && r >= 3 && t->axis + t->axis2 == 2 * r - 5 && (t->axis == r - 3 || t->axis2 == r - 3);
 }
 
-int fuse_attention(Graph *g) {
+// The operands of a match: q, k, v and the scale.
+typedef struct {
+  int q, k, v;
+  double scale;
+} Match;
+
+// Why node o (a product of probabilities and values) is not causal attention
+// the op can take, in the words of a note; NULL for a match (into *mt).
+// users[]: each node's readers (outputs count twice).
+static const char *why_not(const Graph *g, const int *users, const Node *o, Match *mt, char *buf, size_t n) {
+  char s1[96], s2[96], s3[96];
+  const Node *a = &g->nodes[o->in[0]], *v = &g->nodes[o->in[1]];
+  int r = o->shape.rank;
+  if (users[a->id] != 1) return "the probabilities are read elsewhere too (or are an output), so they must be stored";
+  const Node *m = &g->nodes[a->in[0]];
+  if (m->op != OP_CAUSAL_MASK) {
+    snprintf(buf, n, "the softmax reads '%s', not causal_mask(...): only causal attention fuses (a key-padding, window or "
+                     "block mask, or a bias added after the mask, does not yet)", ir_op_info[m->op].name);
+    return buf;
+  }
+  if (!(isinf(m->fval) && m->fval < 0)) return "the causal mask does not fill with -inf";
+  if (users[m->id] != 1) return "the masked scores are read elsewhere too";
+  const Node *z = &g->nodes[m->in[0]];
+  double scale = 1;
+  if ((z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1) {
+    double c;
+    int other = -1;
+    if (const_value(g, z->in[1], &c)) other = z->in[0];
+    else if (z->op == OP_MUL && const_value(g, z->in[0], &c)) other = z->in[1];
+    if (other < 0) {
+      shape_fmt(s1, sizeof s1, &g->nodes[z->in[0]].shape), shape_fmt(s2, sizeof s2, &g->nodes[z->in[1]].shape);
+      snprintf(buf, n, "the scores are scaled by a value that is not a scalar constant (%s of %s and %s): a learned or "
+                       "per-head temperature does not fuse yet", ir_op_info[z->op].name, s1, s2);
+      return buf;
+    }
+    if (!(c != 0)) return "the scores are scaled by 0";
+    scale = z->op == OP_MUL ? c : 1 / c;
+    z = &g->nodes[other];
+  }
+  if (z->op != OP_MATMUL) {
+    snprintf(buf, n, "the scores under the mask come from '%s', not from q @ transpose(k) times a constant: a score "
+                     "bias (ALiBi, relative positions) does not fuse yet", ir_op_info[z->op].name);
+    return buf;
+  }
+  if (users[z->id] != 1) return "the scores q @ transpose(k) are read elsewhere too";
+  const Node *q = &g->nodes[z->in[0]], *t = &g->nodes[z->in[1]];
+  if (t->op != OP_TRANSPOSE || t->shape.rank != r || t->axis + t->axis2 != 2 * r - 3 || t->axis == t->axis2)
+    return "the keys are not transpose(k) of their last two axes";
+  const Node *k = &g->nodes[t->in[0]];
+  if (q->shape.rank != r || k->shape.rank != r || v->shape.rank != r || !same_lead(&q->shape, &k->shape) ||
+      !same_lead(&q->shape, &v->shape) || !dim_eq(q->shape.d[r - 2], k->shape.d[r - 2]) ||
+      !dim_eq(q->shape.d[r - 2], v->shape.d[r - 2]) || !dim_eq(q->shape.d[r - 1], k->shape.d[r - 1])) {
+    shape_fmt(s1, sizeof s1, &q->shape), shape_fmt(s2, sizeof s2, &k->shape), shape_fmt(s3, sizeof s3, &v->shape);
+    snprintf(buf, n, "q %s, k %s and v %s are not [..., T, h], [..., T, h] and [..., T, e] with the same leading axes "
+                     "(k and v broadcast over a group of heads do not fuse yet)", s1, s2, s3);
+    return buf;
+  }
+  if (q->shape.d[r - 1].kind != DIM_CONST || v->shape.d[r - 1].kind != DIM_CONST) return "the head size is not a constant";
+  if (g->t_max > 65536) return "the context is over 65536 positions";
+  *mt = (Match){q->id, k->id, v->id, scale};
+  return NULL;
+}
+
+// Whether product o is probabilities times values: a softmax over the last
+// axis as its left operand (a candidate); with scores [..., T, T] the pass
+// says why one it leaves alone is not attention.
+static bool candidate(const Graph *g, const Node *o) {
+  if (o->op != OP_MATMUL) return false;
+  const Node *a = &g->nodes[o->in[0]];
+  return a->op == OP_SOFTMAX && a->axis == o->shape.rank - 1;
+}
+static bool square_in_time(const Graph *g, const Node *o) {
+  const Shape *s = &g->nodes[o->in[0]].shape;
+  return s->rank >= 2 && s->d[s->rank - 1].kind == DIM_T && s->d[s->rank - 2].kind == DIM_T;
+}
+
+int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
+  if (nnotes) *nnotes = 0;
   int *users = calloc((size_t)g->nnodes + 1, sizeof(int)), *user = calloc((size_t)g->nnodes + 1, sizeof(int));
   for (int i = 0; i < g->nnodes; i++)
     for (int k = 0; k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++, user[g->nodes[i].in[k]] = i;
@@ -67,33 +146,24 @@ int fuse_attention(Graph *g) {
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *o = &g->nodes[i];
-    if (o->op != OP_MATMUL) continue;
-    const Node *a = &g->nodes[o->in[0]], *v = &g->nodes[o->in[1]];
-    int r = o->shape.rank;
-    if (a->op != OP_SOFTMAX || users[a->id] != 1 || a->axis != r - 1) continue;
-    const Node *m = &g->nodes[a->in[0]];
-    if (m->op != OP_CAUSAL_MASK || users[m->id] != 1 || !(isinf(m->fval) && m->fval < 0)) continue;
-    const Node *z = &g->nodes[m->in[0]];
-    double scale = 1;
-    if ((z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1) {
-      double c;
-      int other = -1;
-      if (const_value(g, z->in[1], &c)) other = z->in[0];
-      else if (z->op == OP_MUL && const_value(g, z->in[0], &c)) other = z->in[1];
-      if (other < 0 || !(c != 0)) continue;
-      scale = z->op == OP_MUL ? c : 1 / c;
-      z = &g->nodes[other];
-    }
-    if (z->op != OP_MATMUL || users[z->id] != 1) continue;
-    const Node *q = &g->nodes[z->in[0]], *t = &g->nodes[z->in[1]];
-    if (t->op != OP_TRANSPOSE || t->shape.rank != r || t->axis + t->axis2 != 2 * r - 3 || t->axis == t->axis2) continue;
-    const Node *k = &g->nodes[t->in[0]];
-    if (q->shape.rank != r || k->shape.rank != r || v->shape.rank != r || !same_lead(&q->shape, &k->shape) ||
-        !same_lead(&q->shape, &v->shape) || !dim_eq(q->shape.d[r - 2], k->shape.d[r - 2]) ||
-        !dim_eq(q->shape.d[r - 2], v->shape.d[r - 2]) || !dim_eq(q->shape.d[r - 1], k->shape.d[r - 1]) ||
-        q->shape.d[r - 1].kind != DIM_CONST || v->shape.d[r - 1].kind != DIM_CONST || g->t_max > 65536)
+    if (!candidate(g, o)) continue;
+    Match mt;
+    char buf[sizeof notes->why];
+    const char *why = why_not(g, users, o, &mt, buf, sizeof buf);
+    if (why) {
+      bool seen = false;  // a softmax read by several products: one note
+      for (int j = 0; notes && nnotes && j < *nnotes; j++) seen = seen || notes[j].node == o->in[0];
+      if (notes && nnotes && *nnotes < cap && square_in_time(g, o) && !seen) {
+        notes[*nnotes].node = g->nodes[o->in[0]].id;  // at the softmax
+        snprintf(notes[*nnotes].why, sizeof notes->why, "%s", why);
+        ++*nnotes;
+      }
       continue;
-    int qi = q->id, ki = k->id, vi = v->id;
+    }
+    const Node *a = &g->nodes[o->in[0]], *q = &g->nodes[mt.q], *k = &g->nodes[mt.k], *v = &g->nodes[mt.v];
+    int r = o->shape.rank;
+    int qi = mt.q, ki = mt.k, vi = mt.v;
+    double scale = mt.scale;
     o->op = OP_ATTENTION;
     o->nin = 3;
     o->in[0] = qi, o->in[1] = ki, o->in[2] = vi;

@@ -46,8 +46,14 @@ bool autodiff_has_rule(OpKind op);
 // ---- fuse_attention.c: causal attention as one op --------------------------
 
 // Rewrites every softmax(causal_mask(q @ transpose(k) * s)) @ v of the
-// forward graph into ATTENTION(q, k, v); returns how many.
-int fuse_attention(Graph *g);
+// forward graph into ATTENTION(q, k, v); returns how many. Each
+// attention-like product it leaves alone is recorded in notes[0 .. cap)
+// (*nnotes of them; notes may be NULL): the softmax and the first reason.
+typedef struct {
+  int node;       // the softmax
+  char why[320];
+} FuseNote;
+int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes);
 
 // ---- fuse_scan.c: a scan of outer products read out as one op ----------------
 

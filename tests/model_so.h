@@ -31,7 +31,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
     return NULL;
   }
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
-  if (fuse) fuse_attention(g), fuse_scan(g);
+  if (fuse) fuse_attention(g, NULL, 0, NULL), fuse_scan(g);
   if (!autodiff(g, err, errlen)) return NULL;
   if (model_so_remat) remat(g);
   *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);

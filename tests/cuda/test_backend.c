@@ -78,7 +78,7 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, in
     return false;
   }
   Graph *g = elaborate(&d, load_program(&d, path, &sp), defs, ndefs);
-  if (fuse) fuse_attention(g), fuse_scan(g);
+  if (fuse) fuse_attention(g, NULL, 0, NULL), fuse_scan(g);
   if (!autodiff(g, err, errlen)) goto out;
   Schedule *s = schedule_build(&a, g, fuse, true);
   // the step program (incremental decoding) of both targets, where the logits are causal

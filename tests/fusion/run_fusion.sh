@@ -18,6 +18,21 @@ n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_user.xf | count '^  k[0-9
 [ "$n" = 2 ] && ok "user-written attention fused (attention + attention_grad kernels)" || bad "attn_user: $n attention kernels, want 2"
 n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_near.xf | count '^  k[0-9]+ +attention')
 [ "$n" = 0 ] && ok "near misses not fused" || bad "attn_near: $n attention kernels, want 0"
+# every attention-like softmax left unfused is named in a note at its line
+notes=$("$xfc" --emit=fused tests/fusion/attn_variants.xf 2>&1 >/dev/null | grep ': note: attention not fused')
+for want in "attn_variants.xf:16:9: .*not a scalar constant .*temperature" "attn_variants.xf:27:9: .*come from 'add'.*score bias" \
+            "attn_variants.xf:40:9: .*k \[B, 1, T, 4\].*group of heads"; do
+  printf '%s\n' "$notes" | grep -q "$want" && ok "note: $(printf '%s\n' "$notes" | grep "$want" | sed 's/.*note: //' | cut -c1-90)..." ||
+    bad "no note matching '$want' in: $notes"
+done
+n=$(printf '%s\n' "$notes" | grep -c . || true)
+[ "$n" = 3 ] && ok "attn_variants: 3 notes, one per unfused attention" || bad "attn_variants: $n notes, want 3"
+n=$("$xfc" --emit=fused tests/fusion/attn_near.xf 2>&1 >/dev/null | grep -c ': note: attention not fused' || true)
+[ "$n" = 2 ] && ok "attn_near: 2 notes (no mask; probabilities read twice)" || bad "attn_near: $n notes, want 2"
+n=$("$xfc" --emit=fused -D layers=2 examples/transformer.xf 2>&1 >/dev/null | grep -c 'note' || true)
+[ "$n" = 0 ] && ok "transformer: no note (every attention fused)" || bad "transformer: $n notes"
+n=$("$xfc" --emit=fused --no-fuse tests/fusion/attn_variants.xf 2>&1 >/dev/null | grep -c 'note' || true)
+[ "$n" = 0 ] && ok "--no-fuse: no notes (fusion off on purpose)" || bad "--no-fuse: $n notes"
 n=$("$xfc" --emit=schedule --batch=2 --no-fuse tests/fusion/attn_user.xf | count '^  k[0-9]+ +attention')
 [ "$n" = 0 ] && ok "--no-fuse keeps attention unfused" || bad "--no-fuse: $n attention kernels"
 for ex in transformer macaron postnorm rk4; do
