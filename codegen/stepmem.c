@@ -17,7 +17,9 @@
 // positions (passes/causal.c lists them): the keys and values of attention,
 // the input of a causal convolution, the input of a shift along time, the
 // state row of a scan along time (h_{w0-1}, one position per sequence), the
-// right operand of a product whose rows are the window (q k^T, p v), and
+// right operand of a product whose rows are the window (q k^T, p v), an
+// operand of an elementwise op indexed by key position (a bias f(i, j) built
+// from iota(T) as [1, T]), and
 // every input with a time axis of a kernel that computes all of its output
 // (LW_FULL), which then reads the rows of earlier positions too. Both targets' forms are consulted, so one
 // plan serves the CPU and the GPU.
@@ -40,6 +42,12 @@ static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, bo
     for (int i = 0; i < n->nin; i++)
       if (ir_op_info[n->op].props & IR_P_HIST(i)) reads[nr++] = n->in[i];
     if (n->op == OP_SHIFT && !(n->start > 0 && ta[n->in[0]] == n->axis)) nr = 0;  // x_{t-s}: later positions, or none
+    if (ir_op_info[n->op].cat == OPC_UNARY || ir_op_info[n->op].cat == OPC_BINARY)
+      for (int i = 0; i < n->nin; i++) {  // an operand indexed by key position (causal.c): read at every key
+        const Node *in = &g->nodes[n->in[i]];
+        int a = ta[in->id] < 0 ? -1 : ta[in->id] + n->shape.rank - in->shape.rank;
+        if (a >= 0 && ta[m] >= 0 && a != ta[m]) reads[nr++] = in->id;
+      }
     if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
       const Node *y = &g->nodes[n->in[1]];
       reads[nr++] = n->in[1];

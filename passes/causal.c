@@ -20,6 +20,11 @@
 //     over the key axis turns it into exact zeros, and only then may a
 //     product contract the key axis against values at positions
 //     (p [.., T, T] @ v [.., T, e]);
+//   - a value of positions only (iota(T), no token input) whose time axis is
+//     the last, combined elementwise with rows at positions (time axis
+//     second to last), is indexed by key position: a term f(i, j) of the
+//     scores (a distance i - j, ALiBi's bias) with an open key axis, which
+//     the causal mask closes as it does the scores';
 //   - causal_conv and the fused attention are causal by definition, and so
 //     are scan along the time axis (h_t from h_{t-1}) and shift by steps >= 0
 //     along it (x_{t-s});
@@ -36,6 +41,7 @@ enum { KEY_NONE, KEY_OPEN, KEY_MASKED };  // the key axis' future: free, -inf or
 
 typedef struct {
   int *ta, *key, *kstate;
+  bool *tok;  // the value depends on the tokens (else on positions, parameters, constants only)
   int *bad;
   char *why;
   size_t whylen;
@@ -70,6 +76,8 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
   int id = n->id, r = n->shape.rank;
   int *ta = c->ta, *key = c->key, *ks = c->kstate;
   ta[id] = key[id] = -1, ks[id] = KEY_NONE;
+  c->tok[id] = n->op == OP_INPUT;
+  for (int i = 0; i < n->nin; i++) c->tok[id] = c->tok[id] || c->tok[n->in[i]];
   const Node *x = n->nin ? &g->nodes[n->in[0]] : NULL;
   int xa = x ? ta[x->id] : -1, xk = x ? key[x->id] : -1, xr = x ? x->shape.rank : 0;
   switch (n->op) {
@@ -207,9 +215,17 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
   }
   default:
     if (ir_op_info[n->op].cat == OPC_UNARY || ir_op_info[n->op].cat == OPC_BINARY) {
+      // beside rows at positions (time axis r - 2), an operand that depends
+      // on positions only and has its time axis last is indexed by key
+      // position (iota(T) as [1, T]: the j of a bias term f(i, j)): a key
+      // axis, open (its future is not masked)
+      bool rows = false;
+      for (int i = 0; i < n->nin; i++)
+        rows = rows || align(ta[n->in[i]], g->nodes[n->in[i]].shape.rank, r) == r - 2;
       for (int i = 0; i < n->nin; i++) {
         const Node *in = &g->nodes[n->in[i]];
         int a = align(ta[in->id], in->shape.rank, r), k = align(key[in->id], in->shape.rank, r);
+        if (rows && a == r - 1 && k < 0 && !c->tok[in->id]) a = -1, k = r - 1;
         if (a >= 0 && ta[id] >= 0 && a != ta[id]) return fail(c, id, "combines values whose time axes differ");
         if (a >= 0) ta[id] = a;
         if (k >= 0) {
@@ -232,23 +248,23 @@ bool causal_analyze(const Graph *g, int *time_axis, int *bad, char *why, size_t 
     if (!strcmp(g->outputs[i].name, "logits")) lo = g->outputs[i].node;
   *bad = -1;
   if (lo < 0) return snprintf(why, whylen, "the model has no output 'logits'"), false;
-  bool *need = calloc((size_t)g->nnodes + 1, sizeof *need);
+  bool *need = calloc((size_t)g->nnodes + 1, sizeof *need), *tok = calloc((size_t)g->nnodes + 1, sizeof *tok);
   int *key = calloc((size_t)g->nnodes + 1, sizeof *key), *ks = calloc((size_t)g->nnodes + 1, sizeof *ks);
-  if (!need || !key || !ks) {
-    free(need), free(key), free(ks);
+  if (!need || !tok || !key || !ks) {
+    free(need), free(tok), free(key), free(ks);
     return snprintf(why, whylen, "out of memory"), false;
   }
   need[lo] = true;
   for (int i = lo; i >= 0; i--)
     if (need[i])
       for (int j = 0; j < g->nodes[i].nin; j++) need[g->nodes[i].in[j]] = true;
-  Causal c = {time_axis, key, ks, bad, why, whylen};
+  Causal c = {time_axis, key, ks, tok, bad, why, whylen};
   bool ok = true;
   for (int i = 0; i < g->nnodes; i++) time_axis[i] = -1;
   for (int i = 0; i <= lo && ok; i++)
     if (need[i]) ok = node(&c, g, &g->nodes[i]);
   if (ok && time_axis[lo] != g->nodes[lo].shape.rank - 2) ok = fail(&c, lo, "has logits whose rows are not positions");
   if (ok && key[lo] >= 0) ok = fail(&c, lo, "has logits over a score matrix");
-  free(need), free(key), free(ks);
+  free(need), free(tok), free(key), free(ks);
   return ok;
 }

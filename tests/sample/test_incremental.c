@@ -149,6 +149,8 @@ int main(int argc, char **argv) {
   check(xfc, "tests/golden/sinusoidal.xf", "");
   check(xfc, "tests/grad/recurrent_blocks.xf", "");  // scans with gates, fixed decays, a selective SSM
   check(xfc, "tests/sample/user_recurrence.xf", "");  // docs/language.md's worked example: scan and shift
+  check(xfc, "tests/sample/alibi.xf", "");  // a bias of positions only, i - j from iota(T)
+  check(xfc, "tests/fusion/attn_variants.xf", "");  // a learned temperature, a bias, grouped queries (unfused)
   // not causal: no step program, and xfc says which op and where
   char so[] = "/tmp/xf-inc-near-XXXXXX.so", log[2048];
   int fd = mkstemps(so, 3);
