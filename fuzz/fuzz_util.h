@@ -89,6 +89,17 @@ static inline void fuzz_nop(const XfApi *api, void **bufs, int64_t B, int64_t T,
   (void)api, (void)bufs, (void)B, (void)T, (void)seed, (void)step;
 }
 
+// The optimizer's update over elements [lo, hi) of one parameter: reads and
+// writes every operand slot the runtime fills (XF_ADAM_SLOT_*), so a wrong
+// pointer or size shows under the sanitizers; a plain SGD step.
+static inline void fuzz_adamw(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo, int64_t hi,
+                              const XfApi *api) {
+  (void)B, (void)T, (void)seed, (void)step, (void)api;
+  float *w = slot[XF_ADAM_SLOT_W], *m = slot[XF_ADAM_SLOT_M], *v = slot[XF_ADAM_SLOT_V];
+  const float *g = slot[XF_ADAM_SLOT_G], *st = slot[XF_ADAM_SLOT_STATE];
+  for (int64_t i = lo; i < hi; i++) m[i] = g[i], v[i] = g[i] * g[i], w[i] -= st[XF_ADAM_LR] * g[i] * st[XF_ADAM_SCALE];
+}
+
 // emb [16, 8] and w [8] with gradients, tokens and targets [B, T], loss,
 // logits [B, T, 16]; vocab 16, context 8, one kernel.
 static const XfConfigEntry FUZZ_CONFIG[] = {{"vocab", 0, 16}, {"d", 0, 8}};
@@ -105,7 +116,7 @@ static const XfBuffer FUZZ_BUFFERS[] = {
 static const XfModel FUZZ_MODEL = {
     .abi_version = XF_ABI_VERSION, .name = "fuzz", .context = 8, .nconfig = 2, .config = FUZZ_CONFIG,
     .nbuffers = sizeof FUZZ_BUFFERS / sizeof *FUZZ_BUFFERS, .buffers = FUZZ_BUFFERS,
-    .programs = {fuzz_nop, fuzz_nop, fuzz_nop}, .nkernels = 1};
+    .programs = {fuzz_nop, fuzz_nop, fuzz_nop}, .nkernels = 1, .adamw = fuzz_adamw};
 
 // Saves from's parameters, moments and step to a temporary checkpoint and
 // loads them into into (which may be from); either failing is a bug.

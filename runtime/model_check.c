@@ -127,6 +127,7 @@ bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
   if (m->nkernels < 0 || m->nkernels > MAX_KERNELS) return fail(err, errlen, "%d kernels", m->nkernels);
   for (int p = 0; p < 3; p++)
     if (!m->programs[p]) return fail(err, errlen, "program %d is missing", p);
+  if (!m->adamw) return fail(err, errlen, "the optimizer's update (adamw) is missing");
   for (int i = 0; i < m->nbuffers; i++)
     if (!buffer_ok(m, i, err, errlen)) return false;
   // parameter names: unique (checkpoints address tensors by name)
