@@ -51,7 +51,7 @@ bool autodiff_has_rule(OpKind op);
 // (*nnotes of them; notes may be NULL): the softmax and the first reason.
 typedef struct {
   int node;       // the softmax
-  char why[320];
+  char why[512];
 } FuseNote;
 int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes);
 
