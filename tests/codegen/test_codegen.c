@@ -340,6 +340,10 @@ int main(void) {
       check_model("examples/linear_attention.xf", la, 7, 1, 300, false);
     }
   }
+  for (int form = 0; form < 2; form++) {  // the attention variants of stdlib/attention.xf, unfused
+    model_so_forms = form ? LTARGET_GPU : LTARGET_CPU;
+    check_model("tests/grad/attention_variants.xf", NULL, 0, 2, 7, true);
+  }
   model_so_forms = LTARGET_CPU;
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);

@@ -53,6 +53,8 @@ check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examp
 check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
 check "tests/fusion/attn_variants.xf" tests/fusion/attn_variants.xf
 check "tests/sample/alibi.xf" tests/sample/alibi.xf
+check "tests/grad/attention_variants.xf (fused)" tests/grad/attention_variants.xf
+check "tests/grad/attention_variants.xf (--no-fuse)" --no-fuse tests/grad/attention_variants.xf
 ops=$(sed -n 's/.*X([A-Z_]*, "\([a-z_]*\)", [0-9], OPC_[A-Z]*, 1,.*/\1/p' ir/ir.h)
 [ "$(printf '%s\n' "$ops" | grep -c .)" -ge 30 ] || { echo "FAIL the differentiable ops of ir/ir.h not found (its X rows changed?)"; fail=$((fail + 1)); }
 for op in $ops; do

@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
   check(xfc, "tests/sample/user_recurrence.xf", "");  // docs/language.md's worked example: scan and shift
   check(xfc, "tests/sample/alibi.xf", "");  // a bias of positions only, i - j from iota(T)
   check(xfc, "tests/fusion/attn_variants.xf", "");  // a learned temperature, a bias, grouped queries (unfused)
+  check(xfc, "tests/grad/attention_variants.xf", "");  // stdlib/attention.xf: ALiBi, temperature, GQA, MQA
   // not causal: no step program, and xfc says which op and where
   char so[] = "/tmp/xf-inc-near-XXXXXX.so", log[2048];
   int fd = mkstemps(so, 3);
