@@ -140,6 +140,8 @@ static LExpr *binary(Lo *L, const Node *n, LExpr *x, LExpr *y) {
   case OP_MUL: return x2(L, LX_MUL, x, y);
   case OP_DIV: return x2(L, LX_DIV, x, y);
   case OP_EQ: return fbool(L, x2(L, LX_EQ, x, y));
+  case OP_LT: return fbool(L, x2(L, LX_LT, x, y));
+  case OP_LE: return fbool(L, x2(L, LX_GE, y, x));
   default: return unlowered(L, n), xf(L, 0);
   }
 }

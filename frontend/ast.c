@@ -25,6 +25,23 @@ static void indent(FILE *f, int depth) {
   for (int i = 0; i < depth; i++) fputs("  ", f);
 }
 
+const char *binop_text(char op) {
+  switch (op) {
+  case '+': return "+";
+  case '-': return "-";
+  case '*': return "*";
+  case '/': return "/";
+  case '@': return "@";
+  case '<': return "<";
+  case '>': return ">";
+  case 'L': return "<=";
+  case 'G': return ">=";
+  case 'E': return "==";
+  case 'N': return "!=";
+  default: return "?";
+  }
+}
+
 static void dump_expr(FILE *f, const Expr *e) {
   switch (e->kind) {
   case EX_INT: fprintf(f, "%.0f", e->num); break;
@@ -41,7 +58,7 @@ static void dump_expr(FILE *f, const Expr *e) {
       exit(1);
     }
     n = 0;
-    for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) spine[n++] = x, fprintf(f, "(%c ", x->op);
+    for (const Expr *x = e; x->kind == EX_BINARY; x = x->lhs) spine[n++] = x, fprintf(f, "(%s ", binop_text(x->op));
     dump_expr(f, spine[n - 1]->lhs);
     for (int i = n - 1; i >= 0; i--) fputc(' ', f), dump_expr(f, spine[i]->rhs), fputc(')', f);
     free(spine);

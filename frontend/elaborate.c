@@ -570,7 +570,23 @@ static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   err(E, e->loc, "unknown name '%s'", e->name);
 }
 
+// A comparison's value: 1 or 0.
+static bool compare(char op, double x, double y, bool *r) {
+  switch (op) {
+  case '<': *r = x < y; return true;
+  case '>': *r = x > y; return true;
+  case 'L': *r = x <= y; return true;
+  case 'G': *r = x >= y; return true;
+  case 'E': *r = x == y; return true;
+  case 'N': *r = x != y; return true;
+  default: return false;
+  }
+}
+
 static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
+  bool c;
+  if (compare(op, num(a), num(b), &c)) return a.kind == V_INT && b.kind == V_INT ? vint(c) : vfloat(c);
+  const char *t = binop_text(op);
   if (a.kind == V_INT && b.kind == V_INT) {
     int64_t r;
     bool ovf = false;
@@ -582,9 +598,9 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
       if (b.i == 0) err(E, loc, "division by zero");
       if (!(a.i == INT64_MIN && b.i == -1) && a.i % b.i == 0) return vint(a.i / b.i);
       return vfloat((double)a.i / (double)b.i);
-    default: err(E, loc, "'%c' needs tensors, not integers", op);
+    default: err(E, loc, "'%s' needs tensors, not integers", t);
     }
-    if (ovf) err(E, loc, "integer overflow in '%c'", op);
+    if (ovf) err(E, loc, "integer overflow in '%s'", t);
     return vint(r);
   }
   double x = num(a), y = num(b), r;
@@ -596,13 +612,15 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
     if (y == 0) err(E, loc, "division by zero");
     r = x / y;
     break;
-  default: err(E, loc, "'%c' needs tensors, not numbers", op);
+  default: err(E, loc, "'%s' needs tensors, not numbers", t);
   }
-  if (!isfinite(r)) err(E, loc, "%g %c %g is not a finite number", x, op, y);
+  if (!isfinite(r)) err(E, loc, "%g %s %g is not a finite number", x, t, y);
   return vfloat(r);
 }
 
-// a op b, where e is the operator and a, b are its operands' values.
+// a op b, where e is the operator and a, b are its operands' values. A
+// comparison is a mask of 1 and 0 (lt, le, eq; a > b is b < a, a >= b is
+// b <= a, a != b is 1 - (a == b)), whose gradient is 0.
 static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
   if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
   if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
@@ -612,19 +630,27 @@ static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
     // residual step h = 1 then costs nothing).
     if ((e->op == '*' || e->op == '/') && is_number(b) && num(b) == 1) return a;
     if (e->op == '*' && is_number(a) && num(a) == 1) return b;
-    static const struct { char c; OpKind op; } ops[] = {
-        {'+', OP_ADD}, {'-', OP_SUB}, {'*', OP_MUL}, {'/', OP_DIV}, {'@', OP_MATMUL}};
+    static const struct {
+      char c;
+      OpKind op;
+      bool swap;
+    } ops[] = {{'+', OP_ADD, false}, {'-', OP_SUB, false}, {'*', OP_MUL, false}, {'/', OP_DIV, false}, {'@', OP_MATMUL, false},
+               {'<', OP_LT, false},  {'>', OP_LT, true},   {'L', OP_LE, false},  {'G', OP_LE, true},   {'E', OP_EQ, false},
+               {'N', OP_EQ, false}};
     OpKind op = OP_ADD;
+    bool swap = false;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-      if (ops[i].c == e->op) op = ops[i].op;
+      if (ops[i].c == e->op) op = ops[i].op, swap = ops[i].swap;
     int x = want_tensor(E, a, e->lhs->loc, "operand");
     int y = want_tensor(E, b, e->rhs->loc, "operand");
-    return vtensor(add_node(E, (Node){.op = op, .nin = 2, .in = {x, y}}, e->loc));
+    int n = add_node(E, (Node){.op = op, .nin = 2, .in = {swap ? y : x, swap ? x : y}}, e->loc);
+    if (e->op == 'N') n = add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {want_tensor(E, vfloat(1), e->loc, "operand"), n}}, e->loc);
+    return vtensor(n);
   }
   const Value *bad = is_number(a) || a.kind == V_TENSOR ? &b : &a;
   if (bad->kind == V_PARAM)
     err(E, e->loc, "parameters can only be used inside forward");
-  err(E, e->loc, "'%c' cannot be applied to %s and %s", e->op, kind_name(a.kind), kind_name(b.kind));
+  err(E, e->loc, "'%s' cannot be applied to %s and %s", binop_text(e->op), kind_name(a.kind), kind_name(b.kind));
 }
 
 // a + b + c parses as (a + b) + c, so a long flat chain is a deep left spine.

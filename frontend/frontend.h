@@ -55,7 +55,7 @@ typedef enum {
   EX_INT,     // num (exact integer)
   EX_FLOAT,   // num
   EX_NAME,    // name
-  EX_BINARY,  // op in "+-*/@", lhs, rhs; loc is the operator
+  EX_BINARY,  // op in "+-*/@<>LGEN" (L <=, G >=, E ==, N !=: binop_text), lhs, rhs; loc is the operator
   EX_NEG,     // -lhs
   EX_CALL,    // lhs(args)
   EX_LIST,    // [args]
@@ -134,6 +134,8 @@ typedef struct {
 
 Expr *ast_expr(Arena *a, ExprKind kind, Loc loc);
 void ast_dump(FILE *f, const Module *m);
+// The source text of binary operator op (EX_BINARY): "+", "<=", "!=", ...
+const char *binop_text(char op);
 
 // ---- parser (parser.y, lexer.l) --------------------------------------------
 

@@ -75,6 +75,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %token PARAM "'param'" LET "'let'" FORWARD "'forward'" RETURN "'return'"
 %token OUTPUT "'output'" REPEAT "'repeat'"
 %token LEXERROR "invalid token"
+%token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='"
 
 %type <expr> expr postfix primary list shape_opt
 %type <vec> exprs exprs_opt params params_opt members stmts config_items
@@ -82,6 +83,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %type <mem> member config_item
 %type <arg> param
 
+%nonassoc EQEQ NEQ '<' '>' LEQ GEQ
 %left '+' '-'
 %left '*' '/' '@'
 %precedence UMINUS
@@ -162,6 +164,12 @@ expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }
     | expr '*' expr { $$ = bin(P, '*', $1, $3, @2); }
     | expr '/' expr { $$ = bin(P, '/', $1, $3, @2); }
     | expr '@' expr { $$ = bin(P, '@', $1, $3, @2); }
+    | expr '<' expr { $$ = bin(P, '<', $1, $3, @2); }
+    | expr '>' expr { $$ = bin(P, '>', $1, $3, @2); }
+    | expr LEQ expr { $$ = bin(P, 'L', $1, $3, @2); }
+    | expr GEQ expr { $$ = bin(P, 'G', $1, $3, @2); }
+    | expr EQEQ expr { $$ = bin(P, 'E', $1, $3, @2); }
+    | expr NEQ expr { $$ = bin(P, 'N', $1, $3, @2); }
     | '-' expr %prec UMINUS { $$ = ast_expr(P->a, EX_NEG, L(P, @1)); $$->lhs = $2; }
     | postfix
     ;

@@ -167,6 +167,8 @@ static double binary(OpKind op, double x, double y) {
   case OP_MUL: return x * y;
   case OP_DIV: return x / y;
   case OP_EQ: return x == y ? 1 : 0;
+  case OP_LT: return x < y ? 1 : 0;
+  case OP_LE: return x <= y ? 1 : 0;
   default: return NAN;
   }
 }
@@ -205,7 +207,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   IR_CASES_UNARY
     for (int64_t i = 0; i < N; i++) out[i] = ir_eval_unary(n->op, x[i]);
     return true;
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_EQ: {
+  IR_CASES_BINARY {
     int64_t sx[IR_MAX_RANK], sy[IR_MAX_RANK];
     bstrides(xd, xs->rank, od, r, sx);
     bstrides(yd, ys->rank, od, r, sy);

@@ -137,7 +137,9 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   X(SUB, "sub", 2, OPC_BINARY, 1, 0, ADD)                                                        \
   X(MUL, "mul", 2, OPC_BINARY, 1, 0, MUL)                                                        \
   X(DIV, "div", 2, OPC_BINARY, 1, 0, DIV)                                                        \
-  X(EQ, "eq", 2, OPC_BINARY, 0, 0, OTHER)                 /* x == y ? 1 : 0 */                   \
+  X(EQ, "eq", 2, OPC_BINARY, 1, 0, OTHER)                 /* x == y ? 1 : 0; gradient 0 */       \
+  X(LT, "lt", 2, OPC_BINARY, 1, 0, OTHER)                 /* x < y ? 1 : 0; gradient 0 */        \
+  X(LE, "le", 2, OPC_BINARY, 1, 0, OTHER)                 /* x <= y ? 1 : 0; gradient 0 */       \
   /* reductions over attr axis, keepdim */                                                       \
   X(SUM, "sum", 1, OPC_REDUCE, 1, 0, CAT)                                                        \
   X(MEAN, "mean", 1, OPC_REDUCE, 1, 0, CAT)                                                      \
@@ -209,6 +211,16 @@ typedef enum {
 #define IR_CASE_OPC_NN(name)
 #define IR_X_CASE_UNARY(name, text, nin, cat, diff, props, cost) IR_CASE_##cat(name)
 #define IR_CASES_UNARY IR_OPS(IR_X_CASE_UNARY)
+// IR_CASES_BINARY: the same for OPC_BINARY.
+#define IR_BCASE_OPC_BINARY(name) case OP_##name:
+#define IR_BCASE_OPC_LEAF(name)
+#define IR_BCASE_OPC_UNARY(name)
+#define IR_BCASE_OPC_REDUCE(name)
+#define IR_BCASE_OPC_MATMUL(name)
+#define IR_BCASE_OPC_MOVE(name)
+#define IR_BCASE_OPC_NN(name)
+#define IR_X_CASE_BINARY(name, text, nin, cat, diff, props, cost) IR_BCASE_##cat(name)
+#define IR_CASES_BINARY IR_OPS(IR_X_CASE_BINARY)
 
 typedef struct {
   const char *name;

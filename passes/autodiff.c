@@ -116,6 +116,9 @@ static void g_silu(AD *a, const Node *n, int dy) {  // s + x s (1 - s) = s (1 + 
   int ds = bin(a, OP_MUL, s, bin(a, OP_SUB, bin(a, OP_ADD, cst(a, 1), IN(0)), OUT));
   accumulate(a, IN(0), bin(a, OP_MUL, dy, ds));
 }
+static void g_compare(AD *a, const Node *n, int dy) {  // piecewise constant: 0 almost everywhere
+  (void)a, (void)n, (void)dy;
+}
 static void g_sin(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_COS, IN(0)))); }
 static void g_cos(AD *a, const Node *n, int dy) {
   accumulate(a, IN(0), un(a, OP_NEG, bin(a, OP_MUL, dy, un(a, OP_SIN, IN(0)))));
@@ -279,6 +282,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_NEG] = g_neg, [OP_EXP] = g_exp, [OP_LOG] = g_log, [OP_SQRT] = g_sqrt, [OP_TANH] = g_tanh,
     [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SILU] = g_silu, [OP_SIN] = g_sin, [OP_COS] = g_cos,
     [OP_ADD] = g_add, [OP_SUB] = g_sub, [OP_MUL] = g_mul, [OP_DIV] = g_div,
+    [OP_EQ] = g_compare, [OP_LT] = g_compare, [OP_LE] = g_compare,
     [OP_SUM] = g_sum, [OP_MEAN] = g_mean, [OP_MAX] = g_max,
     [OP_MATMUL] = g_matmul,
     [OP_TRANSPOSE] = g_transpose, [OP_RESHAPE] = g_reshape, [OP_SLICE] = g_slice, [OP_CONCAT] = g_concat,
