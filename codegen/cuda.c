@@ -636,19 +636,6 @@ static void lk_local_views(LP *p, int mode) {
 }
 
 // Prints the body of the __global__ function of lk; returns its mode.
-static bool lx_uses(const LExpr *e, int var) {
-  return e && ((e->kind == LX_VAR && e->var == var) || lx_uses(e->a[0], var) || lx_uses(e->a[1], var) || lx_uses(e->a[2], var));
-}
-static bool ls_uses(const LStmt *st, int var) {
-  for (; st; st = st->next) {
-    if (lx_uses(st->lo, var) || lx_uses(st->hi, var) || lx_uses(st->idx, var) || lx_uses(st->val, var) || ls_uses(st->body, var))
-      return true;
-    for (int c = 0; c < st->ncarry; c++)
-      if (lx_uses(st->init[c], var) || lx_uses(st->step[c], var)) return true;
-  }
-  return false;
-}
-
 // The inner extent of an LK_ELEMENTS kernel as `inner`, at indent ind.
 static void lk_inner(LP *p, int ind) {
   p->ind = ind;
@@ -672,7 +659,7 @@ static void lk_element(LP *p, const char *item, int ind) {
     lk_line(p, "const xf_i64 %s = ", p->name[st->var]);
     if (!(st->lo->kind == LX_INT && st->lo->ival == 0)) lx(p, st->lo), out(r, " + ");
     out(r, "(%s - %s * inner);\n", item, o);
-    if (!ls_uses(st->body, st->var)) lk_line(p, "(void)%s;\n", p->name[st->var]);
+    if (!lstmt_uses(st->body, st->var)) lk_line(p, "(void)%s;\n", p->name[st->var]);
     lk_block(p, st->body, false);
   } else if (st && !r->err) {
     r->err = arena_printf(r->a, "internal error: kernel %s: the body of an elements kernel is not one par loop", lk->name);

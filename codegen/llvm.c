@@ -569,25 +569,6 @@ static _Noreturn void lk_internal(const char *what, int n) {
   abort();
 }
 
-static bool lexpr_has(const LExpr *x, LExprKind k) {
-  if (!x) return false;
-  if (x->kind == k) return true;
-  for (int i = 0; i < 3; i++)
-    if (lexpr_has(x->a[i], k)) return true;
-  return false;
-}
-
-// Whether an expression of kind k occurs in the statements from s on (and inside them).
-static bool lstmt_has(const LStmt *s, LExprKind k) {
-  for (; s; s = s->next) {
-    if (lexpr_has(s->lo, k) || lexpr_has(s->hi, k) || lexpr_has(s->idx, k) || lexpr_has(s->val, k) || lstmt_has(s->body, k))
-      return true;
-    for (int c = 0; c < s->ncarry; c++)
-      if (lexpr_has(s->init[c], k) || lexpr_has(s->step[c], k)) return true;
-  }
-  return false;
-}
-
 // Marks load or store inst as an access to float32 values or (is_int) int32
 // token ids. A kernel's slots hold one or the other, never both in one
 // buffer, so a float store cannot change an id: a load of an id stays out of

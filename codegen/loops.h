@@ -281,6 +281,10 @@ typedef struct {
   int first, last;
 } StepBuf;
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);
+// Whether an expression of kind k, or (lstmt_uses) variable var, occurs in
+// the statements from s on and inside them (lower.c).
+bool lstmt_has(const LStmt *s, LExprKind k);
+bool lstmt_uses(const LStmt *s, int var);
 // Text of an LKernel: one line per statement.
 void lkernel_print(FILE *f, const LKernel *lk);
 // xfc --emit=loops: every kernel class of s as described for tgt, its loops

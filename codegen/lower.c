@@ -1050,6 +1050,27 @@ void lkernel_print(FILE *f, const LKernel *lk) {
   print_block(f, lk, lk->body, 4);
 }
 
+// An expression of kind k (var < 0), or variable var, in x.
+static bool lexpr_any(const LExpr *x, LExprKind k, int var) {
+  if (!x) return false;
+  if (var < 0 ? x->kind == k : x->kind == LX_VAR && x->var == var) return true;
+  for (int i = 0; i < 3; i++)
+    if (lexpr_any(x->a[i], k, var)) return true;
+  return false;
+}
+static bool lstmt_any(const LStmt *s, LExprKind k, int var) {
+  for (; s; s = s->next) {
+    if (lexpr_any(s->lo, k, var) || lexpr_any(s->hi, k, var) || lexpr_any(s->idx, k, var) || lexpr_any(s->val, k, var) ||
+        lstmt_any(s->body, k, var))
+      return true;
+    for (int c = 0; c < s->ncarry; c++)
+      if (lexpr_any(s->init[c], k, var) || lexpr_any(s->step[c], k, var)) return true;
+  }
+  return false;
+}
+bool lstmt_has(const LStmt *s, LExprKind k) { return lstmt_any(s, k, -1); }
+bool lstmt_uses(const LStmt *s, int var) { return lstmt_any(s, LX_COUNT, var); }
+
 int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
   char err[512];
   for (int ki = 0; ki < s->nkernels; ki++) {
