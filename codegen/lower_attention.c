@@ -17,6 +17,7 @@
 // [t_max, NH].
 typedef struct {
   int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
+  int64_t G;            // query sequences per key and value sequence (ir_attention_group)
   LExpr *T;
   int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
   // ATTENTION_GRAD's parts p = dq, dk, dv (out_parts): feature c of row r,
@@ -25,6 +26,13 @@ typedef struct {
   // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
   OutPart part[3];
 } Att;
+
+// Row 0 of the key and value sequence of the query sequence whose row 0 is
+// r0: r0 itself, or with grouped queries (G > 1) row (r0 / T / G) T.
+static int kv_rows(Lo *L, const Att *a, int r0) {
+  if (a->G == 1) return r0;
+  return let(L, imul(L, x2(L, LX_DIV, x2(L, LX_DIV, xvar(L, r0), a->T), xi(L, a->G)), a->T), "kv0");
+}
 
 // Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
 static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
@@ -77,15 +85,16 @@ static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var
 #define LOC(slot, j, hd) load(L, slot, iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd)))
 #define LOC_AT(j, hd) iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd))
 
-// Row o's scores s_j = scale q_o . k_j over j <= i into S and their maximum
-// per head into M; then (probs) p_j = exp(s_j - M) into S and sum p_j into Ls.
-static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int r0, bool probs) {
+// Row o's scores s_j = scale q_o . k_j over j <= i (key rows kv0 + j) into S
+// and their maximum per head into M; then (probs) p_j = exp(s_j - M) into S
+// and sum p_j into Ls.
+static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int kv0, bool probs) {
   int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
   store(L, a->Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int kr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
+  int kr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
   hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
   int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
@@ -114,9 +123,10 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   int x = for_begin(L, xi(L, 0), xi(L, a->NH * a->e), true, "x");
   store(L, a->X, xvar(L, x), xf(L, 0));
   for_end(L);
-  att_scores(L, a, n, o, i, r0, false);
+  int kv0 = kv_rows(L, a, r0);
+  att_scores(L, a, n, o, i, kv0, false);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, a->NH * a->e)), "vrow");
+  int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->e)), "vrow");
   int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
@@ -154,14 +164,15 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
     store(L, a->part[pt].slot, iadd(L, imul(L, xvar(L, r0), xi(L, NH * pw)), xvar(L, x)), xf(L, 0));
     for_end(L);
   }
+  int kv0 = kv_rows(L, a, r0);
   int i = for_begin(L, xi(L, 0), a->T, false, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
-  att_scores(L, a, n, o, i, r0, false);
+  att_scores(L, a, n, o, i, kv0, false);
   int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   store(L, D, xvar(L, hd), xf(L, 0));
   for_end(L);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int vr = let(L, imul(L, iadd(L, xvar(L, r0), xvar(L, j)), xi(L, NH * e)), "vrow");
+  int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, NH * e)), "vrow");
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   int u = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "u");
   store(L, a->S, LOC_AT(j, hd), xvar(L, u));
@@ -179,7 +190,8 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   store(L, D, xvar(L, hd), x2(L, LX_MUL, load(L, D, xvar(L, hd)), xvar(L, inv)));
   for_end(L);
   j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");
+  int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");  // dk, dv: the query sequence's rows
+  int jk = a->G == 1 ? jr : let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");  // k: its key sequence's
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd))))), "ds");
@@ -187,7 +199,7 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   int ok = let(L, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, 0)), "ok");
   int ov = let(L, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, 0)), "ov");
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
-  int kb = let(L, iadd(L, imul(L, xvar(L, jr), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
+  int kb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
   yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
   int sq = a->part[0].slot, sk = a->part[1].slot, sv = a->part[2].slot;
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
@@ -351,7 +363,7 @@ static int att_tile_max(Lo *L, Att *a, const AttRow *q, int Kt, int jn, int M, i
 static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
   int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
-  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int lo = let(L, lower_xwin(L, 0), "lo"), hi = let(L, imin(L, lower_xwin(L, 1), a->T), "hi");
   int M = local(L, tm), Ls = local(L, tm), A = local(L, tm * e), Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);
   int i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
@@ -362,8 +374,8 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, hi), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
   int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
   int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
-  att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, hi);
-  att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, hi);
+  att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, hi);
+  att_tile(L, a, Vt, KS_IN2, e, kv0, hd, k0, hi);
   i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
   int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
   AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
@@ -396,7 +408,7 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
 static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
   int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
-  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0");
+  int r0 = let(L, imul(L, xvar(L, b), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int T = let(L, a->T, "T");
   int M = local(L, tm), Ls = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);
   int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles; in sweep 3 Q, dO
@@ -414,8 +426,8 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   for (int sweep = 1; sweep <= 2; sweep++) {
     int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
     int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
-    att_tile(L, a, Kt, KS_IN1, h, r0, hd, k0, T);
-    att_tile(L, a, Vt, KS_IN2, e, r0, hd, k0, T);
+    att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, T);
+    att_tile(L, a, Vt, KS_IN2, e, kv0, hd, k0, T);
     i = for_begin(L, xvar(L, k0), xvar(L, T), true, "i");
     int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
@@ -464,7 +476,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int j = for_begin(L, xi(L, 0), imin(L, xvar(L, T), iadd(L, xvar(L, q0), xi(L, ATT_TILE))), true, "j");
   int ilo = let(L, x2(L, LX_SUB, imax(L, xvar(L, j), xvar(L, q0)), xvar(L, q0)), "ilo");
   int ihi = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_TILE)), "ihi");
-  LExpr *row = iadd(L, xvar(L, r0), xvar(L, j));
+  LExpr *row = iadd(L, xvar(L, kv0), xvar(L, j));
   AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
   AttState st = att_state(L, h + e);
   int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
@@ -500,7 +512,7 @@ void lower_attention(Lo *L, const Node *n) {
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
   bool grad = n->op == OP_ATTENTION_GRAD;
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
-           .T = xdim(L, qs->d[tax])};
+           .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax])};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   int64_t width[3] = {a.h, a.h, a.e};

@@ -425,12 +425,13 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     // axis 1 (time-major heads): q [..., T, H, h], sequence m = (lead, head),
     // row i of it at ((lead T + i) H + head) h; axis 0: H = 1.
     int64_t heads = n->axis ? xd[r - 2] : 1, T = xd[r - 2 - (n->axis != 0)], h = xd[r - 1], e = yd[r - 1];
-    int64_t seqs = N / (T * od[r - 1]), w = od[r - 1];
+    int64_t seqs = N / (T * od[r - 1]), w = od[r - 1], group = ir_attention_group(g, n);
     double *p = malloc(sizeof(double) * (size_t)T), *dp = malloc(sizeof(double) * (size_t)T);
     memset(out, 0, sizeof(double) * (size_t)N);
     for (int64_t m = 0; m < seqs; m++) {
       int64_t first = (m / heads) * T * heads + m % heads;  // row 0 of sequence m, in rows of the layout
-      const double *qm = q + first * h, *km = k + first * h, *vm = v + first * e, *dym = dy ? dy + first * e : NULL;
+      int64_t kfirst = group > 1 ? (m / group) * T : first;  // of its key and value sequence
+      const double *qm = q + first * h, *km = k + kfirst * h, *vm = v + kfirst * e, *dym = dy ? dy + first * e : NULL;
       double *om = out + first * w;
       const int64_t hs = h * heads, es = e * heads, ws = w * heads;  // row strides
       for (int64_t i = 0; i < T; i++) {

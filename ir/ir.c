@@ -128,6 +128,15 @@ bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) {
 }
 #define fail ir_errorf
 
+int64_t ir_attention_group(const Graph *g, const Node *n) {
+  const Shape *q = &g->nodes[n->in[0]].shape, *k = &g->nodes[n->in[1]].shape, *v = &g->nodes[n->in[2]].shape;
+  int r = q->rank;
+  if (n->axis != 0 || r < 3 || k->rank != r || v->rank != r) return 1;
+  Dim gq = q->d[r - 3], gk = k->d[r - 3], gv = v->d[r - 3];
+  bool one = gk.kind == DIM_CONST && gk.n == 1 && gv.kind == DIM_CONST && gv.n == 1;
+  return one && gq.kind == DIM_CONST && gq.n > 1 ? gq.n : 1;
+}
+
 double ir_eval_unary(OpKind op, double x) {
   switch (op) {
   case OP_NEG: return -x;
@@ -421,7 +430,9 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       bool ok = x->rank >= 2 && ks->rank == x->rank && vs->rank == x->rank &&
                 dim_eq(x->d[x->rank - 1], ks->d[x->rank - 1]) && x->d[x->rank - 1].kind == DIM_CONST &&
                 vs->d[x->rank - 1].kind == DIM_CONST;
-      for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ks->d[i]) && dim_eq(x->d[i], vs->d[i]);
+      bool group = ok && ir_attention_group(g, n) > 1;  // k, v [..., 1, T, h] against q [..., G, T, h]
+      for (int i = 0; ok && i < x->rank - 1; i++)
+        ok = (group && i == x->rank - 3) || (dim_eq(x->d[i], ks->d[i]) && dim_eq(x->d[i], vs->d[i]));
       if (ok && n->op == OP_ATTENTION_GRAD) {
         const Shape *ds = &g->nodes[n->in[3]].shape;
         ok = ds->rank == x->rank && dim_eq(ds->d[x->rank - 1], vs->d[x->rank - 1]);

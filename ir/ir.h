@@ -394,6 +394,11 @@ bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((fo
 // The value of a unary elementwise op (OPC_UNARY) at x, in double: the one
 // definition shared by constant folding and the reference interpreter.
 double ir_eval_unary(OpKind op, double x);
+// ATTENTION and ATTENTION_GRAD (axis 0): the query sequences that share one
+// key and value sequence, G, when k and v are [..., 1, T, h] against q
+// [..., G, T, h] (grouped-query attention: sequence m of q reads sequence
+// m / G of k and v); else 1.
+int64_t ir_attention_group(const Graph *g, const Node *n);
 
 // ---- verify.c --------------------------------------------------------------
 

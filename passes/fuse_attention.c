@@ -5,7 +5,8 @@
 // ATTENTION_GRAD, which recomputes the scores instead of storing them).
 // Guarantees: every match of
 //     o = softmax(causal_mask(q @ transpose(k) [* s | / s]), last axis) @ v
-// with q, k [..., T, h], v [..., T, e] (equal leading axes, h and e fixed),
+// with q, k [..., T, h], v [..., T, e] (equal leading axes, or k and v
+// [..., 1, T, .] against q [..., G, T, h]: grouped queries; h and e fixed),
 // s a scalar constant expression, a -inf mask, and each intermediate (the
 // scores, the scaled and masked scores, the probabilities) used only by the
 // next op of the pattern and not an output, has o rewritten in place to
@@ -52,6 +53,19 @@ static bool same_lead(const Shape *a, const Shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank - 2; i++)
     if (!dim_eq(a->d[i], b->d[i])) return false;
+  return true;
+}
+
+// Grouped-query attention: k and v [..., 1, T, h] against q [..., G, T, h]
+// (G > 1 a constant), the other leading axes equal (ir_attention_group).
+static bool grouped_lead(const Shape *q, const Shape *k, const Shape *v) {
+  int r = q->rank;
+  if (r < 3 || k->rank != r || v->rank != r) return false;
+  if (!(q->d[r - 3].kind == DIM_CONST && q->d[r - 3].n > 1)) return false;
+  for (const Shape *s = k; s; s = s == k ? v : NULL)
+    if (!(s->d[r - 3].kind == DIM_CONST && s->d[r - 3].n == 1)) return false;
+  for (int i = 0; i < r - 3; i++)
+    if (!dim_eq(q->d[i], k->d[i]) || !dim_eq(q->d[i], v->d[i])) return false;
   return true;
 }
 
@@ -110,12 +124,12 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   if (t->op != OP_TRANSPOSE || t->shape.rank != r || t->axis + t->axis2 != 2 * r - 3 || t->axis == t->axis2)
     return "the keys are not transpose(k) of their last two axes";
   const Node *k = &g->nodes[t->in[0]];
-  if (q->shape.rank != r || k->shape.rank != r || v->shape.rank != r || !same_lead(&q->shape, &k->shape) ||
-      !same_lead(&q->shape, &v->shape) || !dim_eq(q->shape.d[r - 2], k->shape.d[r - 2]) ||
+  bool lead = (same_lead(&q->shape, &k->shape) && same_lead(&q->shape, &v->shape)) || grouped_lead(&q->shape, &k->shape, &v->shape);
+  if (q->shape.rank != r || k->shape.rank != r || v->shape.rank != r || !lead || !dim_eq(q->shape.d[r - 2], k->shape.d[r - 2]) ||
       !dim_eq(q->shape.d[r - 2], v->shape.d[r - 2]) || !dim_eq(q->shape.d[r - 1], k->shape.d[r - 1])) {
     shape_fmt(s1, sizeof s1, &q->shape), shape_fmt(s2, sizeof s2, &k->shape), shape_fmt(s3, sizeof s3, &v->shape);
-    snprintf(buf, n, "q %s, k %s and v %s are not [..., T, h], [..., T, h] and [..., T, e] with the same leading axes "
-                     "(k and v broadcast over a group of heads do not fuse yet)", s1, s2, s3);
+    snprintf(buf, n, "q %s, k %s and v %s are not [..., T, h], [..., T, h] and [..., T, e] with the same leading axes, "
+                     "nor k and v [..., 1, T, .] against q [..., G, T, h] (grouped queries)", s1, s2, s3);
     return buf;
   }
   if (q->shape.d[r - 1].kind != DIM_CONST || v->shape.d[r - 1].kind != DIM_CONST) return "the head size is not a constant";
@@ -177,7 +191,8 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     Dim nh = r >= 3 ? q->shape.d[r - 3] : (Dim){DIM_CONST, 1};
     bool small = nh.kind == DIM_CONST && (2 * g->t_max * nh.n + nh.n * (3 + ee)) * 4 <= 512 * 1024;
     int u = users[i] == 1 ? user[i] : -1;
-    if (u >= 0 && small && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
+    bool group = grouped_lead(&q->shape, &k->shape, &v->shape);
+    if (u >= 0 && small && !group && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
       Node *t = &g->nodes[u];
       int qs = q->in[0], ks = k->in[0], vs = v->in[0];
       *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = 3, .in = {qs, ks, vs},

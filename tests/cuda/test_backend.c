@@ -610,7 +610,8 @@ int main(int argc, char **argv) {
     check("examples/she.xf", ch2, 6, 2, 7, true, XF_PRECISION_FP32);
   }
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
-                                 "tests/fusion/attn_fixed_v.xf"};
+                                 "tests/fusion/attn_fixed_v.xf", "tests/fusion/attn_variants.xf",
+                                 "tests/grad/attention_variants.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     if (!only || strstr(models[i], only)) check(models[i], NULL, 0, 2, 6, true, XF_PRECISION_FP32);
   glob_t ops;
