@@ -40,7 +40,9 @@ except ImportError as e:
 XFC, XFRUN, DUMP = sys.argv[1:4]
 B2, T2 = 3, 5  # the second shape: another batch, a shorter sequence
 EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-            "gla", "retnet", "ssm"]
+            "gla", "retnet", "ssm",
+            # stdlib/attention.xf's variants: ALiBi, a temperature, grouped queries (fused), a sliding window
+            "tests/grad/attention_variants.xf"]
 B, T, STEPS = 2, 8, 10
 passed = failed = 0
 
@@ -60,13 +62,17 @@ def rel(a, b):
 
 
 def one(ex, tmp):
+    """ex: an example's name, or a model file's path (its own sizes, vocab 256)."""
     defs = ["-D", "layers=2", "-D", "d=16", "-D", "ffn=24", "-D", "context=8", "-D", "vocab=256", "-D", "dropout=0"]
     if ex not in ("she", "he", "we", "me", "macaron_she", "ssm"):
         defs += ["-D", "heads=2"]
+    src = f"examples/{ex}.xf"
+    if ex.endswith(".xf"):
+        src, defs, ex = ex, ["-D", "vocab=256"], os.path.basename(ex)[:-3]
     so, py, ck = (os.path.join(tmp, f"{ex}.{s}") for s in ("so", "py", "safetensors"))
-    subprocess.run([XFC, f"examples/{ex}.xf", *defs, "-o", so], check=True)
+    subprocess.run([XFC, src, *defs, "-o", so], check=True)
     with open(py, "w") as f:
-        subprocess.run([XFC, "--emit=pytorch", f"examples/{ex}.xf", *defs], stdout=f, check=True)
+        subprocess.run([XFC, "--emit=pytorch", src, *defs], stdout=f, check=True)
     text = os.path.join(tmp, "text.txt")
     subprocess.run([XFRUN, "train", so, "--data", text, "--tokenizer", "bytes", "--steps", "3", "--batch", "4",
                     "--lr", "0.01", "--threads", "1", "--save", ck], check=True, capture_output=True)
@@ -102,7 +108,8 @@ def one(ex, tmp):
         at += n
     check(e_logits <= 1e-5 and e_loss <= 1e-5 and worst <= 1e-4,
           f"{ex}: logits {e_logits:.1e}, loss {e_loss:.1e}, {len(names)} gradients worst {worst:.1e} ({worst_name})")
-    exported(ex, ns, ck, so, tmp)
+    if src.startswith("examples/"):  # an LM with lm.layers
+        exported(ex, ns, ck, so, tmp)
     # 10 AdamW steps on the batch
     model.zero_grad()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
