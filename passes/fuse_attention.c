@@ -7,7 +7,10 @@
 //     o = softmax(causal_mask(q @ transpose(k) [* s | / s]), last axis) @ v
 // with q, k [..., T, h], v [..., T, e] (equal leading axes, or k and v
 // [..., 1, T, .] against q [..., G, T, h]: grouped queries; h and e fixed),
-// s a scalar constant expression, a -inf mask, and each intermediate (the
+// s a scalar constant expression (and besides it, at most one tensor t of
+// one value per sequence, a learned or per-head temperature: the node
+// scaling the scores by t is rewritten to scale q, s (q k^T) = (s q) k^T,
+// and autodiff differentiates it as written), a -inf mask, and each intermediate (the
 // scores, the scaled and masked scores, the probabilities) used only by the
 // next op of the pattern and not an output, has o rewritten in place to
 // ATTENTION(q, k, v) with fval = the scale (1/s for a division). The
@@ -75,11 +78,28 @@ static bool heads_swap(const Node *t) {
   return t->op == OP_TRANSPOSE && r >= 3 && t->axis + t->axis2 == 2 * r - 5 && (t->axis == r - 3 || t->axis2 == r - 3);
 }
 
-// The operands of a match: q, k, v and the scale.
+// The operands of a match: q, k, v and the constant scale; temp >= 0: the
+// node that scales the scores by a tensor t of one value per sequence (a
+// learned or per-head temperature), MUL or DIV with t its input tin, which
+// the rewrite turns into q * t (q / t): s (q k^T) = (s q) k^T.
 typedef struct {
   int q, k, v;
   double scale;
+  int temp, tin, above;  // above: the node that reads temp (the mask or a constant scaling)
 } Match;
+
+// Whether t holds one value per sequence of scores [..., T, T] whose q is
+// qs: constant along the last two axes, and q o t has q's shape.
+static bool per_sequence(const Shape *t, const Shape *qs) {
+  int r = qs->rank, lead = r - t->rank;
+  if (lead < 0) return false;
+  for (int i = 0; i < t->rank; i++) {
+    Dim d = t->d[i];
+    bool one = d.kind == DIM_CONST && d.n == 1;
+    if (i + lead >= r - 2 ? !one : !(one || dim_eq(d, qs->d[i + lead]))) return false;
+  }
+  return true;
+}
 
 // Why node o (a product of probabilities and values) is not causal attention
 // the op can take, in the words of a note; NULL for a match (into *mt).
@@ -99,20 +119,27 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   if (users[m->id] != 1) return "the masked scores are read elsewhere too";
   const Node *z = &g->nodes[m->in[0]];
   double scale = 1;
-  if ((z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1) {
+  int temp = -1, tin = -1, above = m->id, prev = m->id;
+  // at most two scalings of the scores: by a scalar constant, and by a tensor
+  // of one value per sequence (its shape is checked once q is known)
+  for (int layer = 0; layer < 2 && (z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1; layer++) {
     double c;
     int other = -1;
     if (const_value(g, z->in[1], &c)) other = z->in[0];
     else if (z->op == OP_MUL && const_value(g, z->in[0], &c)) other = z->in[1];
-    if (other < 0) {
-      shape_fmt(s1, sizeof s1, &g->nodes[z->in[0]].shape), shape_fmt(s2, sizeof s2, &g->nodes[z->in[1]].shape);
-      snprintf(buf, n, "the scores are scaled by a value that is not a scalar constant (%s of %s and %s): a learned or "
-                       "per-head temperature does not fuse yet", ir_op_info[z->op].name, s1, s2);
-      return buf;
+    if (other >= 0) {
+      if (!(c != 0)) return "the scores are scaled by 0";
+      scale *= z->op == OP_MUL ? c : 1 / c;
+      prev = z->id;
+      z = &g->nodes[other];
+      continue;
     }
-    if (!(c != 0)) return "the scores are scaled by 0";
-    scale = z->op == OP_MUL ? c : 1 / c;
-    z = &g->nodes[other];
+    if (temp >= 0) break;
+    bool left = g->nodes[z->in[0]].op == OP_MATMUL;  // which side the scores are
+    if (!left && !(z->op == OP_MUL && g->nodes[z->in[1]].op == OP_MATMUL)) break;
+    temp = z->id, tin = left ? 1 : 0, above = prev;
+    prev = z->id;
+    z = &g->nodes[z->in[left ? 0 : 1]];
   }
   if (z->op != OP_MATMUL) {
     snprintf(buf, n, "the scores under the mask come from '%s', not from q @ transpose(k) times a constant: a score "
@@ -134,7 +161,13 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   }
   if (q->shape.d[r - 1].kind != DIM_CONST || v->shape.d[r - 1].kind != DIM_CONST) return "the head size is not a constant";
   if (g->t_max > 65536) return "the context is over 65536 positions";
-  *mt = (Match){q->id, k->id, v->id, scale};
+  if (temp >= 0 && !per_sequence(&g->nodes[g->nodes[temp].in[tin]].shape, &q->shape)) {
+    shape_fmt(s1, sizeof s1, &g->nodes[g->nodes[temp].in[tin]].shape), shape_fmt(s2, sizeof s2, &q->shape);
+    snprintf(buf, n, "the scores are scaled by a tensor %s that is not one value per sequence of q %s (it varies along "
+                     "the query or key axis): a score bias does not fuse yet", s1, s2);
+    return buf;
+  }
+  *mt = (Match){q->id, k->id, v->id, scale, temp, tin, above};
   return NULL;
 }
 
@@ -176,6 +209,17 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     }
     const Node *a = &g->nodes[o->in[0]], *q = &g->nodes[mt.q], *k = &g->nodes[mt.k], *v = &g->nodes[mt.v];
     int r = o->shape.rank;
+    if (mt.temp >= 0) {  // s (q k^T) = (q s) k^T: the scaling node now scales q
+      Node *zt = &g->nodes[mt.temp];
+      // the node that read it (the mask, or a constant scaling), now dead, reads what it read
+      Node *up = &g->nodes[mt.above];
+      for (int k = 0; k < up->nin; k++)
+        if (up->in[k] == zt->id) up->in[k] = zt->in[1 - mt.tin];
+      zt->in[1 - mt.tin] = mt.q;
+      zt->shape = q->shape;
+      users[mt.q]++, mt.q = zt->id;
+      q = zt;
+    }
     int qi = mt.q, ki = mt.k, vi = mt.v;
     double scale = mt.scale;
     o->op = OP_ATTENTION;
