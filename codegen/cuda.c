@@ -590,8 +590,11 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     lk_line(p, "%s = %s(%s%s);\n", v, fn, v, p->block ? ", red" : "");
     return;
   }
+  case LS_GEMM: break;  // a CPU form's (lower_attention's blocked form): never in a GPU description
   case LS_COUNT: break;
   }
+  fprintf(stderr, "xfc: internal error: cuda.c: statement kind %d in a GPU kernel\n", (int)st->kind);
+  abort();
 }
 
 static void lk_block(LP *p, const LStmt *st, bool coop) {

@@ -111,6 +111,8 @@ typedef struct {
                   // U in `scratch`, the others in xscratch[]; 0: the direct form
   int xscratch[2];  // the buffers of slots KS_CONV_Y and KS_CONV_WT (a chunked
                     // convolution's, the sorted scatter's U), or -1
+  int att_block;  // ATTENTION(_GRAD): the query block of the CPU's blocked
+                  // form (schedule_att_block), 0: its row form
 } Kernel;
 
 // Operand slots of a kernel call: what a backend passes for kernel k. A
@@ -172,6 +174,11 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu);
 // largest of 16, 8, 4, 2, 1 dividing the lags of a matrix-kind convolution;
 // 0 for any other node and where the lags are not constant (the direct form).
 int schedule_conv_chunk(const Graph *g, const Node *n);
+// The query block BQ of the CPU's blocked form of attention node n
+// (lower_attention.c: GEMMs of BQ query rows against the keys, the softmax
+// between them), or 0 where the row form costs less or the block's scratch
+// does not fit (schedule.c has the cost rule).
+int schedule_att_block(const Graph *g, const Node *n);
 // The column tile CT of the GPU's two-step CONV_DW of the scalar and vector
 // kinds (lower.c lower_steps; its partial sums in the kernel's scratch): 8,
 // or the largest divisor of a constant width d below it; 0 for any other node

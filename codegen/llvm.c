@@ -361,11 +361,14 @@ static V api_field(Emit *e, V api, int f) {
   return LLVMBuildLoad2(e->b, LLVMStructGetTypeAtIndex(api_t, (unsigned)f), LLVMBuildStructGEP2(e->b, api_t, apip, (unsigned)f, ""), "");
 }
 
-// api->sgemm(api, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
-static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
+// api->sgemm(api, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+static void call_sgemm_a(Emit *e, int ta, int tb, V m, V n, V k, float alpha, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
   V fn = api_field(e, e->api, XF_API_F_sgemm);
-  V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, 1), a, lda, b, ldb, cf32(e, beta), c, ldc};
+  V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, alpha), a, lda, b, ldb, cf32(e, beta), c, ldc};
   LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
+}
+static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
+  call_sgemm_a(e, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc);
 }
 
 static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, e->f32, base, &off, 1, ""); }
@@ -742,6 +745,19 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
       if (s->op != LX_ADD && s->op != LX_MAX) lk_internal("reduction op", (int)s->op);
       V lo = lexpr(e, p, s->lo), hi = lexpr(e, p, s->hi);
       p->vals[s->var] = s->wide ? reduce_wide(e, p, s, lo, hi) : row_reduce(e, s->op, lo, hi, reduce_elem, &(LReduce){p, s});
+      continue;
+    }
+    case LS_GEMM: {  // skipped when C is empty
+      const LCall *c = s->call;
+      V m = lexpr(e, p, c->m), n = lexpr(e, p, c->n), k = lexpr(e, p, c->k), at[3], ld[3];
+      for (int x = 0; x < 3; x++) at[x] = gep(e, lslot(p, c->slot[x]), lexpr(e, p, c->at[x])), ld[x] = lexpr(e, p, c->ld[x]);
+      LLVMBasicBlockRef call = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm"), after = LLVMAppendBasicBlockInContext(e->C, e->fn, "nogemm");
+      V some = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, m, ci64(e, 0), ""), LLVMBuildICmp(e->b, LLVMIntSGT, n, ci64(e, 0), ""), "");
+      LLVMBuildCondBr(e->b, some, call, after);
+      LLVMPositionBuilderAtEnd(e->b, call);
+      call_sgemm_a(e, c->ta, c->tb, m, n, k, (float)c->alpha, at[LC_A], ld[LC_A], at[LC_B], ld[LC_B], (float)c->beta, at[LC_C], ld[LC_C]);
+      LLVMBuildBr(e->b, after);
+      LLVMPositionBuilderAtEnd(e->b, after);
       continue;
     }
     case LS_COUNT: break;

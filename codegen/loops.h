@@ -106,8 +106,23 @@ typedef enum {
               // (step[] evaluated after the body, in its scope); after the loop
               // carry[k] hold the last values. The values live in registers
               // (a GPU thread's own, a CPU's), not in memory
+  LS_GEMM,    // call: C = alpha op(A) op(B) + beta C on the calling thread
+              // (LCall; row-major as cblas_sgemm), operands in slots or
+              // locals; only in a CPU form (a GPU printer refuses it)
   LS_COUNT
 } LStmtKind;
+
+// LS_GEMM's product: A m x k (k x m if ta) at slot[0][at[0]], rows ld[0]
+// apart; B k x n (n x k if tb); C m x n. m, n or k may be 0 (nothing, or C
+// scaled by beta).
+enum { LC_A, LC_B, LC_C };
+typedef struct {
+  bool ta, tb;
+  int slot[3];
+  LExpr *at[3], *ld[3];
+  LExpr *m, *n, *k;
+  double alpha, beta;
+} LCall;
 
 typedef struct LStmt LStmt;
 struct LStmt {
@@ -124,6 +139,7 @@ struct LStmt {
   int ncarry;           // CARRY: carried variables carry[0 .. ncarry)
   int *carry;
   LExpr **init, **step; // CARRY: [ncarry]
+  LCall *call;          // GEMM
   LStmt *body;          // FOR, CARRY: the first statement of the body
   LStmt *next;          // the next statement of the block
 };

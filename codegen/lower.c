@@ -936,7 +936,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   int a = time_axis ? time_axis[n->id] : -1, r = n->shape.rank, nouter = r - 1;
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
-  if (lower_att_gpu_form(g, n, tgt)) return w.kind = LW_BODY, w;
+  if (lower_att_gpu_form(g, n, tgt) || (n->op == OP_ATTENTION && lower_att_blocked(k, tgt))) return w.kind = LW_BODY, w;
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
   if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
@@ -1034,6 +1034,19 @@ static void print_block(FILE *f, const LKernel *lk, const LStmt *st, int ind) {
       print_var(f, lk, st->ivar), fputs(" in [", f), print_expr(f, lk, st->lo), fputs(", ", f), print_expr(f, lk, st->hi);
       fputs(") of ", f), print_expr(f, lk, st->val), fputc('\n', f);
       break;
+    case LS_GEMM: {
+      const LCall *c = st->call;
+      static const char *op[3] = {"A", "B", "C"};
+      fprintf(f, "gemm%s%s m ", c->ta ? " ta" : "", c->tb ? " tb" : ""), print_expr(f, lk, c->m);
+      fputs(" n ", f), print_expr(f, lk, c->n), fputs(" k ", f), print_expr(f, lk, c->k);
+      fprintf(f, " alpha %g beta %g", c->alpha, c->beta);
+      for (int x = 0; x < 3; x++) {
+        fprintf(f, c->slot[x] >= LK_LOCAL0 ? " %s local%d[" : " %s s%d[", op[x], c->slot[x] >= LK_LOCAL0 ? c->slot[x] - LK_LOCAL0 : c->slot[x]);
+        print_expr(f, lk, c->at[x]), fputs("] ld ", f), print_expr(f, lk, c->ld[x]);
+      }
+      fputc('\n', f);
+      break;
+    }
     default: fputs("?\n", f); break;
     }
   }
@@ -1065,6 +1078,12 @@ static bool lstmt_any(const LStmt *s, LExprKind k, int var) {
       return true;
     for (int c = 0; c < s->ncarry; c++)
       if (lexpr_any(s->init[c], k, var) || lexpr_any(s->step[c], k, var)) return true;
+    if (s->call) {
+      const LCall *c = s->call;
+      if (lexpr_any(c->m, k, var) || lexpr_any(c->n, k, var) || lexpr_any(c->k, k, var)) return true;
+      for (int x = 0; x < 3; x++)
+        if (lexpr_any(c->at[x], k, var) || lexpr_any(c->ld[x], k, var)) return true;
+    }
   }
   return false;
 }

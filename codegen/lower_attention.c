@@ -507,6 +507,167 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
+// ---- the CPU's blocked form (Kernel.att_block = BQ) --------------------------------
+//
+// Blocks of BQ query rows of one head against the keys through GEMM calls
+// (LS_GEMM: the runtime's GEMM on the calling thread), the softmax over the
+// block of scores between them; the causal mask ends each block's keys at
+// its last row, so the key blocks past it are never read.
+enum { ATT_BK = 256 };  // keys per forward block (scores [BQ, ATT_BK] on the stack)
+
+// Offset of row `row`'s head hd in rows of NH heads of n features.
+static LExpr *att_head(Lo *L, const Att *a, int64_t n, LExpr *row, int hd) { return att_at(L, a, n, row, hd, xi(L, 0)); }
+
+static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, double alpha, double beta) {
+  return (LCall){.ta = ta, .tb = tb, .m = m, .n = nn, .k = xi(L, k), .alpha = alpha, .beta = beta};
+}
+static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
+
+// Forward, one (sequence, head, query block) per outer index, the block's
+// rows [lo, hi) clipped to the step program's window. Per key block of
+// ATT_BK keys j < hi (the online softmax, seed 003's kernel fusion):
+// S = scale Q K^T, m' = max(m, max_j S_ij), A_i <- A_i e^(m - m') +
+// sum_j e^(S_ij - m') v_j, l_i likewise; then o_i = A_i / l_i.
+static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
+  int64_t NH = a->NH, h = a->h, e = a->e, nqb = (L->g->t_max + BQ - 1) / BQ;
+  int qb = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nqb)), "qb"), sh = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nqb)), "sh");
+  int hd = let(L, x2(L, LX_REM, xvar(L, sh), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, sh), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
+  int q0 = let(L, imul(L, xvar(L, qb), xi(L, BQ)), "q0");
+  int lo = let(L, imax(L, xvar(L, q0), lower_xwin(L, 0)), "lo");
+  int q1 = let(L, imin(L, imin(L, iadd(L, xvar(L, q0), xi(L, BQ)), a->T), lower_xwin(L, 1)), "q1");
+  int hi = let(L, imax(L, xvar(L, q1), xvar(L, lo)), "hi");
+  int nq = let(L, x2(L, LX_SUB, xvar(L, hi), xvar(L, lo)), "nq");
+  int kend = let(L, xsel(L, x2(L, LX_LT, xvar(L, lo), xvar(L, hi)), xvar(L, hi), xi(L, 0)), "kend");
+  int S = local(L, BQ * ATT_BK), A = local(L, BQ * e), M = local(L, BQ), Ls = local(L, BQ);
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  store(L, M, xvar(L, ii), xf(L, -INFINITY));
+  store(L, Ls, xvar(L, ii), xf(L, 0));
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), xf(L, 0));
+  for_end(L);
+  int kb = for_begin(L, xi(L, 0), x2(L, LX_DIV, iadd(L, xvar(L, kend), xi(L, ATT_BK - 1)), xi(L, ATT_BK)), false, "kb");
+  int k0 = let(L, imul(L, xvar(L, kb), xi(L, ATT_BK)), "k0");
+  int nk = let(L, imin(L, xi(L, ATT_BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
+  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
+  att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, iadd(L, xvar(L, r0), xvar(L, lo)), hd), xi(L, NH * h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * h));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BK));
+  gemm_call(L, c);
+  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
+  int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), "sb");
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  int mt = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mt");
+  int mo = let(L, load(L, M, xvar(L, ii)), "mo");
+  int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
+  int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
+  store(L, M, xvar(L, ii), xvar(L, mn));
+  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  LExpr *sat = iadd(L, xvar(L, sb), xvar(L, jj));
+  store(L, S, sat, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, sat), xvar(L, mn))), xf(L, 0)));
+  for_end(L);
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+  int ls = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "ls");
+  store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+    int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), "at");
+    store(L, A, xvar(L, at), x2(L, LX_MUL, load(L, A, xvar(L, at)), xvar(L, al)));
+  }
+  for_end(L);
+  c = att_call(L, false, false, xvar(L, nq), xi(L, e), 0, 1, 1);  // A += P V
+  c.k = xvar(L, nk);
+  att_operand(&c, LC_A, S, xi(L, 0), xi(L, ATT_BK));
+  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * e));
+  att_operand(&c, LC_C, A, xi(L, 0), xi(L, e));
+  gemm_call(L, c);
+  for_end(L);
+  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, ii))), "inv");
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);)
+    store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), iadd(L, xvar(L, lo), xvar(L, ii))), hd, feat_c(L, &f)),
+          x2(L, LX_MUL, load(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f))), xvar(L, inv)));
+  for_end(L);
+}
+
+// Gradient, one (sequence, head) per outer index, its dk and dv rows zeroed,
+// then per block of BQ query rows [i0, i1) against the keys j < i1 (whole
+// rows of scores, so the softmax is exact in one pass):
+// S = scale Q K^T, dP = dO V^T, P_ij = e^(S_ij - m_i) / l_i (0 for j > i),
+// D_i = sum_j P_ij dP_ij, dS_ij = scale P_ij (dP_ij - D_i);
+// dQ = dS K, dK += dS^T Q, dV += P^T dO (the blocks in order of i0).
+static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  int hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
+  int T = let(L, a->T, "T");
+  int S = local(L, BQ * tm), X = local(L, BQ * tm);
+  int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  for (int p = 1; p < 3; p++)
+    for (Feat f = feat_begin(L, p == 1 ? h : e); feat_more(L, &f);)
+      store(L, a->part[p].slot, att_part_at(L, a, p, iadd(L, xvar(L, r0), xvar(L, i)), hd, feat_c(L, &f)), xf(L, 0));
+  for_end(L);
+  int qb = for_begin(L, xi(L, 0), x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, BQ - 1)), xi(L, BQ)), false, "qb");
+  int i0 = let(L, imul(L, xvar(L, qb), xi(L, BQ)), "i0");
+  int i1 = let(L, imin(L, iadd(L, xvar(L, i0), xi(L, BQ)), xvar(L, T)), "i1");
+  int nq = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, i0)), "nq");
+  LExpr *qrow = iadd(L, xvar(L, r0), xvar(L, i0));
+  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, i1), h, n->fval, 0);  // S = scale Q K^T
+  att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, xvar(L, kv0), hd), xi(L, NH * h));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
+  gemm_call(L, c);
+  c = att_call(L, false, true, xvar(L, nq), xvar(L, i1), e, 1, 0);  // dP = dO V^T
+  att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
+  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, xvar(L, kv0), hd), xi(L, NH * e));
+  att_operand(&c, LC_C, X, xi(L, 0), xi(L, tm));
+  gemm_call(L, c);
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jn = let(L, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), "jn");
+  int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  int m = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "m");
+  jj = for_begin(L, xi(L, 0), xvar(L, i1), true, "jj");
+  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
+  store(L, S, at, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
+  for_end(L);
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, i1), &jj);
+  int l = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, l)), "inv");
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, i1), &jj);
+  at = iadd(L, xvar(L, sb), xvar(L, jj));
+  int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
+  jj = for_begin(L, xi(L, 0), xvar(L, i1), true, "jj");
+  at = iadd(L, xvar(L, sb), xvar(L, jj));
+  int p = let(L, x2(L, LX_MUL, load(L, S, at), xvar(L, inv)), "p");
+  store(L, S, at, xvar(L, p));
+  store(L, X, at, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, load(L, X, at), xvar(L, D)))));
+  for_end(L);
+  for_end(L);
+  int64_t ld[3];
+  for (int pt = 0; pt < 3; pt++) ld[pt] = NH * a->part[pt].w;
+  c = att_call(L, false, false, xvar(L, nq), xi(L, h), 0, 1, 0);  // dQ = dS K
+  c.k = xvar(L, i1);
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, xvar(L, kv0), hd), xi(L, NH * h));
+  att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, qrow, hd, xi(L, 0)), xi(L, ld[0]));
+  gemm_call(L, c);
+  c = att_call(L, true, false, xvar(L, i1), xi(L, h), 0, 1, 1);  // dK += dS^T Q
+  c.k = xvar(L, nq);
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_B, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
+  att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, xvar(L, r0), hd, xi(L, 0)), xi(L, ld[1]));
+  gemm_call(L, c);
+  c = att_call(L, true, false, xvar(L, i1), xi(L, e), 0, 1, 1);  // dV += P^T dO
+  c.k = xvar(L, nq);
+  att_operand(&c, LC_A, S, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
+  att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, xvar(L, r0), hd, xi(L, 0)), xi(L, ld[2]));
+  gemm_call(L, c);
+  for_end(L);
+}
+
 void lower_attention(Lo *L, const Node *n) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
@@ -523,6 +684,15 @@ void lower_attention(Lo *L, const Node *n) {
     L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH, 0, 0});
     if (grad) lower_attention_grad_gpu(L, &a, n);
     else lower_attention_fwd_gpu(L, &a, n);
+    return;
+  }
+  if (lower_att_blocked(L->k, L->tgt)) {  // (sequence, head[, query block]) per outer index
+    int64_t BQ = L->k->att_block, nqb = grad ? 1 : (L->g->t_max + BQ - 1) / BQ;
+    L->own_outer = true;
+    L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH * nqb));
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0});
+    if (grad) lower_attention_grad_blocked(L, &a, n, BQ);
+    else lower_attention_fwd_blocked(L, &a, n, BQ);
     return;
   }
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows

@@ -160,6 +160,17 @@ static inline int reduce_end(Lo *L, LStmt *st, LExpr *val, const char *name) {
   return st->var;
 }
 
+// C = alpha op(A) op(B) + beta C (LS_GEMM); call's slots marked read
+// (C too when beta != 0) and written.
+static inline void gemm_call(Lo *L, LCall c) {
+  LStmt *st = stmt(L, LS_GEMM);
+  st->call = arena_alloc(L->a, sizeof c);
+  *st->call = c;
+  for (int x = 0; x < 3; x++)
+    if (c.slot[x] < LK_LOCAL0 && (x != LC_C || c.beta != 0)) L->lk->slot_read[c.slot[x]] = true;
+  if (c.slot[LC_C] < LK_LOCAL0) L->lk->slot_written[c.slot[LC_C]] = true;
+}
+
 // A local array of size floats (LK_LOCAL0 + i).
 static inline int local(Lo *L, int64_t size) {
   LKernel *lk = L->lk;
@@ -223,6 +234,8 @@ bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.
 bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt);
+// Whether attention kernel k takes the CPU's blocked form on tgt.
+static inline bool lower_att_blocked(const Kernel *k, LTarget tgt) { return tgt == LTARGET_CPU && k->att_block > 0; }
 // ATTENTION and ATTENTION_GRAD (lower_attention.c).
 void lower_attention(Lo *L, const Node *n);
 

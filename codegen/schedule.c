@@ -71,6 +71,46 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   }
 }
 
+// Attention's CPU forms, costed in vector-lane operations per (query, key,
+// head) triple (16 float lanes, two FMA units):
+//   rows     a query row per outer index, its dot products q . k and the
+//            sums p v over the features: the heads side by side in the
+//            lanes when h <= 8 (features unrolled), else eight partial
+//            sums of one head (llvm.c row_reduce): 2 (h + e) / min(NH, 16)
+//            or 2 (h + e) / 8, plus the exponential (about 20 operations)
+//            on min(NH, 16) lanes or on one
+//   blocked  the same products as GEMMs of BQ query rows against the keys,
+//            whose rate falls with a short inner dimension k = h:
+//            2 (h + e) / (32 min(1, h / 16)), plus the softmax's passes
+//            over the block of scores (max, exp, sum, scale: about 16
+//            operations on 16 lanes)
+// Measured (2 layers of examples/transformer.xf, d 128, batch 64 x 128,
+// training tokens/s, AVX-512, oneDNN 2.6.3): heads of 4 (NH 32) rows 33,771
+// against blocked 31,600; of 8 (NH 16) 35,428 against 36,189; of 16 (NH 8)
+// 23,957 against 38,161. The rule picks rows, blocked, blocked.
+// The blocked gradient holds the scores and dP of BQ query rows against
+// every key: 2 BQ t_max floats on the stack.
+enum { ATT_BQ = 64, ATT_BQ_MIN = 16, ATT_STACK_FLOATS = 1 << 18 };
+static double att_rows_cost(int64_t NH, int64_t h, int64_t e) {
+  double lanes = h <= 8 ? (NH < 16 ? (double)NH : 16) : 8;
+  return 2.0 * (double)(h + e) / lanes + 20.0 / (h <= 8 ? lanes : 1);
+}
+static double att_blocked_cost(int64_t h, int64_t e) {
+  double eff = h >= 16 ? 1 : (double)h / 16;
+  return 2.0 * (double)(h + e) / (32 * eff) + 1.0;
+}
+
+int schedule_att_block(const Graph *g, const Node *n) {
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD) return 0;
+  const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
+  int r = qs->rank;
+  int64_t NH = n->axis ? qs->d[r - 2].n : 1, h = qs->d[r - 1].n, e = vs->d[r - 1].n;
+  if (att_blocked_cost(h, e) >= att_rows_cost(NH, h, e)) return 0;
+  int64_t bq = ATT_BQ;
+  while (bq > ATT_BQ_MIN && 2 * bq * g->t_max > ATT_STACK_FLOATS) bq /= 2;
+  return 2 * bq * g->t_max <= ATT_STACK_FLOATS ? (int)bq : 0;
+}
+
 int schedule_conv_chunk(const Graph *g, const Node *n) {
   if ((n->op != OP_CAUSAL_CONV && n->op != OP_CONV_DX && n->op != OP_CONV_DW) || n->conv != CONV_MATRIX) return 0;
   Dim l = n->op == OP_CONV_DW ? n->shape.d[0] : g->nodes[n->in[1]].shape.d[0];  // the lags L
@@ -324,7 +364,7 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0, k->chunk);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0, k->chunk, k->att_block);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -432,6 +472,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     for (int i = 0; i < 2; i++)
       if (kn->xscratch[i] >= 0) fprintf(f, ",b%d", kn->xscratch[i]);
     if (kn->chunk) fprintf(f, " chunk=%d", kn->chunk);
+    if (kn->att_block) fprintf(f, " blocked=%d", kn->att_block);
     if (kn->terms >= 0) fprintf(f, " terms=b%d", kn->terms);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
       fprintf(f, " group=");
@@ -559,6 +600,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       k->outer = symsize_of(g->nodes[dy].shape.d[2]);
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
+    k->att_block = schedule_att_block(g, n);
     if (k->chunk) conv_scratch(s, k);
     if (gpu && schedule_scatter_sorted(g, n)) {  // lower.c's sorted scatter: F [lead, V] in scratch, U [rows, d]
       const Shape *is = &g->nodes[n->in[1]].shape;

@@ -345,6 +345,18 @@ int main(void) {
     check_model("tests/grad/attention_variants.xf", NULL, 0, 2, 7, true);
   }
   model_so_forms = LTARGET_CPU;
+  // the CPU's blocked attention (heads of 32 and 16: schedule_att_block):
+  // at T 300 the forward's second key block and a partial last query block,
+  // at T 70 a partial second query block; grouped queries (G 2) and a
+  // temperature among the variants
+  {
+    Define bl[] = {{"layers", "1"}, {"d", "64"}, {"context", "300"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
+                   {"dropout", "0"}};
+    check_model("examples/transformer.xf", bl, 7, 2, 300, true);
+    check_model("examples/transformer.xf", bl, 7, 3, 70, true);
+    Define va[] = {{"d", "64"}, {"heads", "4"}, {"context", "80"}};
+    check_model("tests/grad/attention_variants.xf", va, 3, 2, 80, true);
+  }
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);
   check_model("tests/fusion/attn_near.xf", NULL, 0, 3, 6, true);

@@ -152,6 +152,9 @@ int main(int argc, char **argv) {
   check(xfc, "tests/sample/alibi.xf", "");  // a bias of positions only, i - j from iota(T)
   check(xfc, "tests/fusion/attn_variants.xf", "");  // a learned temperature, a bias, grouped queries (unfused)
   check(xfc, "tests/grad/attention_variants.xf", "");  // stdlib/attention.xf: ALiBi, temperature, GQA, MQA
+  // the CPU's blocked attention (heads of 32) over two query blocks of 64
+  check(xfc, "examples/transformer.xf", "-D layers=1 -D d=64 -D context=70 -D vocab=29 -D ffn=24 -D heads=2");
+  check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D context=70");  // heads of 16, G 2 and 4
   // not causal: no step program, and xfc says which op and where
   char so[] = "/tmp/xf-inc-near-XXXXXX.so", log[2048];
   int fd = mkstemps(so, 3);
