@@ -3,7 +3,9 @@
 # xf against current PyTorch from PyPI, eager and torch.compile, on the same
 # machine and thread count. Seed 001 Table 1 sizes (vocab 5000, context 128,
 # d 128, FFN 512, 32 heads, dropout 0.1), batch 64 of 128 tokens, AdamW
-# (lr 1e-3, weight decay 0.01), at each layer count of LAYERS.
+# (lr 1e-3, weight decay 0.01), at each layer count of LAYERS; then the
+# GPT-2-small class (examples/gpt2_small.xf, 12 layers) at each batch x seq
+# of GPT2, in a table of its own.
 #
 # First it prints the machine: the CPU (its model name and the widest of
 # avx512f and avx2 it has), then the runtime's GEMM (build-release/xf-gemm-bench,
@@ -32,10 +34,13 @@
 #
 # Usage: bench/run.sh [example ...]
 #   env: LAYERS (default "2 18"), STEPS (timed steps, default 3),
-#        THREADS (default: all cores), BATCH (default 64)
+#        THREADS (default: all cores), BATCH (default 64),
+#        GPT2 (the batch x seq shapes of examples/gpt2_small.xf's rows, default
+#        "4x256 1x1024"; empty: none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers_list=${LAYERS:-2 18} steps=${STEPS:-3} threads=${THREADS:-$(nproc)} batch=${BATCH:-64} seq=128
+gpt2=${GPT2-4x256 1x1024}
 examples=${*:-transformer she he we me macaron macaron_she postnorm rk4}
 out=out/bench venv=bench/.venv py=bench/.venv/bin/python
 for ex in $examples; do
@@ -105,11 +110,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { n = "^[0-9.]+$"; if (a ~ n && b ~ n &
 # best A B: the higher of two rates, or the one that is a number, or "-".
 best() { awk -v a="$1" -v b="$2" 'BEGIN { n = "^[0-9.]+$"; if (a ~ n && (b !~ n || a + 0 >= b + 0)) print a; else if (b ~ n) print b; else print "-" }'; }
 row() { printf '| %-11s | %2s | %8s | %11s | %13s | %10s | %8s | %10s | %7s | %11s | %10s | %13s | %15s | %10s | %12s |\n' "$@"; }
-# torch_run MODE (eager or compile) for $ex, $layers: prints "tokens/s peak-RSS-MiB warm-up-s", else "fail - -".
+# torch_run MODE (eager or compile) EX LAYERS BATCH SEQ: prints "tokens/s peak-RSS-MiB warm-up-s",
+# else "fail - -"; its log in $base.MODE.log.
 torch_run() {
   local flag=; [ "$1" = compile ] && flag=--compile
-  OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$ex" $flag --layers "$layers" --batch "$batch" \
-    --seq "$seq" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || {
+  OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$2" $flag --layers "$3" --batch "$4" \
+    --seq "$5" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || {
     local rc=$?
     # a process killed by a signal (the kernel's out-of-memory killer) leaves no message
     [ -s "$base.$1.log" ] || echo "exit status $rc$([ $rc -gt 128 ] && echo ", killed by signal $((rc - 128)) (out of memory?)")" >"$base.$1.log"
@@ -136,46 +142,54 @@ table+=$(row "" "" "" "" "" "" "" "" "" "" "" "" "" "" "" | sed 's/ /-/g')
 echo "$table"
 
 # --- one row per example and layer count -----------------------------------------------
+# bench_row EX LAYERS BATCH SEQ LABEL: trains EX in xf and in torch (eager, compiled); the
+# table's row in $ROW, LABEL in its second column (in this shell, so that notes are kept).
+bench_row() {
+  local ex=$1 layers=$2 batch=$3 seq=$4 label=$5
+  base=$out/$ex-L$layers-${batch}x$seq
+  local xf=fail plan=- xf_rss=- ops=- gflops=- frac=- xf_gemm
+  # xf: compile, count ops, train STEPS + 1 steps on the bundled books (BPE 5000, cached)
+  ops=$(build-release/xfc --stats "examples/$ex.xf" -D layers="$layers" 2>/dev/null |
+        awk -F': ' '/^training .*ops per token/ { print $2 }') || true
+  if ! build-release/xfc "examples/$ex.xf" -D layers="$layers" -o "$base.so" 2>"$base.xf.log"; then
+    note "$ex L$layers: xfc: $(grep -m1 error "$base.xf.log")"
+  else
+    rm -f "$base.csv"
+    if peak_rss "$base.xf.rss" build-release/xfrun train "$base.so" --steps $((steps + 1)) --batch "$batch" \
+         --seq "$seq" --threads "$threads" --eval-batches 1 --log "$base.csv" >"$base.xf.log" 2>&1; then
+      # tokens/s over the steps after the first (warm-up), from the log's elapsed column
+      xf=$(awk -F, -v t="$((batch * seq))" 'NR == 2 { t0 = $4 } END { printf "%.1f", (NR - 2) * t / ($4 - t0) }' "$base.csv")
+      xf_rss=$(cat "$base.xf.rss")
+    else
+      note "$ex L$layers: $(grep -m1 error "$base.xf.log" || tail -n 1 "$base.xf.log")"
+    fi
+    plan=$(grep -o -m1 -E '[0-9.]+ MiB (planned|for batch)' "$base.xf.log" | cut -d' ' -f1) || plan=-
+    [ -z "$plan" ] && plan=-
+    # xfrun's own GEMM line must be the one the GEMM rate was measured on
+    xf_gemm=$(grep -o -m1 'GEMM: .*' "$base.xf.log") || true
+    [ -n "$xf_gemm" ] && [ "$xf_gemm" != "$gemm_line" ] && note "$ex L$layers: xfrun ran on '$xf_gemm', the GEMM rate is of '$gemm_line'"
+  fi
+  if [ "$xf" != fail ] && [ -n "$ops" ]; then
+    gflops=$(awk -v r="$xf" -v o="$ops" 'BEGIN { printf "%.1f", r * o / 1e9 }')
+    frac=$(ratio "$gflops" "$sgemm")
+  fi
+  # torch: eager, then compiled, each in its own process (its own peak RSS)
+  local eager_tps eager_rss compile_tps compile_rss best_tps
+  read -r eager_tps eager_rss _ <<<"$(torch_run eager "$ex" "$layers" "$batch" "$seq")"
+  read -r compile_tps compile_rss _ <<<"$(torch_run compile "$ex" "$layers" "$batch" "$seq")"
+  [ "$eager_tps" = fail ] && note "$ex L$layers ${batch}x$seq: torch eager: $(tail -n 1 "$base.eager.log")"
+  [ "$compile_tps" = fail ] && note "$ex L$layers ${batch}x$seq: torch.compile: $(tail -n 1 "$base.compile.log")"
+  best_tps=$(best "$eager_tps" "$compile_tps")
+  ROW=$(row "$ex" "$label" "$xf" "$eager_tps" "$compile_tps" "$best_tps" "$(ratio "$xf" "$eager_tps")" \
+      "$(ratio "$xf" "$compile_tps")" "$(ratio "$xf" "$best_tps")" "$plan" "$xf_rss" "$eager_rss" "$compile_rss" \
+      "$gflops" "$frac")
+}
+
 for layers in $layers_list; do
   for ex in $examples; do
-    base=$out/$ex-L$layers
-    xf=fail plan=- xf_rss=- ops=- gflops=- frac=-
-    # xf: compile, count ops, train STEPS + 1 steps on the bundled books (BPE 5000, cached)
-    ops=$(build-release/xfc --stats "examples/$ex.xf" -D layers="$layers" 2>/dev/null |
-          awk -F': ' '/^training .*ops per token/ { print $2 }') || true
-    if ! build-release/xfc "examples/$ex.xf" -D layers="$layers" -o "$base.so" 2>"$base.xf.log"; then
-      note "$ex L$layers: xfc: $(grep -m1 error "$base.xf.log")"
-    else
-      rm -f "$base.csv"
-      if peak_rss "$base.xf.rss" build-release/xfrun train "$base.so" --steps $((steps + 1)) --batch "$batch" \
-           --seq "$seq" --threads "$threads" --eval-batches 1 --log "$base.csv" >"$base.xf.log" 2>&1; then
-        # tokens/s over the steps after the first (warm-up), from the log's elapsed column
-        xf=$(awk -F, -v t="$((batch * seq))" 'NR == 2 { t0 = $4 } END { printf "%.1f", (NR - 2) * t / ($4 - t0) }' "$base.csv")
-        xf_rss=$(cat "$base.xf.rss")
-      else
-        note "$ex L$layers: $(grep -m1 error "$base.xf.log" || tail -n 1 "$base.xf.log")"
-      fi
-      plan=$(grep -o -m1 -E '[0-9.]+ MiB (planned|for batch)' "$base.xf.log" | cut -d' ' -f1) || plan=-
-      [ -z "$plan" ] && plan=-
-      # xfrun's own GEMM line must be the one the GEMM rate was measured on
-      xf_gemm=$(grep -o -m1 'GEMM: .*' "$base.xf.log") || true
-      [ -n "$xf_gemm" ] && [ "$xf_gemm" != "$gemm_line" ] && note "$ex L$layers: xfrun ran on '$xf_gemm', the GEMM rate is of '$gemm_line'"
-    fi
-    if [ "$xf" != fail ] && [ -n "$ops" ]; then
-      gflops=$(awk -v r="$xf" -v o="$ops" 'BEGIN { printf "%.1f", r * o / 1e9 }')
-      frac=$(ratio "$gflops" "$sgemm")
-    fi
-    # torch: eager, then compiled, each in its own process (its own peak RSS)
-    read -r eager_tps eager_rss _ <<<"$(torch_run eager)"
-    read -r compile_tps compile_rss _ <<<"$(torch_run compile)"
-    [ "$eager_tps" = fail ] && note "$ex L$layers: torch eager: $(tail -n 1 "$base.eager.log")"
-    [ "$compile_tps" = fail ] && note "$ex L$layers: torch.compile: $(tail -n 1 "$base.compile.log")"
-    best_tps=$(best "$eager_tps" "$compile_tps")
-    line=$(row "$ex" "$layers" "$xf" "$eager_tps" "$compile_tps" "$best_tps" "$(ratio "$xf" "$eager_tps")" \
-               "$(ratio "$xf" "$compile_tps")" "$(ratio "$xf" "$best_tps")" "$plan" "$xf_rss" "$eager_rss" "$compile_rss" \
-               "$gflops" "$frac")
-    echo "$line"
-    table+=$'\n'$line
+    bench_row "$ex" "$layers" "$batch" "$seq" "$layers"
+    echo "$ROW"
+    table+=$'\n'$ROW
   done
 done
 
@@ -194,6 +208,22 @@ summary=$(awk -F'|' 'function gm(s, n) { return n ? sprintf("%.2f", exp(s / n)) 
   <<<"$table" | sort -t= -k2 -n)
 echo
 echo "$summary"
+
+# --- the GPT-2-small class (examples/gpt2_small.xf, 12 layers), per batch x seq of GPT2 ---
+table2=
+if [ -n "$gpt2" ]; then
+  echo
+  echo "examples/gpt2_small.xf (12 layers, d 768, 12 heads of 64, FFN 3072, context 1024, vocab 5000, no dropout):"
+  table2=$(row example "B x T" "xf tok/s" "eager tok/s" "compile tok/s" "best torch" "xf/eager" "xf/compile" "xf/best" \
+               "xf plan MiB" "xf RSS MiB" "eager RSS MiB" "compile RSS MiB" "xf GFLOP/s" "of GEMM rate")$'\n'
+  table2+=$(row "" "" "" "" "" "" "" "" "" "" "" "" "" "" "" | sed 's/ /-/g')
+  echo "$table2"
+  for shape in $gpt2; do
+    bench_row gpt2_small 12 "${shape%x*}" "${shape#*x}" "$shape"
+    echo "$ROW"
+    table2+=$'\n'$ROW
+  done
+fi
 {
   echo "# xf against PyTorch: training throughput and memory"
   echo
@@ -208,6 +238,12 @@ echo "$summary"
   echo "$table"
   echo
   while read -r s; do echo "- $s"; done <<<"$summary"
+  if [ -n "$table2" ]; then
+    echo
+    echo "examples/gpt2_small.xf (12 layers, d 768, 12 heads of 64, FFN 3072, context 1024), per batch x sequence:"
+    echo
+    echo "$table2"
+  fi
   if [ ${#notes[@]} -gt 0 ]; then
     echo
     echo "Failures:"

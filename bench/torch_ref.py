@@ -34,7 +34,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4")
+EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small")
+# Sizes: seed 001 Table 1 (vocab 5000, context 128, d 128, FFN 512, 32 heads,
+# dropout 0.1), and examples/gpt2_small.xf's (context 1024, d 768, a GELU FFN
+# of 3072, 12 heads, no dropout; its layer count is --layers).
+TABLE1 = dict(L=128, d=128, c=512, heads=32, p=0.1)
+SIZES = {"gpt2_small": dict(L=1024, d=768, c=3072, heads=12, p=0.0)}
 
 def lin(i, o, bias=True):
     m = nn.Linear(i, o, bias=bias)
@@ -43,11 +48,11 @@ def lin(i, o, bias=True):
         nn.init.zeros_(m.bias)
     return m
 
-class FFN(nn.Module):  # nn.xf FFN: fc2(relu(fc1(x)))
-    def __init__(s, d, c):
-        super().__init__(); s.fc1, s.fc2 = lin(d, c), lin(c, d)
+class FFN(nn.Module):  # nn.xf FFN: fc2(relu(fc1(x))); FFNGelu: fc2(gelu(fc1(x))), erf's GELU
+    def __init__(s, d, c, act=F.relu):
+        super().__init__(); s.fc1, s.fc2, s.act = lin(d, c), lin(c, d), act
     def forward(s, x):
-        return s.fc2(F.relu(s.fc1(x)))
+        return s.fc2(s.act(s.fc1(x)))
 
 class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1/sqrt(d/heads)
     def __init__(s, d, heads):
@@ -114,7 +119,8 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
         def mixer():
             k = ex.replace("macaron_", "")
             return Extractor(k, d, L) if k in ("she", "he", "we", "me") else Attention(d, heads)
-        ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [FFN(d, c)]
+        act = F.gelu if ex == "gpt2_small" else F.relu
+        ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [FFN(d, c, act)]
         s.tok = nn.Parameter(torch.randn(vocab, d) * 0.01); s.pos = nn.Parameter(torch.randn(L, d) * 0.01)
         s.layers = nn.ModuleList([Layer(scheme, style, d, mixer(), ffns(), p) for _ in range(layers)])
         s.ln, s.head, s.p = nn.LayerNorm(d), lin(d, vocab), p
@@ -170,8 +176,8 @@ def main():
     torch.set_num_threads(o.threads); torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = o.tf32
     torch.backends.cudnn.allow_tf32 = o.tf32
-    # seed 001 Table 1: vocab 5000, context 128, d 128, FFN 512, 32 heads, dropout 0.1
-    m = LM(o.example, o.vocab, 128, 128, 512, o.layers, 32, 0.1).to(dev).train()
+    z = SIZES.get(o.example, TABLE1)
+    m = LM(o.example, o.vocab, z["L"], z["d"], z["c"], o.layers, z["heads"], z["p"]).to(dev).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
     model, opt_step = m, opt.step
     if o.compile:
