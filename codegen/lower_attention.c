@@ -25,7 +25,24 @@ typedef struct {
   // rows in KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each
   // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
   OutPart part[3];
+  int bslot;            // the score bias's slot (ir_attention_bias), or -1
+  int64_t Hb;           // its blocks: sequence m reads block m mod Hb
+  int64_t W;            // the bias's key window (Node.start): keys j <= i - W
+                        // are masked and skipped; 0: none
 } Att;
+
+// The first key rows from query row i on may read: max(0, i - W + 1), or 0.
+static LExpr *att_first_key(Lo *L, const Att *a, LExpr *i) {
+  return a->W ? imax(L, xi(L, 0), x2(L, LX_SUB, i, xi(L, a->W - 1))) : xi(L, 0);
+}
+
+// Score s (the scaled product) of query i, key j of sequence m, plus the
+// bias b[m mod Hb, i, j] when the op has one.
+static LExpr *att_biased(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExpr *j) {
+  if (a->bslot < 0) return s;
+  LExpr *blk = a->Hb == 1 ? xi(L, 0) : x2(L, LX_REM, m, xi(L, a->Hb));
+  return x2(L, LX_ADD, s, load(L, a->bslot, iadd(L, imul(L, iadd(L, imul(L, blk, a->T), i), a->T), j)));
+}
 
 // Row 0 of the key and value sequence of the query sequence whose row 0 is
 // r0: r0 itself, or with grouped queries (G > 1) row (r0 / T / G) T.
@@ -98,7 +115,8 @@ static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int kv0
   hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
   int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
-  int s = let(L, x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval)), "s");
+  LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
+  int s = let(L, att_biased(L, a, x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval)), m, xvar(L, i), xvar(L, j)), "s");
   store(L, a->S, LOC_AT(j, hd), xvar(L, s));
   store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
   for_end(L);
@@ -347,10 +365,11 @@ static void att_state_axpy(Lo *L, AttState *w, int first, int64_t n, LExpr *al, 
 // s_jj = scale q . k_(k0 + jj), jj < jn, are reduced to their maximum first,
 // so the running sums are rescaled once per tile (by *al = e^(m_old - m),
 // m the new maximum, stored to M[i]) and each key costs one exponential.
-static int att_tile_max(Lo *L, Att *a, const AttRow *q, int Kt, int jn, int M, int i, double scale, int *al) {
+static int att_tile_max(Lo *L, Att *a, const AttRow *q, int Kt, int jn, int M, int i, double scale, int *al, LExpr *m, int k0) {
   int jj;
   LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
-  int mt = reduce_end(L, rd, x2(L, LX_MUL, att_dot(L, a, q, Kt, xvar(L, jj)), xf(L, scale)), "mt");
+  LExpr *s = att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, q, Kt, xvar(L, jj)), xf(L, scale)), m, xvar(L, i), iadd(L, xvar(L, k0), xvar(L, jj)));
+  int mt = reduce_end(L, rd, s, "mt");
   int mo = let(L, load(L, M, xvar(L, i)), "mo");
   int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
   *al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
@@ -372,19 +391,20 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
   for_end(L);
   LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, hi), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
-  int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+  int kt = for_begin(L, x2(L, LX_DIV, att_first_key(L, a, xvar(L, lo)), xi(L, ATT_TILE)), ntile, false, "kt");  // tiles before the window: skipped
   int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
   att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, hi);
   att_tile(L, a, Vt, KS_IN2, e, kv0, hd, k0, hi);
   i = for_begin(L, imax(L, xvar(L, lo), xvar(L, k0)), xvar(L, hi), true, "i");
   int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
   AttRow q = att_row(L, a, KS_IN0, h, iadd(L, xvar(L, r0), xvar(L, i)), hd, "q");
-  int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+  int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al, xvar(L, 0), k0);
   AttState w = att_state(L, 1 + e);
   int l = att_state_add(&w, Ls, xvar(L, i)), acc = att_state_acc(L, &w, A, e, i);
   att_state_begin(L, &w, xi(L, 0), xvar(L, jn), "st", xvar(L, al));
   int jj = w.index;
-  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+  int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, i),
+                            iadd(L, xvar(L, k0), xvar(L, jj))), "s");
   int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
   w.next[l] = x2(L, LX_ADD, xvar(L, w.var[l]), xvar(L, p));
   att_state_axpy(L, &w, acc, e, NULL, xvar(L, p), Vt, xvar(L, jj));
@@ -436,7 +456,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     AttState st = att_state(L, 2 + h);
     int l = -1, d = -1, dq = -1, al = -1, mn = -1;
     if (sweep == 1) {
-      mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al);
+      mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al, xvar(L, 0), k0);
       l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
     } else {
       mi = let(L, load(L, M, xvar(L, i)), "mi");
@@ -446,7 +466,8 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     }
     att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", sweep == 1 ? xvar(L, al) : NULL);
     int jj = st.index;
-    int s = let(L, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), "s");
+    int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, i),
+                              iadd(L, xvar(L, k0), xvar(L, jj))), "s");
     int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
     if (sweep == 1) {
       int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
@@ -483,7 +504,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st", NULL);
   int ii = st.index;
   int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
-  int s = let(L, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), "s");
+  int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), xvar(L, 0), xvar(L, iq), xvar(L, j)), "s");
   int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), load(L, M, xvar(L, iq)))), load(L, Ls, xvar(L, iq))), "p");
   int dp = let(L, att_dot(L, a, &v, Vt, xvar(L, ii)), "dp");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, iq))))), "ds");
@@ -545,14 +566,24 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   store(L, Ls, xvar(L, ii), xf(L, 0));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), xf(L, 0));
   for_end(L);
-  int kb = for_begin(L, xi(L, 0), x2(L, LX_DIV, iadd(L, xvar(L, kend), xi(L, ATT_BK - 1)), xi(L, ATT_BK)), false, "kb");
-  int k0 = let(L, imul(L, xvar(L, kb), xi(L, ATT_BK)), "k0");
+  int kf = let(L, imin(L, att_first_key(L, a, xvar(L, lo)), xvar(L, kend)), "kf");  // keys before the window: skipped
+  LExpr *nkb = x2(L, LX_DIV, iadd(L, x2(L, LX_SUB, xvar(L, kend), xvar(L, kf)), xi(L, ATT_BK - 1)), xi(L, ATT_BK));
+  int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
+  int k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, ATT_BK))), "k0");
   int nk = let(L, imin(L, xi(L, ATT_BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, iadd(L, xvar(L, r0), xvar(L, lo)), hd), xi(L, NH * h));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BK));
   gemm_call(L, c);
+  if (a->bslot >= 0) {  // S_ij += b[sh mod Hb, i, j]
+    ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+    int jb = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+    LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), xvar(L, jb));
+    store(L, S, at, att_biased(L, a, load(L, S, at), xvar(L, sh), iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jb))));
+    for_end(L);
+    for_end(L);
+  }
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
   int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), "sb");
@@ -611,34 +642,44 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   int i0 = let(L, imul(L, xvar(L, qb), xi(L, BQ)), "i0");
   int i1 = let(L, imin(L, iadd(L, xvar(L, i0), xi(L, BQ)), xvar(L, T)), "i1");
   int nq = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, i0)), "nq");
+  int ks = let(L, att_first_key(L, a, xvar(L, i0)), "ks");  // keys [ks, i1): column jj is key ks + jj
+  int nk = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, ks)), "nk");
   LExpr *qrow = iadd(L, xvar(L, r0), xvar(L, i0));
-  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, i1), h, n->fval, 0);  // S = scale Q K^T
+  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, xvar(L, kv0), hd), xi(L, NH * h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
   gemm_call(L, c);
-  c = att_call(L, false, true, xvar(L, nq), xvar(L, i1), e, 1, 0);  // dP = dO V^T
+  if (a->bslot >= 0) {  // S_ij += b[o mod Hb, i, j]
+    int ib = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+    int jb = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+    LExpr *at = iadd(L, imul(L, xvar(L, ib), xi(L, tm)), xvar(L, jb));
+    store(L, S, at, att_biased(L, a, load(L, S, at), xvar(L, 0), iadd(L, xvar(L, i0), xvar(L, ib)), iadd(L, xvar(L, ks), xvar(L, jb))));
+    for_end(L);
+    for_end(L);
+  }
+  c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
   att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
-  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, xvar(L, kv0), hd), xi(L, NH * e));
+  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
   att_operand(&c, LC_C, X, xi(L, 0), xi(L, tm));
   gemm_call(L, c);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  int jn = let(L, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), "jn");
+  int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), xvar(L, ks)), "jn");
   int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
   int jj;
   LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
   int m = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "m");
-  jj = for_begin(L, xi(L, 0), xvar(L, i1), true, "jj");
+  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
   store(L, S, at, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
   for_end(L);
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, i1), &jj);
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
   int l = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, l)), "inv");
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, i1), &jj);
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
   at = iadd(L, xvar(L, sb), xvar(L, jj));
   int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
-  jj = for_begin(L, xi(L, 0), xvar(L, i1), true, "jj");
+  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   at = iadd(L, xvar(L, sb), xvar(L, jj));
   int p = let(L, x2(L, LX_MUL, load(L, S, at), xvar(L, inv)), "p");
   store(L, S, at, xvar(L, p));
@@ -648,22 +689,22 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   int64_t ld[3];
   for (int pt = 0; pt < 3; pt++) ld[pt] = NH * a->part[pt].w;
   c = att_call(L, false, false, xvar(L, nq), xi(L, h), 0, 1, 0);  // dQ = dS K
-  c.k = xvar(L, i1);
+  c.k = xvar(L, nk);
   att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, xvar(L, kv0), hd), xi(L, NH * h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, qrow, hd, xi(L, 0)), xi(L, ld[0]));
   gemm_call(L, c);
-  c = att_call(L, true, false, xvar(L, i1), xi(L, h), 0, 1, 1);  // dK += dS^T Q
+  c = att_call(L, true, false, xvar(L, nk), xi(L, h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
   att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
   att_operand(&c, LC_B, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
-  att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, xvar(L, r0), hd, xi(L, 0)), xi(L, ld[1]));
+  att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, iadd(L, xvar(L, r0), xvar(L, ks)), hd, xi(L, 0)), xi(L, ld[1]));
   gemm_call(L, c);
-  c = att_call(L, true, false, xvar(L, i1), xi(L, e), 0, 1, 1);  // dV += P^T dO
+  c = att_call(L, true, false, xvar(L, nk), xi(L, e), 0, 1, 1);  // dV += P^T dO
   c.k = xvar(L, nq);
   att_operand(&c, LC_A, S, xi(L, 0), xi(L, tm));
   att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
-  att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, xvar(L, r0), hd, xi(L, 0)), xi(L, ld[2]));
+  att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, iadd(L, xvar(L, r0), xvar(L, ks)), hd, xi(L, 0)), xi(L, ld[2]));
   gemm_call(L, c);
   for_end(L);
 }
@@ -672,8 +713,10 @@ void lower_attention(Lo *L, const Node *n) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
   bool grad = n->op == OP_ATTENTION_GRAD;
+  int bi = ir_attention_bias(n);
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
-           .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax])};
+           .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
+           .Hb = ir_attention_bias_heads(L->g, n), .W = n->start};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   int64_t width[3] = {a.h, a.h, a.e};

@@ -416,11 +416,15 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   }
   case OP_ATTENTION:
   case OP_ATTENTION_GRAD: {
-    // P_ij = softmax_j<=i(s q_i . k_j); ATTENTION: o_i = sum_j P_ij v_j.
+    // P_ij = softmax_j<=i(s q_i . k_j + b_ij); ATTENTION: o_i = sum_j P_ij v_j.
     // ATTENTION_GRAD with dy = do: dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij,
     // dS_ij = s P_ij (dP_ij - D_i); dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i,
-    // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i.
-    const double *q = x, *k = y, *v = in->val[n->in[2]], *dy = n->nin > 3 ? in->val[n->in[3]] : NULL;
+    // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i. b: the score
+    // bias of sequence m, block m mod Hb (ir_attention_bias), or 0.
+    int bi = ir_attention_bias(n);
+    const double *v = in->val[n->in[2]], *dy = n->op == OP_ATTENTION_GRAD ? in->val[n->in[3]] : NULL;
+    const double *q = x, *k = y, *bias = bi >= 0 ? in->val[n->in[bi]] : NULL;
+    int64_t hb = ir_attention_bias_heads(g, n);
     dims(in, &g->nodes[n->in[2]].shape, yd);
     // axis 1 (time-major heads): q [..., T, H, h], sequence m = (lead, head),
     // row i of it at ((lead T + i) H + head) h; axis 0: H = 1.
@@ -439,7 +443,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
         for (int64_t j = 0; j <= i; j++) {
           double sc = 0;
           for (int64_t c = 0; c < h; c++) sc += qm[i * hs + c] * km[j * hs + c];
-          p[j] = sc * n->fval;
+          p[j] = sc * n->fval + (bias ? bias[((m % hb) * T + i) * T + j] : 0);
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));

@@ -137,6 +137,40 @@ int64_t ir_attention_group(const Graph *g, const Node *n) {
   return one && gq.kind == DIM_CONST && gq.n > 1 ? gq.n : 1;
 }
 
+int ir_attention_bias(const Node *n) {
+  int at = n->op == OP_ATTENTION ? 3 : n->op == OP_ATTENTION_GRAD ? 4 : -1;
+  return at >= 0 && n->nin > at ? at : -1;
+}
+
+int64_t ir_attention_bias_heads(const Graph *g, const Node *n) {
+  int b = ir_attention_bias(n);
+  if (b < 0) return 1;
+  const Shape *bs = &g->nodes[n->in[b]].shape;
+  int64_t hb = 1;
+  for (int i = 0; i < bs->rank - 2; i++) hb *= bs->d[i].n;
+  return hb;
+}
+
+// Whether bias shape bs fits attention n with q shape qs (ir_attention_bias):
+// [..., T, T], its leading axes past leading 1s constants equal to the
+// trailing axes of the sequences (q's leading axes, then the heads for axis 1).
+static bool attention_bias_fits(const Node *n, const Shape *qs, const Shape *bs) {
+  int r = qs->rank, tax = r - 2 - (n->axis != 0), ns = 0;
+  Dim seq[IR_MAX_RANK + 1];
+  for (int i = 0; i < tax; i++) seq[ns++] = qs->d[i];
+  if (n->axis) seq[ns++] = qs->d[r - 2];
+  if (bs->rank < 2 || !dim_eq(bs->d[bs->rank - 1], qs->d[tax]) || !dim_eq(bs->d[bs->rank - 2], qs->d[tax])) return false;
+  int first = 0;
+  while (first < bs->rank - 2 && bs->d[first].kind == DIM_CONST && bs->d[first].n == 1) first++;
+  int nb = bs->rank - 2 - first;
+  if (nb > ns) return false;
+  for (int i = 0; i < nb; i++) {
+    Dim d = bs->d[first + i], s = seq[ns - nb + i];
+    if (d.kind != DIM_CONST || !dim_eq(d, s)) return false;
+  }
+  return true;
+}
+
 double ir_eval_unary(OpKind op, double x) {
   switch (op) {
   case OP_NEG: return -x;
@@ -203,7 +237,7 @@ static bool want_f32(const Graph *g, const Node *n, int k, char *err, size_t err
 
 bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, size_t errlen) {
   const OpInfo *info = &ir_op_info[n->op];
-  if (n->nin != info->nin)
+  if (!ir_nin_ok(n->op, n->nin))
     return fail(err, errlen, "'%s' takes %d inputs, got %d", info->name, info->nin, n->nin);
   const Shape *x = n->nin > 0 ? &g->nodes[n->in[0]].shape : NULL;
   const Shape *y = n->nin > 1 ? &g->nodes[n->in[1]].shape : NULL;
@@ -440,6 +474,13 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       }
       if (!ok || (n->axis != 0 && (n->axis != 1 || x->rank < 3)))
         return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
+      int bi = ir_attention_bias(n);
+      if (bi >= 0 && !attention_bias_fits(n, x, &g->nodes[n->in[bi]].shape)) {
+        char sb[128];
+        shape_fmt(sb, sizeof sb, &g->nodes[n->in[bi]].shape);
+        return fail(err, errlen, "%s's score bias %s is not [..., T, T] over the trailing axes of the sequences of q %s",
+                    ir_op_info[n->op].name, sb, sx);
+      }
       *out = *x;
       out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;
       for (int i = 0; i < n->nin; i++)

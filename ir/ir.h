@@ -98,7 +98,10 @@ typedef enum {
 //                   unary ops: frontend/elaborate.c reads the table)
 //   IR_P_TORCH_F    PyTorch spells it torch.nn.functional.<name> rather
 //                   than torch.<name> (codegen/pytorch.c)
-enum { IR_P_ROW_NORM = 1u << 0, IR_P_ROW_TERMS = 1u << 1, IR_P_RMS = 1u << 2, IR_P_CALL = 1u << 3, IR_P_TORCH_F = 1u << 4 };
+//   IR_P_OPT_LAST   its last input is optional: a node has the table's
+//                   count of inputs or one fewer (verify.c)
+enum { IR_P_ROW_NORM = 1u << 0, IR_P_ROW_TERMS = 1u << 1, IR_P_RMS = 1u << 2, IR_P_CALL = 1u << 3, IR_P_TORCH_F = 1u << 4,
+       IR_P_OPT_LAST = 1u << 5 };
 #define IR_P_HIST(i) (1u << (8 + (i)))
 
 // The cost rule of an op (passes/stats.c, seed 001 section 7's counts):
@@ -185,12 +188,13 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0, 0, OWN)                                      \
   X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1, 0, OWN) /* logits, ids -> [] mean */           \
   /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */                      \
-  /* v [..., T, e]: softmax(causal_mask(q k^T fval)) v -> [..., T, e]; */                        \
-  /* axis 1: time-major heads, q, k [..., T, H, h], v [..., T, H, e] -> */                       \
-  /* [..., T, H, e], one attention per (..., head) over T */                                     \
-  X(ATTENTION, "attention", 3, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2), OWN)                      \
-  /* q, k, v, dy -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                               \
-  X(ATTENTION_GRAD, "attention_grad", 4, OPC_NN, 0, 0, OWN)
+  /* v [..., T, e][, b]: softmax(causal_mask(q k^T fval + b)) v -> */                            \
+  /* [..., T, e]; axis 1: time-major heads, q, k [..., T, H, h], v */                            \
+  /* [..., T, H, e] -> [..., T, H, e], one attention per (..., head) over */                     \
+  /* T; b: the score bias (ir_attention_bias) */                                                 \
+  X(ATTENTION, "attention", 4, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2) | IR_P_OPT_LAST, OWN)      \
+  /* q, k, v, dy[, b] -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                          \
+  X(ATTENTION_GRAD, "attention_grad", 5, OPC_NN, 0, IR_P_OPT_LAST, OWN)
 
 typedef enum {
 #define X(name, text, nin, cat, diff, props, cost) OP_##name,
@@ -232,6 +236,11 @@ typedef struct {
 } OpInfo;
 
 extern const OpInfo ir_op_info[OP_COUNT];
+// Whether a node of op may have nin inputs: the table's count, or one fewer
+// for an op whose last input is optional (IR_P_OPT_LAST).
+static inline bool ir_nin_ok(OpKind op, int nin) {
+  return nin == ir_op_info[op].nin || ((ir_op_info[op].props & IR_P_OPT_LAST) && nin == ir_op_info[op].nin - 1);
+}
 
 // Kernel kind of CAUSAL_CONV, from the rank of w (seed 001):
 //   scalar per lag  w [L]          out_i = sum_{j<=i} x_j * w_{i-j}    (eq. 29)
@@ -288,7 +297,10 @@ typedef struct {
                          // ATTENTION(_GRAD): the scale of q k^T;
                          // CAUSAL_MASK: the fill above the diagonal (-inf
                          // in forward graphs, 0 in its gradient)
-  int64_t start;         // SLICE, PAD: first index of the slice
+  int64_t start;         // SLICE, PAD: first index of the slice;
+                         // ATTENTION(_GRAD): the key window W of its score
+                         // bias, keys j <= i - W masked (0: none; the
+                         // kernels skip them)
   Dim len;               // SLICE: length; IOTA: n; SIZE: the size;
                          // ONEHOT, SCATTER_ADD: classes; CONV_DW: lags L
   ConvKind conv;         // CAUSAL_CONV
@@ -399,6 +411,16 @@ double ir_eval_unary(OpKind op, double x);
 // [..., G, T, h] (grouped-query attention: sequence m of q reads sequence
 // m / G of k and v); else 1.
 int64_t ir_attention_group(const Graph *g, const Node *n);
+// ATTENTION (input 3) and ATTENTION_GRAD (input 4): the input index of the
+// score bias b, or -1 without one. b [..., T, T] holds Hb blocks [T, T]
+// (Hb = ir_attention_bias_heads, its leading axes' product): query i of
+// sequence m (in the op's order: q's leading axes, then with axis 1 the
+// heads) scores key j as fval q_i . k_j + b[m mod Hb, i, j]. Its leading
+// axes, past any leading 1s, are the trailing axes of the sequences (one
+// block shared by all, one per head, ...). It takes no gradient: the fusion
+// admits only a bias of positions and constants.
+int ir_attention_bias(const Node *n);
+int64_t ir_attention_bias_heads(const Graph *g, const Node *n);
 
 // ---- verify.c --------------------------------------------------------------
 

@@ -55,6 +55,7 @@ void ir_print(FILE *f, const Graph *g) {
     case OP_CAUSAL_MASK: fprintf(f, " fill=%g", n->fval); break;
     case OP_ATTENTION: case OP_ATTENTION_GRAD:
       fprintf(f, " scale=%g%s", n->fval, n->axis ? " heads=time_major" : "");
+      if (n->start) fprintf(f, " window=%lld", (long long)n->start);
       break;
     case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH:
     case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: fprintf(f, " eps=%g", n->fval); break;

@@ -95,7 +95,7 @@ static bool verify_nodes(const Graph *g, Seen *params, Seen *streams, char *err,
     if (n->id != i) return bad(err, errlen, "node at %d has id %d", i, n->id);
     if ((unsigned)n->op >= OP_COUNT) return bad(err, errlen, "%%%d has op %d", i, (int)n->op);
     const char *op = ir_op_info[n->op].name;
-    if (n->nin != ir_op_info[n->op].nin)
+    if (!ir_nin_ok(n->op, n->nin))
       return bad(err, errlen, "%%%d (%s) has %d inputs, wants %d", i, op, n->nin,
                  ir_op_info[n->op].nin);
     for (int k = 0; k < n->nin; k++)

@@ -239,8 +239,9 @@ static void g_attention(AD *a, const Node *n, int dy) {
   Shape qs = shape(a, IN(0)), vs = shape(a, IN(2));
   int r = qs.rank;
   int64_t h = qs.d[r - 1].n, e = vs.d[r - 1].n;
-  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = 4, .in = {IN(0), IN(1), IN(2), dy}, .fval = n->fval,
-                                 .axis = n->axis});
+  int bi = ir_attention_bias(n);  // the score bias: read, no gradient (fuse_attention admits none that needs one)
+  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = bi >= 0 ? 5 : 4, .in = {IN(0), IN(1), IN(2), dy, bi >= 0 ? IN(bi) : 0},
+                          .fval = n->fval, .axis = n->axis, .start = n->start});
   int64_t start[3] = {0, h, 2 * h}, len[3] = {h, h, e};
   for (int k = 0; k < 3; k++)
     if (a->needs[IN(k)])

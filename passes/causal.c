@@ -25,7 +25,8 @@
 //     second to last), is indexed by key position: a term f(i, j) of the
 //     scores (a distance i - j, ALiBi's bias) with an open key axis, which
 //     the causal mask closes as it does the scores';
-//   - causal_conv and the fused attention are causal by definition, and so
+//   - causal_conv and the fused attention (with a score bias of positions
+//     whose rows are the query positions) are causal by definition, and so
 //     are scan along the time axis (h_t from h_{t-1}) and shift by steps >= 0
 //     along it (x_{t-s});
 //   - anything else that reads across positions (a reduction or softmax over
@@ -176,6 +177,13 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
   case OP_ATTENTION: {
     int at = n->axis ? xr - 3 : xr - 2;  // the time axis of q, k, v
     if (xa != at || ta[n->in[1]] != at || ta[n->in[2]] != at) return fail(c, id, "attends across non-positions");
+    int bi = ir_attention_bias(n);
+    if (bi >= 0) {  // the score bias: rows at query positions, keys along its last axis
+      const Node *b = &g->nodes[n->in[bi]];
+      int br = b->shape.rank;
+      if (ta[b->id] != br - 2 || (key[b->id] >= 0 && key[b->id] != br - 1) || c->tok[b->id])
+        return fail(c, id, "adds a score bias whose rows are not query positions");
+    }
     ta[id] = xa;
     return true;
   }

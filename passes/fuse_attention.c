@@ -4,7 +4,7 @@
 // Requires: a verified forward graph (no backward yet: autodiff then derives
 // ATTENTION_GRAD, which recomputes the scores instead of storing them).
 // Guarantees: every match of
-//     o = softmax(causal_mask(q @ transpose(k) [* s | / s]), last axis) @ v
+//     o = softmax(causal_mask(q @ transpose(k) [* s | / s] [+ b | - b]), last axis) @ v
 // with q, k [..., T, h], v [..., T, e] (equal leading axes, or k and v
 // [..., 1, T, .] against q [..., G, T, h]: grouped queries; h and e fixed),
 // s a scalar constant expression (and besides it, at most one tensor t of
@@ -13,7 +13,12 @@
 // and autodiff differentiates it as written), a -inf mask, and each intermediate (the
 // scores, the scaled and masked scores, the probabilities) used only by the
 // next op of the pattern and not an output, has o rewritten in place to
-// ATTENTION(q, k, v) with fval = the scale (1/s for a division). The
+// ATTENTION(q, k, v[, b]) with fval = the scale (1/s for a division). The
+// score bias b (ALiBi's slopes times distances, a window or block mask as
+// -1e30, any term of positions and constants) is [..., T, T] with leading
+// axes the scores' trailing ones (ir_attention_bias) and depends on no
+// parameter (the op takes no gradient for it); a subtracted b becomes -b
+// (the difference node, dead, rewritten to NEG(b)). The
 // intermediates lose their last user and drop out of every program. Seed 001
 // eqs. (13)-(15): A = softmax(mask(Q K^T / sqrt(h))), O = A V.
 // A softmax without the causal mask, a mask with another fill, or scores used
@@ -85,8 +90,43 @@ static bool heads_swap(const Node *t) {
 typedef struct {
   int q, k, v;
   double scale;
-  int temp, tin, above;  // above: the node that reads temp (the mask or a constant scaling)
+  int temp, tin, above;  // above: the node that reads temp (the mask, the bias's sum or a constant scaling)
+  int bias, bsub;        // the score bias b, or -1; bsub: the node computing scores - b (b subtracted)
+  int mask;              // the causal mask
 } Match;
+
+// Whether node id is a product q @ k' under at most depth scalings (MUL by
+// anything, DIV of it by anything).
+static bool scores_below(const Graph *g, int id, int depth) {
+  const Node *y = &g->nodes[id];
+  if (y->op == OP_MATMUL) return true;
+  if (depth == 0) return false;
+  if (y->op == OP_DIV) return scores_below(g, y->in[0], depth - 1);
+  return y->op == OP_MUL && (scores_below(g, y->in[0], depth - 1) || scores_below(g, y->in[1], depth - 1));
+}
+
+// Whether node id depends on a parameter (so it would take a gradient).
+static bool on_params(const Graph *g, int id, char *seen) {
+  if (seen[id]) return seen[id] == 2;
+  const Node *n = &g->nodes[id];
+  bool p = n->op == OP_PARAM;
+  for (int i = 0; i < n->nin && !p; i++) p = on_params(g, n->in[i], seen);
+  seen[id] = p ? 2 : 1;
+  return p;
+}
+
+// Whether bias shape b, added to scores of shape z [..., T, T], is
+// ir_attention_bias's: [.., T, T], its leading axes past leading 1s
+// constants equal to the scores' trailing leading axes.
+static bool bias_fits(const Shape *b, const Shape *z) {
+  int r = z->rank, br = b->rank;
+  if (br < 2 || br > r || !dim_eq(b->d[br - 1], z->d[r - 1]) || !dim_eq(b->d[br - 2], z->d[r - 2])) return false;
+  int first = 0;
+  while (first < br - 2 && b->d[first].kind == DIM_CONST && b->d[first].n == 1) first++;
+  for (int i = first; i < br - 2; i++)
+    if (b->d[i].kind != DIM_CONST || !dim_eq(b->d[i], z->d[i + r - br])) return false;
+  return true;
+}
 
 // Whether t holds one value per sequence of scores [..., T, T] whose q is
 // qs: constant along the last two axes, and q o t has q's shape.
@@ -101,6 +141,124 @@ static bool per_sequence(const Shape *t, const Shape *qs) {
   return true;
 }
 
+// ---- the key window of a score bias ------------------------------------------------
+//
+// A bias of positions and constants is a function b(c, i, j) of its leading
+// coordinates c, query i and key j alone, evaluated here at t_max positions
+// by its elementwise tree: iota, constants, unary and binary elementwise ops
+// (comparisons too), broadcasts, and reshapes that only add or drop axes of
+// size 1. A key is masked where b <= ATT_MASKED (exp(b + score) is 0 in
+// float32 for any score a model reaches). The window W: the least W with
+// every key j <= i - W masked in every row; the kernels never read those
+// keys (tiles skipped, not masked). t_max when the bias masks no such band.
+#define ATT_MASKED (-1e20)
+
+typedef struct {
+  const Graph *g;
+  int rb;                      // the bias's rank: its axes rb - 2 (i) and rb - 1 (j)
+  int64_t n;                   // t_max, the row length
+  int64_t lead[IR_MAX_RANK];   // the leading coordinates of the row
+  int64_t i;
+} Probe;
+
+// x[j] = node id's value at (lead, i, j) for j < n; amap[k]: the bias axis
+// of node axis k (-1 for an axis of size 1). False: not a position
+// expression this evaluates.
+static bool probe_row(const Probe *p, int id, const int *amap, double *x) {
+  const Node *nd = &p->g->nodes[id];
+  int rn = nd->shape.rank;
+  if (nd->op == OP_CONST && rn == 0) {
+    for (int64_t j = 0; j < p->n; j++) x[j] = nd->fval;
+    return true;
+  }
+  if (nd->op == OP_IOTA) {
+    int a = amap[0];
+    for (int64_t j = 0; j < p->n; j++) x[j] = a == p->rb - 1 ? (double)j : a == p->rb - 2 ? (double)p->i : a >= 0 ? (double)p->lead[a] : 0;
+    return true;
+  }
+  OpCategory cat = ir_op_info[nd->op].cat;
+  bool elementwise = cat == OPC_UNARY || cat == OPC_BINARY || nd->op == OP_EXPAND;
+  if (!elementwise && nd->op != OP_RESHAPE) return false;
+  if (cat == OPC_BINARY && nd->op != OP_ADD && nd->op != OP_SUB && nd->op != OP_MUL && nd->op != OP_DIV && nd->op != OP_EQ &&
+      nd->op != OP_LT && nd->op != OP_LE)
+    return false;
+  double *y[2] = {NULL, NULL};
+  bool ok = true;
+  for (int k = 0; k < nd->nin && ok; k++) {
+    const Shape *cs = &p->g->nodes[nd->in[k]].shape;
+    int cm[IR_MAX_RANK];
+    if (nd->op == OP_RESHAPE) {  // only axes of size 1 added or dropped: the others in order
+      int o = 0;
+      for (int a = 0; a < cs->rank && ok; a++) {
+        if (cs->d[a].kind == DIM_CONST && cs->d[a].n == 1) {
+          cm[a] = -1;
+          continue;
+        }
+        while (o < rn && nd->shape.d[o].kind == DIM_CONST && nd->shape.d[o].n == 1) o++;
+        ok = o < rn && dim_eq(nd->shape.d[o], cs->d[a]);
+        cm[a] = ok ? amap[o++] : -1;
+      }
+      for (; ok && o < rn; o++) ok = nd->shape.d[o].kind == DIM_CONST && nd->shape.d[o].n == 1;
+    } else {
+      if (cs->rank > rn) ok = false;
+      for (int a = 0; a < cs->rank && ok; a++)
+        cm[a] = cs->d[a].kind == DIM_CONST && cs->d[a].n == 1 ? -1 : amap[a + rn - cs->rank];
+    }
+    y[k] = ok ? malloc(sizeof(double) * (size_t)p->n) : NULL;
+    ok = ok && y[k] && probe_row(p, nd->in[k], cm, y[k]);
+  }
+  for (int64_t j = 0; ok && j < p->n; j++) {
+    double a = y[0][j], b = y[1] ? y[1][j] : 0;
+    switch (nd->op) {
+    case OP_RESHAPE: case OP_EXPAND: x[j] = a; break;
+    case OP_ADD: x[j] = a + b; break;
+    case OP_SUB: x[j] = a - b; break;
+    case OP_MUL: x[j] = a * b; break;
+    case OP_DIV: x[j] = a / b; break;
+    case OP_EQ: x[j] = a == b; break;
+    case OP_LT: x[j] = a < b; break;
+    case OP_LE: x[j] = a <= b; break;
+    default: x[j] = ir_eval_unary(nd->op, a); break;
+    }
+  }
+  free(y[0]), free(y[1]);
+  return ok;
+}
+
+// Whether the tree below id holds a constant of magnitude >= |ATT_MASKED|
+// (else no key can be masked) and nothing but positions and constants.
+static bool masks_keys(const Graph *g, int id) {
+  const Node *n = &g->nodes[id];
+  if (n->op == OP_CONST) return !(fabs(n->fval) < -ATT_MASKED);
+  bool any = false;
+  for (int k = 0; k < n->nin; k++) any = masks_keys(g, n->in[k]) || any;
+  return any;
+}
+
+// The key window of bias b (ATT_MASKED, above), or 0 when it masks no band.
+static int64_t bias_window(const Graph *g, int b) {
+  const Shape *bs = &g->nodes[b].shape;
+  int64_t n = g->t_max, blocks = 1, W = 0;
+  if (n <= 0 || n > 65536 || !masks_keys(g, b)) return 0;
+  for (int a = 0; a < bs->rank - 2; a++) blocks *= bs->d[a].n;
+  double *x = malloc(sizeof(double) * (size_t)n);
+  Probe p = {.g = g, .rb = bs->rank, .n = n};
+  int amap[IR_MAX_RANK];
+  for (int a = 0; a < bs->rank; a++) amap[a] = bs->d[a].kind == DIM_CONST && bs->d[a].n == 1 ? -1 : a;
+  bool ok = x != NULL;
+  for (int64_t c = 0; c < blocks && ok; c++) {
+    for (int64_t r = c, a = bs->rank - 3; a >= 0; a--) p.lead[a] = r % bs->d[a].n, r /= bs->d[a].n;
+    for (p.i = 0; p.i < n && ok && W < n; p.i++) {
+      ok = probe_row(&p, b, amap, x);
+      int64_t k = 0;
+      while (k < p.i && x[k] <= ATT_MASKED) k++;  // the first key not masked (the query's own if every earlier one is)
+      if (p.i - k + 1 > W) W = p.i - k + 1;
+    }
+  }
+  free(x);
+  return ok && W < n ? W : 0;
+}
+
 // Why node o (a product of probabilities and values) is not causal attention
 // the op can take, in the words of a note; NULL for a match (into *mt).
 // users[]: each node's readers (outputs count twice).
@@ -111,15 +269,38 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   if (users[a->id] != 1) return "the probabilities are read elsewhere too (or are an output), so they must be stored";
   const Node *m = &g->nodes[a->in[0]];
   if (m->op != OP_CAUSAL_MASK) {
-    snprintf(buf, n, "the softmax reads '%s', not causal_mask(...): only causal attention fuses (a key-padding, window or "
-                     "block mask, or a bias added after the mask, does not yet)", ir_op_info[m->op].name);
+    snprintf(buf, n, "the softmax reads '%s', not causal_mask(...): only causal attention fuses (write another mask as a "
+                     "score bias of -1e30 added under the causal mask)", ir_op_info[m->op].name);
     return buf;
   }
   if (!(isinf(m->fval) && m->fval < 0)) return "the causal mask does not fill with -inf";
   if (users[m->id] != 1) return "the masked scores are read elsewhere too";
   const Node *z = &g->nodes[m->in[0]];
   double scale = 1;
-  int temp = -1, tin = -1, above = m->id, prev = m->id;
+  int temp = -1, tin = -1, above = m->id, prev = m->id, bias = -1, bsub = -1;
+  // a score bias: scores + b, b + scores or scores - b, the scores below
+  // through at most two scalings to the product
+  if ((z->op == OP_ADD || z->op == OP_SUB) && users[z->id] == 1) {
+    int side = -1;
+    for (int t = 0; t < (z->op == OP_ADD ? 2 : 1) && side < 0; t++)
+      if (scores_below(g, z->in[t], 2)) side = t;
+    if (side >= 0) {
+      const Node *b = &g->nodes[z->in[1 - side]];
+      if (!bias_fits(&b->shape, &z->shape)) {
+        shape_fmt(s1, sizeof s1, &b->shape), shape_fmt(s2, sizeof s2, &z->shape);
+        snprintf(buf, n, "the score bias %s is not [..., T, T] with leading axes of the scores %s (one block per head or "
+                         "one for all; a bias per batch row does not fuse yet)", s1, s2);
+        return buf;
+      }
+      char *seen = calloc((size_t)g->nnodes + 1, 1);
+      bool learned = seen && on_params(g, b->id, seen);
+      free(seen);
+      if (learned) return "the score bias depends on parameters, and the fused op takes no gradient for it yet";
+      bias = b->id, bsub = z->op == OP_SUB ? z->id : -1;
+      above = prev = z->id;
+      z = &g->nodes[z->in[side]];
+    }
+  }
   // at most two scalings of the scores: by a scalar constant, and by a tensor
   // of one value per sequence (its shape is checked once q is known)
   for (int layer = 0; layer < 2 && (z->op == OP_MUL || z->op == OP_DIV) && users[z->id] == 1; layer++) {
@@ -142,8 +323,8 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
     z = &g->nodes[z->in[left ? 0 : 1]];
   }
   if (z->op != OP_MATMUL) {
-    snprintf(buf, n, "the scores under the mask come from '%s', not from q @ transpose(k) times a constant: a score "
-                     "bias (ALiBi, relative positions) does not fuse yet", ir_op_info[z->op].name);
+    snprintf(buf, n, "the scores under the mask come from '%s', not from q @ transpose(k) times constants, a temperature "
+                     "and a score bias added last", ir_op_info[z->op].name);
     return buf;
   }
   if (users[z->id] != 1) return "the scores q @ transpose(k) are read elsewhere too";
@@ -164,10 +345,10 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   if (temp >= 0 && !per_sequence(&g->nodes[g->nodes[temp].in[tin]].shape, &q->shape)) {
     shape_fmt(s1, sizeof s1, &g->nodes[g->nodes[temp].in[tin]].shape), shape_fmt(s2, sizeof s2, &q->shape);
     snprintf(buf, n, "the scores are scaled by a tensor %s that is not one value per sequence of q %s (it varies along "
-                     "the query or key axis): a score bias does not fuse yet", s1, s2);
+                     "the query or key axis; a bias added after the scaling fuses)", s1, s2);
     return buf;
   }
-  *mt = (Match){q->id, k->id, v->id, scale, temp, tin, above};
+  *mt = (Match){q->id, k->id, v->id, scale, temp, tin, above, bias, bsub, m->id};
   return NULL;
 }
 
@@ -220,12 +401,21 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
       users[mt.q]++, mt.q = zt->id;
       q = zt;
     }
-    int qi = mt.q, ki = mt.k, vi = mt.v;
+    if (mt.bsub >= 0) {  // scores - b: the difference, now dead, becomes the bias -b
+      Node *d = &g->nodes[mt.bsub];
+      const Node *b = &g->nodes[mt.bias];
+      g->nodes[mt.mask].in[0] = d->in[0];  // the dead mask reads the scores, which keep its shape
+      *d = (Node){.id = d->id, .op = OP_NEG, .dtype = DT_F32, .shape = b->shape, .nin = 1, .in = {b->id}, .scope = d->scope,
+                  .loc = d->loc};
+      mt.bias = d->id;
+    }
+    int qi = mt.q, ki = mt.k, vi = mt.v, bi = mt.bias;
     double scale = mt.scale;
     o->op = OP_ATTENTION;
-    o->nin = 3;
-    o->in[0] = qi, o->in[1] = ki, o->in[2] = vi;
+    o->nin = bi >= 0 ? 4 : 3;
+    o->in[0] = qi, o->in[1] = ki, o->in[2] = vi, o->in[3] = bi >= 0 ? bi : 0;
     o->fval = scale;
+    o->start = bi >= 0 ? bias_window(g, bi) : 0;
     users[a->id]--;
     fused++;
     // time-major, the kernels (codegen/lower.c) keep a query row's scores
@@ -239,8 +429,8 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     if (u >= 0 && small && !group && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
       Node *t = &g->nodes[u];
       int qs = q->in[0], ks = k->in[0], vs = v->in[0];
-      *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = 3, .in = {qs, ks, vs},
-                  .axis = 1, .fval = scale, .scope = o->scope, .loc = o->loc};
+      *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = o->nin, .in = {qs, ks, vs, o->in[3]},
+                  .axis = 1, .fval = scale, .start = o->start, .scope = o->scope, .loc = o->loc};
       users[i]--, users[qi]--, users[ki]--, users[vi]--;
     }
   }

@@ -281,6 +281,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     int64_t heads = numel(x, T) / smul(t, h), S = smul(t, t + 1) / 2;
     int64_t mul = smul(S, h + 1) + smul(S, e), add = smul(S, h - 1) + (S - t) + smul(S - t, e);
     int64_t ex = S, dv = S;
+    if (ir_attention_bias(n) >= 0) add += S;  // the score bias
     if (n->op == OP_ATTENTION_GRAD) {
       mul += smul(S, e) + smul(S, 2) + smul3(S, 2, h) + smul(S, e);
       add += smul(S, e - 1) + smul(S, 2) - t + smul3(S - t, 2, h) + smul(S - t, e);

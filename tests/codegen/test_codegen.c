@@ -340,9 +340,10 @@ int main(void) {
       check_model("examples/linear_attention.xf", la, 7, 1, 300, false);
     }
   }
-  for (int form = 0; form < 2; form++) {  // the attention variants of stdlib/attention.xf, unfused
+  for (int form = 0; form < 2; form++) {  // the attention variants of stdlib/attention.xf; score biases
     model_so_forms = form ? LTARGET_GPU : LTARGET_CPU;
     check_model("tests/grad/attention_variants.xf", NULL, 0, 2, 7, true);
+    check_model("tests/fusion/attn_bias.xf", NULL, 0, 2, 9, true);
   }
   model_so_forms = LTARGET_CPU;
   // the CPU's blocked attention (heads of 32 and 16: schedule_att_block):
@@ -356,6 +357,8 @@ int main(void) {
     check_model("examples/transformer.xf", bl, 7, 3, 70, true);
     Define va[] = {{"d", "64"}, {"heads", "4"}, {"context", "80"}};
     check_model("tests/grad/attention_variants.xf", va, 3, 2, 80, true);
+    va[2].value = "300";  // the window of 3: key blocks before it skipped (forward: of 256 keys)
+    check_model("tests/grad/attention_variants.xf", va, 3, 1, 300, true);
   }
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);

@@ -42,7 +42,9 @@ B2, T2 = 3, 5  # the second shape: another batch, a shorter sequence
 EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
             "gla", "retnet", "ssm",
             # stdlib/attention.xf's variants: ALiBi, a temperature, grouped queries (fused), a sliding window
-            "tests/grad/attention_variants.xf"]
+            "tests/grad/attention_variants.xf",
+            # score biases: local + global keys (fused), a learned slope, a key-padding mask
+            "tests/fusion/attn_bias.xf"]
 B, T, STEPS = 2, 8, 10
 passed = failed = 0
 
