@@ -34,7 +34,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small")
+VARIANTS = ("alibi", "sliding_window", "gqa", "temperature")  # examples/<name>.xf: the transformer, another attention
+EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small") + VARIANTS
 # Sizes: seed 001 Table 1 (vocab 5000, context 128, d 128, FFN 512, 32 heads,
 # dropout 0.1), and examples/gpt2_small.xf's (context 1024, d 768, a GELU FFN
 # of 3072, 12 heads, no dropout; its layer count is --layers).
@@ -62,6 +63,30 @@ class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1
         B, T, d = x.shape
         split = lambda t: t.view(B, T, s.h, d // s.h).transpose(1, 2)
         y = F.scaled_dot_product_attention(split(s.q(x)), split(s.k(x)), split(s.v(x)), is_causal=True)
+        return s.o(y.transpose(1, 2).reshape(B, T, d))
+
+class AttentionVariant(nn.Module):  # stdlib/attention.xf's variants, through SDPA as a PyTorch user writes them
+    def __init__(s, kind, d, heads, window=32, kv_heads=8):
+        super().__init__(); s.kind, s.h, s.window = kind, heads, window
+        s.kv = kv_heads if kind == "gqa" else heads
+        s.q, s.o = lin(d, d, False), lin(d, d, False)
+        s.k, s.v = lin(d, d // heads * s.kv, False), lin(d, d // heads * s.kv, False)
+        if kind == "temperature": s.log_tau = nn.Parameter(torch.zeros(heads, 1, 1))
+    def forward(s, x):
+        B, T, d = x.shape; hd = d // s.h
+        q = s.q(x).view(B, T, s.h, hd).transpose(1, 2)
+        k, v = (m(x).view(B, T, s.kv, hd).transpose(1, 2) for m in (s.k, s.v))
+        i = torch.arange(T, device=x.device)
+        dist = (i[:, None] - i[None, :]).to(x.dtype)  # i - j
+        if s.kind == "temperature":  # tau q k^T / sqrt(h)
+            y = F.scaled_dot_product_attention(q * torch.exp(s.log_tau), k, v, is_causal=True)
+        elif s.kind == "alibi":  # scores - s_m (i - j), slopes 2^(-8 (m + 1) / n), under the causal mask
+            slope = torch.exp((torch.arange(s.h, device=x.device) + 1) * (-8 / s.h * math.log(2))).view(s.h, 1, 1)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=(-slope * dist).masked_fill(dist < 0, float("-inf")))
+        elif s.kind == "sliding_window":  # keys i - window < j <= i
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=(dist >= 0) & (dist < s.window))
+        else:  # grouped queries: query head m reads key head m // (heads / kv_heads)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return s.o(y.transpose(1, 2).reshape(B, T, d))
 
 def causal_depthwise(x, w):  # x [B, T, d], w [L, d]: out_i = sum_{j<=i} x_j * w_{i-j}
@@ -118,6 +143,7 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
         style = {"postnorm": "post", "rk4": "rk4"}.get(ex, "pre")
         def mixer():
             k = ex.replace("macaron_", "")
+            if k in VARIANTS: return AttentionVariant(k, d, heads)
             return Extractor(k, d, L) if k in ("she", "he", "we", "me") else Attention(d, heads)
         act = F.gelu if ex == "gpt2_small" else F.relu
         ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [FFN(d, c, act)]
