@@ -29,6 +29,8 @@ typedef struct {
   int64_t Hb;           // its blocks: sequence m reads block m mod Hb
   int64_t W;            // the bias's key window (Node.start): keys j <= i - W
                         // are masked and skipped; 0: none
+  int Bl;               // the CPU row form's local [t_max, NH] of a query row's
+                        // bias per head (its keys along j, heads side by side), or -1
 } Att;
 
 // The first key rows from query row i on may read: max(0, i - W + 1), or 0.
@@ -105,18 +107,28 @@ static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var
 // Row o's scores s_j = scale q_o . k_j over j <= i (key rows kv0 + j) into S
 // and their maximum per head into M; then (probs) p_j = exp(s_j - M) into S
 // and sum p_j into Ls.
-static void att_scores(Lo *L, const Att *a, const Node *n, int o, int i, int kv0, bool probs) {
+static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool probs) {
   int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
   store(L, a->Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
+  if (a->bslot >= 0 && a->Hb > 1 && a->Bl < 0) a->Bl = local(L, L->g->t_max * a->NH);
+  if (a->Bl >= 0) {  // a bias per head: row i of every head's block into Bl [j, hd], read along j per head
+    hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+    LExpr *mb = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
+    int jb = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");
+    store(L, a->Bl, LOC_AT(jb, hd), att_biased(L, a, xf(L, 0), mb, xvar(L, i), xvar(L, jb)));
+    for_end(L);
+    for_end(L);
+  }
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int kr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
   hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
   int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
   LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
-  int s = let(L, att_biased(L, a, x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval)), m, xvar(L, i), xvar(L, j)), "s");
+  LExpr *sc = x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
+  int s = let(L, a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd)) : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j)), "s");
   store(L, a->S, LOC_AT(j, hd), xvar(L, s));
   store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
   for_end(L);
@@ -716,7 +728,7 @@ void lower_attention(Lo *L, const Node *n) {
   int bi = ir_attention_bias(n);
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
-           .Hb = ir_attention_bias_heads(L->g, n), .W = n->start};
+           .Hb = ir_attention_bias_heads(L->g, n), .W = n->start, .Bl = -1};
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   int64_t width[3] = {a.h, a.h, a.e};
