@@ -25,7 +25,7 @@ fi
 # NVRTC and ptxas on every kernel of every example and op model
 for f in examples/*.xf tests/grad/op_*.xf tests/fusion/attn_user.xf tests/golden/sinusoidal.xf; do
   defs=()
-  case $f in examples/*) defs=("${small[@]}"); grep -q heads "$f" && defs+=(-D heads=2);; esac
+  case $f in examples/*) defs=("${small[@]}"); grep -q heads "$f" && defs+=(-D heads=2); grep -q kv_heads "$f" && defs+=(-D kv_heads=1);; esac
   name=$(basename "$f" .xf)
   if ! "$xfc" --target=cuda --emit=ptx "$f" "${defs[@]}" > "$tmp/$name.ptx" 2> "$tmp/$name.err"; then
     bad "NVRTC on $f: $(head -3 "$tmp/$name.err")"

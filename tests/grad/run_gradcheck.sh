@@ -38,6 +38,7 @@ done
 small="-D layers=2 -D d=8 -D context=5 -D vocab=11 -D ffn=12 -D dropout=0"
 for ex in examples/*.xf; do
   heads=; grep -q 'heads' "$ex" && heads="-D heads=2"
+  grep -q 'kv_heads' "$ex" && heads="$heads -D kv_heads=1"
   # shellcheck disable=SC2086
   check "$ex (small)" $small $heads "$ex"
 done
