@@ -556,6 +556,30 @@ static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, d
 }
 static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
 
+// S[ii ld + jj] += b[m mod Hb, i0 + ii, k0 + jj] for ii < nq, jj < nk: the
+// score bias over a block of scores (nothing without one).
+static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
+  if (a->bslot < 0) return;
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jj));
+  store(L, S, at, att_biased(L, a, load(L, S, at), m, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jj))));
+  for_end(L);
+  for_end(L);
+}
+
+// Row sb of a block of scores, nk columns of which the first jn are keys the
+// row sees: S_jj <- e^(S_jj - m) for jj < jn, 0 after; returns the variable
+// holding their sum.
+static int att_row_exp(Lo *L, int S, int sb, int jn, int nk, int m) {
+  int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
+  store(L, S, at, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
+  for_end(L);
+  LStmt *rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+  return reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
+}
+
 // Forward, one (sequence, head, query block) per outer index, the block's
 // rows [lo, hi) clipped to the step program's window. Per key block of
 // ATT_BK keys j < hi (the online softmax, seed 003's kernel fusion):
@@ -588,14 +612,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BK));
   gemm_call(L, c);
-  if (a->bslot >= 0) {  // S_ij += b[sh mod Hb, i, j]
-    ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-    int jb = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
-    LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), xvar(L, jb));
-    store(L, S, at, att_biased(L, a, load(L, S, at), xvar(L, sh), iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jb))));
-    for_end(L);
-    for_end(L);
-  }
+  att_block_bias(L, a, S, ATT_BK, nq, nk, xvar(L, sh), lo, k0);
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
   int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), "sb");
@@ -606,12 +623,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
   int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
   store(L, M, xvar(L, ii), xvar(L, mn));
-  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
-  LExpr *sat = iadd(L, xvar(L, sb), xvar(L, jj));
-  store(L, S, sat, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, sat), xvar(L, mn))), xf(L, 0)));
-  for_end(L);
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  int ls = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "ls");
+  int ls = att_row_exp(L, S, sb, jn, nk, mn);
   store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
     int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), "at");
@@ -662,14 +674,7 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
   gemm_call(L, c);
-  if (a->bslot >= 0) {  // S_ij += b[o mod Hb, i, j]
-    int ib = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-    int jb = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
-    LExpr *at = iadd(L, imul(L, xvar(L, ib), xi(L, tm)), xvar(L, jb));
-    store(L, S, at, att_biased(L, a, load(L, S, at), xvar(L, 0), iadd(L, xvar(L, i0), xvar(L, ib)), iadd(L, xvar(L, ks), xvar(L, jb))));
-    for_end(L);
-    for_end(L);
-  }
+  att_block_bias(L, a, S, tm, nq, nk, xvar(L, 0), i0, ks);
   c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
   att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
   att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
@@ -681,15 +686,9 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   int jj;
   LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
   int m = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "m");
-  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, jn, nk, m))), "inv");
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
   LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
-  store(L, S, at, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
-  for_end(L);
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  int l = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, l)), "inv");
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  at = iadd(L, xvar(L, sb), xvar(L, jj));
   int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
   jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   at = iadd(L, xvar(L, sb), xvar(L, jj));
