@@ -151,15 +151,8 @@ int64_t ir_attention_bias_heads(const Graph *g, const Node *n) {
   return hb;
 }
 
-// Whether bias shape bs fits attention n with q shape qs (ir_attention_bias):
-// [..., T, T], its leading axes past leading 1s constants equal to the
-// trailing axes of the sequences (q's leading axes, then the heads for axis 1).
-static bool attention_bias_fits(const Node *n, const Shape *qs, const Shape *bs) {
-  int r = qs->rank, tax = r - 2 - (n->axis != 0), ns = 0;
-  Dim seq[IR_MAX_RANK + 1];
-  for (int i = 0; i < tax; i++) seq[ns++] = qs->d[i];
-  if (n->axis) seq[ns++] = qs->d[r - 2];
-  if (bs->rank < 2 || !dim_eq(bs->d[bs->rank - 1], qs->d[tax]) || !dim_eq(bs->d[bs->rank - 2], qs->d[tax])) return false;
+bool ir_attention_bias_fits(const Dim *seq, int ns, Dim t, const Shape *bs) {
+  if (bs->rank < 2 || !dim_eq(bs->d[bs->rank - 1], t) || !dim_eq(bs->d[bs->rank - 2], t)) return false;
   int first = 0;
   while (first < bs->rank - 2 && bs->d[first].kind == DIM_CONST && bs->d[first].n == 1) first++;
   int nb = bs->rank - 2 - first;
@@ -169,6 +162,16 @@ static bool attention_bias_fits(const Node *n, const Shape *qs, const Shape *bs)
     if (d.kind != DIM_CONST || !dim_eq(d, s)) return false;
   }
   return true;
+}
+
+// Whether bias shape bs fits attention n with q shape qs: its sequences are
+// q's leading axes, then the heads for axis 1.
+static bool attention_bias_fits(const Node *n, const Shape *qs, const Shape *bs) {
+  int r = qs->rank, tax = r - 2 - (n->axis != 0), ns = 0;
+  Dim seq[IR_MAX_RANK + 1];
+  for (int i = 0; i < tax; i++) seq[ns++] = qs->d[i];
+  if (n->axis) seq[ns++] = qs->d[r - 2];
+  return ir_attention_bias_fits(seq, ns, qs->d[tax], bs);
 }
 
 double ir_eval_unary(OpKind op, double x) {

@@ -421,6 +421,11 @@ int64_t ir_attention_group(const Graph *g, const Node *n);
 // admits only a bias of positions and constants.
 int ir_attention_bias(const Node *n);
 int64_t ir_attention_bias_heads(const Graph *g, const Node *n);
+// Whether a bias of shape bs fits sequences of axes seq[0 .. ns) (in the
+// op's order) over t positions: [..., t, t], its leading axes past leading
+// 1s constants equal to the trailing ns axes of seq (the shape rule, and the
+// fusion's test on the scores [seq..., T, T]).
+bool ir_attention_bias_fits(const Dim *seq, int ns, Dim t, const Shape *bs);
 
 // ---- verify.c --------------------------------------------------------------
 

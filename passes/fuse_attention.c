@@ -115,19 +115,6 @@ static bool on_params(const Graph *g, int id, char *seen) {
   return p;
 }
 
-// Whether bias shape b, added to scores of shape z [..., T, T], is
-// ir_attention_bias's: [.., T, T], its leading axes past leading 1s
-// constants equal to the scores' trailing leading axes.
-static bool bias_fits(const Shape *b, const Shape *z) {
-  int r = z->rank, br = b->rank;
-  if (br < 2 || br > r || !dim_eq(b->d[br - 1], z->d[r - 1]) || !dim_eq(b->d[br - 2], z->d[r - 2])) return false;
-  int first = 0;
-  while (first < br - 2 && b->d[first].kind == DIM_CONST && b->d[first].n == 1) first++;
-  for (int i = first; i < br - 2; i++)
-    if (b->d[i].kind != DIM_CONST || !dim_eq(b->d[i], z->d[i + r - br])) return false;
-  return true;
-}
-
 // Whether t holds one value per sequence of scores [..., T, T] whose q is
 // qs: constant along the last two axes, and q o t has q's shape.
 static bool per_sequence(const Shape *t, const Shape *qs) {
@@ -286,7 +273,7 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
       if (scores_below(g, z->in[t], 2)) side = t;
     if (side >= 0) {
       const Node *b = &g->nodes[z->in[1 - side]];
-      if (!bias_fits(&b->shape, &z->shape)) {
+      if (!ir_attention_bias_fits(z->shape.d, z->shape.rank - 2, z->shape.d[z->shape.rank - 1], &b->shape)) {
         shape_fmt(s1, sizeof s1, &b->shape), shape_fmt(s2, sizeof s2, &z->shape);
         snprintf(buf, n, "the score bias %s is not [..., T, T] with leading axes of the scores %s (one block per head or "
                          "one for all; a bias per batch row does not fuse yet)", s1, s2);
