@@ -213,7 +213,8 @@ static bool probe_row(const Probe *p, int id, const int *amap, double *x) {
 }
 
 // Whether the tree below id holds a constant of magnitude >= |ATT_MASKED|
-// (else no key can be masked) and nothing but positions and constants.
+// (else no key can be masked; probe_row then rejects any op but positions
+// and constants).
 static bool masks_keys(const Graph *g, int id) {
   const Node *n = &g->nodes[id];
   if (n->op == OP_CONST) return !(fabs(n->fval) < -ATT_MASKED);
