@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VARIANTS = ("alibi", "sliding_window", "gqa", "temperature")  # examples/<name>.xf: the transformer, another attention
+VARIANTS = ("alibi", "sliding_window", "gqa", "temperature", "relative_bias")  # examples/<name>.xf: the transformer, another attention
 EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small") + VARIANTS
 # Sizes: seed 001 Table 1 (vocab 5000, context 128, d 128, FFN 512, 32 heads,
 # dropout 0.1), and examples/gpt2_small.xf's (context 1024, d 768, a GELU FFN
@@ -66,12 +66,13 @@ class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1
         return s.o(y.transpose(1, 2).reshape(B, T, d))
 
 class AttentionVariant(nn.Module):  # stdlib/attention.xf's variants, through SDPA as a PyTorch user writes them
-    def __init__(s, kind, d, heads, window=32, kv_heads=8):
-        super().__init__(); s.kind, s.h, s.window = kind, heads, window
+    def __init__(s, kind, d, heads, window=32, kv_heads=8, buckets=32):
+        super().__init__(); s.kind, s.h, s.window, s.buckets = kind, heads, window, buckets
         s.kv = kv_heads if kind == "gqa" else heads
         s.q, s.o = lin(d, d, False), lin(d, d, False)
         s.k, s.v = lin(d, d // heads * s.kv, False), lin(d, d // heads * s.kv, False)
         if kind == "temperature": s.log_tau = nn.Parameter(torch.zeros(heads, 1, 1))
+        if kind == "relative_bias": s.w = nn.Parameter(torch.zeros(heads, buckets))
     def forward(s, x):
         B, T, d = x.shape; hd = d // s.h
         q = s.q(x).view(B, T, s.h, hd).transpose(1, 2)
@@ -83,6 +84,9 @@ class AttentionVariant(nn.Module):  # stdlib/attention.xf's variants, through SD
         elif s.kind == "alibi":  # scores - s_m (i - j), slopes 2^(-8 (m + 1) / n), under the causal mask
             slope = torch.exp((torch.arange(s.h, device=x.device) + 1) * (-8 / s.h * math.log(2))).view(s.h, 1, 1)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=(-slope * dist).masked_fill(dist < 0, float("-inf")))
+        elif s.kind == "relative_bias":  # scores + w[m, min(i - j, K - 1)], under the causal mask
+            bias = s.w[:, dist.long().clamp(0, s.buckets - 1)]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(dist < 0, float("-inf")))
         elif s.kind == "sliding_window":  # keys i - window < j <= i
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=(dist >= 0) & (dist < s.window))
         else:  # grouped queries: query head m reads key head m // (heads / kv_heads)

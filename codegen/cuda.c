@@ -193,6 +193,88 @@ static void prelude(R *r) {
          "  return t;\n"
          "}\n"
          "\n"
+         "// C = alpha op(A) op(B) + beta C by a block's threads, between barriers the\n"
+         "// caller prints (LS_GEMM: the blocked attention forms). A m x k (k x m if ta),\n"
+         "// rows lda apart; B k x n (n x k if tb); C m x n; an element of A at (i, q) is\n"
+         "// A[i sa_i + q sa_k], of B at (q, j) B[q sb_k + j sb_j].\n"
+         "// float32 (mma 0): a thread takes tiles of XF_TM x XF_TN entries (consecutive\n"
+         "// threads, consecutive tiles along a row), their sums in registers, each\n"
+         "// entry's in order of k.\n"
+         "// TF32 tensor cores (mma 1, XfKernelArgs.mma): a warp takes tiles of 16 x 8\n"
+         "// entries, k in steps of 8 through mma.sync.m16n8k8 (A and B rounded to TF32,\n"
+         "// cvt.rna; float32 sums); lane l holds A's (g + 8 (r %% 2), t + 4 (r / 2)) for\n"
+         "// r < 4, B's (t + 4 r, g) for r < 2 and C's (g + 8 (r / 2), 2 t + r %% 2),\n"
+         "// g = l / 4, t = l %% 4 (the PTX ISA's fragments); outside A, B or C: 0, unstored.\n"
+         "// Every warp runs the same number of tiles (the emulation pairs mma.sync's\n"
+         "// exchange through the block's barrier).\n"
+         "#ifndef XF_EMULATION\n"
+         "__device__ __forceinline__ xf_u32 xf_tf32(float x) {\n"
+         "  xf_u32 r;\n"
+         "  asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(r) : \"f\"(x));\n"
+         "  return r;\n"
+         "}\n"
+         "__device__ __forceinline__ void xf_mma_tf32(float d[4], const xf_u32 a[4], const xf_u32 b[2]) {\n"
+         "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, \"\n"
+         "               \"{%%8, %%9}, {%%0, %%1, %%2, %%3};\"\n"
+         "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+         "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+         "}\n"
+         "#endif\n"
+         "#define XF_TM 4\n"
+         "#define XF_TN 4\n"
+         "__device__ __forceinline__ void xf_team_gemm(xf_u32 mma, int ta, int tb, xf_i64 m, xf_i64 n, xf_i64 k, float alpha,\n"
+         "    const float *A, xf_i64 lda, const float *B, xf_i64 ldb, float beta, float *C, xf_i64 ldc) {\n"
+         "  const xf_i64 sa_i = ta ? 1 : lda, sa_k = ta ? lda : 1, sb_k = tb ? 1 : ldb, sb_j = tb ? ldb : 1;\n"
+         "  if (mma) {\n"
+         "    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
+         "    const xf_i64 tn = (n + 7) / 8, tiles = (m + 15) / 16 * tn, nw = blockDim.x >> 5;\n"
+         "    for (xf_i64 w = threadIdx.x >> 5; w < (tiles + nw - 1) / nw * nw; w += nw) {  // as often in every warp\n"
+         "      const xf_i64 i0 = w < tiles ? w / tn * 16 : m, j0 = w < tiles ? w %% tn * 8 : n;  // past the end: zeros\n"
+         "      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+         "      for (xf_i64 q0 = 0; q0 < k; q0 += 8) {\n"
+         "        xf_u32 fa[4], fb[2];\n"
+         "        for (int r = 0; r < 4; r++) {\n"
+         "          const xf_i64 i = i0 + g + 8 * (r & 1), q = q0 + t + 4 * (r >> 1);\n"
+         "          fa[r] = xf_tf32(i < m && q < k ? A[i * sa_i + q * sa_k] : 0.0f);\n"
+         "        }\n"
+         "        for (int r = 0; r < 2; r++) {\n"
+         "          const xf_i64 q = q0 + t + 4 * r, j = j0 + g;\n"
+         "          fb[r] = xf_tf32(q < k && j < n ? B[q * sb_k + j * sb_j] : 0.0f);\n"
+         "        }\n"
+         "        xf_mma_tf32(d, fa, fb);\n"
+         "      }\n"
+         "      for (int r = 0; r < 4; r++) {\n"
+         "        const xf_i64 i = i0 + g + 8 * (r >> 1), j = j0 + 2 * t + (r & 1);\n"
+         "        if (i < m && j < n) {\n"
+         "          float *o = C + i * ldc + j;\n"
+         "          *o = beta == 0.0f ? alpha * d[r] : alpha * d[r] + beta * *o;\n"
+         "        }\n"
+         "      }\n"
+         "    }\n"
+         "    return;\n"
+         "  }\n"
+         "  const xf_i64 tn = (n + XF_TN - 1) / XF_TN, tiles = (m + XF_TM - 1) / XF_TM * tn;\n"
+         "  for (xf_i64 t = threadIdx.x; t < tiles; t += blockDim.x) {\n"
+         "    const xf_i64 i0 = t / tn * XF_TM, j0 = t %% tn * XF_TN;\n"
+         "    const int mi = m - i0 < XF_TM ? (int)(m - i0) : XF_TM, nj = n - j0 < XF_TN ? (int)(n - j0) : XF_TN;\n"
+         "    float acc[XF_TM][XF_TN];\n"
+         "    for (int r = 0; r < XF_TM; r++)\n"
+         "      for (int c = 0; c < XF_TN; c++) acc[r][c] = 0.0f;\n"
+         "    for (xf_i64 q = 0; q < k; q++) {\n"
+         "      float x[XF_TM], y[XF_TN];\n"
+         "      for (int r = 0; r < XF_TM; r++) x[r] = r < mi ? A[(i0 + r) * sa_i + q * sa_k] : 0.0f;\n"
+         "      for (int c = 0; c < XF_TN; c++) y[c] = c < nj ? B[q * sb_k + (j0 + c) * sb_j] : 0.0f;\n"
+         "      for (int r = 0; r < XF_TM; r++)\n"
+         "        for (int c = 0; c < XF_TN; c++) acc[r][c] += x[r] * y[c];\n"
+         "    }\n"
+         "    for (int r = 0; r < mi; r++)\n"
+         "      for (int c = 0; c < nj; c++) {\n"
+         "        float *o = C + (i0 + r) * ldc + j0 + c;\n"
+         "        *o = beta == 0.0f ? alpha * acc[r][c] : alpha * acc[r][c] + beta * *o;\n"
+         "      }\n"
+         "  }\n"
+         "}\n"
+         "\n"
          "// Work item i of the launch (the step program's window: XfKernelArgs.wspan).\n"
          "#define XF_ITEM(i) (a.wspan ? (i) / a.wspan * a.wblock + a.wofs + (i) %% a.wspan : (i))\n"
          "#define XF_ELEM_LOOP(i) \\\n"
@@ -328,6 +410,14 @@ static void lk_slots_expr(LP *p, const LExpr *e) {
 static void lk_slots(LP *p, const LStmt *st) {
   for (; st; st = st->next) {
     lk_slots_expr(p, st->lo), lk_slots_expr(p, st->hi), lk_slots_expr(p, st->idx), lk_slots_expr(p, st->val);
+    if (st->kind == LS_GEMM) {
+      const LCall *c = st->call;
+      lk_slots_expr(p, c->m), lk_slots_expr(p, c->n), lk_slots_expr(p, c->k);
+      for (int x = 0; x < 3; x++) lk_slots_expr(p, c->at[x]), lk_slots_expr(p, c->ld[x]);
+      p->loaded[c->slot[LC_A]] = p->loaded[c->slot[LC_B]] = true;
+      p->stored[c->slot[LC_C]] = true;
+      if (c->beta != 0) p->loaded[c->slot[LC_C]] = true;
+    }
     for (int c = 0; c < st->ncarry; c++) lk_slots_expr(p, st->init[c]), lk_slots_expr(p, st->step[c]);
     if (st->kind == LS_STORE && st->slot >= 0 && st->slot < LK_SLOTS) p->stored[st->slot] = true;
     lk_slots(p, st->body);
@@ -590,7 +680,24 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     lk_line(p, "%s = %s(%s%s);\n", v, fn, v, p->block ? ", red" : "");
     return;
   }
-  case LS_GEMM: break;  // a CPU form's (lower_attention's blocked form): never in a GPU description
+  case LS_GEMM: {  // the block's threads together, between barriers (xf_team_gemm)
+    const LCall *c = st->call;
+    if (!coop || !p->block) break;
+    lk_line(p, "__syncthreads();\n");
+    lk_line(p, "xf_team_gemm(a.mma, %d, %d, ", c->ta, c->tb);
+    lx(p, c->m), out(r, ", "), lx(p, c->n), out(r, ", "), lx(p, c->k);
+    out(r, ", (float)%.17g", c->alpha);
+    for (int x = 0; x < 3; x++) {
+      if (x == LC_C) out(r, ", (float)%.17g", c->beta);
+      out(r, ", %s%c%d + ", x == LC_C ? "" : "(const float *)", view_of(p, c->slot[x]), view_index(c->slot[x]));
+      lx(p, c->at[x]);
+      out(r, ", ");
+      lx(p, c->ld[x]);
+    }
+    out(r, ");\n");
+    lk_line(p, "__syncthreads();\n");
+    return;
+  }
   case LS_COUNT: break;
   }
   fprintf(stderr, "xfc: internal error: cuda.c: statement kind %d in a GPU kernel\n", (int)st->kind);

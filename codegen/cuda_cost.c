@@ -139,6 +139,7 @@ typedef struct {
   int lanes;   // threads sharing an outer index (1: ELEM mode)
   int warps;   // warps running row-level code
   bool block;  // the team is a block (barriers)
+  bool mma;    // team GEMMs on the tensor cores (XfKernelArgs.mma)
 } Walk;
 
 static double lat_of(int mem) { return mem ? (mem & 2 ? LAT_GLOBAL : 0) + (mem & 1 ? LAT_LOCAL : 0) : LAT_ALU; }
@@ -181,6 +182,26 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
     c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0);
     c.winstr += seg.ops * wmul, c.flops += seg.flops;
     seg = (XCost){0};
+    if (st->kind == LS_GEMM) {  // xf_team_gemm (cuda.c), and its two barriers
+      const LCall *g = st->call;
+      int64_t m = 0, n = 0, k = 0;
+      ev(w->e, g->m, &m), ev(w->e, g->n, &n), ev(w->e, g->k, &k);
+      int mem = 0;
+      for (int x = 0; x < 2; x++) mem |= g->slot[x] >= LK_LOCAL0 ? 1 : 2;
+      double flops = 2.0 * m * n * k;
+      if (w->mma) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
+        double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 8.0);
+        c.chain += warp * (steps * 32 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain_iters += warp * steps;
+        c.winstr += tiles * (steps * 24 + 20), c.flops += flops * FP32 / TF32;  // at the TF32 rate
+      } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
+        double tiles = ceil(m / 4.0) * ceil(n / 4.0), lane = ceil(tiles / (coop ? w->lanes : 1));
+        c.chain += lane * (k * 26 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain_iters += lane * k;
+        c.winstr += ceil(tiles / 32) * (k * 26 + 40), c.flops += flops;
+      }
+      continue;
+    }
     int64_t lo, trip = trip_of(w, st, &lo);
     bool spread = coop && (st->kind == LS_REDUCE || (st->kind == LS_FOR && st->par));
     double lane_trip = spread ? ceil((double)trip / w->lanes) : (double)trip;
@@ -242,7 +263,7 @@ static double launch_bytes(const Schedule *s, const XfLaunch *rec, const bool *u
 }
 
 // The cost of launch rec of description lk.
-static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LKernel *lk, int64_t B, int64_t T) {
+static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LKernel *lk, int64_t B, int64_t T, int precision) {
   CudaCostRow r = {0};
   double items = sym_at(rec->items, B, T);
   bool elem = !rec->sync;
@@ -257,7 +278,8 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   bool *known = calloc((size_t)lk->nvars + 1, sizeof *known);
   Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known};
   int lanes = elem ? 1 : rec->threads / rec->per_block;
-  Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32};
+  Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32,
+            .mma = precision != XF_PRECISION_FP32};
   // the outer index sampled at 8 evenly spread points and the last one
   double outer = elem ? items / (double)symsize_eval(lk->ninner, B, T) : items;
   double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0;
@@ -401,7 +423,7 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
     const Kernel *k = &s->kernels[L[i].kernel];
     const Node *n = &g->nodes[k->node];
     const CudaLaunchDesc *d = &D[i];
-    if (d->lk) add_launch(c, cost_lkernel(s, &L[i], d->lk, B, T), k->cls, d->step, d->lk->name, n);
+    if (d->lk) add_launch(c, cost_lkernel(s, &L[i], d->lk, B, T, precision), k->cls, d->step, d->lk->name, n);
     else if (d->gm && L[i].kind == XF_LAUNCH_GEMM)
       add_launch(c, cost_gemm(&L[i], B, T, precision), k->cls, d->step ? d->step : -1, d->step ? "conv_gemm" : "gemm", n);
     else if (d->gm) add_launch(c, cost_gemm_direct(&L[i], d->gm, B, T), k->cls, -2, "gemm_direct", n);

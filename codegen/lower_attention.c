@@ -26,7 +26,9 @@ typedef struct {
   // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
   OutPart part[3];
   int bslot;            // the score bias's slot (ir_attention_bias), or -1
-  int64_t Hb;           // its blocks: sequence m reads block m mod Hb
+  const Shape *bs;      // its shape, broadcast against the scores [seq[0 .. ns), T, T]
+  Dim seq[IR_MAX_RANK + 1];
+  int ns;
   int64_t W;            // the bias's key window (Node.start): keys j <= i - W
                         // are masked and skipped; 0: none
   int Bl;               // the CPU row form's local [t_max, NH] of a query row's
@@ -38,12 +40,36 @@ static LExpr *att_first_key(Lo *L, const Att *a, LExpr *i) {
   return a->W ? imax(L, xi(L, 0), x2(L, LX_SUB, i, xi(L, a->W - 1))) : xi(L, 0);
 }
 
+// The score bias's element of sequence m (m's coordinates on its axes,
+// numpy's broadcasting against the scores), query i, key j (NULL: 0).
+static LExpr *att_bias_at(Lo *L, const Att *a, LExpr *m, LExpr *i, LExpr *j) {
+  const Shape *bs = a->bs;
+  LExpr *stride[IR_MAX_RANK + 1], *off = xi(L, 0), *div = xi(L, 1);
+  stride[bs->rank] = xi(L, 1);
+  for (int x = bs->rank - 1; x >= 0; x--) stride[x] = imul(L, stride[x + 1], xdim(L, bs->d[x]));
+  int ai = ir_attention_bias_axis(bs, a->ns, a->ns), aj = ir_attention_bias_axis(bs, a->ns, a->ns + 1);
+  if (aj >= 0 && j) off = j;
+  if (ai >= 0 && i) off = iadd(L, off, imul(L, i, stride[ai + 1]));
+  for (int s = a->ns - 1; s >= 0; s--) {
+    int x = ir_attention_bias_axis(bs, a->ns, s);
+    if (x >= 0) {
+      LExpr *c = x2(L, LX_DIV, m, div);
+      if (s > 0) c = x2(L, LX_REM, c, xdim(L, a->seq[s]));
+      off = iadd(L, off, imul(L, c, stride[x + 1]));
+    }
+    div = imul(L, div, xdim(L, a->seq[s]));
+  }
+  return off;
+}
+
+// Whether the bias differs between the heads of one position (axis 1).
+static bool att_bias_per_head(const Att *a) { return a->NH > 1 && ir_attention_bias_axis(a->bs, a->ns, a->ns - 1) >= 0; }
+
 // Score s (the scaled product) of query i, key j of sequence m, plus the
-// bias b[m mod Hb, i, j] when the op has one.
+// bias's element when the op has one.
 static LExpr *att_biased(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExpr *j) {
   if (a->bslot < 0) return s;
-  LExpr *blk = a->Hb == 1 ? xi(L, 0) : x2(L, LX_REM, m, xi(L, a->Hb));
-  return x2(L, LX_ADD, s, load(L, a->bslot, iadd(L, imul(L, iadd(L, imul(L, blk, a->T), i), a->T), j)));
+  return x2(L, LX_ADD, s, load(L, a->bslot, att_bias_at(L, a, m, i, j)));
 }
 
 // Row 0 of the key and value sequence of the query sequence whose row 0 is
@@ -112,7 +138,7 @@ static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool
   store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
   store(L, a->Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
-  if (a->bslot >= 0 && a->Hb > 1 && a->Bl < 0) a->Bl = local(L, L->g->t_max * a->NH);
+  if (a->bslot >= 0 && att_bias_per_head(a) && a->Bl < 0) a->Bl = local(L, L->g->t_max * a->NH);
   if (a->Bl >= 0) {  // a bias per head: row i of every head's block into Bl [j, hd], read along j per head
     hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
     LExpr *mb = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
@@ -546,7 +572,21 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
 // (LS_GEMM: the runtime's GEMM on the calling thread), the softmax over the
 // block of scores between them; the causal mask ends each block's keys at
 // its last row, so the key blocks past it are never read.
-enum { ATT_BK = 256 };  // keys per forward block (scores [BQ, ATT_BK] on the stack)
+// Keys per forward block (scores [BQ, BK] on the stack, in a GPU block's
+// shared memory), and a GPU's query rows per block: BQ of the forward; the
+// gradient's as many as keep its two [BQ, t_max] arrays of whole rows
+// within ATT_GPU_GRAD_BYTES.
+enum { ATT_BK_CPU = 256, ATT_BK_GPU = 64, ATT_BQ_GPU = 64, ATT_GPU_GRAD_BYTES = 160 * 1024 };
+
+int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget tgt) {
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD) return 0;
+  if (tgt == LTARGET_CPU) return k->att_block;
+  if (lower_att_gpu_form(g, n, tgt)) return 0;
+  if (n->op == OP_ATTENTION) return ATT_BQ_GPU;
+  int64_t bq = ATT_BQ_GPU;
+  while (bq > 1 && 2 * bq * g->t_max * (int64_t)sizeof(float) > ATT_GPU_GRAD_BYTES) bq /= 2;
+  return 2 * bq * g->t_max * (int64_t)sizeof(float) <= ATT_GPU_GRAD_BYTES ? bq : 0;
+}
 
 // Offset of row `row`'s head hd in rows of NH heads of n features.
 static LExpr *att_head(Lo *L, const Att *a, int64_t n, LExpr *row, int hd) { return att_at(L, a, n, row, hd, xi(L, 0)); }
@@ -556,7 +596,7 @@ static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, d
 }
 static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
 
-// S[ii ld + jj] += b[m mod Hb, i0 + ii, k0 + jj] for ii < nq, jj < nk: the
+// S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj) for ii < nq, jj < nk: the
 // score bias over a block of scores (nothing without one).
 static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
   if (a->bslot < 0) return;
@@ -582,10 +622,11 @@ static int att_row_exp(Lo *L, int S, int sb, int jn, int nk, int m) {
 
 // Forward, one (sequence, head, query block) per outer index, the block's
 // rows [lo, hi) clipped to the step program's window. Per key block of
-// ATT_BK keys j < hi (the online softmax, seed 003's kernel fusion):
+// BK keys j < hi (the online softmax, seed 003's kernel fusion):
 // S = scale Q K^T, m' = max(m, max_j S_ij), A_i <- A_i e^(m - m') +
 // sum_j e^(S_ij - m') v_j, l_i likewise; then o_i = A_i / l_i.
 static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
+  const int64_t BK = L->tgt == LTARGET_GPU ? ATT_BK_GPU : ATT_BK_CPU;
   int64_t NH = a->NH, h = a->h, e = a->e, nqb = (L->g->t_max + BQ - 1) / BQ;
   int qb = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nqb)), "qb"), sh = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nqb)), "sh");
   int hd = let(L, x2(L, LX_REM, xvar(L, sh), xi(L, NH)), "hd");
@@ -596,26 +637,26 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int hi = let(L, imax(L, xvar(L, q1), xvar(L, lo)), "hi");
   int nq = let(L, x2(L, LX_SUB, xvar(L, hi), xvar(L, lo)), "nq");
   int kend = let(L, xsel(L, x2(L, LX_LT, xvar(L, lo), xvar(L, hi)), xvar(L, hi), xi(L, 0)), "kend");
-  int S = local(L, BQ * ATT_BK), A = local(L, BQ * e), M = local(L, BQ), Ls = local(L, BQ);
+  int S = local(L, BQ * BK), A = local(L, BQ * e), M = local(L, BQ), Ls = local(L, BQ);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   store(L, M, xvar(L, ii), xf(L, -INFINITY));
   store(L, Ls, xvar(L, ii), xf(L, 0));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), xf(L, 0));
   for_end(L);
   int kf = let(L, imin(L, att_first_key(L, a, xvar(L, lo)), xvar(L, kend)), "kf");  // keys before the window: skipped
-  LExpr *nkb = x2(L, LX_DIV, iadd(L, x2(L, LX_SUB, xvar(L, kend), xvar(L, kf)), xi(L, ATT_BK - 1)), xi(L, ATT_BK));
+  LExpr *nkb = x2(L, LX_DIV, iadd(L, x2(L, LX_SUB, xvar(L, kend), xvar(L, kf)), xi(L, BK - 1)), xi(L, BK));
   int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
-  int k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, ATT_BK))), "k0");
-  int nk = let(L, imin(L, xi(L, ATT_BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
+  int k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, BK))), "k0");
+  int nk = let(L, imin(L, xi(L, BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, iadd(L, xvar(L, r0), xvar(L, lo)), hd), xi(L, NH * h));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * h));
-  att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BK));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, BK));
   gemm_call(L, c);
-  att_block_bias(L, a, S, ATT_BK, nq, nk, xvar(L, sh), lo, k0);
+  att_block_bias(L, a, S, BK, nq, nk, xvar(L, sh), lo, k0);
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
-  int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BK)), "sb");
+  int sb = let(L, imul(L, xvar(L, ii), xi(L, BK)), "sb");
   int jj;
   LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
   int mt = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mt");
@@ -632,7 +673,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   for_end(L);
   c = att_call(L, false, false, xvar(L, nq), xi(L, e), 0, 1, 1);  // A += P V
   c.k = xvar(L, nk);
-  att_operand(&c, LC_A, S, xi(L, 0), xi(L, ATT_BK));
+  att_operand(&c, LC_A, S, xi(L, 0), xi(L, BK));
   att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * e));
   att_operand(&c, LC_C, A, xi(L, 0), xi(L, e));
   gemm_call(L, c);
@@ -720,6 +761,83 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   for_end(L);
 }
 
+// ---- the score bias's gradient (ATTENTION_DBIAS) ----------------------------------
+
+// The sequence m whose coordinates are block c's on the bias's axes and the
+// u-th combination of the axes the bias broadcasts along (free) elsewhere;
+// *nfree: the number of such combinations (c, u NULL: that only).
+static LExpr *att_seq_of(Lo *L, const Att *a, LExpr *c, LExpr *u, LExpr **nfree) {
+  const Shape *bs = a->bs;
+  int off = a->ns + 2 - bs->rank;  // score axis s reads bias axis s - off
+  LExpr *m = xi(L, 0), *mstride = xi(L, 1), *cdiv = xi(L, 1), *udiv = xi(L, 1);
+  for (int s = a->ns - 1; s >= 0; s--) {
+    LExpr *ns = xdim(L, a->seq[s]), *coord;
+    int ax = ir_attention_bias_axis(bs, a->ns, s);
+    if (ax >= 0) {
+      coord = c ? x2(L, LX_REM, x2(L, LX_DIV, c, cdiv), ns) : NULL;
+      cdiv = imul(L, cdiv, ns);
+    } else {
+      coord = u ? x2(L, LX_REM, x2(L, LX_DIV, u, udiv), ns) : NULL;
+      udiv = imul(L, udiv, ns);
+      if (s - off >= 0) cdiv = imul(L, cdiv, xdim(L, bs->d[s - off]));  // an axis of 1 in the bias's layout
+    }
+    if (coord) m = iadd(L, m, imul(L, coord, mstride));
+    mstride = imul(L, mstride, ns);
+  }
+  *nfree = udiv;
+  return m;
+}
+//
+// One row of db per outer index o: with a query axis, block o / T of the
+// bias at query i = o mod T; without, block o at every query. Over the
+// sequences m that read the block, in order: row i of m's scores and
+// probabilities recomputed, dP_j = do_i . v_j, D = sum_j P_j dP_j,
+// db[i, j] += P_j (dP_j - D) (no scale: the bias is added after it; without
+// a key axis the keys' terms sum into one element, in order).
+static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  bool hi = ir_attention_bias_axis(a->bs, a->ns, a->ns) >= 0, hj = ir_attention_bias_axis(a->bs, a->ns, a->ns + 1) >= 0;
+  LExpr *rowlen = hj ? a->T : xi(L, 1);
+  int orow = let(L, imul(L, xvar(L, 0), rowlen), "orow");
+  int S = local(L, tm), X = local(L, tm);
+  int j = for_begin(L, xi(L, 0), rowlen, true, "j");
+  store(L, KS_OUT, iadd(L, xvar(L, orow), xvar(L, j)), xf(L, 0));
+  for_end(L);
+  int c = let(L, hi ? x2(L, LX_DIV, xvar(L, 0), a->T) : xvar(L, 0), "c");  // the block
+  LExpr *nfree;
+  int u = for_begin(L, xi(L, 0), (att_seq_of(L, a, NULL, NULL, &nfree), nfree), false, "u");
+  int m = let(L, att_seq_of(L, a, xvar(L, c), xvar(L, u), &nfree), "m");  // the u-th sequence reading block c
+  int hd = let(L, x2(L, LX_REM, xvar(L, m), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
+  int i = hi ? let(L, x2(L, LX_REM, xvar(L, 0), a->T), "i") : for_begin(L, xi(L, 0), a->T, false, "i");
+  int row = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "row");
+  int jf = let(L, att_first_key(L, a, xvar(L, i)), "jf"), jn = let(L, iadd(L, xvar(L, i), xi(L, 1)), "jn");
+  int qb = let(L, att_at(L, a, h, xvar(L, row), hd, xi(L, 0)), "qb"), yb = let(L, att_at(L, a, e, xvar(L, row), hd, xi(L, 0)), "yb");
+  j = for_begin(L, xvar(L, jf), xvar(L, jn), true, "j");
+  int kb = let(L, att_at(L, a, h, iadd(L, xvar(L, kv0), xvar(L, j)), hd, xi(L, 0)), "kb");
+  int vb = let(L, att_at(L, a, e, iadd(L, xvar(L, kv0), xvar(L, j)), hd, xi(L, 0)), "vb");
+  LExpr *sc = x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, h), xf(L, n->fval));
+  store(L, S, xvar(L, j), att_biased(L, a, sc, xvar(L, m), xvar(L, i), xvar(L, j)));
+  store(L, X, xvar(L, j), dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));
+  for_end(L);
+  LStmt *rd = reduce_begin(L, LX_MAX, xvar(L, jf), xvar(L, jn), &j);
+  int mx = reduce_end(L, rd, load(L, S, xvar(L, j)), "mx");
+  j = for_begin(L, xvar(L, jf), xvar(L, jn), true, "j");
+  store(L, S, xvar(L, j), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, j)), xvar(L, mx))));
+  for_end(L);
+  rd = reduce_begin(L, LX_ADD, xvar(L, jf), xvar(L, jn), &j);
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, reduce_end(L, rd, load(L, S, xvar(L, j)), "l"))), "inv");
+  rd = reduce_begin(L, LX_ADD, xvar(L, jf), xvar(L, jn), &j);
+  int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, xvar(L, j)), load(L, X, xvar(L, j))), "ud")), xvar(L, inv)), "D");
+  j = for_begin(L, xvar(L, jf), xvar(L, jn), hj, "j");  // without a key axis, one element: in order
+  int at = let(L, iadd(L, xvar(L, orow), hj ? xvar(L, j) : xi(L, 0)), "at");
+  int p = let(L, x2(L, LX_MUL, load(L, S, xvar(L, j)), xvar(L, inv)), "p");
+  store(L, KS_OUT, xvar(L, at), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, at)), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, load(L, X, xvar(L, j)), xvar(L, D)))));
+  for_end(L);
+  if (!hi) for_end(L);
+  for_end(L);
+}
+
 void lower_attention(Lo *L, const Node *n) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
@@ -727,9 +845,17 @@ void lower_attention(Lo *L, const Node *n) {
   int bi = ir_attention_bias(n);
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
-           .Hb = ir_attention_bias_heads(L->g, n), .W = n->start, .Bl = -1};
+           .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Bl = -1};
+  Dim tdim;
+  a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
+  if (n->op == OP_ATTENTION_DBIAS) {  // rows of db (single elements without a key axis)
+    int end = a.bs->rank - (ir_attention_bias_axis(a.bs, a.ns, a.ns + 1) >= 0);
+    L->lk->outer = dprod(L, a.bs, 0, end), L->lk->nouter = symsize_prod(a.bs, 0, end);
+    lower_attention_dbias(L, &a, n);
+    return;
+  }
   int64_t width[3] = {a.h, a.h, a.e};
   if (!lower_out_parts(L, n, width, a.w, a.part)) return;
   if (lower_att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
@@ -740,9 +866,11 @@ void lower_attention(Lo *L, const Node *n) {
     else lower_attention_fwd_gpu(L, &a, n);
     return;
   }
-  if (lower_att_blocked(L->k, L->tgt)) {  // (sequence, head[, query block]) per outer index
-    int64_t BQ = L->k->att_block, nqb = grad ? 1 : (L->g->t_max + BQ - 1) / BQ;
+  int64_t BQ = lower_att_block(L->g, n, L->k, L->tgt);
+  if (BQ > 0) {  // (sequence, head[, query block]) per outer index; on a GPU a block's
+    int64_t nqb = grad ? 1 : (L->g->t_max + BQ - 1) / BQ;  // threads, its GEMMs the team's
     L->own_outer = true;
+    if (L->tgt == LTARGET_GPU) L->lk->team = ATT_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH * nqb));
     L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0});
     if (grad) lower_attention_grad_blocked(L, &a, n, BQ);

@@ -234,8 +234,11 @@ bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.
 bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt);
-// Whether attention kernel k takes the CPU's blocked form on tgt.
-static inline bool lower_att_blocked(const Kernel *k, LTarget tgt) { return tgt == LTARGET_CPU && k->att_block > 0; }
+// The query rows per block of attention node n's blocked form on tgt, or 0:
+// on a CPU Kernel.att_block (the schedule's cost rule); on a GPU where the
+// (sequence, head) form does not fit (long contexts, wide heads), with the
+// team's GEMMs (LS_GEMM in a block of threads).
+int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget tgt);
 // ATTENTION and ATTENTION_GRAD (lower_attention.c).
 void lower_attention(Lo *L, const Node *n);
 

@@ -51,6 +51,11 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   const Shape *x = n->nin ? &g->nodes[n->in[0]].shape : NULL;
   switch (n->op) {
   case OP_MATMUL: return symsize_prod(s, 0, s->rank - 2);                 // one gemm per batch entry
+  case OP_ATTENTION_DBIAS: {  // rows of db (lower_attention.c)
+    Dim seq[IR_MAX_RANK + 1], t;
+    int ns = ir_attention_seq(g, n, seq, &t);
+    return symsize_prod(s, 0, s->rank - (ir_attention_bias_axis(s, ns, ns + 1) >= 0));
+  }
   case OP_ATTENTION: case OP_ATTENTION_GRAD: {  // query rows; sequences, all heads (lower.c)
     int tax = x->rank - 2 - (n->axis != 0);
     return symsize_prod(x, 0, n->op == OP_ATTENTION ? tax + 1 : tax);
@@ -108,6 +113,9 @@ int schedule_att_block(const Graph *g, const Node *n) {
   if (att_blocked_cost(h, e) >= att_rows_cost(NH, h, e)) return 0;
   int64_t bq = ATT_BQ;
   while (bq > ATT_BQ_MIN && 2 * bq * g->t_max > ATT_STACK_FLOATS) bq /= 2;
+  // a key window W (Node.start): a block reads W + BQ - 1 keys for its rows'
+  // W, so BQ <= W / 4 (at most a quarter more; W 128: 32 rows)
+  while (n->start > 0 && bq > ATT_BQ_MIN && 4 * bq > n->start) bq /= 2;
   return 2 * bq * g->t_max <= ATT_STACK_FLOATS ? (int)bq : 0;
 }
 

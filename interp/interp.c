@@ -415,21 +415,45 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     return true;
   }
   case OP_ATTENTION:
-  case OP_ATTENTION_GRAD: {
+  case OP_ATTENTION_GRAD:
+  case OP_ATTENTION_DBIAS: {
     // P_ij = softmax_j<=i(s q_i . k_j + b_ij); ATTENTION: o_i = sum_j P_ij v_j.
     // ATTENTION_GRAD with dy = do: dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij,
     // dS_ij = s P_ij (dP_ij - D_i); dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i,
-    // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i. b: the score
-    // bias of sequence m, block m mod Hb (ir_attention_bias), or 0.
+    // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i. ATTENTION_DBIAS:
+    // db[c(m), i, j] += P_ij (dP_ij - D_i) over the sequences m. b: the score
+    // bias, b_ij at boff[m] + i bi + j bj (ir_attention_bias), or 0.
     int bi = ir_attention_bias(n);
-    const double *v = in->val[n->in[2]], *dy = n->op == OP_ATTENTION_GRAD ? in->val[n->in[3]] : NULL;
+    bool dbias = n->op == OP_ATTENTION_DBIAS;
+    r = xs->rank;  // q's (ATTENTION_DBIAS's output is b's shape)
+    const double *v = in->val[n->in[2]], *dy = n->op != OP_ATTENTION ? in->val[n->in[3]] : NULL;
     const double *q = x, *k = y, *bias = bi >= 0 ? in->val[n->in[bi]] : NULL;
-    int64_t hb = ir_attention_bias_heads(g, n);
     dims(in, &g->nodes[n->in[2]].shape, yd);
     // axis 1 (time-major heads): q [..., T, H, h], sequence m = (lead, head),
     // row i of it at ((lead T + i) H + head) h; axis 0: H = 1.
     int64_t heads = n->axis ? xd[r - 2] : 1, T = xd[r - 2 - (n->axis != 0)], h = xd[r - 1], e = yd[r - 1];
-    int64_t seqs = N / (T * od[r - 1]), w = od[r - 1], group = ir_attention_group(g, n);
+    int64_t seqs = prod(xd, 0, r - 1) / T, w = dbias ? 0 : od[r - 1], group = ir_attention_group(g, n);
+    int64_t *boff = calloc((size_t)seqs, sizeof *boff), bsi = 0, bsj = 0;
+    if (bias) {  // the bias's offsets by numpy broadcasting against the scores [seq..., T, T]
+      Dim seq[IR_MAX_RANK + 1], td;
+      const Shape *bs = &g->nodes[n->in[bi]].shape;
+      int ns = ir_attention_seq(g, n, seq, &td);
+      int64_t bd[IR_MAX_RANK], st[IR_MAX_RANK + 1];
+      dims(in, bs, bd);
+      st[bs->rank] = 1;
+      for (int a = bs->rank - 1; a >= 0; a--) st[a] = st[a + 1] * bd[a];
+      int ai = ir_attention_bias_axis(bs, ns, ns), aj = ir_attention_bias_axis(bs, ns, ns + 1);
+      bsi = ai >= 0 ? st[ai + 1] : 0, bsj = aj >= 0 ? 1 : 0;
+      for (int64_t m = 0; m < seqs; m++) {
+        int64_t rest = m;
+        for (int s = ns - 1; s >= 0; s--) {
+          int64_t ns_ = dimv(in, seq[s]), c = rest % ns_;
+          rest /= ns_;
+          int a = ir_attention_bias_axis(bs, ns, s);
+          if (a >= 0) boff[m] += c * st[a + 1];
+        }
+      }
+    }
     double *p = malloc(sizeof(double) * (size_t)T), *dp = malloc(sizeof(double) * (size_t)T);
     memset(out, 0, sizeof(double) * (size_t)N);
     for (int64_t m = 0; m < seqs; m++) {
@@ -443,7 +467,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
         for (int64_t j = 0; j <= i; j++) {
           double sc = 0;
           for (int64_t c = 0; c < h; c++) sc += qm[i * hs + c] * km[j * hs + c];
-          p[j] = sc * n->fval + (bias ? bias[((m % hb) * T + i) * T + j] : 0);
+          p[j] = sc * n->fval + (bias ? bias[boff[m] + i * bsi + j * bsj] : 0);
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
@@ -460,6 +484,10 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
           D += p[j] * dp[j];
         }
         for (int64_t j = 0; j <= i; j++) {
+          if (dbias) {
+            out[boff[m] + i * bsi + j * bsj] += p[j] * (dp[j] - D);
+            continue;
+          }
           double ds = n->fval * p[j] * (dp[j] - D);
           for (int64_t c = 0; c < h; c++) {
             om[i * ws + c] += ds * km[j * hs + c];
@@ -469,7 +497,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
         }
       }
     }
-    free(p), free(dp);
+    free(p), free(dp), free(boff);
     return true;
   }
   case OP_CAUSAL_MASK: {

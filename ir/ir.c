@@ -138,40 +138,40 @@ int64_t ir_attention_group(const Graph *g, const Node *n) {
 }
 
 int ir_attention_bias(const Node *n) {
-  int at = n->op == OP_ATTENTION ? 3 : n->op == OP_ATTENTION_GRAD ? 4 : -1;
+  int at = n->op == OP_ATTENTION ? 3 : n->op == OP_ATTENTION_GRAD || n->op == OP_ATTENTION_DBIAS ? 4 : -1;
   return at >= 0 && n->nin > at ? at : -1;
 }
 
-int64_t ir_attention_bias_heads(const Graph *g, const Node *n) {
-  int b = ir_attention_bias(n);
-  if (b < 0) return 1;
-  const Shape *bs = &g->nodes[n->in[b]].shape;
-  int64_t hb = 1;
-  for (int i = 0; i < bs->rank - 2; i++) hb *= bs->d[i].n;
-  return hb;
+int ir_attention_seq(const Graph *g, const Node *n, Dim *seq, Dim *t) {
+  const Shape *qs = &g->nodes[n->in[0]].shape;
+  int r = qs->rank, tax = r - 2 - (n->axis != 0), ns = 0;
+  for (int i = 0; i < tax; i++) seq[ns++] = qs->d[i];
+  if (n->axis) seq[ns++] = qs->d[r - 2];
+  *t = qs->d[tax];
+  return ns;
+}
+
+int ir_attention_bias_axis(const Shape *bs, int ns, int s) {
+  int a = s - (ns + 2 - bs->rank);
+  if (a < 0 || a >= bs->rank) return -1;
+  return bs->d[a].kind == DIM_CONST && bs->d[a].n == 1 ? -1 : a;
 }
 
 bool ir_attention_bias_fits(const Dim *seq, int ns, Dim t, const Shape *bs) {
-  if (bs->rank < 2 || !dim_eq(bs->d[bs->rank - 1], t) || !dim_eq(bs->d[bs->rank - 2], t)) return false;
-  int first = 0;
-  while (first < bs->rank - 2 && bs->d[first].kind == DIM_CONST && bs->d[first].n == 1) first++;
-  int nb = bs->rank - 2 - first;
-  if (nb > ns) return false;
-  for (int i = 0; i < nb; i++) {
-    Dim d = bs->d[first + i], s = seq[ns - nb + i];
-    if (d.kind != DIM_CONST || !dim_eq(d, s)) return false;
+  if (bs->rank > ns + 2) return false;
+  for (int a = 0; a < bs->rank; a++) {
+    int s = a + ns + 2 - bs->rank;
+    Dim d = bs->d[a], want = s < ns ? seq[s] : t;
+    if (!(d.kind == DIM_CONST && d.n == 1) && !dim_eq(d, want)) return false;
   }
   return true;
 }
 
-// Whether bias shape bs fits attention n with q shape qs: its sequences are
-// q's leading axes, then the heads for axis 1.
-static bool attention_bias_fits(const Node *n, const Shape *qs, const Shape *bs) {
-  int r = qs->rank, tax = r - 2 - (n->axis != 0), ns = 0;
-  Dim seq[IR_MAX_RANK + 1];
-  for (int i = 0; i < tax; i++) seq[ns++] = qs->d[i];
-  if (n->axis) seq[ns++] = qs->d[r - 2];
-  return ir_attention_bias_fits(seq, ns, qs->d[tax], bs);
+// Whether bias shape bs fits attention n.
+static bool attention_bias_fits(const Graph *g, const Node *n, const Shape *bs) {
+  Dim seq[IR_MAX_RANK + 1], t;
+  int ns = ir_attention_seq(g, n, seq, &t);
+  return ir_attention_bias_fits(seq, ns, t, bs);
 }
 
 double ir_eval_unary(OpKind op, double x) {
@@ -462,7 +462,8 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       return true;
     }
     case OP_ATTENTION:
-    case OP_ATTENTION_GRAD: {
+    case OP_ATTENTION_GRAD:
+    case OP_ATTENTION_DBIAS: {
       const Shape *ks = &g->nodes[n->in[1]].shape, *vs = &g->nodes[n->in[2]].shape;
       bool ok = x->rank >= 2 && ks->rank == x->rank && vs->rank == x->rank &&
                 dim_eq(x->d[x->rank - 1], ks->d[x->rank - 1]) && x->d[x->rank - 1].kind == DIM_CONST &&
@@ -470,7 +471,7 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       bool group = ok && ir_attention_group(g, n) > 1;  // k, v [..., 1, T, h] against q [..., G, T, h]
       for (int i = 0; ok && i < x->rank - 1; i++)
         ok = (group && i == x->rank - 3) || (dim_eq(x->d[i], ks->d[i]) && dim_eq(x->d[i], vs->d[i]));
-      if (ok && n->op == OP_ATTENTION_GRAD) {
+      if (ok && n->op != OP_ATTENTION) {
         const Shape *ds = &g->nodes[n->in[3]].shape;
         ok = ds->rank == x->rank && dim_eq(ds->d[x->rank - 1], vs->d[x->rank - 1]);
         for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ds->d[i]);
@@ -478,14 +479,18 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       if (!ok || (n->axis != 0 && (n->axis != 1 || x->rank < 3)))
         return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
       int bi = ir_attention_bias(n);
-      if (bi >= 0 && !attention_bias_fits(n, x, &g->nodes[n->in[bi]].shape)) {
+      if (bi >= 0 && !attention_bias_fits(g, n, &g->nodes[n->in[bi]].shape)) {
         char sb[128];
         shape_fmt(sb, sizeof sb, &g->nodes[n->in[bi]].shape);
         return fail(err, errlen, "%s's score bias %s is not [..., T, T] over the trailing axes of the sequences of q %s",
                     ir_op_info[n->op].name, sb, sx);
       }
-      *out = *x;
-      out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;
+      if (n->op == OP_ATTENTION_DBIAS) {  // db: b's shape
+        *out = g->nodes[n->in[bi]].shape;
+      } else {
+        *out = *x;
+        out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;
+      }
       for (int i = 0; i < n->nin; i++)
         if (!want_f32(g, n, i, err, errlen)) return false;
       return true;

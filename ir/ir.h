@@ -194,7 +194,9 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   /* T; b: the score bias (ir_attention_bias) */                                                 \
   X(ATTENTION, "attention", 4, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2) | IR_P_OPT_LAST, OWN)      \
   /* q, k, v, dy[, b] -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                          \
-  X(ATTENTION_GRAD, "attention_grad", 5, OPC_NN, 0, IR_P_OPT_LAST, OWN)
+  X(ATTENTION_GRAD, "attention_grad", 5, OPC_NN, 0, IR_P_OPT_LAST, OWN)                          \
+  /* q, k, v, dy, b -> db: ATTENTION's score-bias gradient, b's shape */                         \
+  X(ATTENTION_DBIAS, "attention_dbias", 5, OPC_NN, 0, 0, OWN)
 
 typedef enum {
 #define X(name, text, nin, cat, diff, props, cost) OP_##name,
@@ -406,25 +408,32 @@ bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((fo
 // The value of a unary elementwise op (OPC_UNARY) at x, in double: the one
 // definition shared by constant folding and the reference interpreter.
 double ir_eval_unary(OpKind op, double x);
+// Whether op's gradient is 0 almost everywhere (the comparisons): nothing
+// below it takes a gradient through it (autodiff's needs).
+static inline bool ir_grad_zero(OpKind op) { return op == OP_EQ || op == OP_LT || op == OP_LE; }
 // ATTENTION and ATTENTION_GRAD (axis 0): the query sequences that share one
 // key and value sequence, G, when k and v are [..., 1, T, h] against q
 // [..., G, T, h] (grouped-query attention: sequence m of q reads sequence
 // m / G of k and v); else 1.
 int64_t ir_attention_group(const Graph *g, const Node *n);
-// ATTENTION (input 3) and ATTENTION_GRAD (input 4): the input index of the
-// score bias b, or -1 without one. b [..., T, T] holds Hb blocks [T, T]
-// (Hb = ir_attention_bias_heads, its leading axes' product): query i of
-// sequence m (in the op's order: q's leading axes, then with axis 1 the
-// heads) scores key j as fval q_i . k_j + b[m mod Hb, i, j]. Its leading
-// axes, past any leading 1s, are the trailing axes of the sequences (one
-// block shared by all, one per head, ...). It takes no gradient: the fusion
-// admits only a bias of positions and constants.
+// ATTENTION (input 3), ATTENTION_GRAD and ATTENTION_DBIAS (input 4): the
+// input index of the score bias b, or -1 without one. b broadcasts against
+// the scores [seq..., T, T] (numpy's rules: its axes align with the scores'
+// trailing ones, each equal to the score axis or 1): query i of sequence m
+// (in the op's order: q's leading axes, then with axis 1 the heads) scores
+// key j as fval q_i . k_j + b[c(m), i, j], c(m) m's coordinates on b's axes
+// (0 on an axis of 1). One block for all, one per head, a key-padding row per
+// batch entry ([B, 1, 1, T]), ... Its gradient is ATTENTION_DBIAS's.
 int ir_attention_bias(const Node *n);
-int64_t ir_attention_bias_heads(const Graph *g, const Node *n);
-// Whether a bias of shape bs fits sequences of axes seq[0 .. ns) (in the
-// op's order) over t positions: [..., t, t], its leading axes past leading
-// 1s constants equal to the trailing ns axes of seq (the shape rule, and the
-// fusion's test on the scores [seq..., T, T]).
+// The axes of the score sequences of attention n (q's leading axes, then
+// the heads with axis 1) into seq[0 .. return), and the positions T into *t.
+int ir_attention_seq(const Graph *g, const Node *n, Dim *seq, Dim *t);
+// The axis of bias shape bs that reads score axis s of [seq_0 .. seq_(ns-1),
+// T, T] (s = ns: the query axis, ns + 1: the key axis), or -1 where bs
+// broadcasts along it (the axis is absent or 1).
+int ir_attention_bias_axis(const Shape *bs, int ns, int s);
+// Whether a bias of shape bs broadcasts against scores [seq_0 .. seq_(ns-1),
+// t, t] (the shape rule, and the fusion's test).
 bool ir_attention_bias_fits(const Dim *seq, int ns, Dim t, const Shape *bs);
 
 // ---- verify.c --------------------------------------------------------------

@@ -234,12 +234,14 @@ static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - oneho
   accumulate(a, IN(0), bin(a, OP_MUL, bin(a, OP_SUB, p, onehot), scale));
 }
 // Fused attention (fuse_attention.c): one ATTENTION_GRAD node recomputes the
-// probabilities row by row and yields dq | dk | dv along the last axis.
+// probabilities row by row and yields dq | dk | dv along the last axis; a
+// score bias that takes a gradient gets ATTENTION_DBIAS's, which recomputes
+// them once more (db = sum over the sequences sharing b of P o (dP - D)).
 static void g_attention(AD *a, const Node *n, int dy) {
   Shape qs = shape(a, IN(0)), vs = shape(a, IN(2));
   int r = qs.rank;
   int64_t h = qs.d[r - 1].n, e = vs.d[r - 1].n;
-  int bi = ir_attention_bias(n);  // the score bias: read, no gradient (fuse_attention admits none that needs one)
+  int bi = ir_attention_bias(n);
   int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = bi >= 0 ? 5 : 4, .in = {IN(0), IN(1), IN(2), dy, bi >= 0 ? IN(bi) : 0},
                           .fval = n->fval, .axis = n->axis, .start = n->start});
   int64_t start[3] = {0, h, 2 * h}, len[3] = {h, h, e};
@@ -247,6 +249,9 @@ static void g_attention(AD *a, const Node *n, int dy) {
     if (a->needs[IN(k)])
       accumulate(a, IN(k), emit(a, (Node){.op = OP_SLICE, .nin = 1, .in = {gr}, .axis = r - 1, .start = start[k],
                                           .len = {DIM_CONST, len[k]}}));
+  if (bi >= 0 && a->needs[IN(bi)])
+    accumulate(a, IN(bi), emit(a, (Node){.op = OP_ATTENTION_DBIAS, .nin = 5, .in = {IN(0), IN(1), IN(2), dy, IN(bi)},
+                                         .fval = n->fval, .axis = n->axis, .start = n->start}));
 }
 // SCAN_READ (fuse_scan.c): one SCAN_READ_GRAD node recomputes the states and
 // yields dq | dk | dv along its last axis; da from the identity of ir.h,
@@ -319,7 +324,7 @@ bool autodiff(Graph *g, char *err, size_t errlen) {
     const Node *n = &g->nodes[i];
     a.adj[i] = -1;
     a.needs[i] = n->op == OP_PARAM;
-    for (int k = 0; k < n->nin; k++) a.needs[i] |= a.needs[n->in[k]];
+    for (int k = 0; k < n->nin && !ir_grad_zero(n->op); k++) a.needs[i] |= a.needs[n->in[k]];
   }
   a.adj[loss] = cst(&a, 1);
   for (int i = loss; i >= 0 && !a.failed; i--) {

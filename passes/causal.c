@@ -25,8 +25,12 @@
 //     second to last), is indexed by key position: a term f(i, j) of the
 //     scores (a distance i - j, ALiBi's bias) with an open key axis, which
 //     the causal mask closes as it does the scores';
-//   - causal_conv and the fused attention (with a score bias of positions
-//     whose rows are the query positions) are causal by definition, and so
+//   - a term f(i, j) keeps its axes through reshapes that add or drop axes
+//     of size 1 and through a product by a position-free matrix along its
+//     last axis (a one-hot of distances times a learned table);
+//   - causal_conv and the fused attention (with a score bias of positions,
+//     parameters and constants whose rows are the query positions, or that
+//     is one row over the keys) are causal by definition, and so
 //     are scan along the time axis (h_t from h_{t-1}) and shift by steps >= 0
 //     along it (x_{t-s});
 //   - anything else that reads across positions (a reduction or softmax over
@@ -110,7 +114,18 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     return true;
   }
   case OP_RESHAPE: {
-    if (xk >= 0) return fail(c, id, "reshapes a score matrix");
+    if (xk >= 0) {  // scores or a term f(i, j): axes of size 1 added or dropped only
+      int o = 0;
+      for (int a = 0; a < xr; a++) {
+        if (x->shape.d[a].kind == DIM_CONST && x->shape.d[a].n == 1) continue;
+        while (o < r && n->shape.d[o].kind == DIM_CONST && n->shape.d[o].n == 1) o++;
+        if (o == r || !dim_eq(n->shape.d[o], x->shape.d[a])) return fail(c, id, "reshapes a score matrix");
+        if (a == xa) ta[id] = o;
+        if (a == xk) key[id] = o, ks[id] = ks[x->id];
+        o++;
+      }
+      return true;
+    }
     if (xa < 0) return true;
     int oa = t_axis(&n->shape);
     int64_t c1, c2;
@@ -178,11 +193,13 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     int at = n->axis ? xr - 3 : xr - 2;  // the time axis of q, k, v
     if (xa != at || ta[n->in[1]] != at || ta[n->in[2]] != at) return fail(c, id, "attends across non-positions");
     int bi = ir_attention_bias(n);
-    if (bi >= 0) {  // the score bias: rows at query positions, keys along its last axis
+    if (bi >= 0) {  // the score bias: of positions, parameters and constants; rows at query positions (or none)
       const Node *b = &g->nodes[n->in[bi]];
-      int br = b->shape.rank;
-      if (ta[b->id] != br - 2 || (key[b->id] >= 0 && key[b->id] != br - 1) || c->tok[b->id])
-        return fail(c, id, "adds a score bias whose rows are not query positions");
+      int br = b->shape.rank, ba = ta[b->id], bk = key[b->id];
+      bool rows = ba == br - 2 && (bk < 0 || bk == br - 1);  // f(i, j) or f(i)
+      bool keys = ba == br - 1 && bk < 0 && (br < 2 || b->shape.d[br - 2].kind == DIM_CONST);  // f(j): [.., 1, T]
+      if (c->tok[b->id] || !(rows || keys || (ba < 0 && bk < 0)))
+        return fail(c, id, "adds a score bias that depends on the tokens or whose rows are not query positions");
     }
     ta[id] = xa;
     return true;
@@ -209,6 +226,11 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
       if (ks[x->id] != KEY_MASKED) return fail(c, id, "mixes positions: scores without a causal mask weigh values");
       if (ya != r - 2) return fail(c, id, "weighs values whose rows are not positions");
       ta[id] = xa2;
+      return true;
+    }
+    if (xk2 == r - 2 && ya < 0 && key[y->id] < 0) {  // f(i, j) [.., T', k] @ w [k, n]: position-wise along the keys
+      if (xa2 >= r - 2) return fail(c, id, "contracts the time axis");
+      ta[id] = xa2, key[id] = r - 2, ks[id] = ks[x->id];
       return true;
     }
     if (xa2 == r - 1) return fail(c, id, "contracts the time axis");

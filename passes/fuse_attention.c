@@ -15,9 +15,10 @@
 // next op of the pattern and not an output, has o rewritten in place to
 // ATTENTION(q, k, v[, b]) with fval = the scale (1/s for a division). The
 // score bias b (ALiBi's slopes times distances, a window or block mask as
-// -1e30, any term of positions and constants) is [..., T, T] with leading
-// axes the scores' trailing ones (ir_attention_bias) and depends on no
-// parameter (the op takes no gradient for it); a subtracted b becomes -b
+// -1e30, a learned table read per distance, a key-padding row per batch
+// entry, a learned bias per key) broadcasts against the scores
+// (ir_attention_bias); autodiff gives it ATTENTION_DBIAS's gradient when it
+// depends on parameters; a subtracted b becomes -b
 // (the difference node, dead, rewritten to NEG(b)). The
 // intermediates lose their last user and drop out of every program. Seed 001
 // eqs. (13)-(15): A = softmax(mask(Q K^T / sqrt(h))), O = A V.
@@ -103,16 +104,6 @@ static bool scores_below(const Graph *g, int id, int depth) {
   if (depth == 0) return false;
   if (y->op == OP_DIV) return scores_below(g, y->in[0], depth - 1);
   return y->op == OP_MUL && (scores_below(g, y->in[0], depth - 1) || scores_below(g, y->in[1], depth - 1));
-}
-
-// Whether node id depends on a parameter (so it would take a gradient).
-static bool on_params(const Graph *g, int id, char *seen) {
-  if (seen[id]) return seen[id] == 2;
-  const Node *n = &g->nodes[id];
-  bool p = n->op == OP_PARAM;
-  for (int i = 0; i < n->nin && !p; i++) p = on_params(g, n->in[i], seen);
-  seen[id] = p ? 2 : 1;
-  return p;
 }
 
 // Whether t holds one value per sequence of scores [..., T, T] whose q is
@@ -274,16 +265,12 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
       if (scores_below(g, z->in[t], 2)) side = t;
     if (side >= 0) {
       const Node *b = &g->nodes[z->in[1 - side]];
-      if (!ir_attention_bias_fits(z->shape.d, z->shape.rank - 2, z->shape.d[z->shape.rank - 1], &b->shape)) {
+      int ns = z->shape.rank - 2;
+      if (!ir_attention_bias_fits(z->shape.d, ns, z->shape.d[ns + 1], &b->shape)) {
         shape_fmt(s1, sizeof s1, &b->shape), shape_fmt(s2, sizeof s2, &z->shape);
-        snprintf(buf, n, "the score bias %s is not [..., T, T] with leading axes of the scores %s (one block per head or "
-                         "one for all; a bias per batch row does not fuse yet)", s1, s2);
+        snprintf(buf, n, "the score bias %s does not broadcast against the scores %s", s1, s2);
         return buf;
       }
-      char *seen = calloc((size_t)g->nnodes + 1, 1);
-      bool learned = seen && on_params(g, b->id, seen);
-      free(seen);
-      if (learned) return "the score bias depends on parameters, and the fused op takes no gradient for it yet";
       bias = b->id, bsub = z->op == OP_SUB ? z->id : -1;
       above = prev = z->id;
       z = &g->nodes[z->in[side]];

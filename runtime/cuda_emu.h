@@ -75,6 +75,7 @@ static bool fibers_on;             // whether barriers are possible
 static unsigned cur;               // the running thread
 static unsigned char done[MAX_THREADS];
 static uint64_t exchange[MAX_THREADS];  // shuffle values, one per thread
+static float mma_in[MAX_THREADS][6];     // xf_mma_tf32: each lane's fragments of A (4) and B (2)
 
 // ---- fibers ------------------------------------------------------------------------------
 
@@ -265,6 +266,36 @@ template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d
   unsigned src = lane - delta < lane && lane - delta >= seg ? lane - delta : lane;
   return xf_emu::shuffle(v, src);
 }
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 over the warp: each
+// lane publishes its fragments, then (after the barrier) computes its four
+// entries of D += A B from the whole warp's, in order of k (PTX ISA layout:
+// lane l, g = l / 4, t = l % 4, holds A (g + 8 (r % 2), t + 4 (r / 2)), B
+// (t + 4 r, g), D (g + 8 (r / 2), 2 t + r % 2)); cvt.rna.tf32.f32 keeps 10
+// bits of mantissa, rounding to nearest with ties away from zero.
+static inline unsigned xf_tf32(float x) {
+  unsigned u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return u;
+}
+static inline void xf_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
+  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u;
+  for (int r = 0; r < 4; r++) memcpy(&xf_emu::mma_in[me][r], &a[r], sizeof a[r]);
+  for (int r = 0; r < 2; r++) memcpy(&xf_emu::mma_in[me][4 + r], &b[r], sizeof b[r]);
+  xf_emu::barrier();
+  for (int r = 0; r < 4; r++) {
+    unsigned row = (l >> 2) + 8 * (r >> 1), col = 2 * (l & 3) + (r & 1);
+    float s = d[r];
+    for (unsigned q = 0; q < 8; q++) {  // A (row, q): lane 4 (row % 8) + q % 4, register (row / 8) + 2 (q / 4)
+      float x = xf_emu::mma_in[base + 4 * (row & 7) + (q & 3)][(row >> 3) + 2 * (q >> 2)];
+      float y = xf_emu::mma_in[base + 4 * col + (q & 3)][4 + (q >> 2)];  // B (q, col): lane 4 col + q % 4, register q / 4
+      s += x * y;
+    }
+    d[r] = s;
+  }
+  xf_emu::barrier();
+}
+
 // One OS thread runs every GPU thread, so read-modify-write is atomic.
 template <class T> static inline T atomicAdd(T *p, T v) {
   T old = *p;

@@ -149,7 +149,10 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, w0)                                                                                                  \
   F(P, I64, w1)                                                                                                  \
   /* The step program's keep position (XfApi.win_keep); 0 in the others */                                       \
-  F(P, I64, wk)
+  F(P, I64, wk)                                                                                                  \
+  /* The team GEMMs' arithmetic (xf_team_gemm, codegen/cuda.c): 1 TF32 tensor-core                               \
+     products (XfCuda.precision tf32 or bf16), 0 float32 */                                                     \
+  F(P, U32, mma)
 
 // XfStepVars: the values of a CUDA launch that change from step to step, in
 // device memory (XfKernelArgs.vars). step: the steps taken, counting the

@@ -19,8 +19,8 @@ declare -A known=(
 # cliffs of one example, and why: [example:kernel]
 declare -A known_in=(
   # the GPT-2-small class at its own size (8 x 1024)
-  [gpt2_small:attention]="the (sequence, head) form's state exceeds 64 KB of shared memory at heads of 64 and context 1024: the row form; the tensor-core form is not built"
-  [gpt2_small:attention_grad]="the same: one sequence per block"
+  [gpt2_small:attention]="the blocked form, its products on the tensor cores (TF32): latency-bound, per block of 64 keys the softmax of 64 rows on half the block's threads, in order of the keys"
+  [gpt2_small:attention_grad]="the blocked form's gradient runs a (sequence, head) per block, 96 blocks, its 64 query blocks in turn: a key-block-parallel form needs the forward's row statistics, not kept"
   [gpt2_small:scatter_first]="a thread per (sequence, vocabulary id) walks the sequence's 1024 ids for its first occurrence"
   # the temperature's gradient: sum over [B, T, h] of dq o q per head
   [temperature:sum]="32 outputs of 16384 terms each, a thread per output: a two-step reduction for few outputs is not built"

@@ -168,6 +168,13 @@ static const Tol fp32_tol = {.loss = 1e-5, .curve = 1e-4, .values = 1e-5, .grad_
 static const Tol bf16_tol = {.loss = 0x1p-8, .curve = 0x1p-8, .values = 0x1p-5, .logit_floor = 1, .grad_floor = 1,
                              .at_least = 1e-5};
 
+// TF32: the emulation computes the GEMM records in float32 and rounds the
+// operands of the team GEMMs (the blocked attention's, on the tensor cores:
+// xf_tf32, 11 significand bits, u = 2^-11) as bf16's above with 8 u in place
+// of 8 2^-8: values within 2^-8, losses within 2^-11; witnessed above 1e-6.
+static const Tol tf32_tol = {.loss = 0x1p-11, .curve = 0x1p-11, .values = 0x1p-8, .logit_floor = 1, .grad_floor = 1,
+                             .at_least = 1e-6};
+
 static void check(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse, int precision) {
   char so[64], err[1024];
   if (!build(path, defs, ndefs, fuse, precision, so, err, sizeof err)) {
@@ -175,7 +182,7 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
     failed++;
     return;
   }
-  const Tol *tol = precision == XF_PRECISION_BF16 ? &bf16_tol : &fp32_tol;
+  const Tol *tol = precision == XF_PRECISION_BF16 ? &bf16_tol : precision == XF_PRECISION_TF32 ? &tf32_tol : &fp32_tol;
   XfOptions o = {.batch = B, .seq = T, .threads = 1, .seed = 7, .device = XF_DEVICE_CPU};
   XfRuntime *cpu = xf_open(so, &o, err, sizeof err), *gpu = NULL;
   o.device = XF_DEVICE_CUDA;
@@ -255,9 +262,9 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
   bool witnessed = e_logits >= tol->at_least && e_grad >= tol->at_least && e_step >= tol->at_least;
   ok = ok && (witnessed || strcmp(device_name, "cuda-emulation"));
   printf("%s %-40s %-9s eval %.1e logits %.1e loss %.1e grads %.1e (%s) 20-step curve %.1e step program%s %.1e%s\n",
-         ok ? "ok  " : "FAIL", path, precision == XF_PRECISION_BF16 ? "bf16" : fuse ? "fused" : "--no-fuse", e_eval, e_logits,
+         ok ? "ok  " : "FAIL", path, precision == XF_PRECISION_BF16 ? "bf16" : precision == XF_PRECISION_TF32 ? "tf32" : fuse ? "fused" : "--no-fuse", e_eval, e_logits,
          e_loss, e_grad, worst, e_curve, sg && xf_sampler_incremental(sg) ? "" : " (recompute)", e_step,
-         witnessed ? "" : " (no bf16 rounding seen)");
+         witnessed ? "" : " (no rounding seen)");
   xf_sampler_close(sc), xf_sampler_close(sg);
   ok ? passed++ : failed++;
   xf_close(cpu);
@@ -611,9 +618,24 @@ int main(int argc, char **argv) {
   }
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
                                  "tests/fusion/attn_fixed_v.xf", "tests/fusion/attn_variants.xf",
-                                 "tests/grad/attention_variants.xf"};
+                                 "tests/fusion/attn_bias.xf", "tests/grad/attention_variants.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     if (!only || strstr(models[i], only)) check(models[i], NULL, 0, 2, 6, true, XF_PRECISION_FP32);
+  // the blocked forms (the (sequence, head) form's state does not fit shared
+  // memory): heads of 64 at T 160 (3 query blocks of 64; the gradient's 16
+  // rows) and of 128 at T 130, every stdlib variant, through xf_team_gemm in
+  // float32 and on the (emulated) tensor cores, TF32
+  if (!only || strstr("tests/grad/attention_variants.xf blocked", only)) {
+    Define h64[] = {{"d", "128"}, {"heads", "2"}, {"context", "160"}}, h128[] = {{"d", "256"}, {"heads", "2"}, {"context", "130"}};
+    check("tests/grad/attention_variants.xf", h64, 3, 1, 160, true, XF_PRECISION_FP32);
+    check("tests/grad/attention_variants.xf", h64, 3, 1, 160, true, XF_PRECISION_TF32);
+    check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_FP32);
+    check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_TF32);
+  }
+  if (!only || strstr("tests/fusion/attn_padding.xf", only)) {  // no decoder (a key-padding bias of the tokens):
+    Define c6[] = {{"context", "6"}};                                 // the sampler recomputes, within T = context
+    check("tests/fusion/attn_padding.xf", c6, 1, 2, 6, true, XF_PRECISION_FP32);
+  }
   glob_t ops;
   if (glob("tests/grad/op_*.xf", 0, NULL, &ops) == 0) {
     for (size_t i = 0; i < ops.gl_pathc; i++)

@@ -18,25 +18,28 @@ n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_user.xf | count '^  k[0-9
 [ "$n" = 2 ] && ok "user-written attention fused (attention + attention_grad kernels)" || bad "attn_user: $n attention kernels, want 2"
 n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_near.xf | count '^  k[0-9]+ +attention')
 [ "$n" = 0 ] && ok "near misses not fused" || bad "attn_near: $n attention kernels, want 0"
-# every attention-like softmax left unfused is named in a note at its line
+# score biases fuse whatever they broadcast over and whatever they depend on:
+# positions (a -1e30 mask), parameters (a learned slope or per-key bias: the
+# gradient attention_dbias), data (a key-padding row per batch entry)
 notes=$("$xfc" --emit=fused tests/fusion/attn_variants.xf 2>&1 >/dev/null | grep ': note: attention not fused')
-notes+=$'\n'$("$xfc" --emit=fused tests/fusion/attn_bias.xf 2>&1 >/dev/null | grep ': note: attention not fused')
-for want in "attn_variants.xf:26:9: .*score bias \\[2, 1, T\\] is not \\[\\.\\.\\., T, T\\]" \
-            "attn_bias.xf:31:9: .*score bias depends on parameters" \
-            "attn_bias.xf:42:9: .*score bias \\[B, 1, 1, T\\] .*a bias per batch row does not fuse"; do
-  printf '%s\n' "$notes" | grep -q "$want" && ok "note: $(printf '%s\n' "$notes" | grep "$want" | sed 's/.*note: //' | cut -c1-90)..." ||
-    bad "no note matching '$want' in: $notes"
-done
-n=$(printf '%s\n' "$notes" | grep -c . || true)
-[ "$n" = 3 ] && ok "attn_variants, attn_bias: 3 notes, one per unfused attention" || bad "attn_variants, attn_bias: $n notes, want 3"
-n=$("$xfc" --emit=fused tests/fusion/attn_bias.xf 2>/dev/null | count " = attention ")
-[ "$n" = 2 ] && ok "attn_bias: local + global tokens as a bias of -1e30 fused (one op, time-major)" || bad "attn_bias: $n attention lines, want 2"
-n=$("$xfc" --emit=fused tests/fusion/attn_variants.xf 2>/dev/null | count " = attention ")
-[ "$n" = 2 ] && ok "attn_variants: a per-head temperature and multi-query attention (k, v [B, 1, T, h]) fused" ||
-  bad "attn_variants: $n attention ops, want 2"
+notes+=$("$xfc" --emit=fused tests/fusion/attn_bias.xf 2>&1 >/dev/null | grep ': note: attention not fused')
+notes+=$("$xfc" --emit=fused tests/fusion/attn_padding.xf 2>&1 >/dev/null | grep ': note: attention not fused')
+[ -z "$notes" ] && ok "attn_variants, attn_bias, attn_padding: no note" || bad "attn_variants, attn_bias, attn_padding: notes: $notes"
+sites() { sed -n 's/^%[0-9]* = attention .*# \([a-z0-9]*\) @ .*/\1/p' | sort -u | tr '\n' ' '; }
+n=$("$xfc" --emit=fused tests/fusion/attn_bias.xf 2>/dev/null | sites)
+[ "$n" = "m1 m2 m3 " ] && ok "attn_bias: local + global mask, learned slope, block-sparse: one attention op each" ||
+  bad "attn_bias: attention ops in '$n', want m1 m2 m3"
+n=$("$xfc" --emit=fused tests/fusion/attn_padding.xf 2>/dev/null | sites)
+[ "$n" = "m1 " ] && ok "attn_padding: a key-padding bias [B, 1, 1, T] of the tokens: one attention op" ||
+  bad "attn_padding: attention ops in '$n', want m1"
+n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_bias.xf | count '^  k[0-9]+ +attention_dbias ')
+[ "$n" = 1 ] && ok "attn_bias: the learned slope's gradient from one attention_dbias kernel" || bad "attn_bias: $n attention_dbias kernels, want 1"
+n=$("$xfc" --emit=fused tests/fusion/attn_variants.xf 2>/dev/null | sites)
+[ "$n" = "m1 m2 m3 " ] && ok "attn_variants: a per-head temperature, a learned bias per key [2, 1, T], multi-query attention: fused" ||
+  bad "attn_variants: attention ops in '$n', want m1 m2 m3"
 n=$("$xfc" --emit=schedule tests/grad/attention_variants.xf 2>/dev/null | count '^  k[0-9]+ +attention ')
-[ "$n" = 5 ] && ok "stdlib ALiBi, temperature, GQA with 2 and 1 key heads, sliding window: one attention kernel each" ||
-  bad "attention_variants: $n attention kernels, want 5"
+[ "$n" = 6 ] && ok "stdlib ALiBi, temperature, GQA with 2 and 1 key heads, sliding window, relative bias: one attention kernel each" ||
+  bad "attention_variants: $n attention kernels, want 6"
 n=$("$xfc" --emit=fused tests/grad/attention_variants.xf 2>&1 >/dev/null | grep -c 'note: attention not fused' || true)
 [ "$n" = 0 ] && ok "stdlib attention variants: no note" || bad "attention_variants: $n notes, want 0"
 declare -A cache

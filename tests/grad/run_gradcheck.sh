@@ -50,6 +50,8 @@ check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.x
 check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf
 check "tests/fusion/attn_bias.xf (fused)" tests/fusion/attn_bias.xf
 check "tests/fusion/attn_bias.xf (--no-fuse)" --no-fuse tests/fusion/attn_bias.xf
+check "tests/fusion/attn_padding.xf (fused)" tests/fusion/attn_padding.xf
+check "tests/fusion/attn_padding.xf (--no-fuse)" --no-fuse tests/fusion/attn_padding.xf
 check "tests/fusion/scan_near.xf" tests/fusion/scan_near.xf
 check "tests/fusion/scan_near.xf (--no-fuse)" --no-fuse tests/fusion/scan_near.xf
 check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examples/transformer.xf

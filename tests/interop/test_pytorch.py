@@ -41,10 +41,11 @@ XFC, XFRUN, DUMP = sys.argv[1:4]
 B2, T2 = 3, 5  # the second shape: another batch, a shorter sequence
 EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
             "gla", "retnet", "ssm",
-            # stdlib/attention.xf's variants: ALiBi, a temperature, grouped queries (fused), a sliding window
+            # stdlib/attention.xf's variants: ALiBi, a temperature, grouped queries, a sliding window,
+            # a relative bias (all fused)
             "tests/grad/attention_variants.xf",
-            # score biases: local + global keys (fused), a learned slope, a key-padding mask
-            "tests/fusion/attn_bias.xf"]
+            # score biases (fused): local + global keys, a learned slope, block-sparse; a key-padding mask
+            "tests/fusion/attn_bias.xf", "tests/fusion/attn_padding.xf"]
 B, T, STEPS = 2, 8, 10
 passed = failed = 0
 

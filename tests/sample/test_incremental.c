@@ -150,8 +150,9 @@ int main(int argc, char **argv) {
   check(xfc, "tests/grad/recurrent_blocks.xf", "");  // scans with gates, fixed decays, a selective SSM
   check(xfc, "tests/sample/user_recurrence.xf", "");  // docs/language.md's worked example: scan and shift
   check(xfc, "tests/sample/alibi.xf", "");  // a bias of positions only, i - j from iota(T)
-  check(xfc, "tests/fusion/attn_variants.xf", "");  // a learned temperature, a bias, grouped queries (unfused)
-  check(xfc, "tests/grad/attention_variants.xf", "");  // stdlib/attention.xf: ALiBi, temperature, GQA, MQA
+  check(xfc, "tests/fusion/attn_variants.xf", "");  // a learned temperature, a learned bias per key, grouped queries
+  check(xfc, "tests/grad/attention_variants.xf", "");  // stdlib/attention.xf: ALiBi, temperature, GQA, MQA, window, relative bias
+  check(xfc, "tests/fusion/attn_bias.xf", "");  // local + global, a learned slope, block-sparse
   // the CPU's blocked attention (heads of 32) over two query blocks of 64
   check(xfc, "examples/transformer.xf", "-D layers=1 -D d=64 -D context=70 -D vocab=29 -D ffn=24 -D heads=2");
   check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D context=70");  // heads of 16, G 2 and 4
