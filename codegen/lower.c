@@ -124,6 +124,19 @@ static LExpr *unary(Lo *L, const Node *n, LExpr *x) {
   case OP_SILU: return x2(L, LX_DIV, x, x2(L, LX_ADD, xf(L, 1), x1(L, LX_EXP, x1(L, LX_NEG, x))));
   case OP_GELU:  // 0.5 x (1 + erf(x / sqrt 2))
     return x2(L, LX_MUL, x2(L, LX_MUL, xf(L, 0.5), x), x2(L, LX_ADD, xf(L, 1), x1(L, LX_ERF, x2(L, LX_MUL, x, xf(L, M_SQRT1_2)))));
+  case OP_ABS: return xsel(L, x2(L, LX_LT, x, xf(L, 0)), x1(L, LX_NEG, x), x);
+  case OP_FLOOR: {  // t = trunc(x), less 1 below a negative non-integer; |x| >= 2^23 is an integer (and inf, NaN)
+    LExpr *t = x1(L, LX_TOF, x1(L, LX_TOI, x));
+    LExpr *f = x2(L, LX_SUB, t, fbool(L, x2(L, LX_LT, x, t)));
+    LExpr *big = x2(L, LX_GE, x2(L, LX_MAX, x, x1(L, LX_NEG, x)), xf(L, 8388608));
+    return xsel(L, x2(L, LX_EQ, x, x), xsel(L, big, x, f), x);
+  }
+  case OP_SOFTPLUS:  // max(x, 0) + log(1 + e^(-|x|)): no overflow
+    return x2(L, LX_ADD, x2(L, LX_MAX, x, xf(L, 0)),
+              x1(L, LX_LOG, x2(L, LX_ADD, xf(L, 1), x1(L, LX_EXP, x1(L, LX_NEG, xsel(L, x2(L, LX_LT, x, xf(L, 0)), x1(L, LX_NEG, x), x))))));
+  case OP_ERF: return x1(L, LX_ERF, x);
+  case OP_RSQRT: return x2(L, LX_DIV, xf(L, 1), x1(L, LX_SQRT, x));
+  case OP_STOP_GRADIENT: return x;
   case OP_DGELU: {  // Phi(x) + x phi(x)
     LExpr *Phi = x2(L, LX_MUL, xf(L, 0.5), x2(L, LX_ADD, xf(L, 1), x1(L, LX_ERF, x2(L, LX_MUL, x, xf(L, M_SQRT1_2)))));
     LExpr *phi = x2(L, LX_MUL, xf(L, 1 / sqrt(2 * M_PI)), x1(L, LX_EXP, x2(L, LX_MUL, xf(L, -0.5), x2(L, LX_MUL, x, x))));
@@ -142,6 +155,18 @@ static LExpr *binary(Lo *L, const Node *n, LExpr *x, LExpr *y) {
   case OP_EQ: return fbool(L, x2(L, LX_EQ, x, y));
   case OP_LT: return fbool(L, x2(L, LX_LT, x, y));
   case OP_LE: return fbool(L, x2(L, LX_GE, y, x));
+  case OP_MAXIMUM: return xsel(L, x2(L, LX_LT, x, y), y, x);
+  case OP_MINIMUM: return xsel(L, x2(L, LX_LT, y, x), y, x);
+  case OP_POW: {  // a constant integer exponent |k| <= 16: products (any sign of x); else e^(y log x), x > 0
+    const Node *yn = &L->g->nodes[n->in[1]];
+    double k = yn->op == OP_CONST ? yn->fval : NAN;
+    if (k == floor(k) && fabs(k) <= 16) {
+      LExpr *r = xf(L, 1);
+      for (int i = 0; i < (int)fabs(k); i++) r = i ? x2(L, LX_MUL, r, x) : x;
+      return k < 0 ? x2(L, LX_DIV, xf(L, 1), r) : r;
+    }
+    return x1(L, LX_EXP, x2(L, LX_MUL, y, x1(L, LX_LOG, x)));
+  }
   default: return unlowered(L, n), xf(L, 0);
   }
 }

@@ -301,6 +301,8 @@ static void expr(Py *p, Buf *b, const Node *n) {
   case OP_EQ: put(b, "("), X(0), put(b, " == "), X(1), put(b, ").to(dt)"), p->use_dt = true; break;
   case OP_LT: put(b, "("), X(0), put(b, " < "), X(1), put(b, ").to(dt)"), p->use_dt = true; break;
   case OP_LE: put(b, "("), X(0), put(b, " <= "), X(1), put(b, ").to(dt)"), p->use_dt = true; break;
+  case OP_MAXIMUM: case OP_MINIMUM: case OP_POW: put(b, "torch.%s(", ir_op_info[n->op].name), X(0), put(b, ", "), X(1), put(b, ")"); break;
+  case OP_STOP_GRADIENT: X(0), put(b, ".detach()"); break;
   case OP_SUM: case OP_MEAN: case OP_MAX: {
     put(b, "torch.%s(", n->op == OP_SUM ? "sum" : n->op == OP_MEAN ? "mean" : "amax"), X(0), put(b, ", dim=(");
     for (int a = n->axis; a <= ir_reduce_end(n); a++) put(b, "%d,", a);

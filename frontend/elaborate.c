@@ -220,6 +220,7 @@ static void env_set(Elab *E, Env *env, const char *name, Value v, Loc loc) {
 
 typedef enum {
   BI_UNARY,   // op: elementwise math, folds on numbers
+  BI_BINARY,  // op: elementwise of two, broadcasting, folds on numbers (maximum, minimum, pow)
   BI_REDUCE,  // op(x, axis)
   BI_SOFTMAX,
   BI_LAYERNORM,
@@ -253,7 +254,7 @@ typedef struct {
 // (neg, the gradients' step and dgelu) are not callable by name.
 #define BI_OPC_UNARY(name, text) {text, BI_UNARY, OP_##name, 1, text "(x)"},
 #define BI_OPC_LEAF(name, text)
-#define BI_OPC_BINARY(name, text)
+#define BI_OPC_BINARY(name, text) {text, BI_BINARY, OP_##name, 2, text "(x, y)"},
 #define BI_OPC_REDUCE(name, text)
 #define BI_OPC_MATMUL(name, text)
 #define BI_OPC_MOVE(name, text)
@@ -291,7 +292,7 @@ static const Builtin builtins[] = {
 enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
 
 static bool callable(const Builtin *b) {
-  return b->kind != BI_UNARY || (ir_op_info[b->op].props & IR_P_CALL);
+  return (b->kind != BI_UNARY && b->kind != BI_BINARY) || (ir_op_info[b->op].props & IR_P_CALL);
 }
 
 static int find_builtin(const char *name) {
@@ -678,10 +679,19 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     if (!isfinite(r)) err(E, loc, "%s(%g) is not a finite number", bi->name, num(a[0]));
     return vfloat(r);
   }
+  if (bi->kind == BI_BINARY && is_number(a[0]) && is_number(a[1])) {
+    double r = ir_eval_binary(bi->op, num(a[0]), num(a[1]));
+    if (!isfinite(r)) err(E, loc, "%s(%g, %g) is not a finite number", bi->name, num(a[0]), num(a[1]));
+    return vfloat(r);
+  }
   if (ctx == CTX_BUILD)
     err(E, loc, "'%s' makes a tensor, which only a forward body can do", bi->name);
   Node nd = {.op = bi->op, .nin = 1};
   switch (bi->kind) {
+  case BI_BINARY:
+    nd.nin = 2;
+    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor(E, a[i], ax[i]->loc, "the argument");
+    break;
   case BI_UNARY:
   case BI_CAUSAL_MASK:
     nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");

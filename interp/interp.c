@@ -160,18 +160,7 @@ static int64_t offset(int64_t o, const int64_t *od, int rank, const int64_t *st)
   return off;
 }
 
-static double binary(OpKind op, double x, double y) {
-  switch (op) {
-  case OP_ADD: return x + y;
-  case OP_SUB: return x - y;
-  case OP_MUL: return x * y;
-  case OP_DIV: return x / y;
-  case OP_EQ: return x == y ? 1 : 0;
-  case OP_LT: return x < y ? 1 : 0;
-  case OP_LE: return x <= y ? 1 : 0;
-  default: return NAN;
-  }
-}
+static double binary(OpKind op, double x, double y) { return ir_eval_binary(op, x, y); }
 
 // Layer norm's row statistics (seed 001 eq. 8): mu, and sigma = sqrt(biased
 // variance + eps), of the d entries at row.

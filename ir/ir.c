@@ -187,8 +187,30 @@ double ir_eval_unary(OpKind op, double x) {
   case OP_SIN: return sin(x);
   case OP_COS: return cos(x);
   case OP_SILU: return x / (1 + exp(-x));
+  case OP_ABS: return fabs(x);
+  case OP_FLOOR: return floor(x);
+  case OP_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+  case OP_ERF: return erf(x);
+  case OP_RSQRT: return 1 / sqrt(x);
+  case OP_STOP_GRADIENT: return x;
   case OP_STEP: return x > 0 ? 1 : 0;
   case OP_DGELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+  default: return NAN;
+  }
+}
+
+double ir_eval_binary(OpKind op, double x, double y) {
+  switch (op) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_DIV: return x / y;
+  case OP_EQ: return x == y ? 1 : 0;
+  case OP_LT: return x < y ? 1 : 0;
+  case OP_LE: return x <= y ? 1 : 0;
+  case OP_MAXIMUM: return isnan(x) || isnan(y) ? NAN : x > y ? x : y;
+  case OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
+  case OP_POW: return pow(x, y);
   default: return NAN;
   }
 }

@@ -133,6 +133,13 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   X(SIN, "sin", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
   X(COS, "cos", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
   X(SILU, "silu", 1, OPC_UNARY, 1, IR_P_CALL | IR_P_TORCH_F, OTHER) /* x sigmoid(x) */           \
+  X(ABS, "abs", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(FLOOR, "floor", 1, OPC_UNARY, 0, IR_P_CALL, OTHER)      /* gradient 0 (ir_grad_zero) */      \
+  X(SOFTPLUS, "softplus", 1, OPC_UNARY, 1, IR_P_CALL | IR_P_TORCH_F, OTHER) /* log(1 + e^x) */   \
+  X(ERF, "erf", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)                                               \
+  X(RSQRT, "rsqrt", 1, OPC_UNARY, 1, IR_P_CALL, OTHER)      /* 1 / sqrt(x) */                    \
+  /* x, with no gradient through it (ir_grad_zero) */                                          \
+  X(STOP_GRADIENT, "stop_gradient", 1, OPC_UNARY, 0, IR_P_CALL, CAT)                             \
   X(STEP, "step", 1, OPC_UNARY, 0, 0, OTHER)              /* x > 0 ? 1 : 0 (relu') */            \
   X(DGELU, "dgelu", 1, OPC_UNARY, 0, 0, OTHER)            /* gelu'(x) = Phi(x) + x phi(x) */     \
   /* elementwise binary, broadcasting */                                                         \
@@ -143,6 +150,11 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   X(EQ, "eq", 2, OPC_BINARY, 1, 0, OTHER)                 /* x == y ? 1 : 0; gradient 0 */       \
   X(LT, "lt", 2, OPC_BINARY, 1, 0, OTHER)                 /* x < y ? 1 : 0; gradient 0 */        \
   X(LE, "le", 2, OPC_BINARY, 1, 0, OTHER)                 /* x <= y ? 1 : 0; gradient 0 */       \
+  /* callable by name: maximum(x, y), minimum(x, y) (a tie splits the gradient */               \
+  /* evenly, as PyTorch's), pow(x, y) (x > 0, or y a constant integer) */                          \
+  X(MAXIMUM, "maximum", 2, OPC_BINARY, 1, IR_P_CALL, OTHER)                                      \
+  X(MINIMUM, "minimum", 2, OPC_BINARY, 1, IR_P_CALL, OTHER)                                      \
+  X(POW, "pow", 2, OPC_BINARY, 1, IR_P_CALL, OTHER)                                              \
   /* reductions over attr axis, keepdim */                                                       \
   X(SUM, "sum", 1, OPC_REDUCE, 1, 0, CAT)                                                        \
   X(MEAN, "mean", 1, OPC_REDUCE, 1, 0, CAT)                                                      \
@@ -408,9 +420,14 @@ bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((fo
 // The value of a unary elementwise op (OPC_UNARY) at x, in double: the one
 // definition shared by constant folding and the reference interpreter.
 double ir_eval_unary(OpKind op, double x);
-// Whether op's gradient is 0 almost everywhere (the comparisons): nothing
+// The value of a binary elementwise op (OPC_BINARY) at x, y, in double.
+double ir_eval_binary(OpKind op, double x, double y);
+// Whether op's gradient is 0 almost everywhere (the comparisons, floor) or
+// cut on purpose (stop_gradient): nothing
 // below it takes a gradient through it (autodiff's needs).
-static inline bool ir_grad_zero(OpKind op) { return op == OP_EQ || op == OP_LT || op == OP_LE; }
+static inline bool ir_grad_zero(OpKind op) {
+  return op == OP_EQ || op == OP_LT || op == OP_LE || op == OP_FLOOR || op == OP_STOP_GRADIENT;
+}
 // ATTENTION and ATTENTION_GRAD (axis 0): the query sequences that share one
 // key and value sequence, G, when k and v are [..., 1, T, h] against q
 // [..., G, T, h] (grouped-query attention: sequence m of q reads sequence

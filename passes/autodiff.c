@@ -116,6 +116,37 @@ static void g_silu(AD *a, const Node *n, int dy) {  // s + x s (1 - s) = s (1 + 
   int ds = bin(a, OP_MUL, s, bin(a, OP_SUB, bin(a, OP_ADD, cst(a, 1), IN(0)), OUT));
   accumulate(a, IN(0), bin(a, OP_MUL, dy, ds));
 }
+static void g_abs(AD *a, const Node *n, int dy) {  // sign(x) = step(x) - step(-x)
+  int sign = bin(a, OP_SUB, un(a, OP_STEP, IN(0)), un(a, OP_STEP, un(a, OP_NEG, IN(0))));
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, sign));
+}
+static void g_softplus(AD *a, const Node *n, int dy) { accumulate(a, IN(0), bin(a, OP_MUL, dy, un(a, OP_SIGMOID, IN(0)))); }
+static void g_erf(AD *a, const Node *n, int dy) {  // 2 / sqrt(pi) e^(-x^2)
+  int e = un(a, OP_EXP, un(a, OP_NEG, bin(a, OP_MUL, IN(0), IN(0))));
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, bin(a, OP_MUL, e, cst(a, 2 / sqrt(M_PI)))));
+}
+static void g_rsqrt(AD *a, const Node *n, int dy) {  // -y^3 / 2
+  int y3 = bin(a, OP_MUL, OUT, bin(a, OP_MUL, OUT, OUT));
+  accumulate(a, IN(0), bin(a, OP_MUL, dy, bin(a, OP_MUL, y3, cst(a, -0.5))));
+}
+// maximum, minimum: dy to the operand that is taken, half to each at a tie
+static void g_extremum(AD *a, const Node *n, int dy) {
+  int tie = bin(a, OP_MUL, bin(a, OP_EQ, IN(0), IN(1)), cst(a, 0.5));
+  for (int k = 0; k < 2; k++) {
+    if (!a->needs[IN(k)]) continue;
+    int other = IN(1 - k), wins = n->op == OP_MAXIMUM ? bin(a, OP_LT, other, IN(k)) : bin(a, OP_LT, IN(k), other);
+    accumulate(a, IN(k), bin(a, OP_MUL, dy, bin(a, OP_ADD, wins, tie)));
+  }
+}
+static void g_pow(AD *a, const Node *n, int dy) {  // d x^y = y x^(y - 1) dx + x^y log(x) dy
+  if (a->needs[IN(0)]) {  // a constant y: y - 1 a constant too (pow's lowering multiplies for an integer)
+    const Node *y = &a->g->nodes[IN(1)];
+    int ym1 = y->op == OP_CONST ? cst(a, y->fval - 1) : bin(a, OP_SUB, IN(1), cst(a, 1));
+    int d = bin(a, OP_MUL, IN(1), bin(a, OP_POW, IN(0), ym1));
+    accumulate(a, IN(0), bin(a, OP_MUL, dy, d));
+  }
+  if (a->needs[IN(1)]) accumulate(a, IN(1), bin(a, OP_MUL, dy, bin(a, OP_MUL, OUT, un(a, OP_LOG, IN(0)))));
+}
 static void g_compare(AD *a, const Node *n, int dy) {  // piecewise constant: 0 almost everywhere
   (void)a, (void)n, (void)dy;
 }
@@ -286,7 +317,8 @@ static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; 
 static const GradRule rules[OP_COUNT] = {
     [OP_PARAM] = g_param,
     [OP_NEG] = g_neg, [OP_EXP] = g_exp, [OP_LOG] = g_log, [OP_SQRT] = g_sqrt, [OP_TANH] = g_tanh,
-    [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SILU] = g_silu, [OP_SIN] = g_sin, [OP_COS] = g_cos,
+    [OP_RELU] = g_relu, [OP_GELU] = g_gelu, [OP_SIGMOID] = g_sigmoid, [OP_SILU] = g_silu, [OP_ABS] = g_abs, [OP_SOFTPLUS] = g_softplus, [OP_ERF] = g_erf, [OP_RSQRT] = g_rsqrt,
+    [OP_MAXIMUM] = g_extremum, [OP_MINIMUM] = g_extremum, [OP_POW] = g_pow, [OP_SIN] = g_sin, [OP_COS] = g_cos,
     [OP_ADD] = g_add, [OP_SUB] = g_sub, [OP_MUL] = g_mul, [OP_DIV] = g_div,
     [OP_EQ] = g_compare, [OP_LT] = g_compare, [OP_LE] = g_compare,
     [OP_SUM] = g_sum, [OP_MEAN] = g_mean, [OP_MAX] = g_max,

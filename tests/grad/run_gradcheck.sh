@@ -60,6 +60,18 @@ check "tests/fusion/attn_variants.xf" tests/fusion/attn_variants.xf
 check "tests/sample/alibi.xf" tests/sample/alibi.xf
 check "tests/grad/attention_variants.xf (fused)" tests/grad/attention_variants.xf
 check "tests/grad/attention_variants.xf (--no-fuse)" --no-fuse tests/grad/attention_variants.xf
+check "tests/grad/std_math.xf" tests/grad/std_math.xf
+check "tests/sample/position_decay.xf" tests/sample/position_decay.xf
+# stop_gradient: dloss/dx reads the stop_gradient node, dloss/dy is a zero
+g=$("$xfc" --emit=grad tests/grad/stop_gradient.xf 2>&1)
+sgn=$(sed -n 's/^%\([0-9]*\) = stop_gradient .*/\1/p' <<<"$g")
+gx=$(sed -n 's/^output grad.x = %\([0-9]*\)$/\1/p' <<<"$g") gy=$(sed -n 's/^output grad.y = %\([0-9]*\)$/\1/p' <<<"$g")
+if [ -n "$sgn" ] && grep -qE "^%$gx = mul %[0-9]+, %$sgn " <<<"$g" &&
+   grep -qE "^%$gy = expand %([0-9]+) " <<<"$g" && grep -qE "^%$(sed -n "s/^%$gy = expand %\([0-9]*\) .*/\1/p" <<<"$g") = const 0 " <<<"$g"; then
+  echo "ok   tests/grad/stop_gradient.xf: dloss/dx = dloss o stop_gradient(y o x), dloss/dy = 0"; pass=$((pass + 1))
+else
+  echo "FAIL tests/grad/stop_gradient.xf: the gradient graph: $(grep '^output grad' <<<"$g" | tr '\n' ' ')"; fail=$((fail + 1))
+fi
 ops=$(sed -n 's/.*X([A-Z_]*, "\([a-z_]*\)", [0-9], OPC_[A-Z]*, 1,.*/\1/p' ir/ir.h)
 [ "$(printf '%s\n' "$ops" | grep -c .)" -ge 30 ] || { echo "FAIL the differentiable ops of ir/ir.h not found (its X rows changed?)"; fail=$((fail + 1)); }
 for op in $ops; do
