@@ -811,8 +811,11 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
     if (ctx == CTX_BUILD)
       err(E, e->loc, "an instance can only be called inside forward");
     return call_inst(E, f.inst, args, argx, n, e->loc, e->lhs->kind == EX_NAME ? e->lhs->name : NULL);
-  default:
+  default: {  // a value named as a built-in (a config value `dropout`) leaves the built-in callable
+    int b = e->lhs->kind == EX_NAME ? find_builtin(e->lhs->name) : -1;
+    if (b >= 0) return call_builtin(E, &builtins[b], args, argx, n, e->loc, ctx);
     err(E, e->loc, "%s is not callable", kind_name(f.kind));
+  }
   }
 }
 

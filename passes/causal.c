@@ -165,10 +165,10 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     ta[id] = xa;
     return true;
   case OP_SCAN: {  // h_t reads a, b at t and h_{t-1}: causal along time, position-wise along any other axis
-    int ba = ta[n->in[1]];
+    int ba = ta[n->in[1]], aa = align(xa, xr, r);  // a broadcasts to b's shape: its axes align at the end
     if (xk >= 0 || key[n->in[1]] >= 0) return fail(c, id, "scans a score matrix");
-    if (xa >= 0 && ba >= 0 && xa != ba) return fail(c, id, "combines values whose time axes differ");
-    ta[id] = xa >= 0 ? xa : ba;
+    if (aa >= 0 && ba >= 0 && aa != ba) return fail(c, id, "combines values whose time axes differ");
+    ta[id] = aa >= 0 ? aa : ba;
     return true;
   }
   case OP_SCAN_READ: {  // position-wise over q, k, v and a at t, S_{t-1}: as SCAN
@@ -250,7 +250,7 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
       // position (iota(T) as [1, T]: the j of a bias term f(i, j)): a key
       // axis, open (its future is not masked)
       bool rows = false;
-      for (int i = 0; i < n->nin; i++)
+      for (int i = 0; i < n->nin && r >= 2; i++)
         rows = rows || align(ta[n->in[i]], g->nodes[n->in[i]].shape.rank, r) == r - 2;
       for (int i = 0; i < n->nin; i++) {
         const Node *in = &g->nodes[n->in[i]];
