@@ -14,7 +14,9 @@
 # in out/bench/window.md.
 # Usage: bench/attention_window.sh
 #   env: WINDOWS (default "128"), SEQ (default 1024), LAYERS (default 2),
-#        STEPS (default 3), THREADS (default: all cores)
+#        STEPS (default 3), THREADS (default: all cores), DEFS (more xfc -D
+#        options for all three, e.g. "-D ffn=256 -D vocab=256": a smaller
+#        rest of the step, so the attention's share is measured more finely)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=out/bench
@@ -22,10 +24,11 @@ mkdir -p "$out"
 . bench/lib.sh
 release_build
 windows=${WINDOWS:-128} seq=${SEQ:-1024} layers=${LAYERS:-2} steps=${STEPS:-3} threads=${THREADS:-$(nproc)}
+read -r -a defs <<<"${DEFS:-}"
 # seconds per step of xfc's model ($1, then -D overrides), over the steps after the first
 step_s() {
   local base=$out/window.$RANDOM
-  build-release/xfc "$@" -D layers="$layers" -D context="$seq" -o "$base.so" 2>"$base.log" || { echo fail; return; }
+  build-release/xfc "$@" -D layers="$layers" -D context="$seq" "${defs[@]}" -o "$base.so" 2>"$base.log" || { echo fail; return; }
   build-release/xfrun train "$base.so" --steps $((steps + 1)) --batch 1 --seq "$seq" --threads "$threads" \
     --eval-batches 1 --log "$base.csv" >>"$base.log" 2>&1 || { echo fail; return; }
   grep -o -m1 'GEMM: .*' "$base.log" >"$out/window.gemm" || true
@@ -36,7 +39,7 @@ none=$(step_s bench/models/window_none.xf)
 full=$(step_s examples/gpt2_small.xf)
 {
   echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads; $(cat "$out/window.gemm")"
-  echo "GPT-2-small class, $layers layers, batch 1 x $seq, seconds per training step (mean of $steps):"
+  echo "GPT-2-small class, $layers layers, batch 1 x $seq${DEFS:+ ($DEFS)}, seconds per training step (mean of $steps):"
   echo
   echo "| attention | s / step | attention s / step | / full attention |"
   echo "| --- | --- | --- | --- |"
