@@ -87,8 +87,11 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
     V d[6];
     for (int k = 0; k < 6; k++)
       d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
-    int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NORMAL ? XF_INIT_NORMAL : n->init.kind == INIT_UNIFORM ? XF_INIT_UNIFORM
-               : n->init.kind == INIT_ONES ? XF_INIT_ONES : XF_INIT_ZEROS;
+    _Static_assert((int)INIT_NORMAL == XF_INIT_NORMAL && (int)INIT_UNIFORM == XF_INIT_UNIFORM && (int)INIT_ZEROS == XF_INIT_ZEROS &&
+                       (int)INIT_ONES == XF_INIT_ONES && (int)INIT_CONSTANT == XF_INIT_CONSTANT &&
+                       (int)INIT_TRUNC_NORMAL == XF_INIT_TRUNC_NORMAL,
+                   "InitKind is numbered as XF_INIT_*");
+    int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NONE ? XF_INIT_ZEROS : (int)n->init.kind;
     bufs[i] = emit_abi_const(e, XF_BUFFER,
                         (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = emit_cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
                                                [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),

@@ -568,6 +568,10 @@ static const char prelude[] =
     "            nn.init.uniform_(w, a, b)\n"
     "        elif init == \"ones\":\n"
     "            nn.init.ones_(w)\n"
+    "        elif init == \"constant\":\n"
+    "            nn.init.constant_(w, a)\n"
+    "        elif init == \"trunc_normal\":\n"
+    "            nn.init.trunc_normal_(w, a, b, a - 2 * b, a + 2 * b)\n"
     "        else:\n"
     "            nn.init.zeros_(w)\n"
     "        self.register_parameter(name, nn.Parameter(w))\n"
@@ -682,7 +686,7 @@ static void class_text(Py *p, int s) {
                   g->name, (long long)g->t_max);
   else put(b, "    \"\"\"Block %s of the .xf file.\"\"\"\n\n", g->scopes[s].block);
   put(b, "    def __init__(self, **refs):\n        super().__init__(**refs)\n");
-  static const char *inits[] = {"zeros", "normal", "uniform", "zeros", "ones"};
+  static const char *inits[] = {"zeros", "normal", "uniform", "zeros", "ones", "constant", "trunc_normal"};
   for (int i = 0; i < p->n; i++) {
     const Node *x = &g->nodes[i];
     if (x->op != OP_PARAM || x->scope != s) continue;

@@ -286,6 +286,8 @@ static const Builtin builtins[] = {
     {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
     {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
     {"ones", BI_INIT, OP_COUNT, 0, "ones"},
+    {"constant", BI_INIT, OP_COUNT, 1, "constant(value)"},
+    {"trunc_normal", BI_INIT, OP_COUNT, 2, "trunc_normal(mean, std)"},
     {"B", BI_SIZE, OP_COUNT, 0, "B"},
     {"T", BI_SIZE, OP_COUNT, 0, "T"},
 };
@@ -411,7 +413,7 @@ static Init eval_init(Elab *E, Env *env, const Expr *e) {
   const Expr *callee = e->kind == EX_CALL ? e->lhs : e;
   int b = callee->kind == EX_NAME ? find_builtin(callee->name) : -1;
   if (b < 0 || builtins[b].kind != BI_INIT || (callee->kind == EX_NAME && env_find_local(env, callee->name)))
-    err(E, e->loc, "expected an initialiser: normal(mean, std), uniform(low, high), zeros or ones");
+    err(E, e->loc, "expected an initialiser: normal(mean, std), trunc_normal(mean, std), uniform(low, high), constant(value), zeros or ones");
   const Builtin *bi = &builtins[b];
   int nargs = e->kind == EX_CALL ? e->args.n : 0;
   if (bi->nargs == 0 && e->kind == EX_CALL)
@@ -421,13 +423,17 @@ static Init eval_init(Elab *E, Env *env, const Expr *e) {
   Init in = {0};
   if (!strcmp(bi->name, "zeros")) in.kind = INIT_ZEROS;
   else if (!strcmp(bi->name, "ones")) in.kind = INIT_ONES;
-  else {
+  else if (!strcmp(bi->name, "constant")) {
+    const Expr *ax = e->args.items[0];
+    in.kind = INIT_CONSTANT;
+    in.a = want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
+  } else {
     const Expr *ax = e->args.items[0], *bx = e->args.items[1];
     in.a = want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
     in.b = want_number(E, eval(E, env, bx, CTX_BUILD), bx->loc, "initialiser argument");
-    if (!strcmp(bi->name, "normal")) {
-      in.kind = INIT_NORMAL;
-      if (!(in.b >= 0)) err(E, bx->loc, "normal(mean, std) needs std >= 0, got %g", in.b);
+    if (!strcmp(bi->name, "normal") || !strcmp(bi->name, "trunc_normal")) {
+      in.kind = bi->name[0] == 'n' ? INIT_NORMAL : INIT_TRUNC_NORMAL;
+      if (!(in.b >= 0)) err(E, bx->loc, "%s(mean, std) needs std >= 0, got %g", bi->name, in.b);
     } else {
       in.kind = INIT_UNIFORM;
       if (!(in.a < in.b)) err(E, e->loc, "uniform(low, high) needs low < high, got %g and %g", in.a, in.b);

@@ -32,7 +32,8 @@ bool gradcheck(const Graph *g, const GradCheckConfig *c, FILE *out, double *wors
   for (int i = 0; i < g->nforward; i++) {
     const Node *n = &g->nodes[i];
     if (n->op != OP_PARAM) continue;
-    double centre = n->init.kind == INIT_ONES ? 1 : n->init.kind == INIT_NORMAL ? n->init.a
+    double centre = n->init.kind == INIT_ONES ? 1
+                    : n->init.kind == INIT_NORMAL || n->init.kind == INIT_CONSTANT || n->init.kind == INIT_TRUNC_NORMAL ? n->init.a
                     : n->init.kind == INIT_UNIFORM ? (n->init.a + n->init.b) / 2 : 0;
     uint32_t stream = xf_stream_of(n->name) ^ STREAM_CHECK;
     double *p = interp_param(in, i);

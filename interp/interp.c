@@ -88,15 +88,7 @@ void interp_init_params(Interp *in, uint64_t seed) {
     uint32_t stream = xf_stream_of(n->name);
     double *p = in->val[i];
     for (int64_t k = 0; k < in->numel[i]; k++) {
-      double v = 0;
-      switch (n->init.kind) {
-      case INIT_NORMAL: v = n->init.a + n->init.b * xf_rand_normal(seed, stream, (uint64_t)k, 0); break;
-      case INIT_UNIFORM:
-        v = n->init.a + (n->init.b - n->init.a) * xf_rand_uniform(seed, stream, (uint64_t)k, 0);
-        break;
-      case INIT_ONES: v = 1; break;
-      case INIT_ZEROS: case INIT_NONE: v = 0; break;
-      }
+      double v = xf_init_draw((int)n->init.kind, n->init.a, n->init.b, seed, stream, (uint64_t)k);  // InitKind is XF_INIT_*
       p[k] = in->cfg.f32 ? (double)(float)v : v;
     }
   }

@@ -289,7 +289,8 @@ typedef enum { CONV_SCALAR, CONV_VECTOR, CONV_MATRIX } ConvKind;
 //   a_s o da_s = sum_{t >= s} (q_t o dq_t - k_t o dk_t)
 // (the products of a_l over the pairs j < s <= t that a_s takes part in).
 
-typedef enum { INIT_NONE, INIT_NORMAL, INIT_UNIFORM, INIT_ZEROS, INIT_ONES } InitKind;
+// Parameters' initialisers; numbered as XF_INIT_* (runtime/xf_abi.h).
+typedef enum { INIT_NONE, INIT_NORMAL, INIT_UNIFORM, INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_TRUNC_NORMAL } InitKind;
 typedef struct {
   InitKind kind;
   double a, b;  // normal: mean, std; uniform: low, high

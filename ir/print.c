@@ -9,6 +9,8 @@ static void print_init(FILE *f, Init in) {
   case INIT_UNIFORM: fprintf(f, " uniform(%g, %g)", in.a, in.b); break;
   case INIT_ZEROS: fprintf(f, " zeros"); break;
   case INIT_ONES: fprintf(f, " ones"); break;
+  case INIT_CONSTANT: fprintf(f, " constant(%g)", in.a); break;
+  case INIT_TRUNC_NORMAL: fprintf(f, " trunc_normal(%g, %g)", in.a, in.b); break;
   case INIT_NONE: fprintf(f, " <no init>"); break;
   }
 }

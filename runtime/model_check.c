@@ -68,7 +68,7 @@ static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
       return fail(err, errlen, "parameter '%s' depends on the batch or sequence length, or is not float", b->name);
     if (b->rank == 0 && b->coef != 1)  // checkpoints store a parameter by its shape
       return fail(err, errlen, "parameter '%s' of rank 0 has %lld elements", b->name, (long long)b->coef);
-    if (b->init < XF_INIT_NORMAL || b->init > XF_INIT_ONES || !isfinite(b->init_a) || !isfinite(b->init_b))
+    if (b->init < XF_INIT_NORMAL || b->init > XF_INIT_TRUNC_NORMAL || !isfinite(b->init_a) || !isfinite(b->init_b))
       return fail(err, errlen, "parameter '%s' has initialiser %d (%g, %g)", b->name, b->init, b->init_a, b->init_b);
   }
   return true;

@@ -60,6 +60,27 @@ static inline double xf_rand_normal(uint64_t seed, uint32_t stream, uint64_t ind
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+// Element k of a parameter initialised by kind (XF_INIT_* of runtime/xf_abi.h:
+// 1 normal, 2 uniform, 3 zeros, 4 ones, 5 constant, 6 trunc_normal; runtime.c
+// checks the numbers) with arguments a, b from stream `stream` of seed:
+// a + b z; uniform in [a, b); 0; 1; a; a + b z with z the first of the draws
+// z_0, z_1, ... (Philox step 0, 1, ...) within [-2, 2] (a after 64 outside).
+static inline double xf_init_draw(int kind, double a, double b, uint64_t seed, uint32_t stream, uint64_t k) {
+  switch (kind) {
+  case 1: return a + b * xf_rand_normal(seed, stream, k, 0);
+  case 2: return a + (b - a) * xf_rand_uniform(seed, stream, k, 0);
+  case 4: return 1;
+  case 5: return a;
+  case 6:
+    for (uint32_t s = 0; s < 64; s++) {
+      double z = xf_rand_normal(seed, stream, k, s);
+      if (z >= -2 && z <= 2) return a + b * z;
+    }
+    return a;
+  default: return 0;
+  }
+}
+
 // Stream of a parameter: FNV-1a of its name.
 static inline uint32_t xf_stream_of(const char *name) {
   uint32_t h = 2166136261u;

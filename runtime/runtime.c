@@ -452,20 +452,16 @@ void xf_close(XfRuntime *rt) {
   free(rt);
 }
 
+_Static_assert(XF_INIT_NORMAL == 1 && XF_INIT_UNIFORM == 2 && XF_INIT_ZEROS == 3 && XF_INIT_ONES == 4 &&
+                   XF_INIT_CONSTANT == 5 && XF_INIT_TRUNC_NORMAL == 6,
+               "xf_init_draw (rng.h) numbers the initialisers as XF_INIT_*");
 void xf_init_params(XfRuntime *rt, uint64_t seed) {
   for (int p = 0; p < rt->nparams; p++) {
     const XfBuffer *b = &rt->m->buffers[rt->params[p]];
     float *w = rt->bufs[rt->params[p]];
     uint32_t stream = xf_stream_of(b->name);
     for (int64_t k = 0; k < rt->numel[rt->params[p]]; k++) {
-      double v = 0;
-      switch (b->init) {
-      case XF_INIT_NORMAL: v = b->init_a + b->init_b * xf_rand_normal(seed, stream, (uint64_t)k, 0); break;
-      case XF_INIT_UNIFORM: v = b->init_a + (b->init_b - b->init_a) * xf_rand_uniform(seed, stream, (uint64_t)k, 0); break;
-      case XF_INIT_ONES: v = 1; break;
-      default: v = 0; break;
-      }
-      w[k] = (float)v;
+      w[k] = (float)xf_init_draw(b->init, b->init_a, b->init_b, seed, stream, (uint64_t)k);
     }
     memset(rt->adam_m[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
     memset(rt->adam_v[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);

@@ -61,7 +61,9 @@ XF_ABI_TAGS(XF_TAG_TYPEDEF)
 typedef enum { XF_ABI_TAGS(XF_TAG_ID) XF_NTAGS } XfAbiTag;
 
 enum { XF_BUF_PARAM, XF_BUF_GRAD, XF_BUF_INPUT, XF_BUF_ACT, XF_BUF_OUTPUT };
-enum { XF_INIT_NORMAL = 1, XF_INIT_UNIFORM, XF_INIT_ZEROS, XF_INIT_ONES };
+// Initialisers (xf_init_draw): normal(a, b), uniform(a, b), zeros, ones,
+// constant(a), trunc_normal(a, b) (within a +- 2 b).
+enum { XF_INIT_NORMAL = 1, XF_INIT_UNIFORM, XF_INIT_ZEROS, XF_INIT_ONES, XF_INIT_CONSTANT, XF_INIT_TRUNC_NORMAL };
 // The programs: XfModel.programs holds the first three; the step program
 // (incremental decoding) is XfModel.step on the CPU, XfCuda.launch[XF_PROG_STEP]
 // on CUDA.

@@ -46,6 +46,31 @@ static XfRuntime *open_model(Arena *a, const char *path, Define *defs, int ndefs
   return rt;
 }
 
+// tests/runtime/inits.xf: trunc_normal(0.1, 0.02 / sqrt(12)) within 0.1 +- 2 std
+// (and spread: some beyond 1 std), constant(0.5) exactly.
+static void check_inits(void) {
+  Arena a = {0};
+  Graph *g;
+  XfRuntime *rt = open_model(&a, "tests/runtime/inits.xf", NULL, 0, (XfOptions){.threads = 1, .seed = 3}, &g);
+  if (!rt) return;
+  xf_init_params(rt, 5);
+  double sd = 0.02 / sqrt(12.0);
+  for (int p = 0; p < xf_nparams(rt); p++) {
+    const char *name;
+    int64_t n;
+    float *w = xf_param(rt, p, &name, &n);
+    int in = 0, wide = 0, exact = 0;
+    for (int64_t k = 0; k < n; k++) {
+      double z = (w[k] - 0.1) / sd;
+      in += z >= -2.0001 && z <= 2.0001, wide += fabs(z) > 1, exact += w[k] == 0.5f;
+    }
+    if (!strcmp(name, "emb")) CHECK(in == n && wide > 0 && wide < n / 2, "trunc_normal: %d of %lld within 2 std, %d beyond 1", in, (long long)n, wide);
+    if (!strcmp(name, "g")) CHECK(exact == n, "constant(0.5): %d of %lld exact", exact, (long long)n);
+  }
+  xf_close(rt);
+  arena_free(&a);
+}
+
 static void check_model(const char *path, Define *defs, int ndefs) {
   char err[1024];
   Arena a = {0};
@@ -238,6 +263,8 @@ int main(void) {
   check_model("examples/transformer.xf", small, 7);
   check_model("examples/macaron.xf", small, 7);
   check_model("examples/he.xf", small, 6);
+  check_model("tests/runtime/inits.xf", NULL, 0);
+  check_inits();
   check_adamw("examples/she.xf", small, 6);
   check_adamw("examples/transformer.xf", small, 7);
   check_adamw("examples/macaron.xf", small, 7);
