@@ -45,7 +45,9 @@ EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "p
             # a relative bias (all fused)
             "tests/grad/attention_variants.xf",
             # score biases (fused): local + global keys, a learned slope, block-sparse; a key-padding mask
-            "tests/fusion/attn_bias.xf", "tests/fusion/attn_padding.xf"]
+            "tests/fusion/attn_bias.xf", "tests/fusion/attn_padding.xf",
+            # stdlib/modern.xf: Llama blocks (rotary attention, SwiGLU, RMSNorm)
+            "tests/grad/modern.xf"]
 B, T, STEPS = 2, 8, 10
 passed = failed = 0
 

@@ -154,6 +154,7 @@ int main(int argc, char **argv) {
   check(xfc, "tests/grad/attention_variants.xf", "");  // stdlib/attention.xf: ALiBi, temperature, GQA, MQA, window, relative bias
   check(xfc, "tests/fusion/attn_bias.xf", "");  // local + global, a learned slope, block-sparse
   check(xfc, "tests/sample/position_decay.xf", "");  // a scan's decay per position [T, 1]
+  check(xfc, "tests/grad/modern.xf", "");  // stdlib/modern.xf: rotary attention, SwiGLU, RMSNorm (Llama blocks)
   // the CPU's blocked attention (heads of 32) over two query blocks of 64
   check(xfc, "examples/transformer.xf", "-D layers=1 -D d=64 -D context=70 -D vocab=29 -D ffn=24 -D heads=2");
   check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D context=70");  // heads of 16, G 2 and 4
