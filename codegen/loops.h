@@ -106,9 +106,10 @@ typedef enum {
               // (step[] evaluated after the body, in its scope); after the loop
               // carry[k] hold the last values. The values live in registers
               // (a GPU thread's own, a CPU's), not in memory
-  LS_GEMM,    // call: C = alpha op(A) op(B) + beta C on the calling thread
-              // (LCall; row-major as cblas_sgemm), operands in slots or
-              // locals; only in a CPU form (a GPU printer refuses it)
+  LS_GEMM,    // call: C = alpha op(A) op(B) + beta C (LCall; row-major as
+              // cblas_sgemm), operands in slots or locals: on a CPU the
+              // calling thread's GEMM; on a GPU only at row level in a block
+              // (LKernel.team), by all of its threads (cuda.c xf_team_gemm)
   LS_COUNT
 } LStmtKind;
 
