@@ -787,7 +787,7 @@ static LExpr *att_seq_of(Lo *L, const Att *a, LExpr *c, LExpr *u, LExpr **nfree)
   *nfree = udiv;
   return m;
 }
-//
+
 // One row of db per outer index o: with a query axis, block o / T of the
 // bias at query i = o mod T; without, block o at every query. Over the
 // sequences m that read the block, in order: row i of m's scores and
@@ -805,7 +805,8 @@ static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
   for_end(L);
   int c = let(L, hi ? x2(L, LX_DIV, xvar(L, 0), a->T) : xvar(L, 0), "c");  // the block
   LExpr *nfree;
-  int u = for_begin(L, xi(L, 0), (att_seq_of(L, a, NULL, NULL, &nfree), nfree), false, "u");
+  att_seq_of(L, a, NULL, NULL, &nfree);
+  int u = for_begin(L, xi(L, 0), nfree, false, "u");
   int m = let(L, att_seq_of(L, a, xvar(L, c), xvar(L, u), &nfree), "m");  // the u-th sequence reading block c
   int hd = let(L, x2(L, LX_REM, xvar(L, m), xi(L, NH)), "hd");
   int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);

@@ -199,6 +199,20 @@ double ir_eval_unary(OpKind op, double x) {
   }
 }
 
+bool ir_reshape_unit_map(const Shape *from, const Shape *to, int *map) {
+  int o = 0;
+  for (int a = 0; a < from->rank; a++) {
+    map[a] = -1;
+    if (from->d[a].kind == DIM_CONST && from->d[a].n == 1) continue;
+    while (o < to->rank && to->d[o].kind == DIM_CONST && to->d[o].n == 1) o++;
+    if (o == to->rank || !dim_eq(to->d[o], from->d[a])) return false;
+    map[a] = o++;
+  }
+  for (; o < to->rank; o++)
+    if (!(to->d[o].kind == DIM_CONST && to->d[o].n == 1)) return false;
+  return true;
+}
+
 double ir_eval_binary(OpKind op, double x, double y) {
   switch (op) {
   case OP_ADD: return x + y;

@@ -423,6 +423,10 @@ bool ir_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((fo
 double ir_eval_unary(OpKind op, double x);
 // The value of a binary elementwise op (OPC_BINARY) at x, y, in double.
 double ir_eval_binary(OpKind op, double x, double y);
+// Whether a reshape of `from` into `to` only adds or drops axes of size 1
+// (the others in order); then map[a] is the axis of `to` holding axis a of
+// `from`, -1 for an axis of size 1.
+bool ir_reshape_unit_map(const Shape *from, const Shape *to, int *map);
 // Whether op's gradient is 0 almost everywhere (the comparisons, floor) or
 // cut on purpose (stop_gradient): nothing
 // below it takes a gradient through it (autodiff's needs).

@@ -115,15 +115,10 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
   }
   case OP_RESHAPE: {
     if (xk >= 0) {  // scores or a term f(i, j): axes of size 1 added or dropped only
-      int o = 0;
-      for (int a = 0; a < xr; a++) {
-        if (x->shape.d[a].kind == DIM_CONST && x->shape.d[a].n == 1) continue;
-        while (o < r && n->shape.d[o].kind == DIM_CONST && n->shape.d[o].n == 1) o++;
-        if (o == r || !dim_eq(n->shape.d[o], x->shape.d[a])) return fail(c, id, "reshapes a score matrix");
-        if (a == xa) ta[id] = o;
-        if (a == xk) key[id] = o, ks[id] = ks[x->id];
-        o++;
-      }
+      int map[IR_MAX_RANK];
+      if (!ir_reshape_unit_map(&x->shape, &n->shape, map)) return fail(c, id, "reshapes a score matrix");
+      if (xa >= 0) ta[id] = map[xa];
+      key[id] = map[xk], ks[id] = ks[x->id];
       return true;
     }
     if (xa < 0) return true;

@@ -166,17 +166,9 @@ static bool probe_row(const Probe *p, int id, const int *amap, double *x) {
     const Shape *cs = &p->g->nodes[nd->in[k]].shape;
     int cm[IR_MAX_RANK];
     if (nd->op == OP_RESHAPE) {  // only axes of size 1 added or dropped: the others in order
-      int o = 0;
-      for (int a = 0; a < cs->rank && ok; a++) {
-        if (cs->d[a].kind == DIM_CONST && cs->d[a].n == 1) {
-          cm[a] = -1;
-          continue;
-        }
-        while (o < rn && nd->shape.d[o].kind == DIM_CONST && nd->shape.d[o].n == 1) o++;
-        ok = o < rn && dim_eq(nd->shape.d[o], cs->d[a]);
-        cm[a] = ok ? amap[o++] : -1;
-      }
-      for (; ok && o < rn; o++) ok = nd->shape.d[o].kind == DIM_CONST && nd->shape.d[o].n == 1;
+      int map[IR_MAX_RANK];
+      ok = ir_reshape_unit_map(cs, &nd->shape, map);
+      for (int a = 0; a < cs->rank && ok; a++) cm[a] = map[a] >= 0 ? amap[map[a]] : -1;
     } else {
       if (cs->rank > rn) ok = false;
       for (int a = 0; a < cs->rank && ok; a++)
