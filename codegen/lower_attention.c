@@ -29,8 +29,10 @@ typedef struct {
   const Shape *bs;      // its shape, broadcast against the scores [seq[0 .. ns), T, T]
   Dim seq[IR_MAX_RANK + 1];
   int ns;
-  int64_t W;            // the bias's key window (Node.start): keys j <= i - W
-                        // are masked and skipped; 0: none
+  int64_t W;            // the key window (Node.start): keys j <= i - W are
+                        // masked and skipped; 0: none
+  bool Wmask;           // the window is the op's own mask (no bias masks it):
+                        // keys a form reads below the window score ATT_FAR
   int Bl;               // the CPU row form's local [t_max, NH] of a query row's
                         // bias per head (its keys along j, heads side by side), or -1
 } Att;
@@ -66,10 +68,15 @@ static LExpr *att_bias_at(Lo *L, const Att *a, LExpr *m, LExpr *i, LExpr *j) {
 static bool att_bias_per_head(const Att *a) { return a->NH > 1 && ir_attention_bias_axis(a->bs, a->ns, a->ns - 1) >= 0; }
 
 // Score s (the scaled product) of query i, key j of sequence m, plus the
-// bias's element when the op has one.
+// bias's element when the op has one; ATT_FAR below the op's own window.
+// A score that no key inside the window reaches, whose e^(s - max) is 0 in
+// float32, as a masking bias of -1e30 gives.
+#define ATT_FAR (-1e30)
+
 static LExpr *att_biased(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExpr *j) {
-  if (a->bslot < 0) return s;
-  return x2(L, LX_ADD, s, load(L, a->bslot, att_bias_at(L, a, m, i, j)));
+  if (a->bslot >= 0) s = x2(L, LX_ADD, s, load(L, a->bslot, att_bias_at(L, a, m, i, j)));
+  if (a->Wmask) s = xsel(L, x2(L, LX_GE, x2(L, LX_SUB, i, j), xi(L, a->W)), xf(L, ATT_FAR), s);
+  return s;
 }
 
 // Row 0 of the key and value sequence of the query sequence whose row 0 is
@@ -597,9 +604,10 @@ static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, d
 static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
 
 // S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj) for ii < nq, jj < nk: the
-// score bias over a block of scores (nothing without one).
+// score bias over a block of scores, and the op's own window (nothing
+// without either).
 static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
-  if (a->bslot < 0) return;
+  if (a->bslot < 0 && !a->Wmask) return;
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jj));
@@ -846,7 +854,7 @@ void lower_attention(Lo *L, const Node *n) {
   int bi = ir_attention_bias(n);
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
-           .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Bl = -1};
+           .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1};
   Dim tdim;
   a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
   L->lk->name = ir_op_info[n->op].name;

@@ -398,7 +398,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   case OP_ATTENTION:
   case OP_ATTENTION_GRAD:
   case OP_ATTENTION_DBIAS: {
-    // P_ij = softmax_j<=i(s q_i . k_j + b_ij); ATTENTION: o_i = sum_j P_ij v_j.
+    // P_ij = softmax_{i-W<j<=i}(s q_i . k_j + b_ij) (W: Node.start, 0 none); ATTENTION: o_i = sum_j P_ij v_j.
     // ATTENTION_GRAD with dy = do: dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij,
     // dS_ij = s P_ij (dP_ij - D_i); dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i,
     // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i. ATTENTION_DBIAS:
@@ -449,6 +449,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
           double sc = 0;
           for (int64_t c = 0; c < h; c++) sc += qm[i * hs + c] * km[j * hs + c];
           p[j] = sc * n->fval + (bias ? bias[boff[m] + i * bsi + j * bsj] : 0);
+          if (n->start && j <= i - n->start) p[j] = -INFINITY;  // the key window W: keys j <= i - W masked
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));

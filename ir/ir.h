@@ -313,9 +313,10 @@ typedef struct {
                          // CAUSAL_MASK: the fill above the diagonal (-inf
                          // in forward graphs, 0 in its gradient)
   int64_t start;         // SLICE, PAD: first index of the slice;
-                         // ATTENTION(_GRAD): the key window W of its score
-                         // bias, keys j <= i - W masked (0: none; the
-                         // kernels skip them)
+                         // ATTENTION(_GRAD, _DBIAS): the key window W,
+                         // keys j <= i - W masked (0: none; the kernels
+                         // skip them): a band the score bias masks, or the
+                         // op's own mask where the bias was that band alone
   Dim len;               // SLICE: length; IOTA: n; SIZE: the size;
                          // ONEHOT, SCATTER_ADD: classes; CONV_DW: lags L
   ConvKind conv;         // CAUSAL_CONV

@@ -207,16 +207,20 @@ static bool masks_keys(const Graph *g, int id) {
 }
 
 // The key window of bias b (ATT_MASKED, above), or 0 when it masks no band.
-static int64_t bias_window(const Graph *g, int b) {
+// *pure: b is the window alone, 0 at keys i - W < j <= i and masked at every
+// j <= i - W, so the op's window W replaces it.
+static int64_t bias_window(const Graph *g, int b, bool *pure) {
   const Shape *bs = &g->nodes[b].shape;
   int64_t n = g->t_max, blocks = 1, W = 0;
+  *pure = false;
   if (n <= 0 || n > 65536 || !masks_keys(g, b)) return 0;
   for (int a = 0; a < bs->rank - 2; a++) blocks *= bs->d[a].n;
   double *x = malloc(sizeof(double) * (size_t)n);
   Probe p = {.g = g, .rb = bs->rank, .n = n};
   int amap[IR_MAX_RANK];
   for (int a = 0; a < bs->rank; a++) amap[a] = bs->d[a].kind == DIM_CONST && bs->d[a].n == 1 ? -1 : a;
-  bool ok = x != NULL;
+  bool ok = x != NULL, band = true;  // band: every row 0 from its first unmasked key to the diagonal
+  int64_t first0 = -1;                // that first key's distance from the diagonal, where the rows agree
   for (int64_t c = 0; c < blocks && ok; c++) {
     for (int64_t r = c, a = bs->rank - 3; a >= 0; a--) p.lead[a] = r % bs->d[a].n, r /= bs->d[a].n;
     for (p.i = 0; p.i < n && ok && W < n; p.i++) {
@@ -224,10 +228,18 @@ static int64_t bias_window(const Graph *g, int b) {
       int64_t k = 0;
       while (k < p.i && x[k] <= ATT_MASKED) k++;  // the first key not masked (the query's own if every earlier one is)
       if (p.i - k + 1 > W) W = p.i - k + 1;
+      for (int64_t j = k; j <= p.i && band; j++) band = x[j] == 0;
+      if (k > 0 && band) {
+        band = first0 < 0 || first0 == p.i - k;
+        first0 = p.i - k;
+      }
     }
   }
   free(x);
-  return ok && W < n ? W : 0;
+  if (!(ok && W < n)) return 0;
+  // rows short of the window start at key 0; the others at i - W + 1
+  *pure = band && (first0 < 0 || first0 == W - 1);
+  return W;
 }
 
 // Why node o (a product of probabilities and values) is not causal attention
@@ -382,7 +394,9 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     o->nin = bi >= 0 ? 4 : 3;
     o->in[0] = qi, o->in[1] = ki, o->in[2] = vi, o->in[3] = bi >= 0 ? bi : 0;
     o->fval = scale;
-    o->start = bi >= 0 ? bias_window(g, bi) : 0;
+    bool pure = false;
+    o->start = bi >= 0 ? bias_window(g, bi, &pure) : 0;
+    if (pure) o->nin = 3, o->in[3] = 0;  // the window is the op's own mask
     users[a->id]--;
     fused++;
     // time-major, the kernels (codegen/lower.c) keep a query row's scores

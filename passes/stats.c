@@ -269,7 +269,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
 
   case OP_ATTENTION: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: {
     // per (sequence, head), as the interpreter: S = T (T + 1) / 2 causal
-    // scores, each h products, h - 1 sums and the scale; softmax over them
+    // scores (a key window W: W (W + 1) / 2 + (T - W) W), each h products, h - 1 sums and the scale; softmax over them
     // (S exps, S - T sums, S divisions); P v (S e products, (S - T) e sums).
     // The gradient recomputes the scores and P, then dP = dy v^T (S e, S (e -
     // 1)), dS = P o (dP - rowsum(P o dP)) (2 S products, 2 S - T sums), dq =
@@ -278,7 +278,8 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     const Shape *vs = &g->nodes[n->in[2]].shape;
     int r = x->rank, tax = r - 2 - (n->axis != 0);
     int64_t t = dimv(x->d[tax], T), h = dimv(x->d[r - 1], T), e = dimv(vs->d[r - 1], T);
-    int64_t heads = numel(x, T) / smul(t, h), S = smul(t, t + 1) / 2;
+    int64_t heads = numel(x, T) / smul(t, h), W = n->start, S = smul(t, t + 1) / 2;
+    if (W > 0 && W < t) S = smul(W, W + 1) / 2 + smul(t - W, W);  // the key window: min(i + 1, W) keys per row
     int64_t mul = smul(S, h + 1) + smul(S, e), add = smul(S, h - 1) + (S - t) + smul(S - t, e);
     int64_t ex = S, dv = S;
     if (ir_attention_bias(n) >= 0) add += S;  // the score bias
