@@ -157,6 +157,10 @@ void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n)
 void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
+// Kernel k's name in profiles (XfModel.kernel_labels): "k<class> <op>[
+// fused=<kind>] <file>:<line>" of its node, the class and op as
+// schedule_print writes them.
+void schedule_kernel_label(const Schedule *s, int k, char *buf, size_t n);
 // Prints the kernels in order with their classes and fusion, and every
 // buffer's size, lifetime and (for B, T) planned offset: --emit=schedule.
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T);

@@ -118,6 +118,14 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
     step_first = emit_const_array(e, e->i32, sv[2], nstep, "xf_step_first"), step_last = emit_const_array(e, e->i32, sv[3], nstep, "xf_step_last");
   for (int f = 0; f < 4; f++) free(sv[f]);
   free(st);
+  V *labels = calloc((size_t)e->s->nkernels + 1, sizeof(V));
+  for (int k = 0; k < e->s->nkernels; k++) {
+    char l[512];
+    schedule_kernel_label(e->s, k, l, sizeof l);
+    labels[k] = emit_cstr(e, l);
+  }
+  V kernel_labels = emit_const_array(e, e->i8p, labels, e->s->nkernels, "xf_kernel_labels");
+  free(labels);
   V init = emit_abi_const(
       e, XF_MODEL,
       (V[XF_MODEL_NFIELDS]){[XF_MODEL_F_abi_version] = ci32(e, XF_ABI_VERSION), [XF_MODEL_F_name] = emit_cstr(e, g->name),
@@ -126,7 +134,8 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                             [XF_MODEL_F_nbuffers] = ci32(e, e->s->nbufs),
                             [XF_MODEL_F_buffers] = emit_const_array(e, emit_abi_type(e, XF_BUFFER), bufs, e->s->nbufs, "xf_buffers"),
                             [XF_MODEL_F_programs] = LLVMConstArray(emit_tag_type(e, XF_TAG_FN_PROGRAM), progs, 3),
-                            [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_cuda] = emit_cuda(e, o),
+                            [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_kernel_labels] = kernel_labels,
+                            [XF_MODEL_F_cuda] = emit_cuda(e, o),
                             [XF_MODEL_F_adamw] = adamw,
                             [XF_MODEL_F_step] = step,
                             [XF_MODEL_F_step_note] = o && o->step_note ? emit_cstr(e, o->step_note) : LLVMConstNull(e->i8p),

@@ -461,10 +461,18 @@ static const char *role_name(BufferRole r) {
   return names[r];
 }
 
+static const char *const fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg", " fused=norm_map"};
+
+void schedule_kernel_label(const Schedule *s, int k, char *buf, size_t n) {
+  const Kernel *kn = &s->kernels[k];
+  const Node *nd = &s->g->nodes[kn->node];
+  snprintf(buf, n, "k%d %s%s %s:%d", kn->cls, ir_op_info[nd->op].name, fusions[kn->fusion], nd->loc.file ? nd->loc.file : "<compiler>",
+           nd->loc.line);
+}
+
 void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
   const Graph *g = s->g;
   static const char *progs[] = {"train", "eval", "sample"};
-  static const char *fusions[] = {"", " fused=weight_grad", " fused=map", " fused=matmul_map", " fused=norm_dg", " fused=norm_map"};
   fprintf(f, "schedule %s: %d kernels, %d distinct functions, %d buffers\n", g->name, s->nkernels, s->nclasses, s->nbufs);
   for (int k = 0; k < s->nkernels; k++) {
     const Kernel *kn = &s->kernels[k];

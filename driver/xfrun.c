@@ -348,6 +348,57 @@ static void train_banner(const Args *a, XfRuntime *rt, uint32_t first) {
           (double)mem.moments / MiB, acc, (double)mem.total / MiB);
 }
 
+// --profile: the kernels' share of `steps` training steps of `step_s`
+// seconds, by label (XfModel.kernel_labels: a class at one source line, all
+// layers together), largest first.
+static int print_profile(const XfRuntime *rt, int64_t steps, double step_s) {
+  const XfModel *m = xf_model(rt);
+  int n = m->nkernels, ng = 0;
+  int *of = malloc(sizeof(int) * ((size_t)n + 1)), *order = malloc(sizeof(int) * ((size_t)n + 1));
+  double *sec = calloc((size_t)n + 1, sizeof(double));
+  int64_t *runs = calloc((size_t)n + 1, sizeof(int64_t));
+  if (!of || !order || !sec || !runs) {
+    free(of), free(order), free(sec), free(runs);
+    return die("out of memory for the profile");
+  }
+  double total = 0;
+  for (int k = 0; k < n; k++) {  // of[g]: the first kernel of group g
+    double s;
+    int64_t r;
+    xf_profile_read(rt, k, &s, &r);
+    int g = 0;
+    while (g < ng && strcmp(m->kernel_labels[of[g]], m->kernel_labels[k])) g++;
+    if (g == ng) of[ng++] = k;
+    sec[g] += s, runs[g] += r, total += s;
+  }
+  for (int g = 0; g < ng; g++) order[g] = g;
+  for (int i = 1; i < ng; i++)
+    for (int j = i; j > 0 && sec[order[j - 1]] < sec[order[j]]; j--) {
+      int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  printf("profile of %lld training step%s: %.3f ms per step, %.3f ms in kernels (%.1f%%; AdamW and the host the rest)\n",
+         (long long)steps, steps == 1 ? "" : "s", 1e3 * step_s / (double)steps, 1e3 * total / (double)steps,
+         step_s > 0 ? 100 * total / step_s : 0);
+  printf("%8s %11s %9s  %s\n", "share", "ms / step", "runs", "kernel (class, op, source; every layer)");
+  double rest = 0;
+  int shown = 0;
+  for (int i = 0; i < ng; i++) {
+    int g = order[i];
+    if (runs[g] == 0) continue;
+    if (shown == 30) {
+      rest += sec[g];
+      continue;
+    }
+    printf("%7.1f%% %11.3f %9lld  %s\n", total > 0 ? 100 * sec[g] / total : 0, 1e3 * sec[g] / (double)steps,
+           (long long)(runs[g] / steps), m->kernel_labels[of[g]]);
+    shown++;
+  }
+  if (rest > 0) printf("%7.1f%% %11.3f %9s  the other kernels\n", 100 * rest / total, 1e3 * rest / (double)steps, "");
+  free(of), free(order), free(sec), free(runs);
+  return 0;
+}
+
 static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, uint64_t data_key) {
   char err[1024];
   const XfModel *m = xf_model(rt);
@@ -358,9 +409,14 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   int kill_rank = -1, kill_step = -1;
   if (kill_at) sscanf(kill_at, "%d:%d", &kill_rank, &kill_step);
   int status;
+  uint32_t first = xf_step_count(rt) + 1;
+  // --profile: the steps after the first (its one-time work: JIT, first
+  // touches of memory), or the only one
+  int64_t prof_from = !a->profile ? -1 : a->steps > (int64_t)first ? (int64_t)first + 1 : (int64_t)first;
+  double prof_s = 0;
+  if (a->profile && !xf_profile_start(rt, err, sizeof err)) return die("--profile: %s", err);
   FILE *lf = open_log(a, &status);
   if (status) return status;
-  uint32_t first = xf_step_count(rt) + 1;
   if (root) train_banner(a, rt, first);
   // model FLOP/s: the training operations per token of xfc --stats times
   // tokens/s, over the GEMM rate measured here (every process at once, as
@@ -386,6 +442,8 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
     xf_set_lr(rt, lr);
     // micro-batch k of the step's a->accum: global rows [k batch, (k + 1) batch),
     // this process's share of them from k batch + rank (batch / processes)
+    if (s == prof_from && !xf_profile_start(rt, err, sizeof err)) return die("--profile: %s", err);
+    double step0 = now();
     for (int64_t k = 0; k < a->accum; k++) {
       int64_t row0 = k * o->batch * g_dist.size + g_dist.rank * o->batch;
       xf_data_batch_rows(d, 0, d->split, row0, o->batch, o->seq, o->seed, (uint32_t)s, xf_tokens(rt), xf_targets(rt));
@@ -395,6 +453,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
                 (unsigned long long)xf_fnv1a(XF_FNV1A_BASIS, xf_tokens(rt), sizeof(int32_t) * (size_t)(o->batch * o->seq)));
       loss = xf_train_step(rt);
     }
+    if (prof_from >= 0 && s >= prof_from) prof_s += now() - step0;
     double el = now() - t0, tps = (double)((s - first + 1) * a->accum * o->batch * g_dist.size * o->seq) / (el - eval_s);
     double ev = NAN;
     if (a->eval_every && (s % a->eval_every == 0 || s == a->steps)) {
@@ -450,6 +509,8 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   }
   if (tty && first <= a->steps) fputc('\n', stderr);
   if (bf) fclose(bf);
+  int64_t profiled = prof_from < 0 ? 0 : (int64_t)xf_step_count(rt) - prof_from + 1;
+  if (root && profiled > 0 && (status = print_profile(rt, profiled, prof_s))) return status;
   if (lf && fclose(lf) != 0 && !status) status = die("cannot write log %s", a->log);
   if (status) return status;
   if (a->save && root) {

@@ -78,6 +78,10 @@ static const OptHelp opt_help[A_COUNT] = {
     [A_TIME_LIMIT] = {"time-limit", "S", C_TRAIN, G_TRAINING,
                       "stop training after S seconds (at the end of a step), then save and\n"
                       "evaluate as at --steps"},
+    [A_PROFILE] = {"profile", NULL, C_TRAIN, G_TRAINING,
+                   "print each kernel's share of the training steps after the first (CPU:\n"
+                   "wall time per kernel, GEMMs and threads included), largest first,\n"
+                   "by kernel class and source line as xfc --emit=schedule names them"},
     [A_CHECKPOINT] = {"checkpoint", "FILE", C_EVAL | C_SAMPLE, G_SAMPLING,
                       "parameters (and tokenizer) to use (required by sample)"},
     [A_PROMPT] = {"prompt", "TEXT", C_SAMPLE, G_SAMPLING,
@@ -252,6 +256,7 @@ static int set_opt(Args *a, int k, const char *v, const char *arg) {
   a->raw[k] = v;
   switch (k) {
   case A_NO_INCREMENTAL: a->no_incremental = true; break;
+  case A_PROFILE: a->profile = true; break;
   case A_DATA:
     if (a->ndata == MAX_DATA) return usage_error(a, "more than %d --data arguments", MAX_DATA);
     a->data[a->ndata++] = v;

@@ -24,7 +24,7 @@ enum { MAX_DATA = 256 };
 enum { C_TRAIN = 1, C_EVAL = 2, C_SAMPLE = 4, C_ALL = 7 };
 enum {
   A_DATA, A_TOKENIZER, A_HELDOUT, A_CACHE, A_STEPS, A_SEQ, A_BATCH, A_ACCUM, A_LR, A_LR_SCHEDULE, A_WARMUP, A_MIN_LR,
-  A_COOLDOWN, A_CLIP, A_WD, A_WD_ON, A_LOG, A_EVAL_EVERY, A_SAVE, A_SAVE_EVERY, A_RESUME, A_EVAL_BATCHES, A_TIME_LIMIT,
+  A_COOLDOWN, A_CLIP, A_WD, A_WD_ON, A_LOG, A_EVAL_EVERY, A_SAVE, A_SAVE_EVERY, A_RESUME, A_EVAL_BATCHES, A_TIME_LIMIT, A_PROFILE,
   A_CHECKPOINT, A_PROMPT, A_PROMPTS, A_MAX_TOKENS, A_TEMPERATURE, A_TOP_K, A_TOP_P, A_NUM_SAMPLES, A_NO_INCREMENTAL,
   A_SEED, A_THREADS, A_GEMM, A_DEVICE, A_GPU, A_H, A_HELP, A_COUNT
 };
@@ -50,7 +50,7 @@ typedef struct {
   int device;  // XF_DEVICE_*
   XfGemmKind gemm;
   int64_t steps, batch, seq, seed, threads, eval_batches, save_every, max_tokens, top_k, num_samples, gpu;
-  bool no_incremental;
+  bool no_incremental, profile;
   double lr, wd, heldout, temperature, top_p, time_limit;
   // the recipe (xfrun train): the schedule of the rate (LR_*) over --steps,
   // its warm-up, floor, wsd's cooldown (0: a fifth of --steps), micro-batches

@@ -125,6 +125,10 @@ bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
     if (!name_ok(m->config[i].name)) return fail(err, errlen, "configuration entry %d has no name", i);
   if (m->nbuffers < 1 || m->nbuffers > MAX_BUFFERS || !m->buffers) return fail(err, errlen, "%d buffers", m->nbuffers);
   if (m->nkernels < 0 || m->nkernels > MAX_KERNELS) return fail(err, errlen, "%d kernels", m->nkernels);
+  if (m->nkernels && !m->kernel_labels) return fail(err, errlen, "the kernels have no labels");
+  for (int k = 0; k < m->nkernels; k++)
+    if (!m->kernel_labels[k] || strnlen(m->kernel_labels[k], 1024) == 1024)
+      return fail(err, errlen, "kernel %d has no label, or one over 1023 bytes", k);
   for (int p = 0; p < 3; p++)
     if (!m->programs[p]) return fail(err, errlen, "program %d is missing", p);
   if (!m->adamw) return fail(err, errlen, "the optimizer's update (adamw) is missing");

@@ -447,6 +447,7 @@ void xf_close(XfRuntime *rt) {
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
+  free(rt->prof_s), free(rt->prof_n);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   if (rt->lib) dlclose(rt->lib);
   free(rt);
@@ -756,7 +757,8 @@ void xf_set_data_parallel(XfRuntime *rt, int64_t row0, const XfReducer *r, int64
   }
   rt->bucket_at[rt->nbuckets] = rt->ngrads;
   free(order);
-  rt->api.kernel_done = train_kernel_done;
+  if (rt->prof_s) rt->prof_next = train_kernel_done;  // the profile's hook calls it
+  else rt->api.kernel_done = train_kernel_done;
 }
 
 // After the training program: the buckets no kernel wrote (every one: those
@@ -779,6 +781,7 @@ static void finish_reduction(XfRuntime *rt, float *loss, bool every) {
 // times 1/N, then the reduction over processes (every bucket after the
 // program), AdamW.
 static float train_micro(XfRuntime *rt) {
+  xf_profile_mark(rt);
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   float *loss = rt->bufs[rt->loss], mine = loss[0];
   int n = rt->opt.accum;
@@ -810,6 +813,7 @@ float xf_train_step(XfRuntime *rt) {
   if (rt->gpu) return device_train_step(rt);
   if (rt->opt.accum > 1) return train_micro(rt);
   rt->in_train = true;
+  xf_profile_mark(rt);
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   rt->in_train = false;
   float *loss = rt->bufs[rt->loss];
@@ -859,6 +863,7 @@ float xf_eval_step(XfRuntime *rt) {
     device_read(rt, rt->loss, 4);
     return ((float *)rt->bufs[rt->loss])[0];
   }
+  xf_profile_mark(rt);
   rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   return ((float *)rt->bufs[rt->loss])[0];
 }
@@ -881,6 +886,7 @@ const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
     device_read(rt, rt->logits, (size_t)xf_buf_numel(&rt->m->buffers[rt->logits], batch, seq) * 4);
     return rt->bufs[rt->logits];
   }
+  xf_profile_mark(rt);
   rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
 }

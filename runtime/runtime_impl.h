@@ -124,12 +124,19 @@ struct XfRuntime {
   // and starts after kernel bucket_ready[b] (-1: after the program)
   XfReducer reducer;
   bool parallel, in_train;
+  // the kernel profile (xf_profile_start; profile.c): seconds and runs per
+  // kernel, the clock at the last mark, the kernel_done hook it wraps
+  double *prof_s, prof_t0;
+  int64_t *prof_n;
+  void (*prof_next)(const XfApi *api, int32_t kernel);
   float **grad_ptrs;
   int64_t *grad_numel;
   int ngrads, nbuckets;
   int *bucket_at, *bucket_ready;
 };
 
+// The kernel profile's clock restarts (profile.c): before each program.
+void xf_profile_mark(XfRuntime *rt);
 // The elements of buffer b at batch B, sequence T.
 int64_t xf_buf_numel(const XfBuffer *b, int64_t B, int64_t T);
 // A failing device call mid-run: the message, then exit (runtime.c).

@@ -111,6 +111,17 @@ float xf_train_step(XfRuntime *rt);
 // GEMMs) for about 0.2 s; GFLOP/s over all threads. 0 on a CUDA device.
 // Model FLOP/s over it: xf_model(rt)->train_ops x tokens/s / 1e9 / rate.
 double xf_gemm_rate(XfRuntime *rt);
+// The kernel profile (CPU): from xf_profile_start on, the wall time of each
+// kernel of the programs run (training, evaluation, the forward), from the
+// end of the kernel before it (the program's start for its first) to its
+// own end (XfApi.kernel_done): its GEMMs, threads and their waits
+// included, AdamW and the host's work between programs not. A second call
+// starts again from zero. False, saying why, on a CUDA device, whose
+// kernels run asynchronously.
+bool xf_profile_start(XfRuntime *rt, char *err, size_t errlen);
+// Seconds in kernel k (the global order; XfModel.kernel_labels[k] names
+// it) and how often it ran since xf_profile_start; 0 when not profiling.
+void xf_profile_read(const XfRuntime *rt, int k, double *seconds, int64_t *runs);
 // The learning rate of the following AdamW updates (a schedule's value at
 // the next step); XfOptions.lr, the base rate checkpoints keep, is unchanged.
 void xf_set_lr(XfRuntime *rt, double lr);

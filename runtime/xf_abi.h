@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 17u
+#define XF_ABI_VERSION 18u
 
 struct XfApi;
 
@@ -310,6 +310,9 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, P_BUFFER, buffers)                                                                                        \
   A(P, FN_PROGRAM, programs, 3) /* XF_PROG_* */                                                                  \
   F(P, I32, nkernels)                                                                                            \
+  /* nkernels names in the global order, "k<class> <op>[ fused=<kind>] <file>:<line>"                           \
+     (xfc --emit=schedule's class and op): what xfrun's --profile groups by */                                   \
+  F(P, P_STR, kernel_labels)                                                                                     \
   F(P, P_CUDA, cuda)            /* NULL: CPU code only */                                                        \
   F(P, FN_KERNEL, adamw)        /* the AdamW update (XF_ADAM_SLOT_*), elements [lo, hi) of one parameter */      \
   /* The incremental decoder (xfc's causal.c, llvm.c): the sampling program                                      \
