@@ -43,6 +43,10 @@ static void decode(Bytes *in, Model *x) {
   m->context = (int64_t)(next(in) % 12) - 1;
   m->nbuffers = (int32_t)(next(in) % (MAXB + 1));
   m->nkernels = (int32_t)(next(in) % 6);
+  // labels for up to 5 kernels; now and then none, or one missing: the check refuses them
+  static const char *const labels[5] = {"k0 embed fuzz:1", "k1 matmul fuzz:2", "k1 matmul fuzz:3", "k3 sum fuzz:4", "k4 map fuzz:5"};
+  static const char *const holed[5] = {"k0 embed fuzz:1", NULL, "k2 add fuzz:3", "k3 sum fuzz:4", "k4 map fuzz:5"};
+  m->kernel_labels = flags % 89 == 0 ? NULL : flags % 83 == 0 ? holed : labels;
   m->buffers = x->bufs;
   m->programs[0] = m->programs[1] = m->programs[2] = fuzz_nop;
   m->adamw = flags % 97 == 0 ? NULL : fuzz_adamw;  // now and then none: the check refuses it

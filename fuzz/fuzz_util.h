@@ -113,10 +113,11 @@ static const XfBuffer FUZZ_BUFFERS[] = {
     {"loss", XF_BUF_OUTPUT, 0, 1, 0, 0, -1, 0, {0}, 0, 0, 0, 0, 1},
     {"logits", XF_BUF_OUTPUT, 0, 16, 1, 1, -1, 3, {0, -1, 16}, 0, 0, 0, 0, 1},
 };
+static const char *const FUZZ_LABELS[] = {"k0 embed fuzz:1"};
 static const XfModel FUZZ_MODEL = {
     .abi_version = XF_ABI_VERSION, .name = "fuzz", .context = 8, .nconfig = 2, .config = FUZZ_CONFIG,
     .nbuffers = sizeof FUZZ_BUFFERS / sizeof *FUZZ_BUFFERS, .buffers = FUZZ_BUFFERS,
-    .programs = {fuzz_nop, fuzz_nop, fuzz_nop}, .nkernels = 1, .adamw = fuzz_adamw};
+    .programs = {fuzz_nop, fuzz_nop, fuzz_nop}, .nkernels = 1, .kernel_labels = FUZZ_LABELS, .adamw = fuzz_adamw};
 
 // Saves from's parameters, moments and step to a temporary checkpoint and
 // loads them into into (which may be from); either failing is a bug.
