@@ -280,8 +280,6 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   for_end(L);
   for_end(L);
 }
-#undef LOC
-#undef LOC_AT
 
 // ---- attention on a GPU: a block of threads per (sequence, head) ---------------------
 //
@@ -847,6 +845,66 @@ static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
+// The CPU's form of db for a bias per head [.., NH, i, j] of time-major
+// attention (rows [.., T, NH, h]): one query row i of every head's block per
+// outer index o = c' T + i (c' the block's other coordinates), the heads
+// side by side as the row form of the forward reads them (att_scores), so
+// that a key row of all heads is one contiguous read; over the sequences
+// reading the blocks, in order, as lower_attention_dbias.
+static bool att_dbias_heads(const Lo *L, const Att *a) {
+  bool hi = ir_attention_bias_axis(a->bs, a->ns, a->ns) >= 0, hj = ir_attention_bias_axis(a->bs, a->ns, a->ns + 1) >= 0;
+  return L->tgt == LTARGET_CPU && hi && hj && att_bias_per_head(a) && (3 * L->g->t_max + 2) * a->NH * 4 <= 512 * 1024;
+}
+
+static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
+  int64_t NH = a->NH, e = a->e;
+  a->S = local(L, L->g->t_max * NH), a->M = local(L, NH), a->Ls = local(L, NH);
+  int X = local(L, L->g->t_max * NH), Dh = local(L, NH);
+  int i = let(L, x2(L, LX_REM, xvar(L, 0), a->T), "i"), cb = let(L, imul(L, x2(L, LX_DIV, xvar(L, 0), a->T), xi(L, NH)), "cb");
+  // row i of block cb + hd at ((cb + hd) T + i) T
+  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int orow = let(L, imul(L, iadd(L, imul(L, iadd(L, xvar(L, cb), xvar(L, hd)), a->T), xvar(L, i)), a->T), "orow");
+  int j = for_begin(L, xi(L, 0), a->T, true, "j");
+  store(L, KS_OUT, iadd(L, xvar(L, orow), xvar(L, j)), xf(L, 0));
+  for_end(L);
+  for_end(L);
+  LExpr *nfree;
+  att_seq_of(L, a, NULL, NULL, &nfree);
+  int u = for_begin(L, xi(L, 0), nfree, false, "u");
+  int m0 = let(L, att_seq_of(L, a, xvar(L, cb), xvar(L, u), &nfree), "m0");  // head 0's sequence; head hd's is m0 + hd
+  int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m0), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
+  int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
+  att_scores(L, a, n, o, i, kv0, true);  // S [j, hd] = e^(s - M), Ls = sum_j
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, NH * e)), "vrow");
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int yb = let(L, imul(L, iadd(L, imul(L, xvar(L, o), xi(L, NH)), xvar(L, hd)), xi(L, e)), "yb");
+  int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
+  store(L, X, LOC_AT(j, hd), dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));  // dP_j = do_i . v_j
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  store(L, a->Ls, xvar(L, hd), x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))));
+  store(L, Dh, xvar(L, hd), xf(L, 0));
+  for_end(L);
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");  // D = sum_j P_j dP_j, in order per head
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  store(L, Dh, xvar(L, hd), x2(L, LX_ADD, load(L, Dh, xvar(L, hd)), x2(L, LX_MUL, LOC(a->S, j, hd), LOC(X, j, hd))));
+  for_end(L);
+  for_end(L);
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  store(L, Dh, xvar(L, hd), x2(L, LX_MUL, load(L, Dh, xvar(L, hd)), load(L, a->Ls, xvar(L, hd))));
+  orow = let(L, imul(L, iadd(L, imul(L, iadd(L, xvar(L, cb), xvar(L, hd)), a->T), xvar(L, i)), a->T), "orow");
+  int inv = let(L, load(L, a->Ls, xvar(L, hd)), "inv"), D = let(L, load(L, Dh, xvar(L, hd)), "D");
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");  // db[i, j] += P_j (dP_j - D)
+  int at = let(L, iadd(L, xvar(L, orow), xvar(L, j)), "at");
+  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, LOC(a->S, j, hd), xvar(L, inv)), x2(L, LX_SUB, LOC(X, j, hd), xvar(L, D)));
+  store(L, KS_OUT, xvar(L, at), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, at)), g));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+}
+
 void lower_attention(Lo *L, const Node *n) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
@@ -862,6 +920,13 @@ void lower_attention(Lo *L, const Node *n) {
   if (n->op == OP_ATTENTION_DBIAS) {  // rows of db (single elements without a key axis)
     int end = a.bs->rank - (ir_attention_bias_axis(a.bs, a.ns, a.ns + 1) >= 0);
     L->lk->outer = dprod(L, a.bs, 0, end), L->lk->nouter = symsize_prod(a.bs, 0, end);
+    if (att_dbias_heads(L, &a)) {  // rows i of all heads' blocks
+      L->own_outer = true;
+      L->lk->outer = x2(L, LX_DIV, L->lk->outer, xi(L, a.NH));
+      L->lk->nouter = symsize_mul(symsize_prod(a.bs, 0, end - 2), symsize_of(a.bs->d[end - 1]));
+      lower_attention_dbias_heads(L, &a, n);
+      return;
+    }
     lower_attention_dbias(L, &a, n);
     return;
   }
