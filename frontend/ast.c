@@ -31,6 +31,8 @@ const char *binop_text(char op) {
   case '-': return "-";
   case '*': return "*";
   case '/': return "/";
+  case '%': return "%";
+  case 'F': return "//";
   case '@': return "@";
   case '<': return "<";
   case '>': return ">";

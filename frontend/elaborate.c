@@ -605,6 +605,13 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
       if (b.i == 0) err(E, loc, "division by zero");
       if (!(a.i == INT64_MIN && b.i == -1) && a.i % b.i == 0) return vint(a.i / b.i);
       return vfloat((double)a.i / (double)b.i);
+    case '%': case 'F': {  // Python's: the quotient floored, the remainder of the divisor's sign
+      if (b.i == 0) err(E, loc, "division by zero");
+      if (a.i == INT64_MIN && b.i == -1) return op == '%' ? vint(0) : (err(E, loc, "integer overflow in '%s'", t), vint(0));
+      int64_t q = a.i / b.i, m = a.i % b.i;
+      if (m != 0 && (m < 0) != (b.i < 0)) q--, m += b.i;
+      return vint(op == '%' ? m : q);
+    }
     default: err(E, loc, "'%s' needs tensors, not integers", t);
     }
     if (ovf) err(E, loc, "integer overflow in '%s'", t);
@@ -619,6 +626,10 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
     if (y == 0) err(E, loc, "division by zero");
     r = x / y;
     break;
+  case '%': case 'F':  // x - y floor(x / y), floor(x / y)
+    if (y == 0) err(E, loc, "division by zero");
+    r = op == '%' ? x - y * floor(x / y) : floor(x / y);
+    break;
   default: err(E, loc, "'%s' needs tensors, not numbers", t);
   }
   if (!isfinite(r)) err(E, loc, "%g %s %g is not a finite number", x, t, y);
@@ -627,7 +638,9 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
 
 // a op b, where e is the operator and a, b are its operands' values. A
 // comparison is a mask of 1 and 0 (lt, le, eq; a > b is b < a, a >= b is
-// b <= a, a != b is 1 - (a == b)), whose gradient is 0.
+// b <= a, a != b is 1 - (a == b)), whose gradient is 0. a // b is
+// floor(a / b) and a % b is a - b floor(a / b), as Python's and PyTorch's
+// (torch.remainder): the remainder has the divisor's sign.
 static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
   if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
   if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
@@ -650,6 +663,11 @@ static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
       if (ops[i].c == e->op) op = ops[i].op, swap = ops[i].swap;
     int x = want_tensor(E, a, e->lhs->loc, "operand");
     int y = want_tensor(E, b, e->rhs->loc, "operand");
+    if (e->op == '%' || e->op == 'F') {  // floor(x / y), and x - y floor(x / y): the gradients of floor and the rest
+      int q = add_node(E, (Node){.op = OP_FLOOR, .nin = 1, .in = {add_node(E, (Node){.op = OP_DIV, .nin = 2, .in = {x, y}}, e->loc)}}, e->loc);
+      if (e->op == 'F') return vtensor(q);
+      return vtensor(add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {x, add_node(E, (Node){.op = OP_MUL, .nin = 2, .in = {y, q}}, e->loc)}}, e->loc));
+    }
     int n = add_node(E, (Node){.op = op, .nin = 2, .in = {swap ? y : x, swap ? x : y}}, e->loc);
     if (e->op == 'N') n = add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {want_tensor(E, vfloat(1), e->loc, "operand"), n}}, e->loc);
     return vtensor(n);

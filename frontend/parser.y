@@ -73,9 +73,9 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %token <str> IDENT "name" STRING "string"
 %token BLOCK "'block'" FN "'fn'" MODEL "'model'" IMPORT "'import'" CONFIG "'config'"
 %token PARAM "'param'" LET "'let'" FORWARD "'forward'" RETURN "'return'"
-%token OUTPUT "'output'" REPEAT "'repeat'"
+%token OUTPUT "'output'" REPEAT "'repeat'" NONCAUSAL "'noncausal'"
 %token LEXERROR "invalid token"
-%token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='"
+%token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='" FLOORDIV "'//'"
 
 %type <expr> expr postfix primary list shape_opt
 %type <vec> exprs exprs_opt params params_opt members stmts config_items
@@ -85,7 +85,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 
 %nonassoc EQEQ NEQ '<' '>' LEQ GEQ
 %left '+' '-'
-%left '*' '/' '@'
+%left '*' '/' '%' FLOORDIV '@'
 %precedence UMINUS
 %%
 
@@ -163,6 +163,8 @@ expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }
     | expr '-' expr { $$ = bin(P, '-', $1, $3, @2); }
     | expr '*' expr { $$ = bin(P, '*', $1, $3, @2); }
     | expr '/' expr { $$ = bin(P, '/', $1, $3, @2); }
+    | expr '%' expr { $$ = bin(P, '%', $1, $3, @2); }
+    | expr FLOORDIV expr { $$ = bin(P, 'F', $1, $3, @2); }
     | expr '@' expr { $$ = bin(P, '@', $1, $3, @2); }
     | expr '<' expr { $$ = bin(P, '<', $1, $3, @2); }
     | expr '>' expr { $$ = bin(P, '>', $1, $3, @2); }
