@@ -382,6 +382,28 @@ static bool st_causal(Pipeline *p) {
     return true;
   }
   const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
+  if (!g->noncausal) {  // a language model that reads later positions would train on the future
+    int64_t pos;
+    double diff;
+    char err[256];
+    int r = interp_causal_probe(p->g, "logits", &pos, &diff, err, sizeof err);
+    if (r < 0) {
+      fprintf(stderr, "xfc: error: the causality check of model '%s' could not run: %s\n", g->name, err);
+      p->status = 1;
+      return false;
+    }
+    if (r == 0) {
+      Loc at = n ? n->loc : (Loc){0};
+      diag_print(&p->diag, "error", at,
+                 "model '%s' reads later positions (%s %s): its logits at position %lld change by %.3g when a token "
+                 "follows (the interpreter at T = %lld and %lld), so training would see the future; mask the scores "
+                 "with causal_mask, or declare `noncausal model %s` for an encoder",
+                 g->name, n ? ir_op_info[n->op].name : "", why, (long long)pos, diff, (long long)(g->t_max < 8 ? g->t_max : 8),
+                 (long long)(g->t_max < 8 ? g->t_max : 8) - 1, g->name);
+      p->status = 1;
+      return false;
+    }
+  }
   p->step_note = n && n->loc.file
                      ? arena_printf(&p->arena, "%s:%d:%d: %s %s", n->loc.file, n->loc.line, n->loc.col, ir_op_info[n->op].name, why)
                      : arena_printf(&p->arena, "%s", why);

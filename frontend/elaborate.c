@@ -1136,6 +1136,7 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
     err(&E, (Loc){main->src->name, 1, 1},
         "no model in %s: a compiled file defines one `model name { ... }`", main->src->name);
   E.g = ir_graph_new(E.a, model->name);
+  E.g->noncausal = model->noncausal;
   E.root = new_inst(&E, model, model->loc);
   configure(&E, model, defs, ndefs);
   construct_members(&E, E.root, model);

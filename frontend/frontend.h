@@ -118,6 +118,7 @@ typedef struct {
   Vec params;   // Arg*   (block and fn)
   Vec members;  // Member* (block and model)
   Vec body;     // Stmt*  (fn)
+  bool noncausal;  // `noncausal model`: its outputs may read later positions
   const Source *src;
 } Def;
 

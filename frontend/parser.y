@@ -110,6 +110,10 @@ item: IMPORT STRING {
         Def *d = def(P, DEF_MODEL, @2, $2);
         d->members = $4;
       }
+    | NONCAUSAL MODEL IDENT '{' members '}' {
+        Def *d = def(P, DEF_MODEL, @3, $3);
+        d->members = $5, d->noncausal = true;
+      }
     ;
 
 params_opt: %empty { $$ = (Vec){0}; }

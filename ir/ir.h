@@ -368,6 +368,9 @@ typedef struct {
   Arena *arena;
   const char *name;      // model name
   int64_t t_max;         // bound of T: the model's context length
+  bool noncausal;        // declared `noncausal model`: its logits may read
+                         // later positions (an encoder), so no language
+                         // model training or decoding is implied
   Node *nodes;
   int nnodes, cap_nodes;
   Scope *scopes;

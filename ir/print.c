@@ -18,7 +18,7 @@ static void print_init(FILE *f, Init in) {
 static const char *conv_names[] = {"scalar", "vector", "matrix"};
 
 void ir_print(FILE *f, const Graph *g) {
-  fprintf(f, "graph %s (T <= %lld)\n", g->name, (long long)g->t_max);
+  fprintf(f, "graph %s (T <= %lld%s)\n", g->name, (long long)g->t_max, g->noncausal ? ", noncausal" : "");
   for (int i = 0; i < g->nconfig; i++) {
     const ConfigEntry *c = &g->config[i];
     if (c->is_float) fprintf(f, "config %s = %g\n", c->name, c->value);

@@ -78,6 +78,13 @@ check "-Dname=value in one argument" 0 none "" -Dlayers=1 "$model"
 check "--emit=ast prints the syntax tree" 0 out "transformer" --emit=ast "$model"
 check "--emit=ir prints the graph" 0 out "graph transformer" --emit=ir -D layers=1 "$model"
 
+# a model whose logits read later positions: an error (tests/errors/noncausal_lm.xf),
+# unless declared `noncausal model`, which compiles with a note (no decoder)
+sed 's/^model peek/noncausal model peek/' tests/errors/noncausal_lm.xf > "$tmp/noncausal.xf"
+check "a declared noncausal model compiles" 0 err "no incremental decoder for model 'peek'" -o "$tmp/nc.so" "$tmp/noncausal.xf"
+check "--emit=ir marks a noncausal model" 0 out "graph peek (T <= 8, noncausal)" --emit=ir "$tmp/noncausal.xf"
+check "an undeclared one is an error" 1 err "reads later positions" -o "$tmp/nc.so" tests/errors/noncausal_lm.xf
+
 if [ -w /dev/full ]; then
   "$xfc" --emit=ir "$model" >/dev/full 2>"$tmp/err"
   rc=$?
