@@ -35,6 +35,7 @@ typedef struct {
                         // keys a form reads below the window score ATT_FAR
   int Bl;               // the CPU row form's local [t_max, NH] of a query row's
                         // bias per head (its keys along j, heads side by side), or -1
+  bool Bl_kept;         // Bl holds the row already (att_bias_row): att_scores reads it
 } Att;
 
 // The first key rows from query row i on may read: max(0, i - W + 1), or 0.
@@ -137,6 +138,19 @@ static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var
 #define LOC(slot, j, hd) load(L, slot, iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd)))
 #define LOC_AT(j, hd) iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd))
 
+// A bias per head: row i of every head's block for row o into Bl [j, hd],
+// read along j per head (nothing without one).
+static void att_bias_row(Lo *L, Att *a, int o, int i) {
+  if (a->bslot >= 0 && att_bias_per_head(a) && a->Bl < 0) a->Bl = local(L, L->g->t_max * a->NH);
+  if (a->Bl < 0) return;
+  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  LExpr *mb = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
+  int jb = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");
+  store(L, a->Bl, LOC_AT(jb, hd), att_biased(L, a, xf(L, 0), mb, xvar(L, i), xvar(L, jb)));
+  for_end(L);
+  for_end(L);
+}
+
 // Row o's scores s_j = scale q_o . k_j over j <= i (key rows kv0 + j) into S
 // and their maximum per head into M; then (probs) p_j = exp(s_j - M) into S
 // and sum p_j into Ls.
@@ -145,15 +159,7 @@ static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool
   store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
   store(L, a->Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
-  if (a->bslot >= 0 && att_bias_per_head(a) && a->Bl < 0) a->Bl = local(L, L->g->t_max * a->NH);
-  if (a->Bl >= 0) {  // a bias per head: row i of every head's block into Bl [j, hd], read along j per head
-    hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
-    LExpr *mb = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
-    int jb = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");
-    store(L, a->Bl, LOC_AT(jb, hd), att_biased(L, a, xf(L, 0), mb, xvar(L, i), xvar(L, jb)));
-    for_end(L);
-    for_end(L);
-  }
+  if (!a->Bl_kept) att_bias_row(L, a, o, i);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int kr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
   hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
@@ -857,27 +863,28 @@ static bool att_dbias_heads(const Lo *L, const Att *a) {
 }
 
 static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
-  int64_t NH = a->NH, e = a->e;
-  a->S = local(L, L->g->t_max * NH), a->M = local(L, NH), a->Ls = local(L, NH);
-  int X = local(L, L->g->t_max * NH), Dh = local(L, NH);
+  int64_t NH = a->NH, e = a->e, tm = L->g->t_max;
+  a->S = local(L, tm * NH), a->M = local(L, NH), a->Ls = local(L, NH);
+  int X = local(L, tm * NH), G = local(L, tm * NH), Dh = local(L, NH);
   int i = let(L, x2(L, LX_REM, xvar(L, 0), a->T), "i"), cb = let(L, imul(L, x2(L, LX_DIV, xvar(L, 0), a->T), xi(L, NH)), "cb");
-  // row i of block cb + hd at ((cb + hd) T + i) T
-  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  int orow = let(L, imul(L, iadd(L, imul(L, iadd(L, xvar(L, cb), xvar(L, hd)), a->T), xvar(L, i)), a->T), "orow");
-  int j = for_begin(L, xi(L, 0), a->T, true, "j");
-  store(L, KS_OUT, iadd(L, xvar(L, orow), xvar(L, j)), xf(L, 0));
-  for_end(L);
+  // G [j, hd]: the row's sum over the sequences, heads side by side
+  int x = for_begin(L, xi(L, 0), xi(L, tm * NH), true, "x");
+  store(L, G, xvar(L, x), xf(L, 0));
   for_end(L);
   LExpr *nfree;
   att_seq_of(L, a, NULL, NULL, &nfree);
+  // the blocks' row i, the same for every sequence reading them: once
+  int m00 = let(L, att_seq_of(L, a, xvar(L, cb), xi(L, 0), &nfree), "m00");
+  att_bias_row(L, a, let(L, iadd(L, imul(L, x2(L, LX_DIV, xvar(L, m00), xi(L, NH)), a->T), xvar(L, i)), "o00"), i);
+  a->Bl_kept = true;
   int u = for_begin(L, xi(L, 0), nfree, false, "u");
   int m0 = let(L, att_seq_of(L, a, xvar(L, cb), xvar(L, u), &nfree), "m0");  // head 0's sequence; head hd's is m0 + hd
   int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m0), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   att_scores(L, a, n, o, i, kv0, true);  // S [j, hd] = e^(s - M), Ls = sum_j
-  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, NH * e)), "vrow");
-  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   int yb = let(L, imul(L, iadd(L, imul(L, xvar(L, o), xi(L, NH)), xvar(L, hd)), xi(L, e)), "yb");
   int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
   store(L, X, LOC_AT(j, hd), dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));  // dP_j = do_i . v_j
@@ -894,13 +901,19 @@ static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
   for_end(L);
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   store(L, Dh, xvar(L, hd), x2(L, LX_MUL, load(L, Dh, xvar(L, hd)), load(L, a->Ls, xvar(L, hd))));
-  orow = let(L, imul(L, iadd(L, imul(L, iadd(L, xvar(L, cb), xvar(L, hd)), a->T), xvar(L, i)), a->T), "orow");
-  int inv = let(L, load(L, a->Ls, xvar(L, hd)), "inv"), D = let(L, load(L, Dh, xvar(L, hd)), "D");
-  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");  // db[i, j] += P_j (dP_j - D)
-  int at = let(L, iadd(L, xvar(L, orow), xvar(L, j)), "at");
-  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, LOC(a->S, j, hd), xvar(L, inv)), x2(L, LX_SUB, LOC(X, j, hd), xvar(L, D)));
-  store(L, KS_OUT, xvar(L, at), x2(L, LX_ADD, load(L, KS_OUT, xvar(L, at)), g));
   for_end(L);
+  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");  // G[j] += P_j (dP_j - D)
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->Ls, xvar(L, hd))), x2(L, LX_SUB, LOC(X, j, hd), load(L, Dh, xvar(L, hd))));
+  store(L, G, LOC_AT(j, hd), x2(L, LX_ADD, LOC(G, j, hd), g));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+  // row i of block cb + hd at ((cb + hd) T + i) T: G's, 0 after the diagonal
+  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int orow = let(L, imul(L, iadd(L, imul(L, iadd(L, xvar(L, cb), xvar(L, hd)), a->T), xvar(L, i)), a->T), "orow");
+  j = for_begin(L, xi(L, 0), a->T, true, "j");
+  store(L, KS_OUT, iadd(L, xvar(L, orow), xvar(L, j)), xsel(L, x2(L, LX_LT, xvar(L, i), xvar(L, j)), xf(L, 0), LOC(G, j, hd)));
   for_end(L);
   for_end(L);
 }
