@@ -85,9 +85,15 @@ static void dump_expr(FILE *f, const Expr *e) {
     }
     fputc(']', f);
     break;
+  case EX_KEYWORD:
+    fprintf(f, "(%s = ", e->name);
+    dump_expr(f, e->lhs);
+    fputc(')', f);
+    break;
   case EX_REPEAT:
     fputs("(repeat ", f);
     dump_expr(f, e->lhs);
+    if (e->name) fprintf(f, " as %s", e->name);
     fputc(' ', f);
     dump_expr(f, e->rhs);
     fputc(')', f);

@@ -526,7 +526,12 @@ static Value repeat(Elab *E, Env *env, const Expr *e) {
   Inst *seq = new_inst(E, NULL, e->loc);
   seq->items = arena_alloc(E->a, sizeof *seq->items * (size_t)n);
   for (int64_t i = 0; i < n; i++) {
-    Value v = eval(E, env, e->rhs, CTX_BUILD);
+    Env *item = env;
+    if (e->name) {  // `repeat n as i`: the item's index, 0 .. n - 1, bound in its expression
+      item = env_new(E, env);
+      env_define(E, item, e->name, vint(i), e->loc);
+    }
+    Value v = eval(E, item, e->rhs, CTX_BUILD);
     if (v.kind != V_INST) err(E, e->rhs->loc, "repeat needs a block instance in braces, not %s", kind_name(v.kind));
     if (v.inst->owner || v.inst == seq)
       err(E, e->rhs->loc, "repeat must create a new instance each time; this one already belongs to '%s'",
@@ -809,6 +814,55 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
 
 enum { MAX_ARGS = 32 };
 
+// The arguments of a call of something with parameters `params` (a block,
+// a function, an instance's forward) in the order of the parameters:
+// positional ones first, then keywords by name, then each missing one's
+// default, evaluated at construction with the parameters before it bound.
+// *args and *argx are replaced when they change; returns their count.
+static int order_args(Elab *E, const Vec *params, const char *what, const char *name, Value **args, const Expr ***argx, int n,
+                      Loc loc) {
+  int npos = 0, nkw = 0;
+  for (int i = 0; i < n; i++) {
+    if ((*argx)[i]->kind == EX_KEYWORD) nkw++;
+    else if (nkw) err(E, (*argx)[i]->loc, "a positional argument follows a keyword argument");
+    else npos++;
+  }
+  bool defaults = false;
+  for (int k = npos; k < params->n; k++) defaults = defaults || ((const Arg *)params->items[k])->dflt;
+  if (!nkw && !defaults) return n;  // as written: the arity check says the rest
+  if (npos > params->n) return n;
+  const char *who = arena_printf(E->a, "%s '%s'", what, name);
+  Value *out = arena_alloc(E->a, sizeof *out * (size_t)(params->n + 1));
+  const Expr **outx = arena_alloc(E->a, sizeof *outx * (size_t)(params->n + 1));
+  for (int i = 0; i < npos; i++) out[i] = (*args)[i], outx[i] = (*argx)[i];
+  for (int k = npos; k < params->n; k++) outx[k] = NULL;
+  for (int i = npos; i < n; i++) {
+    const Expr *kx = (*argx)[i];
+    int k = 0;
+    while (k < params->n && strcmp(((const Arg *)params->items[k])->name, kx->name)) k++;
+    if (k == params->n) {
+      char names[256] = "";
+      size_t len = 0;
+      for (int j = 0; j < params->n && len < sizeof names; j++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "", ((const Arg *)params->items[j])->name);
+      err(E, kx->loc, "%s has no parameter '%s' (it has: %s)", who, kx->name, params->n ? names : "none");
+    }
+    if (outx[k] || k < npos) err(E, kx->loc, "argument '%s' of %s is given twice", kx->name, who);
+    out[k] = (*args)[i], outx[k] = kx;
+  }
+  Env *denv = env_new(E, NULL);
+  for (int k = 0; k < params->n; k++) {
+    const Arg *a = params->items[k];
+    if (!outx[k]) {
+      if (!a->dflt) err(E, loc, "%s needs argument '%s' (it has no default)", who, a->name);
+      out[k] = eval(E, denv, a->dflt, CTX_BUILD), outx[k] = a->dflt;
+    }
+    env_define(E, denv, a->name, out[k], a->loc);
+  }
+  *args = out, *argx = outx;
+  return params->n;
+}
+
 static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   Value f = eval(E, env, e->lhs, ctx);
   int n = e->args.n;
@@ -819,10 +873,18 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   const Expr *fewx[4];
   Value *args = n <= 4 ? few : arena_alloc(E->a, sizeof *args * (size_t)n);
   const Expr **argx = n <= 4 ? fewx : arena_alloc(E->a, sizeof *argx * (size_t)n);
+  bool kw = false;
   for (int i = 0; i < n; i++) {
     argx[i] = e->args.items[i];
-    args[i] = eval(E, env, argx[i], ctx);
+    kw = kw || argx[i]->kind == EX_KEYWORD;
+    args[i] = eval(E, env, argx[i]->kind == EX_KEYWORD ? argx[i]->lhs : argx[i], ctx);
   }
+  if (f.kind == V_DEF)
+    n = order_args(E, &f.def->params, f.def->kind == DEF_FN ? "function" : "block", f.def->name, &args, &argx, n, e->loc);
+  else if (f.kind == V_INST && f.inst->def && f.inst->forward)
+    n = order_args(E, &f.inst->forward->args, "the forward of block", f.inst->def->name, &args, &argx, n, e->loc);
+  else if (kw)
+    err(E, e->loc, "keyword arguments name the parameters of a block or function; %s takes none", kind_name(f.kind));
   switch (f.kind) {
   case V_BUILTIN: return call_builtin(E, &builtins[f.i], args, argx, n, e->loc, ctx);
   case V_DEF:
@@ -868,6 +930,7 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   case EX_REPEAT:
     if (ctx == CTX_RUN) err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
     return repeat(E, env, e);
+  case EX_KEYWORD: err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
   }
   err(E, e->loc, "bad expression");
 }

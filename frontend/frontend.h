@@ -55,11 +55,12 @@ typedef enum {
   EX_INT,     // num (exact integer)
   EX_FLOAT,   // num
   EX_NAME,    // name
-  EX_BINARY,  // op in "+-*/@<>LGEN" (L <=, G >=, E ==, N !=: binop_text), lhs, rhs; loc is the operator
+  EX_BINARY,  // op in "+-*/%F@<>LGEN" (F //, L <=, G >=, E ==, N !=: binop_text), lhs, rhs; loc is the operator
   EX_NEG,     // -lhs
   EX_CALL,    // lhs(args)
   EX_LIST,    // [args]
-  EX_REPEAT,  // repeat lhs { rhs }
+  EX_REPEAT,  // repeat lhs { rhs }; name: `as name`, the item's index in rhs (NULL: none)
+  EX_KEYWORD, // name = lhs: a keyword argument, only among a call's arguments
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -90,6 +91,7 @@ typedef struct {
   const char *name;
   Loc loc;
   Expr *shape;  // EX_LIST annotation or NULL
+  Expr *dflt;   // a block's or function's default value (`n = 4`), or NULL
 } Arg;
 
 typedef enum {

@@ -73,12 +73,12 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %token <str> IDENT "name" STRING "string"
 %token BLOCK "'block'" FN "'fn'" MODEL "'model'" IMPORT "'import'" CONFIG "'config'"
 %token PARAM "'param'" LET "'let'" FORWARD "'forward'" RETURN "'return'"
-%token OUTPUT "'output'" REPEAT "'repeat'" NONCAUSAL "'noncausal'"
+%token OUTPUT "'output'" REPEAT "'repeat'" NONCAUSAL "'noncausal'" AS "'as'"
 %token LEXERROR "invalid token"
 %token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='" FLOORDIV "'//'"
 
-%type <expr> expr postfix primary list shape_opt
-%type <vec> exprs exprs_opt params params_opt members stmts config_items
+%type <expr> expr postfix primary list shape_opt arg
+%type <vec> exprs exprs_opt args args_opt params params_opt members stmts config_items
 %type <stmt> stmt
 %type <mem> member config_item
 %type <arg> param
@@ -125,6 +125,10 @@ params: param { $$ = (Vec){0}; vec_push(P->a, &$$, $1); }
 param: IDENT shape_opt {
          $$ = arena_alloc(P->a, sizeof *$$);
          $$->name = $1, $$->loc = L(P, @1), $$->shape = $2;
+       }
+     | IDENT '=' expr {
+         $$ = arena_alloc(P->a, sizeof *$$);
+         $$->name = $1, $$->loc = L(P, @1), $$->dflt = $3;
        }
      ;
 shape_opt: %empty { $$ = NULL; }
@@ -180,7 +184,7 @@ expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }
     | postfix
     ;
 postfix: primary
-       | postfix '(' exprs_opt ')' {
+       | postfix '(' args_opt ')' {
            $$ = ast_expr(P->a, EX_CALL, $1->loc);
            $$->lhs = $1, $$->args = $3;
          }
@@ -194,9 +198,25 @@ primary: INT { $$ = ast_expr(P->a, EX_INT, L(P, @1)); $$->num = $1; }
            $$ = ast_expr(P->a, EX_REPEAT, L(P, @1));
            $$->lhs = $2, $$->rhs = $4;
          }
+       | REPEAT postfix AS IDENT '{' expr '}' {
+           $$ = ast_expr(P->a, EX_REPEAT, L(P, @1));
+           $$->lhs = $2, $$->name = $4, $$->rhs = $6;
+         }
        ;
 list: '[' exprs_opt ']' { $$ = ast_expr(P->a, EX_LIST, L(P, @1)); $$->args = $2; }
     ;
+args_opt: %empty { $$ = (Vec){0}; }
+        | args
+        ;
+args: arg { $$ = (Vec){0}; vec_push(P->a, &$$, $1); }
+    | args ',' arg { $$ = $1; vec_push(P->a, &$$, $3); }
+    ;
+arg: expr
+   | IDENT '=' expr {
+       $$ = ast_expr(P->a, EX_KEYWORD, L(P, @1));
+       $$->name = $1, $$->lhs = $3;
+     }
+   ;
 exprs_opt: %empty { $$ = (Vec){0}; }
          | exprs
          ;
