@@ -85,6 +85,15 @@ static void dump_expr(FILE *f, const Expr *e) {
     }
     fputc(']', f);
     break;
+  case EX_IF:
+    fputs("(if ", f);
+    dump_expr(f, e->lhs);
+    fputc(' ', f);
+    dump_expr(f, e->rhs);
+    fputc(' ', f);
+    dump_expr(f, e->args.items[0]);
+    fputc(')', f);
+    break;
   case EX_KEYWORD:
     fprintf(f, "(%s = ", e->name);
     dump_expr(f, e->lhs);

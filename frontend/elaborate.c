@@ -457,13 +457,46 @@ static Shape eval_shape(Elab *E, Env *env, const Expr *e, Ctx ctx, bool fixed) {
   return s;
 }
 
-static void construct_members(Elab *E, Inst *in, const Def *def) {
-  for (int i = 0; i < def->members.n; i++) {
-    const Member *m = def->members.items[i];
+// A failed assert(cond, "message"): the error at the call site of the block
+// or function it is in (the innermost frame), then where the assertion is
+// and the calls around it.
+static _Noreturn void assert_failed(Elab *E, Loc at, const char *msg) {
+  diag_print(E->d, "error", E->nframes ? E->frames[E->nframes - 1].loc : at, "%s", msg);
+  diag_print(E->d, "note", at, "the assertion that failed");
+  for (int i = E->nframes - 2, shown = 0; i >= 0 && shown < 8; i--, shown++)
+    diag_print(E->d, "note", E->frames[i].loc, "%s", E->frames[i].what);
+  diag_fail(E->d);
+}
+
+// The value of a construction-time condition (if, assert): a number, true when not 0.
+static bool condition(Elab *E, Env *env, const Expr *c, const char *what, Ctx ctx) {
+  Value v = eval(E, env, c, ctx);
+  if (!is_number(v))
+    err(E, c->loc, "the condition of %s is decided at construction: it must be a number, not %s%s", what, kind_name(v.kind),
+        v.kind == V_TENSOR ? " (for tensors: where(c, a, b))" : "");
+  return num(v) != 0;
+}
+
+static void construct_list(Elab *E, Inst *in, const Def *def, const Vec *members, bool nested);
+
+static void construct_members(Elab *E, Inst *in, const Def *def) { construct_list(E, in, def, &def->members, false); }
+
+static void construct_list(Elab *E, Inst *in, const Def *def, const Vec *members, bool nested) {
+  for (int i = 0; i < members->n; i++) {
+    const Member *m = members->items[i];
     switch (m->kind) {
     case MEM_CONFIG:
       if (def->kind != DEF_MODEL) err(E, m->loc, "config values belong to a model, not to block '%s'", def->name);
+      if (nested) err(E, m->loc, "config values are the model's settings; they cannot depend on an `if`");
       break;  // evaluated by elaborate() before construction
+    case MEM_ASSERT:
+      if (!condition(E, in->env, m->value, "assert", CTX_BUILD)) assert_failed(E, m->loc, m->name);
+      break;
+    case MEM_IF: {
+      bool c = condition(E, in->env, m->value, "if", CTX_BUILD);
+      construct_list(E, in, def, c ? &m->then : &m->other, true);
+      break;
+    }
     case MEM_PARAM: {
       Shape s = eval_shape(E, in->env, m->shape, CTX_BUILD, true);
       Init init = eval_init(E, in->env, m->value);
@@ -930,6 +963,13 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   case EX_REPEAT:
     if (ctx == CTX_RUN) err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
     return repeat(E, env, e);
+  case EX_IF: {
+    Value c = eval(E, env, e->lhs, ctx);
+    if (!is_number(c))
+      err(E, e->lhs->loc, "the condition of if is decided at construction: it must be a number, not %s%s", kind_name(c.kind),
+          c.kind == V_TENSOR ? " (for tensors: where(c, a, b))" : "");
+    return eval(E, env, num(c) != 0 ? e->rhs : e->args.items[0], ctx);
+  }
   case EX_KEYWORD: err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
   }
   err(E, e->loc, "bad expression");
@@ -961,6 +1001,9 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
       env_set(E, env, s->name, v, s->loc);
       break;
     }
+    case ST_ASSERT:
+      if (!condition(E, env, s->value, "assert", ctx)) assert_failed(E, s->loc, s->name);
+      break;
     case ST_RETURN: {
       if (kind == BODY_MODEL)
         err(E, s->loc, "a model's forward has outputs, not a return value: write `output loss = ...`");

@@ -61,6 +61,7 @@ typedef enum {
   EX_LIST,    // [args]
   EX_REPEAT,  // repeat lhs { rhs }; name: `as name`, the item's index in rhs (NULL: none)
   EX_KEYWORD, // name = lhs: a keyword argument, only among a call's arguments
+  EX_IF,      // if lhs { rhs } else { args[0] }: decided at construction
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -78,6 +79,7 @@ typedef enum {
   ST_ASSIGN,  // name = value
   ST_RETURN,  // return value
   ST_OUTPUT,  // output name [= value]; value NULL means the local `name`
+  ST_ASSERT,  // assert(value, "name"): a condition checked at construction
 } StmtKind;
 
 typedef struct {
@@ -99,6 +101,8 @@ typedef enum {
   MEM_PARAM,    // param name [shape] = init
   MEM_LET,      // let name = value           (construction time)
   MEM_FORWARD,  // forward(args) { body }
+  MEM_ASSERT,   // assert(value, "name")      (construction time)
+  MEM_IF,       // if value { then } else { other } (construction time)
 } MemberKind;
 
 typedef struct {
@@ -109,6 +113,7 @@ typedef struct {
   Expr *value;  // MEM_CONFIG, MEM_PARAM (initialiser), MEM_LET
   Vec args;     // Arg*   (MEM_FORWARD)
   Vec body;     // Stmt*  (MEM_FORWARD)
+  Vec then, other;  // Member* (MEM_IF)
 } Member;
 
 typedef enum { DEF_BLOCK, DEF_FN, DEF_MODEL } DefKind;

@@ -74,6 +74,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %token BLOCK "'block'" FN "'fn'" MODEL "'model'" IMPORT "'import'" CONFIG "'config'"
 %token PARAM "'param'" LET "'let'" FORWARD "'forward'" RETURN "'return'"
 %token OUTPUT "'output'" REPEAT "'repeat'" NONCAUSAL "'noncausal'" AS "'as'"
+%token IF "'if'" ELSE "'else'" ASSERT "'assert'"
 %token LEXERROR "invalid token"
 %token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='" FLOORDIV "'//'"
 
@@ -156,6 +157,12 @@ member: PARAM IDENT list '=' expr {
           $$ = member(P, MEM_FORWARD, @1, "forward");
           $$->args = $3, $$->body = $6;
         }
+      | ASSERT '(' expr ',' STRING ')' { $$ = member(P, MEM_ASSERT, @1, $5); $$->value = $3; }
+      | IF expr '{' members '}' { $$ = member(P, MEM_IF, @1, "if"); $$->value = $2, $$->then = $4; }
+      | IF expr '{' members '}' ELSE '{' members '}' {
+          $$ = member(P, MEM_IF, @1, "if");
+          $$->value = $2, $$->then = $4, $$->other = $8;
+        }
       ;
 
 stmts: %empty { $$ = (Vec){0}; }
@@ -165,6 +172,7 @@ stmt: IDENT '=' expr { $$ = stmt(P, ST_ASSIGN, @1, $1, $3); }
     | RETURN expr { $$ = stmt(P, ST_RETURN, @1, NULL, $2); }
     | OUTPUT IDENT '=' expr { $$ = stmt(P, ST_OUTPUT, @1, $2, $4); }
     | OUTPUT IDENT { $$ = stmt(P, ST_OUTPUT, @1, $2, NULL); }
+    | ASSERT '(' expr ',' STRING ')' { $$ = stmt(P, ST_ASSERT, @1, $5, $3); }
     ;
 
 expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }
@@ -197,6 +205,11 @@ primary: INT { $$ = ast_expr(P->a, EX_INT, L(P, @1)); $$->num = $1; }
        | REPEAT postfix '{' expr '}' {
            $$ = ast_expr(P->a, EX_REPEAT, L(P, @1));
            $$->lhs = $2, $$->rhs = $4;
+         }
+       | IF expr '{' expr '}' ELSE '{' expr '}' {
+           $$ = ast_expr(P->a, EX_IF, L(P, @1));
+           $$->lhs = $2, $$->rhs = $4;
+           vec_push(P->a, &$$->args, $8);
          }
        | REPEAT postfix AS IDENT '{' expr '}' {
            $$ = ast_expr(P->a, EX_REPEAT, L(P, @1));

@@ -26,7 +26,7 @@ def check(xfc, path):
     err = r.stderr
     if r.returncode != 1:
         return f"exit status {r.returncode}, want 1\n{err}"
-    if re.search(r"Sanitizer|runtime error|Segmentation|Aborted|assert", err):
+    if re.search(r"Sanitizer|runtime error|Segmentation|Aborted|Assertion .* failed", err):
         return f"crash or sanitizer report\n{err}"
     lines = err.splitlines()
     if not lines:
