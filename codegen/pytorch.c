@@ -311,7 +311,11 @@ static void expr(Py *p, Buf *b, const Node *n) {
   }
   case OP_MATMUL: put(b, "torch.matmul("), X(0), put(b, ", "), X(1), put(b, ")"); break;
   case OP_TRANSPOSE: X(0), put(b, ".transpose(%d, %d)", n->axis, n->axis2); break;
-  case OP_RESHAPE: X(0), put(b, ".reshape"), shape(p, b, &n->shape); break;
+  case OP_RESHAPE:  // to a scalar: .reshape(()), as .reshape() takes no empty argument list
+    X(0), put(b, ".reshape");
+    if (n->shape.rank) shape(p, b, &n->shape);
+    else put(b, "(())");
+    break;
   case OP_EXPAND: X(0), put(b, ".expand"), shape(p, b, &n->shape); break;
   case OP_SLICE: X(0), put(b, ".narrow(%d, %lld, ", n->axis, (long long)n->start), dim(p, b, n->len), put(b, ")"); break;
   case OP_CONCAT: put(b, "torch.cat(["), X(0), put(b, ", "), X(1), put(b, "], %d)", n->axis); break;
