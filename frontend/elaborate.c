@@ -117,6 +117,9 @@ typedef struct {
   Graph *g;
   Def **defs;
   int ndefs;
+  const Program *prog;
+  int cur;        // the module whose code runs: names resolve as it sees them (find_def)
+  uint8_t *seen;  // [nmodules]: find_def's walk
   const Def *stack[MAX_FRAMES];  // definitions being instantiated or called
   int nstack;
   Frame frames[MAX_FRAMES];
@@ -303,10 +306,54 @@ static int find_builtin(const char *name) {
   return -1;
 }
 
-static const Def *find_def(Elab *E, const char *name) {
-  for (int i = 0; i < E->ndefs; i++)
-    if (!strcmp(E->defs[i]->name, name)) return E->defs[i];
+// The definition `name` as module m sees it: m's own, then those of the
+// files m imports without an alias, depth first in import order, the first
+// found; `alias.Name`: Name as the file m imports `as alias` sees it.
+static const Def *find_in(Elab *E, int m, const char *name) {
+  const Module *mod = E->prog->modules[m];
+  const char *dot = strchr(name, '.');
+  if (dot) {
+    for (int i = 0; i < mod->imports.n; i++) {
+      const Import *im = mod->imports.items[i];
+      if (im->alias && strlen(im->alias) == (size_t)(dot - name) && !strncmp(im->alias, name, (size_t)(dot - name))) {
+        memset(E->seen, 0, (size_t)E->prog->nmodules);
+        return find_in(E, im->module, dot + 1);
+      }
+    }
+    return NULL;
+  }
+  if (E->seen[m]) return NULL;
+  E->seen[m] = 1;
+  for (int i = 0; i < mod->defs.n; i++)
+    if (!strcmp(((const Def *)mod->defs.items[i])->name, name)) return mod->defs.items[i];
+  for (int i = 0; i < mod->imports.n; i++) {
+    const Import *im = mod->imports.items[i];
+    const Def *d = im->alias ? NULL : find_in(E, im->module, name);
+    if (d) return d;
+  }
   return NULL;
+}
+
+// `name` as the running module sees it; a name no import makes visible
+// there, from any loaded file (the imported ones first), as before files
+// had scopes: a library file may use what another library file defines.
+static const Def *find_def(Elab *E, const char *name) {
+  memset(E->seen, 0, (size_t)E->prog->nmodules);
+  const Def *d = find_in(E, E->cur, name);
+  if (d || strchr(name, '.')) return d;
+  for (int m = 1; m <= E->prog->nmodules; m++) {
+    const Module *mod = E->prog->modules[m % E->prog->nmodules];
+    for (int i = 0; i < mod->defs.n; i++)
+      if (!strcmp(((const Def *)mod->defs.items[i])->name, name)) return mod->defs.items[i];
+  }
+  return NULL;
+}
+
+// The module that defines d.
+static int module_of(Elab *E, const Def *d) {
+  for (int m = 0; m < E->prog->nmodules; m++)
+    if (E->prog->modules[m]->src == d->src) return m;
+  return 0;
 }
 
 // ---- values ----------------------------------------------------------------------
@@ -539,6 +586,8 @@ static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx
         def->params.n == 1 ? "" : "s", names, nargs);
   }
   Inst *in = new_inst(E, def, loc);
+  int cur = E->cur;
+  E->cur = module_of(E, def);  // its members see names as its file does
   for (int i = 0; i < nargs; i++) {
     const Arg *a = def->params.items[i];
     if (a->shape) err(E, a->shape->loc, "block arguments take no shape; shapes belong to forward arguments");
@@ -547,6 +596,7 @@ static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx
     env_define(E, in->env, a->name, args[i], a->loc);
   }
   construct_members(E, in, def);
+  E->cur = cur;
   E->nframes--;
   E->nstack--;
   return in;
@@ -884,6 +934,8 @@ static int order_args(Elab *E, const Vec *params, const char *what, const char *
     out[k] = (*args)[i], outx[k] = kx;
   }
   Env *denv = env_new(E, NULL);
+  int cur = E->cur;
+  if (home) E->cur = module_of(E, home);  // defaults are the definition's code
   for (int k = 0; k < params->n; k++) {
     const Arg *a = params->items[k];
     if (!outx[k]) {
@@ -892,6 +944,7 @@ static int order_args(Elab *E, const Vec *params, const char *what, const char *
     }
     env_define(E, denv, a->name, out[k], a->loc);
   }
+  E->cur = cur;
   *args = out, *argx = outx;
   return params->n;
 }
@@ -1072,7 +1125,10 @@ static Value call_fn(Elab *E, const Def *def, Value *args, const Expr **argx, in
   Env *env = env_new(E, NULL);
   bind_args(E, env, &def->params, args, argx, nargs, loc, who, env);
   push_frame(E, loc, arena_printf(E->a, "in %s called here", who));
+  int cur = E->cur;
+  E->cur = module_of(E, def);
   Value v = exec_body(E, env, &def->body, ctx, BODY_FN, who, def->loc);
+  E->cur = cur;
   E->nframes--;
   E->nstack--;
   return v;
@@ -1100,11 +1156,11 @@ static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int na
   Env *env = env_new(E, in->env);
   bind_args(E, env, &in->forward->args, args, argx, nargs, loc, who, in->env);
   push_frame(E, loc, arena_printf(E->a, "in forward of %s called here", who));
-  int saved = E->scope;
-  E->scope = in->scope;
+  int saved = E->scope, cur = E->cur;
+  E->scope = in->scope, E->cur = module_of(E, in->def);
   E->call = ir_call_add(E->g, in->scope, caller, site);
   Value v = exec_body(E, env, &in->forward->body, CTX_RUN, BODY_FORWARD, who, in->forward->loc);
-  E->scope = saved;
+  E->scope = saved, E->cur = cur;
   E->call = caller;
   E->nframes--;
   return v;
@@ -1133,6 +1189,8 @@ static void assign_scopes(Elab *E, Inst *in, const char *path, int parent) {
 // ---- the model -------------------------------------------------------------------
 
 static void collect_defs(Elab *E, Program *p) {
+  E->prog = p, E->cur = 0;
+  E->seen = arena_alloc(E->a, (size_t)p->nmodules + 1);
   int total = 0;
   for (int m = 0; m < p->nmodules; m++) total += p->modules[m]->defs.n;
   E->defs = arena_alloc(E->a, sizeof *E->defs * (size_t)(total + 1));
@@ -1143,7 +1201,9 @@ static void collect_defs(Elab *E, Program *p) {
       if (d->kind == DEF_MODEL && m > 0)
         err(E, d->loc, "model '%s' is in an imported file; only the compiled file may define a model", d->name);
       if (find_builtin(d->name) >= 0) err(E, d->loc, "'%s' is a built-in name and cannot be redefined", d->name);
-      const Def *old = find_def(E, d->name);
+      const Def *old = NULL;  // one definition per name in a file; files may share names (the importer's wins)
+      for (int j = 0; j < i && !old; j++)
+        if (!strcmp(((const Def *)mod->defs.items[j])->name, d->name)) old = mod->defs.items[j];
       if (old) {
         diag_print(E->d, "error", d->loc, "'%s' is defined twice", d->name);
         diag_print(E->d, "note", old->loc, "first defined here");

@@ -132,6 +132,8 @@ typedef struct {
 typedef struct {
   const char *path;
   Loc loc;
+  const char *alias;  // `import "path" as alias`: its names as alias.Name only; NULL: unqualified
+  int module;         // the imported file's index in Program.modules (source.c)
 } Import;
 
 typedef struct {

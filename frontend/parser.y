@@ -70,7 +70,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 }
 
 %token <num> INT "integer" FLOAT "number"
-%token <str> IDENT "name" STRING "string"
+%token <str> IDENT "name" STRING "string" QNAME "qualified name"
 %token BLOCK "'block'" FN "'fn'" MODEL "'model'" IMPORT "'import'" CONFIG "'config'"
 %token PARAM "'param'" LET "'let'" FORWARD "'forward'" RETURN "'return'"
 %token OUTPUT "'output'" REPEAT "'repeat'" NONCAUSAL "'noncausal'" AS "'as'"
@@ -97,6 +97,11 @@ file: %empty
 item: IMPORT STRING {
         Import *im = arena_alloc(P->a, sizeof *im);
         im->path = $2, im->loc = L(P, @2);
+        vec_push(P->a, &P->mod->imports, im);
+      }
+    | IMPORT STRING AS IDENT {
+        Import *im = arena_alloc(P->a, sizeof *im);
+        im->path = $2, im->loc = L(P, @2), im->alias = $4;
         vec_push(P->a, &P->mod->imports, im);
       }
     | BLOCK IDENT '(' params_opt ')' '{' members '}' {
@@ -200,6 +205,8 @@ postfix: primary
 primary: INT { $$ = ast_expr(P->a, EX_INT, L(P, @1)); $$->num = $1; }
        | FLOAT { $$ = ast_expr(P->a, EX_FLOAT, L(P, @1)); $$->num = $1; }
        | IDENT { $$ = ast_expr(P->a, EX_NAME, L(P, @1)); $$->name = $1; }
+       | QNAME { $$ = ast_expr(P->a, EX_NAME, L(P, @1)); $$->name = $1; }
+       | STRING { $$ = ast_expr(P->a, EX_STRING, L(P, @1)); $$->name = $1; }
        | '(' expr ')' { $$ = $2; }
        | list
        | REPEAT postfix '{' expr '}' {

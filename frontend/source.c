@@ -83,7 +83,7 @@ static const char *dir_of(Arena *a, const char *path) {
   return slash ? arena_strndup(a, path, (size_t)(slash - path)) : ".";
 }
 
-static void load_import(Loader *L, const Module *from, const Import *im) {
+static void load_import(Loader *L, const Module *from, Import *im) {
   Arena *a = L->d->arena;
   if (!*im->path) diag_error(L->d, im->loc, "empty import path");
   size_t n = strlen(im->path);
@@ -113,7 +113,11 @@ static void load_import(Loader *L, const Module *from, const Import *im) {
   char real[PATH_MAX];
   if (!realpath(path, real)) diag_error(L->d, im->loc, "cannot resolve import %s: %s", path, strerror(errno));
   for (int i = 0; i < L->p->nmodules; i++)
-    if (!strcmp(L->real[i], real)) return;
+    if (!strcmp(L->real[i], real)) {
+      im->module = i;
+      return;
+    }
+  im->module = L->p->nmodules;
   size_t len;
   char why[256];
   char *text = read_file(a, path, &len, why, sizeof why);

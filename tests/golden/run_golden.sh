@@ -33,6 +33,7 @@ done
 check "ast she" tests/golden/she.ast "$xfc" --emit=ast examples/she.xf
 check "ir sinusoidal" tests/golden/sinusoidal.ir "$xfc" --emit=ir tests/golden/sinusoidal.xf
 check "ir repeat_index" tests/golden/repeat_index.ir "$xfc" --emit=ir tests/golden/repeat_index.xf
+check "ir shadowing" tests/golden/shadowing.ir "$xfc" --emit=ir tests/golden/shadowing.xf
 # the loop description (codegen/lower.c) both backends print
 check "loops transformer" tests/golden/transformer.loops "$xfc" --emit=loops -D layers=1 examples/transformer.xf
 check "loops rmsnorm" tests/golden/op_rmsnorm.loops "$xfc" --emit=loops tests/grad/op_rmsnorm.xf
