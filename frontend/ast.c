@@ -94,6 +94,7 @@ static void dump_expr(FILE *f, const Expr *e) {
     dump_expr(f, e->args.items[0]);
     fputc(')', f);
     break;
+  case EX_STRING: fprintf(f, "\"%s\"", e->name); break;
   case EX_KEYWORD:
     fprintf(f, "(%s = ", e->name);
     dump_expr(f, e->lhs);

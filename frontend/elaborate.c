@@ -131,7 +131,15 @@ typedef struct {
   Vec insts;
   uint32_t ndropout;
   Inst *root;
+  Vec sides;  // Side*: the side outputs returned so far, in order
 } Elab;
+
+// A side output: `return y, name: value` of a block's forward or a function.
+typedef struct {
+  const char *name;
+  int node;
+  Loc loc;
+} Side;
 
 // ---- errors ------------------------------------------------------------------
 
@@ -241,6 +249,7 @@ typedef enum {
   BI_IOTA,
   BI_CROSS_ENTROPY,
   BI_DIM,
+  BI_SIDE,    // side("name"): the sum of the side outputs `name` returned so far
   BI_INIT,    // normal, uniform, zeros, ones: only in param declarations
   BI_SIZE,    // B and T
 } BuiltinKind;
@@ -285,6 +294,7 @@ static const Builtin builtins[] = {
     {"iota", BI_IOTA, OP_IOTA, 1, "iota(n)"},
     {"cross_entropy", BI_CROSS_ENTROPY, OP_CROSS_ENTROPY, 2, "cross_entropy(logits, targets)"},
     {"dim", BI_DIM, OP_COUNT, 2, "dim(x, axis)"},
+    {"side", BI_SIDE, OP_COUNT, 1, "side(\"name\")"},
     {"normal", BI_INIT, OP_COUNT, 2, "normal(mean, std)"},
     {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
     {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
@@ -880,6 +890,17 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     nd.nin = 0;
     nd.len = want_size(E, a[0], ax[0]->loc, "the length");  // add_node bounds its size
     break;
+  case BI_SIDE: {  // the sum of side outputs ax[0]->name, in the order returned
+    if (ax[0]->kind != EX_STRING) err(E, ax[0]->loc, "side takes the side output's name in quotes: side(\"aux\")");
+    int sum = -1;
+    for (int i = 0; i < E->sides.n; i++) {
+      const Side *o = E->sides.items[i];
+      if (strcmp(o->name, ax[0]->name)) continue;
+      sum = sum < 0 ? o->node : add_node(E, (Node){.op = OP_ADD, .nin = 2, .in = {sum, o->node}}, loc);
+    }
+    if (sum < 0) err(E, ax[0]->loc, "no block or function has returned a side output '%s' yet (`return y, %s: value`)", ax[0]->name, ax[0]->name);
+    return vtensor(sum);
+  }
   case BI_DIM: {
     int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
     const Shape *s = &E->g->nodes[x].shape;
@@ -902,8 +923,8 @@ enum { MAX_ARGS = 32 };
 // positional ones first, then keywords by name, then each missing one's
 // default, evaluated at construction with the parameters before it bound.
 // *args and *argx are replaced when they change; returns their count.
-static int order_args(Elab *E, const Vec *params, const char *what, const char *name, Value **args, const Expr ***argx, int n,
-                      Loc loc) {
+static int order_args(Elab *E, const Vec *params, const Def *home, const char *what, const char *name, Value **args,
+                      const Expr ***argx, int n, Loc loc) {
   int npos = 0, nkw = 0;
   for (int i = 0; i < n; i++) {
     if ((*argx)[i]->kind == EX_KEYWORD) nkw++;
@@ -963,12 +984,13 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   for (int i = 0; i < n; i++) {
     argx[i] = e->args.items[i];
     kw = kw || argx[i]->kind == EX_KEYWORD;
-    args[i] = eval(E, env, argx[i]->kind == EX_KEYWORD ? argx[i]->lhs : argx[i], ctx);
+    if (argx[i]->kind == EX_STRING && f.kind == V_BUILTIN && builtins[f.i].kind == BI_SIDE) args[i] = (Value){0};  // the name
+    else args[i] = eval(E, env, argx[i]->kind == EX_KEYWORD ? argx[i]->lhs : argx[i], ctx);
   }
   if (f.kind == V_DEF)
-    n = order_args(E, &f.def->params, f.def->kind == DEF_FN ? "function" : "block", f.def->name, &args, &argx, n, e->loc);
+    n = order_args(E, &f.def->params, f.def, f.def->kind == DEF_FN ? "function" : "block", f.def->name, &args, &argx, n, e->loc);
   else if (f.kind == V_INST && f.inst->def && f.inst->forward)
-    n = order_args(E, &f.inst->forward->args, "the forward of block", f.inst->def->name, &args, &argx, n, e->loc);
+    n = order_args(E, &f.inst->forward->args, f.inst->def, "the forward of block", f.inst->def->name, &args, &argx, n, e->loc);
   else if (kw)
     err(E, e->loc, "keyword arguments name the parameters of a block or function; %s takes none", kind_name(f.kind));
   switch (f.kind) {
@@ -1023,6 +1045,7 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
           c.kind == V_TENSOR ? " (for tensors: where(c, a, b))" : "");
     return eval(E, env, num(c) != 0 ? e->rhs : e->args.items[0], ctx);
   }
+  case EX_STRING: err(E, e->loc, "a string names a side output, only in side(\"%s\")", e->name);
   case EX_KEYWORD: err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
   }
   err(E, e->loc, "bad expression");
@@ -1065,6 +1088,13 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
       Value v = eval(E, env, s->value, ctx);
       if (v.kind != V_TENSOR && !is_number(v) && v.kind != V_DIM && v.kind != V_SHAPE)
         err(E, s->value->loc, "%s must return a tensor or a number, not %s", who, kind_name(v.kind));
+      for (int k = 0; k < s->sides.n; k++) {  // side outputs: collected for side("name") in the model's forward
+        const Stmt *sd = s->sides.items[k];
+        if (ctx != CTX_RUN) err(E, sd->loc, "side outputs are tensors of a forward; %s runs at construction here", who);
+        Side *o = arena_alloc(E->a, sizeof *o);
+        *o = (Side){sd->name, want_tensor_strict(E, eval(E, env, sd->value, ctx), sd->value->loc, "a side output"), sd->loc};
+        vec_push(E->a, &E->sides, o);
+      }
       return v;
     }
     case ST_OUTPUT: {

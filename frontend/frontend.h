@@ -62,6 +62,7 @@ typedef enum {
   EX_REPEAT,  // repeat lhs { rhs }; name: `as name`, the item's index in rhs (NULL: none)
   EX_KEYWORD, // name = lhs: a keyword argument, only among a call's arguments
   EX_IF,      // if lhs { rhs } else { args[0] }: decided at construction
+  EX_STRING,  // "name": a side output's name, only as side("name")
 } ExprKind;
 
 typedef struct Expr Expr;
@@ -87,6 +88,7 @@ typedef struct {
   Loc loc;
   const char *name;
   Expr *value;
+  Vec sides;  // ST_RETURN: Stmt* (name: value), the side outputs of `return y, name: value`
 } Stmt;
 
 typedef struct {

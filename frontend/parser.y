@@ -79,7 +79,7 @@ static Def *def(Parser *P, DefKind k, YYLTYPE loc, const char *name) {
 %token EQEQ "'=='" NEQ "'!='" LEQ "'<='" GEQ "'>='" FLOORDIV "'//'"
 
 %type <expr> expr postfix primary list shape_opt arg
-%type <vec> exprs exprs_opt args args_opt params params_opt members stmts config_items
+%type <vec> exprs exprs_opt args args_opt params params_opt members stmts config_items sides
 %type <stmt> stmt
 %type <mem> member config_item
 %type <arg> param
@@ -175,10 +175,15 @@ stmts: %empty { $$ = (Vec){0}; }
      ;
 stmt: IDENT '=' expr { $$ = stmt(P, ST_ASSIGN, @1, $1, $3); }
     | RETURN expr { $$ = stmt(P, ST_RETURN, @1, NULL, $2); }
+    | RETURN expr sides { $$ = stmt(P, ST_RETURN, @1, NULL, $2); $$->sides = $3; }
     | OUTPUT IDENT '=' expr { $$ = stmt(P, ST_OUTPUT, @1, $2, $4); }
     | OUTPUT IDENT { $$ = stmt(P, ST_OUTPUT, @1, $2, NULL); }
     | ASSERT '(' expr ',' STRING ')' { $$ = stmt(P, ST_ASSERT, @1, $5, $3); }
     ;
+
+sides: ',' IDENT ':' expr { $$ = (Vec){0}; vec_push(P->a, &$$, stmt(P, ST_ASSIGN, @2, $2, $4)); }
+     | sides ',' IDENT ':' expr { $$ = $1; vec_push(P->a, &$$, stmt(P, ST_ASSIGN, @3, $3, $5)); }
+     ;
 
 expr: expr '+' expr { $$ = bin(P, '+', $1, $3, @2); }
     | expr '-' expr { $$ = bin(P, '-', $1, $3, @2); }

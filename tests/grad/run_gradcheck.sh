@@ -45,6 +45,8 @@ done
 check "examples/she.xf with dropout masks" $small -D dropout=0.25 --check-dropout examples/she.xf
 check "tests/golden/sinusoidal.xf" tests/golden/sinusoidal.xf
 check "tests/grad/recurrent_blocks.xf" tests/grad/recurrent_blocks.xf
+check "tests/grad/language.xf (fused)" tests/grad/language.xf
+check "tests/grad/language.xf (--no-fuse)" --no-fuse tests/grad/language.xf
 check "tests/fusion/attn_user.xf (fused)" tests/fusion/attn_user.xf
 check "tests/fusion/attn_user.xf (--no-fuse)" --no-fuse tests/fusion/attn_user.xf
 check "tests/fusion/attn_near.xf" tests/fusion/attn_near.xf

@@ -47,7 +47,10 @@ EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "p
             # score biases (fused): local + global keys, a learned slope, block-sparse; a key-padding mask
             "tests/fusion/attn_bias.xf", "tests/fusion/attn_padding.xf",
             # stdlib/modern.xf: Llama blocks (rotary attention, SwiGLU, RMSNorm)
-            "tests/grad/modern.xf"]
+            "tests/grad/modern.xf",
+            # the language's construction-time features: keywords, defaults, repeat as i, if,
+            # assert, side outputs, // and %, a shadowed Linear
+            "tests/grad/language.xf"]
 B, T, STEPS = 2, 8, 10
 passed = failed = 0
 
