@@ -250,6 +250,7 @@ typedef enum {
   BI_CROSS_ENTROPY,
   BI_DIM,
   BI_SIDE,    // side("name"): the sum of the side outputs `name` returned so far
+  BI_ONE_HOT, // one_hot(ids, n): [..., n] masks of token ids (onehot) or of float ids (ids == iota(n))
   BI_INIT,    // normal, uniform, zeros, ones: only in param declarations
   BI_SIZE,    // B and T
 } BuiltinKind;
@@ -295,6 +296,7 @@ static const Builtin builtins[] = {
     {"cross_entropy", BI_CROSS_ENTROPY, OP_CROSS_ENTROPY, 2, "cross_entropy(logits, targets)"},
     {"dim", BI_DIM, OP_COUNT, 2, "dim(x, axis)"},
     {"side", BI_SIDE, OP_COUNT, 1, "side(\"name\")"},
+    {"one_hot", BI_ONE_HOT, OP_COUNT, 2, "one_hot(ids, n)"},
     {"normal", BI_INIT, OP_COUNT, 2, "normal(mean, std)"},
     {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
     {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
@@ -890,6 +892,19 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     nd.nin = 0;
     nd.len = want_size(E, a[0], ax[0]->loc, "the length");  // add_node bounds its size
     break;
+  case BI_ONE_HOT: {  // ids [...] -> [..., n]: 1 where the id is the class, no gradient
+    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the ids");
+    Dim n = want_size(E, a[1], ax[1]->loc, "the number of classes");
+    if (n.kind != DIM_CONST) err(E, ax[1]->loc, "one_hot needs a fixed number of classes");
+    const Node *xn = &E->g->nodes[x];
+    if (xn->dtype == DT_I32) return vtensor(add_node(E, (Node){.op = OP_ONEHOT, .nin = 1, .in = {x}, .len = n}, loc));
+    Shape col = xn->shape;  // float ids [...] as [..., 1] against iota(n): a mask of the comparison
+    if (col.rank == IR_MAX_RANK) err(E, ax[0]->loc, "one_hot of a tensor of rank %d: at most %d", col.rank, IR_MAX_RANK - 1);
+    col.d[col.rank++] = (Dim){DIM_CONST, 1};
+    int r = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = col}, loc);
+    int io = add_node(E, (Node){.op = OP_IOTA, .len = n}, loc);
+    return vtensor(add_node(E, (Node){.op = OP_EQ, .nin = 2, .in = {r, io}}, loc));
+  }
   case BI_SIDE: {  // the sum of side outputs ax[0]->name, in the order returned
     if (ax[0]->kind != EX_STRING) err(E, ax[0]->loc, "side takes the side output's name in quotes: side(\"aux\")");
     int sum = -1;
