@@ -7,8 +7,9 @@
 // into another kernel (group members, transposes into a GEMM's flag, the
 // slices of a split output: Kernel.nout); kernels of equal signature share a
 // class; every storage root has its lifetime in the kernel order; each program lists the kernels it
-// needs, in topological order: PROG_TRAIN everything reaching the loss and
-// the gradients, PROG_EVAL the loss's forward cone, PROG_SAMPLE the logits'.
+// needs, in topological order: PROG_TRAIN everything reaching the loss, the
+// gradients and the other scalar outputs, PROG_EVAL the loss's and the
+// scalar outputs' forward cone, PROG_SAMPLE the logits'.
 #include "kernel.h"
 
 #include <stdio.h>
@@ -652,8 +653,10 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     memset(need, 0, sizeof(bool) * (size_t)g->nnodes);
     for (int o = 0; o < g->noutputs; o++) {
       const char *name = g->outputs[o].name;
-      bool want = p == PROG_TRAIN ? (!strcmp(name, "loss") || !strncmp(name, "grad.", 5))
-                  : p == PROG_EVAL ? !strcmp(name, "loss") : !strcmp(name, "logits");
+      // the other scalar outputs (side outputs such as a load-balancing loss) for the log
+      bool scalar = g->nodes[g->outputs[o].node].shape.rank == 0 && strncmp(name, "grad.", 5);
+      bool want = p == PROG_TRAIN ? (!strcmp(name, "loss") || !strncmp(name, "grad.", 5) || scalar)
+                  : p == PROG_EVAL ? !strcmp(name, "loss") || scalar : !strcmp(name, "logits");
       if (want) need[g->outputs[o].node] = true;
     }
     cone_groups(g, s->group, need);

@@ -298,15 +298,23 @@ static int save(XfRuntime *rt, const char *path, const Tok *t, uint64_t data_key
 
 // The log of a->log (rank 0): a new file with its header, or on --resume
 // the same file appended to under the same header. NULL without --log;
-// *status 1 after the message when it cannot be written.
-static FILE *open_log(const Args *a, int *status) {
-  static const char header[] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss,model_gflops,mfu\n";
+// *status 1 after the message when it cannot be written. The columns: the
+// fixed ones, then the model's other scalar outputs by name (side outputs
+// such as a load-balancing loss: xf_scalar_outputs).
+static FILE *open_log(const Args *a, XfRuntime *rt, int *status) {
+  char header[2048] = "step,loss,tokens_per_s,elapsed_s,lr,grad_norm,eval_loss,model_gflops,mfu";
+  for (int i = 0; i < xf_scalar_outputs(rt); i++) {
+    size_t len = strlen(header);
+    snprintf(header + len, sizeof header - len, ",%s", xf_scalar_output_name(rt, i));
+  }
+  size_t hl = strlen(header);
+  if (hl + 1 < sizeof header) header[hl] = '\n', header[hl + 1] = 0;
   *status = 0;
   if (!a->log || g_dist.rank != 0) return NULL;
   struct stat st;
   bool append = a->resume && stat(a->log, &st) == 0 && st.st_size > 0;
   if (append) {  // rows go under the same columns
-    char first[256] = "";
+    char first[2048] = "";
     FILE *f = fopen(a->log, "r");
     if (!f || !fgets(first, sizeof first, f) || strcmp(first, header)) {
       if (f) fclose(f);
@@ -415,7 +423,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   int64_t prof_from = !a->profile ? -1 : a->steps > (int64_t)first ? (int64_t)first + 1 : (int64_t)first;
   double prof_s = 0;
   if (a->profile && !xf_profile_start(rt, err, sizeof err)) return die("--profile: %s", err);
-  FILE *lf = open_log(a, &status);
+  FILE *lf = open_log(a, rt, &status);
   if (status) return status;
   if (root) train_banner(a, rt, first);
   // model FLOP/s: the training operations per token of xfc --stats times
@@ -467,6 +475,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
       if (!isnan(ev)) fprintf(lf, "%.9g", ev);
       fprintf(lf, ",%.4g,", gflops);
       if (!isnan(mfu)) fprintf(lf, "%.4g", mfu);
+      for (int i = 0; i < xf_scalar_outputs(rt); i++) fprintf(lf, ",%.9g", xf_scalar_output(rt, i));
       fputc('\n', lf);
       fflush(lf);  // a row per finished step, whatever ends the process later
     }

@@ -61,7 +61,9 @@ static const OptHelp opt_help[A_COUNT] = {
                "CSV of step, loss, tokens/s, elapsed seconds, lr, gradient norm,\n"
                "held-out loss (on --eval-every steps, else empty), model GFLOP/s (training\n"
                "ops per token of xfc --stats x tokens/s) and its fraction of the GEMM rate\n"
-               "measured at start (mfu; empty on a CUDA device); appended to on --resume"},
+               "measured at start (mfu; empty on a CUDA device), then each other scalar\n"
+               "output of the model by name (a side output such as a load-balancing loss);\n"
+               "appended to on --resume"},
     [A_EVAL_EVERY] = {"eval-every", "N", C_TRAIN, G_TRAINING,
                       "also the held-out loss every N steps, into the log (default 0: at the end)"},
     [A_SAVE] = {"save", "FILE", C_TRAIN, G_TRAINING,

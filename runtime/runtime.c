@@ -822,6 +822,37 @@ float xf_train_step(XfRuntime *rt) {
   return loss[0];
 }
 
+// ---- scalar outputs ------------------------------------------------------------------
+
+// Buffer of the i-th output of one element that is not the loss, or -1.
+static int scalar_output(const XfRuntime *rt, int i) {
+  const XfModel *m = rt->m;
+  for (int b = 0; b < m->nbuffers; b++) {
+    const XfBuffer *x = &m->buffers[b];
+    if (x->role == XF_BUF_OUTPUT && b != rt->loss && x->coef == 1 && !x->pow_b && !x->pow_t && i-- == 0)
+      return b;
+  }
+  return -1;
+}
+
+int xf_scalar_outputs(const XfRuntime *rt) {
+  int n = 0;
+  while (scalar_output(rt, n) >= 0) n++;
+  return n;
+}
+
+const char *xf_scalar_output_name(const XfRuntime *rt, int i) {
+  int b = scalar_output(rt, i);
+  return b < 0 ? NULL : rt->m->buffers[b].name;
+}
+
+double xf_scalar_output(XfRuntime *rt, int i) {
+  int b = scalar_output(rt, i);
+  if (b < 0) return NAN;
+  if (rt->gpu) device_read(rt, b, 4);
+  return ((const float *)rt->bufs[b])[0];
+}
+
 // The GEMM rate (xf_gemm_rate): GR_N x GR_N x GR_N products, `reps` per
 // pool index, one index per thread; slot 0 holds A, B and C of each thread.
 enum { GR_N = 512 };

@@ -111,6 +111,12 @@ float xf_train_step(XfRuntime *rt);
 // GEMMs) for about 0.2 s; GFLOP/s over all threads. 0 on a CUDA device.
 // Model FLOP/s over it: xf_model(rt)->train_ops x tokens/s / 1e9 / rate.
 double xf_gemm_rate(XfRuntime *rt);
+// The model's scalar outputs besides the loss (`output aux = side("aux")`):
+// n of them; name and value of output i (0 <= i < n) after the last
+// training or evaluation step (on a CUDA device read from it), for the log.
+int xf_scalar_outputs(const XfRuntime *rt);
+const char *xf_scalar_output_name(const XfRuntime *rt, int i);
+double xf_scalar_output(XfRuntime *rt, int i);
 // The kernel profile (CPU): from xf_profile_start on, the wall time of each
 // kernel of the programs run (training, evaluation, the forward), from the
 // end of the kernel before it (the program's start for its first) to its

@@ -65,6 +65,17 @@ assert any("fused=weight_grad" in l for l in labels) and any("cross_entropy" in 
 shares = [float(r.group(1)) for r in rows if r.group(3)]
 assert shares == sorted(shares, reverse=True), "not largest first"
 PY
+# the model's other scalar outputs are logged by name after the fixed columns
+"$xfc" -o "$tmp/side.so" tests/runtime/side_output.xf || bad "compile side_output.xf"
+"$xfrun" train "$tmp/side.so" --data "$tmp/text.txt" --steps 5 --batch 4 --seq 32 --threads 2 --tokenizer bytes \
+  --eval-batches 1 --log "$tmp/side.csv" > /dev/null 2>&1 || bad "train side_output.so exits 0"
+python3 - "$tmp/side.csv" <<'PY' && ok "a side output is logged: $(sed -n 2p "$tmp/side.csv" | cut -d, -f10)" || bad "side output log: $(head -3 "$tmp/side.csv")"
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert list(rows[0].keys())[-1] == "penalty" and len(rows) == 5, rows[0].keys()
+v = [float(r["penalty"]) for r in rows]
+assert all(math.isfinite(x) and 0 < x < 2 for x in v) and len(set(v)) > 1, v
+PY
 grep -q "held-out loss" "$tmp/run1.out" && ok "train reports the held-out loss" || bad "no held-out loss: $(cat "$tmp/run1.out")"
 "$xfrun" eval "$tmp/me.so" --data "$tmp/text.txt" --tokenizer bytes --seq 32 > "$tmp/eval.out" 2>&1 &&
   grep -q "perplexity" "$tmp/eval.out" && ok "eval prints loss and perplexity" || bad "eval: $(cat "$tmp/eval.out")"
