@@ -117,50 +117,79 @@ static void dump_args(FILE *f, const Vec *args) {
     const Arg *a = args->items[i];
     fprintf(f, "%s%s", i ? " " : "", a->name);
     if (a->shape) fputc(':', f), dump_expr(f, a->shape);
+    if (a->dflt) fputc('=', f), dump_expr(f, a->dflt);
   }
   fputc(')', f);
 }
 
 static void dump_body(FILE *f, const Vec *body, int depth) {
-  static const char *kinds[] = {"assign", "return", "output"};
+  static const char *kinds[] = {[ST_ASSIGN] = "assign", [ST_RETURN] = "return", [ST_OUTPUT] = "output", [ST_ASSERT] = "assert"};
+  _Static_assert(sizeof kinds / sizeof *kinds == ST_ASSERT + 1, "a name for every statement kind");
   for (int i = 0; i < body->n; i++) {
     const Stmt *s = body->items[i];
     indent(f, depth);
     fprintf(f, "(%s", kinds[s->kind]);
-    if (s->name) fprintf(f, " %s", s->name);
+    if (s->name) fprintf(f, s->kind == ST_ASSERT ? " \"%s\"" : " %s", s->name);
     if (s->value) fputc(' ', f), dump_expr(f, s->value);
+    for (int k = 0; k < s->sides.n; k++) {  // return y, name: value
+      const Stmt *sd = s->sides.items[k];
+      fprintf(f, " (%s: ", sd->name);
+      dump_expr(f, sd->value);
+      fputc(')', f);
+    }
     fprintf(f, ")  ; %d:%d\n", s->loc.line, s->loc.col);
+  }
+}
+
+static void dump_members(FILE *f, const Vec *members, int depth) {
+  static const char *memkinds[] = {[MEM_CONFIG] = "config", [MEM_PARAM] = "param", [MEM_LET] = "let",
+                                   [MEM_FORWARD] = "forward", [MEM_ASSERT] = "assert", [MEM_IF] = "if"};
+  _Static_assert(sizeof memkinds / sizeof *memkinds == MEM_IF + 1, "a name for every member kind");
+  for (int j = 0; j < members->n; j++) {
+    const Member *mb = members->items[j];
+    indent(f, depth);
+    if (mb->kind == MEM_IF) fputs("(if", f);
+    else fprintf(f, mb->kind == MEM_ASSERT ? "(%s \"%s\"" : "(%s %s", memkinds[mb->kind], mb->name);
+    if (mb->shape) fputc(' ', f), dump_expr(f, mb->shape);
+    if (mb->value) fputc(' ', f), dump_expr(f, mb->value);
+    if (mb->kind == MEM_FORWARD) {
+      fputc(' ', f);
+      dump_args(f, &mb->args);
+      fprintf(f, "  ; %d:%d\n", mb->loc.line, mb->loc.col);
+      dump_body(f, &mb->body, depth + 1);
+      indent(f, depth);
+      fputs(")\n", f);
+    } else if (mb->kind == MEM_IF) {
+      fprintf(f, "  ; %d:%d\n", mb->loc.line, mb->loc.col);
+      dump_members(f, &mb->then, depth + 1);
+      if (mb->other.n) {
+        indent(f, depth);
+        fputs(" else\n", f);
+        dump_members(f, &mb->other, depth + 1);
+      }
+      indent(f, depth);
+      fputs(")\n", f);
+    } else {
+      fprintf(f, ")  ; %d:%d\n", mb->loc.line, mb->loc.col);
+    }
   }
 }
 
 void ast_dump(FILE *f, const Module *m) {
   static const char *defkinds[] = {"block", "fn", "model"};
-  static const char *memkinds[] = {"config", "param", "let", "forward"};
   fprintf(f, "(module %s\n", m->src->name);
   for (int i = 0; i < m->imports.n; i++) {
     const Import *im = m->imports.items[i];
-    fprintf(f, "  (import \"%s\")  ; %d:%d\n", im->path, im->loc.line, im->loc.col);
+    fprintf(f, "  (import \"%s\"", im->path);
+    if (im->alias) fprintf(f, " as %s", im->alias);
+    fprintf(f, ")  ; %d:%d\n", im->loc.line, im->loc.col);
   }
   for (int i = 0; i < m->defs.n; i++) {
     const Def *d = m->defs.items[i];
-    fprintf(f, "  (%s %s ", defkinds[d->kind], d->name);
+    fprintf(f, "  (%s%s %s ", d->noncausal ? "noncausal " : "", defkinds[d->kind], d->name);
     dump_args(f, &d->params);
     fprintf(f, "  ; %d:%d\n", d->loc.line, d->loc.col);
-    for (int j = 0; j < d->members.n; j++) {
-      const Member *mb = d->members.items[j];
-      fprintf(f, "    (%s %s", memkinds[mb->kind], mb->name);
-      if (mb->shape) fputc(' ', f), dump_expr(f, mb->shape);
-      if (mb->value) fputc(' ', f), dump_expr(f, mb->value);
-      if (mb->kind == MEM_FORWARD) {
-        fputc(' ', f);
-        dump_args(f, &mb->args);
-        fprintf(f, "  ; %d:%d\n", mb->loc.line, mb->loc.col);
-        dump_body(f, &mb->body, 3);
-        fputs("    )\n", f);
-      } else {
-        fprintf(f, ")  ; %d:%d\n", mb->loc.line, mb->loc.col);
-      }
-    }
+    dump_members(f, &d->members, 2);
     dump_body(f, &d->body, 2);
     fputs("  )\n", f);
   }
