@@ -425,6 +425,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
   if (a->profile && !xf_profile_start(rt, err, sizeof err)) return die("--profile: %s", err);
   FILE *lf = open_log(a, rt, &status);
   if (status) return status;
+  int nscalar = xf_scalar_outputs(rt);  // the log's columns after the fixed ones
   if (root) train_banner(a, rt, first);
   // model FLOP/s: the training operations per token of xfc --stats times
   // tokens/s, over the GEMM rate measured here (every process at once, as
@@ -475,7 +476,7 @@ static int train(const Args *a, XfRuntime *rt, const XfData *d, const Tok *t, ui
       if (!isnan(ev)) fprintf(lf, "%.9g", ev);
       fprintf(lf, ",%.4g,", gflops);
       if (!isnan(mfu)) fprintf(lf, "%.4g", mfu);
-      for (int i = 0; i < xf_scalar_outputs(rt); i++) fprintf(lf, ",%.9g", xf_scalar_output(rt, i));
+      for (int i = 0; i < nscalar; i++) fprintf(lf, ",%.9g", xf_scalar_output(rt, i));
       fputc('\n', lf);
       fflush(lf);  // a row per finished step, whatever ends the process later
     }

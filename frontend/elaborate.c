@@ -138,7 +138,6 @@ typedef struct {
 typedef struct {
   const char *name;
   int node;
-  Loc loc;
 } Side;
 
 // ---- errors ------------------------------------------------------------------
@@ -584,15 +583,20 @@ static void construct_list(Elab *E, Inst *in, const Def *def, const Vec *members
   }
 }
 
+// "a, b, c": the names of params, as much as fits in buf.
+static void param_names(const Vec *params, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < params->n && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", ((const Arg *)params->items[i])->name);
+}
+
 static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx, int nargs, Loc loc) {
   enter_def(E, def, loc);
   push_frame(E, loc, arena_printf(E->a, "in block '%s' instantiated here", def->name));
   if (nargs != def->params.n) {
-    char names[256] = "";
-    size_t k = 0;
-    for (int i = 0; i < def->params.n && k < sizeof names; i++)
-      k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "",
-                            ((Arg *)def->params.items[i])->name);
+    char names[256];
+    param_names(&def->params, names, sizeof names);
     E->nframes--;
     err(E, loc, "block '%s' takes %d argument%s (%s), got %d", def->name, def->params.n,
         def->params.n == 1 ? "" : "s", names, nargs);
@@ -960,10 +964,8 @@ static int order_args(Elab *E, const Vec *params, const Def *home, const char *w
     int k = 0;
     while (k < params->n && strcmp(((const Arg *)params->items[k])->name, kx->name)) k++;
     if (k == params->n) {
-      char names[256] = "";
-      size_t len = 0;
-      for (int j = 0; j < params->n && len < sizeof names; j++)
-        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "", ((const Arg *)params->items[j])->name);
+      char names[256];
+      param_names(params, names, sizeof names);
       err(E, kx->loc, "%s has no parameter '%s' (it has: %s)", who, kx->name, params->n ? names : "none");
     }
     if (outx[k] || k < npos) err(E, kx->loc, "argument '%s' of %s is given twice", kx->name, who);
@@ -1053,13 +1055,7 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   case EX_REPEAT:
     if (ctx == CTX_RUN) err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
     return repeat(E, env, e);
-  case EX_IF: {
-    Value c = eval(E, env, e->lhs, ctx);
-    if (!is_number(c))
-      err(E, e->lhs->loc, "the condition of if is decided at construction: it must be a number, not %s%s", kind_name(c.kind),
-          c.kind == V_TENSOR ? " (for tensors: where(c, a, b))" : "");
-    return eval(E, env, num(c) != 0 ? e->rhs : e->args.items[0], ctx);
-  }
+  case EX_IF: return eval(E, env, condition(E, env, e->lhs, "if", ctx) ? e->rhs : e->args.items[0], ctx);
   case EX_STRING: err(E, e->loc, "a string names a side output, only in side(\"%s\")", e->name);
   case EX_KEYWORD: err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
   }
@@ -1107,7 +1103,7 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
         const Stmt *sd = s->sides.items[k];
         if (ctx != CTX_RUN) err(E, sd->loc, "side outputs are tensors of a forward; %s runs at construction here", who);
         Side *o = arena_alloc(E->a, sizeof *o);
-        *o = (Side){sd->name, want_tensor_strict(E, eval(E, env, sd->value, ctx), sd->value->loc, "a side output"), sd->loc};
+        *o = (Side){sd->name, want_tensor_strict(E, eval(E, env, sd->value, ctx), sd->value->loc, "a side output")};
         vec_push(E->a, &E->sides, o);
       }
       return v;
