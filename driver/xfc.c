@@ -383,10 +383,10 @@ static bool st_causal(Pipeline *p) {
   }
   const Node *n = bad >= 0 ? &g->nodes[bad] : NULL;
   if (!g->noncausal) {  // a language model that reads later positions would train on the future
-    int64_t pos;
+    int64_t T, pos;
     double diff;
     char err[256];
-    int r = interp_causal_probe(p->g, "logits", &pos, &diff, err, sizeof err);
+    int r = interp_causal_probe(p->g, "logits", &T, &pos, &diff, err, sizeof err);
     if (r < 0) {
       fprintf(stderr, "xfc: error: the causality check of model '%s' could not run: %s\n", g->name, err);
       p->status = 1;
@@ -398,8 +398,7 @@ static bool st_causal(Pipeline *p) {
                  "model '%s' reads later positions (%s %s): its logits at position %lld change by %.3g when a token "
                  "follows (the interpreter at T = %lld and %lld), so training would see the future; mask the scores "
                  "with causal_mask, or declare `noncausal model %s` for an encoder",
-                 g->name, n ? ir_op_info[n->op].name : "", why, (long long)pos, diff, (long long)(g->t_max < 8 ? g->t_max : 8),
-                 (long long)(g->t_max < 8 ? g->t_max : 8) - 1, g->name);
+                 g->name, n ? ir_op_info[n->op].name : "", why, (long long)pos, diff, (long long)T, (long long)T - 1, g->name);
       p->status = 1;
       return false;
     }

@@ -43,9 +43,9 @@ static double *run(const Graph *g, int out, int64_t T, const int32_t *const *ids
   return v;
 }
 
-int interp_causal_probe(const Graph *g, const char *name, int64_t *pos, double *diff, char *err, size_t errlen) {
+int interp_causal_probe(const Graph *g, const char *name, int64_t *len, int64_t *pos, double *diff, char *err, size_t errlen) {
   int out = interp_output_node(g, name);
-  int64_t T = g->t_max < PROBE_T ? g->t_max : PROBE_T, da[IR_MAX_RANK], db[IR_MAX_RANK];
+  int64_t T = *len = g->t_max < PROBE_T ? g->t_max : PROBE_T, da[IR_MAX_RANK], db[IR_MAX_RANK];
   int tax;
   if (out < 0) return snprintf(err, errlen, "no output '%s'", name), -1;
   const Shape *s = &g->nodes[out].shape;

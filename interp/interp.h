@@ -54,11 +54,11 @@ double interp_output_scalar(const Interp *in, const char *name);
 int interp_output_node(const Graph *g, const char *name);
 
 // causal_probe.c: whether output `name`'s rows at positions t < T - 1 are
-// the same when the tokens run at length T = min(t_max, 8) and at T - 1
-// (random ids, the same parameters, in double): 1 yes (or nothing to
+// the same when the tokens run at length T = min(t_max, 8) (into *T) and at
+// T - 1 (random ids, the same parameters, in double): 1 yes (or nothing to
 // compare), 0 no (*pos the first position that changed, *diff the largest
 // change), -1 an error in err.
-int interp_causal_probe(const Graph *g, const char *name, int64_t *pos, double *diff, char *err, size_t errlen);
+int interp_causal_probe(const Graph *g, const char *name, int64_t *T, int64_t *pos, double *diff, char *err, size_t errlen);
 
 void interp_set_step(Interp *in, uint32_t step);
 void interp_set_training(Interp *in, bool training);
