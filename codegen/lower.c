@@ -793,6 +793,8 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_EMBED: lower_embed(&L, n); break;
   case OP_ATTENTION: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
+  case OP_ROUTED_MATMUL: case OP_ROUTED_MATMUL_DW: lower_routed(&L, n); break;
+  case OP_TOPK: lower_topk(&L, n); break;
   case OP_SCAN: case OP_SCAN_REV: lower_scan(&L, n); break;
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: lower_scan_read(&L, n); break;
   case OP_CAUSAL_CONV: case OP_CONV_DX: lower_conv_gpu(&L, n); break;
@@ -962,7 +964,8 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (lower_att_gpu_form(g, n, tgt) || (n->op == OP_ATTENTION && lower_att_block(g, n, k, tgt) > 0)) return w.kind = LW_BODY, w;
-  if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
+  if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;
+  if (n->op == OP_ROUTED_MATMUL) return w.kind = LW_BODY, w;  // the rows at positions [w0, w1) (lower_route.c)  // positions [w0, w1) from h_{w0-1}
   if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all
   if (reduce_rows_gpu_form(g, n, tgt)) return w;  // column tiles: all of it
   if (lower_steps_form(s, k, tgt)) return w;  // the chunked convolution: every position
@@ -973,7 +976,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   else if (n->op == OP_SCAN || n->op == OP_SCAN_REV) nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) sh = xs, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_CROSS_ENTROPY || n->op == OP_SCATTER_ADD || n->op == OP_ATTENTION_GRAD || n->op == OP_CONV_DW ||
-           n->op == OP_ATTENTION_DBIAS ||
+           n->op == OP_ATTENTION_DBIAS || n->op == OP_ROUTED_MATMUL_DW ||
            n->op == OP_SCAN_READ_GRAD ||
            n->op == OP_CONV_DX)
     return w;

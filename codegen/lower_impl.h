@@ -230,6 +230,9 @@ void lower_scan_read(Lo *L, const Node *n);
 // Whether kernel k is computed in steps on tgt (lower_steps.c).
 bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 
+// ROUTED_MATMUL(_DW) and TOPK (lower_route.c).
+void lower_routed(Lo *L, const Node *n);
+void lower_topk(Lo *L, const Node *n);
 // The window bound LX_WIN of a loop (lower_attention.c).
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.

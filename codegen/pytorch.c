@@ -337,6 +337,8 @@ static void expr(Py *p, Buf *b, const Node *n) {
   case OP_CAUSAL_CONV: put(b, "_causal_conv("), X(0), put(b, ", "), X(1), put(b, ")"); break;
   case OP_DROPOUT: put(b, "F.dropout("), X(0), put(b, ", %s, self.training)", fv); break;
   case OP_SCAN: put(b, "_scan("), X(0), put(b, ", "), X(1), put(b, ", %d)", n->axis); break;
+  case OP_ROUTED_MATMUL: put(b, "_routed_matmul("), X(0), put(b, ", "), X(1), put(b, ", "), X(2), put(b, ")"); break;
+  case OP_TOPK: put(b, "torch.topk("), X(0), put(b, ", %lld, dim=-1).indices.to(", (long long)n->len.n), X(0), put(b, ".dtype)"); break;
   case OP_CROSS_ENTROPY: {
     const Shape *ls = &g->nodes[n->in[0]].shape;
     put(b, "F.cross_entropy("), X(0), put(b, ".reshape(-1, "), dim(p, b, ls->d[ls->rank - 1]);
@@ -639,6 +641,17 @@ static const char prelude[] =
     "        h = bt if h is None else a.select(axis, t) * h + bt\n"
     "        hs.append(h)\n"
     "    return torch.stack(hs, axis)\n"
+    "\n"
+    "\n"
+    "def _routed_matmul(x, w, ids):\n"
+    "    \"\"\"Row r of x [..., d] times w[e] [d, f], e = ids_r truncated; 0 where e is not in\n"
+    "    [0, E): each expert one product over only its rows.\"\"\"\n"
+    "    y = x.new_zeros(x.shape[:-1] + (w.shape[-1],))\n"
+    "    for e in range(w.shape[0]):\n"
+    "        rows = (ids >= e) & (ids < e + 1)\n"
+    "        if bool(rows.any()):\n"
+    "            y[rows] = x[rows] @ w[e]\n"
+    "    return y\n"
     "\n"
     "\n"
     "def load_xf(model, path):\n"

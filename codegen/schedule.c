@@ -69,6 +69,8 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: return read_sequences(g, n);  // one sequence (p, m) each
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                       // serial
+  case OP_ROUTED_MATMUL: return symsize_of(g->nodes[n->in[1]].shape.d[0]);  // one expert each (its GEMM)
+  case OP_ROUTED_MATMUL_DW: return symsize_of(n->len);
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return symsize_prod(x, 0, x->rank - 2);
@@ -630,6 +632,12 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       int64_t d = xs->d[xs->rank - 1].n;
       SymSize lead = symsize_prod(xs, 0, xs->rank - 2), per = {n->conv == CONV_SCALAR ? d / ct : d, 0, 0};
       k->scratch = add_scratch(s, i, symsize_mul(lead, symsize_mul(per, symsize_of(n->shape.d[0]))));
+    }
+    if (n->op == OP_ROUTED_MATMUL || n->op == OP_ROUTED_MATMUL_DW) {  // expert e's rows, gathered: [R, d] | [R, f]
+      const Shape *xs = &g->nodes[n->in[0]].shape, *ys = &g->nodes[n->in[1]].shape;
+      SymSize rows = symsize_prod(xs, 0, xs->rank - 1);
+      int64_t w = xs->d[xs->rank - 1].n + ys->d[ys->rank - 1].n;
+      k->scratch = add_scratch(s, i, symsize_mul(rows, (SymSize){w, 0, 0}));
     }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));

@@ -240,6 +240,8 @@ typedef enum {
   BI_SCAN,
   BI_SHIFT,
   BI_EMBED,
+  BI_ROUTED,  // routed_matmul(x, w, ids): row r of x times w[ids_r]
+  BI_TOPK,    // topk(x, k): the indices of the k largest along the last axis
   BI_DROPOUT,
   BI_TRANSPOSE,
   BI_RESHAPE,
@@ -286,6 +288,8 @@ static const Builtin builtins[] = {
     {"scan", BI_SCAN, OP_SCAN, 3, "scan(decay, x, axis)"},
     {"shift", BI_SHIFT, OP_SHIFT, 3, "shift(x, axis, steps)"},
     {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
+    {"routed_matmul", BI_ROUTED, OP_ROUTED_MATMUL, 3, "routed_matmul(x, weights, ids)"},
+    {"topk", BI_TOPK, OP_TOPK, 2, "topk(x, k)"},
     {"dropout", BI_DROPOUT, OP_DROPOUT, 2, "dropout(x, p)"},
     {"transpose", BI_TRANSPOSE, OP_TRANSPOSE, 3, "transpose(x, axis1, axis2)"},
     {"reshape", BI_RESHAPE, OP_RESHAPE, 2, "reshape(x, [sizes])"},
@@ -847,6 +851,17 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
   case BI_CROSS_ENTROPY:
     nd.nin = 2;
     for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "the argument");
+    break;
+  case BI_ROUTED:
+    nd.nin = 3;
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the rows");
+    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the weights");
+    nd.in[2] = want_tensor_strict(E, a[2], ax[2]->loc, "the ids");
+    break;
+  case BI_TOPK:
+    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    nd.len = want_size(E, a[1], ax[1]->loc, "k");
+    if (nd.len.kind != DIM_CONST) err(E, ax[1]->loc, "topk needs a fixed k");
     break;
   case BI_SCAN:  // h_t = a_t o h_{t-1} + b_t along axis; a broadcasts to b's shape
     nd.nin = 2;

@@ -395,6 +395,50 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     }
     return true;
   }
+  case OP_ROUTED_MATMUL:
+  case OP_ROUTED_MATMUL_DW: {
+    // row r with expert e = trunc(ids_r) in [0, E): out_r = x_r w[e] (0 for
+    // any other id); DW: out[e] = sum over the rows with expert e of x_r^T dy_r
+    const double *ids = in->val[n->in[2]];
+    int64_t d = xd[xs->rank - 1], f = yd[ys->rank - 1], R = in->numel[n->in[2]];
+    int64_t E = n->op == OP_ROUTED_MATMUL ? yd[0] : n->len.n;
+    memset(out, 0, sizeof(double) * (size_t)N);
+    for (int64_t i = 0; i < R; i++) {
+      if (!(ids[i] >= 0 && ids[i] < (double)E)) continue;
+      int64_t e = (int64_t)ids[i];
+      const double *xr = x + i * d;
+      if (n->op == OP_ROUTED_MATMUL) {
+        const double *w = y + e * d * f;
+        for (int64_t c = 0; c < d; c++)
+          for (int64_t j = 0; j < f; j++) out[i * f + j] += xr[c] * w[c * f + j];
+      } else {
+        const double *dy = y + i * f;
+        for (int64_t c = 0; c < d; c++)
+          for (int64_t j = 0; j < f; j++) out[(e * d + c) * f + j] += xr[c] * dy[j];
+      }
+    }
+    return true;
+  }
+  case OP_TOPK: {
+    // output j of a row: the largest x_i after (v_{j-1}, i_{j-1}) in the order
+    // (value descending, index ascending); a row of fewer than k non-NaN
+    // values ends in index +inf (as the kernels: a maximum over nothing)
+    int64_t nx = xd[xs->rank - 1], k = n->len.n, rows = N / k;
+    for (int64_t o = 0; o < rows; o++) {
+      const double *row = x + o * nx;
+      double pv = INFINITY, pi = -1;
+      for (int64_t j = 0; j < k; j++) {
+        double m = -INFINITY, best = -INFINITY;
+        for (int64_t i = 0; i < nx; i++)
+          if (row[i] < pv || (row[i] == pv && (double)i > pi)) m = row[i] > m ? row[i] : m;
+        for (int64_t i = 0; i < nx; i++)
+          if ((row[i] < pv || (row[i] == pv && (double)i > pi)) && row[i] == m) best = -(double)i > best ? -(double)i : best;
+        out[o * k + j] = -best;
+        pv = m, pi = -best;
+      }
+    }
+    return true;
+  }
   case OP_ATTENTION:
   case OP_ATTENTION_GRAD:
   case OP_ATTENTION_DBIAS: {

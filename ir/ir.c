@@ -531,6 +531,43 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
         if (!want_f32(g, n, i, err, errlen)) return false;
       return true;
     }
+    case OP_ROUTED_MATMUL:
+    case OP_ROUTED_MATMUL_DW: {  // x [.., d]; w [E, d, f] or dy [.., f]; ids [..]: x's leading axes
+      const Shape *is = &g->nodes[n->in[2]].shape;
+      bool fwd = n->op == OP_ROUTED_MATMUL;
+      bool ok = x->rank >= 1 && is->rank == x->rank - 1 && x->d[x->rank - 1].kind == DIM_CONST &&
+                y->d[y->rank - 1].kind == DIM_CONST;
+      for (int i = 0; ok && i < is->rank; i++) ok = dim_eq(x->d[i], is->d[i]);
+      if (ok && fwd) ok = y->rank == 3 && y->d[0].kind == DIM_CONST && dim_eq(y->d[1], x->d[x->rank - 1]);
+      if (ok && !fwd) {
+        ok = y->rank == x->rank && n->len.kind == DIM_CONST && n->len.n >= 1;
+        for (int i = 0; ok && i < is->rank; i++) ok = dim_eq(x->d[i], y->d[i]);
+      }
+      char si[128];
+      shape_fmt(si, sizeof si, is);
+      if (!ok)
+        return fail(err, errlen, fwd ? "routed_matmul needs x [..., d], weights [E, d, f] of fixed sizes and ids [...], got %s, %s and %s"
+                                     : "routed_matmul_dw needs x [..., d], dy [..., f] and ids [...], got %s, %s and %s",
+                    sx, sy, si);
+      if (fwd) {
+        *out = *x;
+        out->d[x->rank - 1] = y->d[2];
+      } else {
+        out->rank = 3;
+        out->d[0] = n->len, out->d[1] = x->d[x->rank - 1], out->d[2] = y->d[y->rank - 1];
+      }
+      for (int i = 0; i < 3; i++)
+        if (!want_f32(g, n, i, err, errlen)) return false;
+      return true;
+    }
+    case OP_TOPK:
+      if (x->rank < 1 || x->d[x->rank - 1].kind != DIM_CONST || n->len.kind != DIM_CONST || n->len.n < 1 ||
+          n->len.n > x->d[x->rank - 1].n)
+        return fail(err, errlen, "topk needs x [..., n] with a fixed n and 1 <= k <= n, got %s and k = %lld", sx,
+                    (long long)n->len.n);
+      *out = *x;
+      out->d[x->rank - 1] = n->len;
+      return want_f32(g, n, 0, err, errlen);
     case OP_CAUSAL_MASK:
       if (x->rank < 2 || !dim_eq(x->d[x->rank - 1], x->d[x->rank - 2]) ||
           x->d[x->rank - 1].kind == DIM_B)

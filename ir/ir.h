@@ -208,7 +208,18 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   /* q, k, v, dy[, b] -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                          \
   X(ATTENTION_GRAD, "attention_grad", 5, OPC_NN, 0, IR_P_OPT_LAST, OWN)                          \
   /* q, k, v, dy, b -> db: ATTENTION's score-bias gradient, b's shape */                         \
-  X(ATTENTION_DBIAS, "attention_dbias", 5, OPC_NN, 0, 0, OWN)
+  X(ATTENTION_DBIAS, "attention_dbias", 5, OPC_NN, 0, 0, OWN)                                    \
+  /* x [.., d], w [E, d, f], ids [..] (x's leading axes, f32): row r of x */                     \
+  /* times w[ids_r] -> [.., f]; a row whose id is not in [0, E) is 0 (the */                    \
+  /* expert of a row: the id truncated; each expert one GEMM over its rows) */                   \
+  X(ROUTED_MATMUL, "routed_matmul", 3, OPC_NN, 1, 0, OWN)                                        \
+  /* x [.., d], dy [.., f], ids [..] -> [E, d, f], E = len: sum over the */                      \
+  /* rows r with expert e of x_r^T dy_r (ROUTED_MATMUL's weight gradient) */                     \
+  X(ROUTED_MATMUL_DW, "routed_matmul_dw", 3, OPC_NN, 0, 0, OWN)                                  \
+  /* x [.., n] -> [.., k], k = len: the indices (f32) of the k largest */                        \
+  /* along the last axis, largest first, ties to the lower index; NaNs never */                  \
+  /* chosen; no gradient (ir_grad_zero) */                                                       \
+  X(TOPK, "topk", 1, OPC_NN, 0, 0, OWN)
 
 typedef enum {
 #define X(name, text, nin, cat, diff, props, cost) OP_##name,
@@ -431,11 +442,11 @@ double ir_eval_binary(OpKind op, double x, double y);
 // (the others in order); then map[a] is the axis of `to` holding axis a of
 // `from`, -1 for an axis of size 1.
 bool ir_reshape_unit_map(const Shape *from, const Shape *to, int *map);
-// Whether op's gradient is 0 almost everywhere (the comparisons, floor) or
+// Whether op's gradient is 0 almost everywhere (the comparisons, floor, topk) or
 // cut on purpose (stop_gradient): nothing
 // below it takes a gradient through it (autodiff's needs).
 static inline bool ir_grad_zero(OpKind op) {
-  return op == OP_EQ || op == OP_LT || op == OP_LE || op == OP_FLOOR || op == OP_STOP_GRADIENT;
+  return op == OP_EQ || op == OP_LT || op == OP_LE || op == OP_FLOOR || op == OP_STOP_GRADIENT || op == OP_TOPK;
 }
 // ATTENTION and ATTENTION_GRAD (axis 0): the query sequences that share one
 // key and value sequence, G, when k and v are [..., 1, T, h] against q

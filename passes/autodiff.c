@@ -312,6 +312,18 @@ static void g_scan_read(AD *a, const Node *n, int dy) {
   int da = bin(a, OP_MUL, bin(a, OP_DIV, c, bin(a, OP_ADD, IN(3), zero)), keep);
   accumulate(a, IN(3), da);
 }
+// y_r = x_r w[e_r]: dx_r = dy_r w[e_r]^T (routed by the same ids through the
+// transposed weights), dw[e] = sum over e's rows of x_r^T dy_r; the ids take
+// none (piecewise constant)
+static void g_routed_matmul(AD *a, const Node *n, int dy) {
+  if (a->needs[IN(0)]) {
+    int wt = emit(a, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {IN(1)}, .axis = 1, .axis2 = 2});
+    accumulate(a, IN(0), emit(a, (Node){.op = OP_ROUTED_MATMUL, .nin = 3, .in = {dy, wt, IN(2)}}));
+  }
+  if (a->needs[IN(1)])
+    accumulate(a, IN(1), emit(a, (Node){.op = OP_ROUTED_MATMUL_DW, .nin = 3, .in = {IN(0), dy, IN(2)},
+                                         .len = shape(a, IN(1)).d[0]}));
+}
 static void g_param(AD *a, const Node *n, int dy) { (void)a, (void)n, (void)dy; }
 
 static const GradRule rules[OP_COUNT] = {
@@ -329,6 +341,7 @@ static const GradRule rules[OP_COUNT] = {
     [OP_CAUSAL_CONV] = g_causal_conv, [OP_DROPOUT] = g_dropout, [OP_CROSS_ENTROPY] = g_cross_entropy,
     [OP_ATTENTION] = g_attention,
     [OP_SCAN] = g_scan, [OP_SHIFT] = g_shift, [OP_SCAN_READ] = g_scan_read,
+    [OP_ROUTED_MATMUL] = g_routed_matmul,
 };
 
 bool autodiff_has_rule(OpKind op) { return op < OP_COUNT && rules[op] != NULL; }

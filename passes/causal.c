@@ -208,6 +208,19 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     ta[id] = xa >= 0 ? xa : ya;
     return true;
   }
+  case OP_TOPK:  // along the last axis, position-wise along every other
+    if (xa == xr - 1) return fail(c, id, "ranks values along the time axis");
+    if (xk >= 0) return fail(c, id, "ranks a score matrix");
+    ta[id] = xa;
+    return true;
+  case OP_ROUTED_MATMUL: {  // row r of x with ids_r: position-wise over the rows, the weights of no position
+    int ia = ta[n->in[2]], wa = ta[n->in[1]];
+    if (xk >= 0 || key[n->in[2]] >= 0 || key[n->in[1]] >= 0) return fail(c, id, "routes a score matrix");
+    if (xa == xr - 1 || wa >= 0) return fail(c, id, "contracts the time axis");
+    if (xa >= 0 && ia >= 0 && xa != ia) return fail(c, id, "combines values whose time axes differ");
+    ta[id] = xa >= 0 ? xa : ia;
+    return true;
+  }
   case OP_DROPOUT: case OP_EXPAND:
     ta[id] = align(xa, xr, r);
     if (xk >= 0) key[id] = align(xk, xr, r), ks[id] = ks[x->id];

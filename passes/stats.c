@@ -297,6 +297,23 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     c->div = sadd(c->div, smul(heads, dv));
     return;
   }
+  case OP_ROUTED_MATMUL: case OP_ROUTED_MATMUL_DW: {
+    // rows R of x [.., d] against f columns: the routed rows' products only,
+    // each row with one expert (a row outside [0, E) counted as routed): R d f
+    // products, R (d - 1) f sums (the weight gradient: R d f sums into E d f
+    // outputs, R d f - E d f)
+    const Shape *w = &g->nodes[n->in[1]].shape;  // w [E, d, f] or dy [.., f]
+    int64_t d = dimv(x->d[x->rank - 1], T), f = dimv(w->d[w->rank - 1], T), rows = numel(x, T) / d;
+    int64_t prod = smul3(rows, d, f);
+    c->mul = sadd(c->mul, prod);
+    c->add = sadd(c->add, n->op == OP_ROUTED_MATMUL ? smul3(rows, d - 1, f) : prod - numel(s, T));
+    return;
+  }
+  case OP_TOPK: {  // per output, a maximum over the row and the lowest index holding it: 2 n comparisons
+    int64_t nx = dimv(x->d[x->rank - 1], T);
+    c->other = sadd(c->other, smul3(numel(s, T), 2, nx));
+    return;
+  }
   case OP_COUNT: return;
   }
 }
