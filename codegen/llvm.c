@@ -550,10 +550,6 @@ static void emit_conv_dw(Emit *e, const LConv *cv) {
   loop_end(e, &lk);
 }
 
-// FG_WEIGHT_GRAD (kernel.h): dW [d, c] = x^T dy over all B*T rows, one GEMM
-// per block [lo, hi) of dW's columns.
-
-
 // ---- loop-level kernels (loops.h) ----------------------------------------------------
 // An LKernel printed as IR: the loop over the outer index (variable 0), its
 // statements as loop nests in the current function, its expressions as

@@ -887,11 +887,12 @@ LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];
   LGemm *gm = arena_alloc(a, sizeof *gm);
-  if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows; x [.., .., d], dy [.., .., c]
+  if (k->fusion == FG_WEIGHT_GRAD) {  // dW [d, c] = x^T dy over all rows; x [.., d], dy [.., c]
     const Shape *xs = &g->nodes[k->leaf[0]].shape, *ys = &g->nodes[k->leaf[1]].shape;
     gm->ta = true, gm->split_cols = true, gm->flat = true;
     gm->slot[LG_A] = KS_IN0, gm->slot[LG_B] = KS_IN1, gm->slot[LG_C] = KS_OUT;
-    gm->m = symsize_of(xs->d[2]), gm->n = symsize_of(ys->d[2]), gm->k = symsize_prod(xs, 0, 2);
+    int r = xs->rank;
+    gm->m = symsize_of(xs->d[r - 1]), gm->n = symsize_of(ys->d[r - 1]), gm->k = symsize_prod(xs, 0, r - 1);
     gm->ld[LG_A] = gm->m, gm->ld[LG_B] = gm->n, gm->ld[LG_C] = gm->n;
     gm->count = (SymSize){1, 0, 0};
     return gm;

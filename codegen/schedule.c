@@ -616,7 +616,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       k->nin = 2;
       k->in[0] = s->buf_of[x], k->in[1] = s->buf_of[dy];
       k->leaf[0] = x, k->leaf[1] = dy;
-      k->outer = symsize_of(g->nodes[dy].shape.d[2]);
+      k->outer = symsize_of(g->nodes[dy].shape.d[g->nodes[dy].shape.rank - 1]);
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     k->att_block = schedule_att_block(g, n);

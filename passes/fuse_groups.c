@@ -8,10 +8,11 @@
 // FG_MAP or FG_MATMUL_MAP group whose value the kernel also stores (read by
 // kernels after it), or -1; terms[r] and after[s], row terms (below), or
 // -1. Groups:
-//   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axis 0) with x [B, T, d] and
-//                   dy [B, T, c]: the gradient of an unbatched weight, one
-//                   GEMM [d, B*T] @ [B*T, c]; the transpose and the batched
-//                   product are inside it.
+//   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axes 0 .. r - 3) with x [.., P, d]
+//                   and dy [.., P, c] of rank r >= 3 (x [B, T, d]): the
+//                   gradient of an unbatched weight, one GEMM [d, R] @ [R, c]
+//                   over all R rows; the transpose and the batched product
+//                   are inside it.
 //   FG_MAP          a tree of elementwise ops evaluated per output element,
 //                   its intermediates not stored (but one, below). A node n
 //                   joins the group of its user u when: n is not an output
@@ -75,15 +76,18 @@ static bool joins(const Graph *g, const Node *n) {
 static void weight_grads(const Graph *g, const int *users, int *into, int *kind) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *s = &g->nodes[i];
-    if (s->op != OP_SUM || s->axis != 0 || ir_reduce_end(s) != 0) continue;
+    if (s->op != OP_SUM || s->axis != 0) continue;
     const Node *m = &g->nodes[s->in[0]];
-    if (m->op != OP_MATMUL || users[m->id] != 1 || m->shape.rank != 3) continue;
+    int r = m->shape.rank;
+    if (m->op != OP_MATMUL || users[m->id] != 1 || r < 3 || ir_reduce_end(s) != r - 3) continue;
     const Node *t = &g->nodes[m->in[0]], *dy = &g->nodes[m->in[1]];
-    if (t->op != OP_TRANSPOSE || users[t->id] != 1 || t->shape.rank != 3 || t->axis + t->axis2 != 3) continue;
-    const Node *x = &g->nodes[t->in[0]];
-    if (x->shape.rank != 3 || dy->shape.rank != 3 || !dim_eq(x->shape.d[0], dy->shape.d[0]) ||
-        !dim_eq(x->shape.d[1], dy->shape.d[1]))
+    if (t->op != OP_TRANSPOSE || users[t->id] != 1 || t->shape.rank != r || t->axis + t->axis2 != 2 * r - 3 ||
+        (t->axis != r - 1 && t->axis2 != r - 1))
       continue;
+    const Node *x = &g->nodes[t->in[0]];
+    bool rows = x->shape.rank == r && dy->shape.rank == r;
+    for (int a = 0; rows && a < r - 1; a++) rows = dim_eq(x->shape.d[a], dy->shape.d[a]);
+    if (!rows) continue;
     into[t->id] = into[m->id] = i;
     kind[i] = FG_WEIGHT_GRAD;
   }
