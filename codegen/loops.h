@@ -242,7 +242,7 @@ void lgemm_print(FILE *f, const LGemm *gm);
 //   CONV_DW      unfold U of x; S_D[b, i] = i + DC < T ? dy[b, i + DC] : 0;
 //                dW_D = U^T S_D, one strided-batched GEMM into dW (lags >= T: 0)
 // Every product counts C lags per output row, twice the causal ones on average.
-enum { LSTEPS_MAX = 4 };
+enum { LSTEPS_MAX = 5 };
 typedef struct {
   int n;
   LKernel *lk[LSTEPS_MAX];

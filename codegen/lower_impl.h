@@ -233,6 +233,10 @@ bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 // ROUTED_MATMUL(_DW) and TOPK (lower_route.c).
 void lower_routed(Lo *L, const Node *n);
 void lower_topk(Lo *L, const Node *n);
+// The GPU's steps of a ROUTED_MATMUL(_DW) kernel whose schedule gave it the
+// index region (Kernel.xscratch[0]), appended to st; with st NULL only
+// whether the kernel has that form.
+bool lower_routed_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st);
 // The window bound LX_WIN of a loop (lower_attention.c).
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.

@@ -131,3 +131,193 @@ void lower_topk(Lo *L, const Node *n) {
   LExpr *next[2] = {xvar(L, m), xvar(L, idx)};
   carry_end(L, cs, next);
 }
+
+// ---- the GPU's form, in steps (lower_steps) ------------------------------------------
+
+// ROUTED_MATMUL(_DW) on a GPU: the rows of expert e at rows off_e + rank of
+// A (and D) in the kernel's scratch, rank = the rows before it with expert e
+// (row order: the same placement, and the same sums, every run), through the
+// index region IX (KS_CONV_Y, R (E + 3) floats): pos [R] (a row's place, -1
+// unrouted), off [E], cnt [E], then per chunk of RT_CH rows the count of
+// each expert's rows in it [NCH, E]:
+//   route_offsets  a block per expert e: each chunk's rows of e (a thread
+//                  per chunk), off_e (the rows with a smaller expert), cnt_e
+//   route_place    a row per outer index: its rank = e's rows in the chunks
+//                  before its own and in its chunk before it; pos = off_e +
+//                  rank; A[pos] = x[r] (D[pos] = dy[r])
+//   route_gemm     a block per (expert, tile of RT_TM rows): C = A w[e]
+//                  (_DW: a block per (expert, column tile): dw[e] = A^T D)
+//   route_scatter  a row per outer index: y[r] = C[pos] (0 unrouted)
+// Each step reads and writes rows at positions [w0, w1) only (LX_WIN).
+enum { RT_CH = 64, RT_TM = 64, RT_TN = 64 };
+
+typedef struct {
+  const Node *n;
+  const Shape *xs, *is;
+  bool fwd;
+  int64_t d, f, E, last;  // last: the size of the ids' last axis (0: not a constant)
+  int tax;                // the ids' time axis, or -1
+} Route;
+
+static LKernel *route_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, const char *name) {
+  *L = (Lo){.a = a, .s = s, .g = s->g, .k = k, .tgt = LTARGET_GPU, .train = true, .own_outer = true};
+  L->lk = arena_alloc(a, sizeof *L->lk);
+  L->tail[0] = &L->lk->body;
+  L->lk->name = name;
+  L->lk->shape = LK_ROWS;
+  L->lk->ninner = (SymSize){1, 0, 0};
+  new_var(L, LT_I64, "o");
+  return L->lk;
+}
+static LExpr *rt_rows(Lo *L, const Route *r) { return dprod(L, r->is, 0, r->is->rank); }
+// Whether row j is routed (an id in [0, E)) and in the window.
+static LExpr *rt_valid(Lo *L, const Route *r, LExpr *j) {
+  LExpr *id = load(L, KS_IN2, j);
+  LExpr *v = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)r->E)));
+  if (r->tax < 0) return v;
+  return x2(L, LX_AND, v, inwin(L, j, dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax])));
+}
+// Whether row j has expert e (LT_I64) and is in the window.
+static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
+  LExpr *id = load(L, KS_IN2, j), *ef = x1(L, LX_TOF, e);
+  LExpr *v = x2(L, LX_AND, x2(L, LX_GE, id, ef), x2(L, LX_LT, id, x2(L, LX_ADD, ef, xf(L, 1))));
+  if (r->tax < 0) return v;
+  return x2(L, LX_AND, v, inwin(L, j, dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax])));
+}
+// IX offsets: off_e at R + e, cnt_e at R + E + e, chunk c's entry for e at R + 2E + c E + e.
+static LExpr *ix_off(Lo *L, const Route *r, LExpr *e) { return iadd(L, rt_rows(L, r), e); }
+static LExpr *ix_cnt(Lo *L, const Route *r, LExpr *e) { return iadd(L, iadd(L, rt_rows(L, r), xi(L, r->E)), e); }
+static LExpr *ix_chunk(Lo *L, const Route *r, LExpr *c, LExpr *e) {
+  return iadd(L, iadd(L, rt_rows(L, r), xi(L, 2 * r->E)), iadd(L, imul(L, c, xi(L, r->E)), e));
+}
+
+static LKernel *route_offsets(Arena *a, const Schedule *s, const Kernel *k, const Route *r) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = route_begin(L, a, s, k, "route_offsets");
+  LExpr *R = rt_rows(L, r);
+  lk->outer = xi(L, r->E), lk->nouter = (SymSize){r->E, 0, 0};
+  lk->team = 256;
+  LExpr *nch = x2(L, LX_DIV, iadd(L, R, xi(L, RT_CH - 1)), xi(L, RT_CH));
+  int j, c = for_begin(L, xi(L, 0), nch, true, "c");  // each chunk's rows of expert o
+  LExpr *c0 = imul(L, xvar(L, c), xi(L, RT_CH));
+  LStmt *red = reduce_begin(L, LX_ADD, c0, imin(L, iadd(L, c0, xi(L, RT_CH)), R), &j);
+  int cc = reduce_end(L, red, xsel(L, rt_mine(L, r, xvar(L, j), xvar(L, 0)), xf(L, 1), xf(L, 0)), "cc");
+  store(L, KS_CONV_Y, ix_chunk(L, r, xvar(L, c), xvar(L, 0)), xvar(L, cc));
+  for_end(L);
+  red = reduce_begin(L, LX_ADD, xi(L, 0), R, &j);
+  LExpr *id = load(L, KS_IN2, xvar(L, j));
+  LExpr *below = x2(L, LX_AND, rt_valid(L, r, xvar(L, j)), x2(L, LX_LT, id, x1(L, LX_TOF, xvar(L, 0))));
+  int off = reduce_end(L, red, xsel(L, below, xf(L, 1), xf(L, 0)), "off");
+  store(L, KS_CONV_Y, ix_off(L, r, xvar(L, 0)), xvar(L, off));
+  red = reduce_begin(L, LX_ADD, xi(L, 0), nch, &j);
+  int cnt = reduce_end(L, red, load(L, KS_CONV_Y, ix_chunk(L, r, xvar(L, j), xvar(L, 0))), "cnt");
+  store(L, KS_CONV_Y, ix_cnt(L, r, xvar(L, 0)), xvar(L, cnt));
+  return lk;
+}
+
+static LKernel *route_place(Arena *a, const Schedule *s, const Kernel *k, const Route *r) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = route_begin(L, a, s, k, "route_place");
+  LExpr *R = rt_rows(L, r);
+  lk->outer = R, lk->nouter = symsize_prod(r->is, 0, r->is->rank);
+  int ok = let(L, rt_valid(L, r, xvar(L, 0)), "ok");
+  int e = let(L, xsel(L, xvar(L, ok), x1(L, LX_TOI, load(L, KS_IN2, xvar(L, 0))), xi(L, 0)), "e");
+  int c = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, RT_CH)), "c"), j;
+  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, c), &j);  // the rows of e in the chunks before
+  int before = reduce_end(L, red, load(L, KS_CONV_Y, ix_chunk(L, r, xvar(L, j), xvar(L, e))), "before");
+  red = reduce_begin(L, LX_ADD, imul(L, xvar(L, c), xi(L, RT_CH)), xvar(L, 0), &j);  // and in its chunk before it
+  int rank = reduce_end(L, red, xsel(L, rt_mine(L, r, xvar(L, j), xvar(L, e)), xf(L, 1), xf(L, 0)), "rank");
+  LExpr *p = x2(L, LX_ADD, x2(L, LX_ADD, load(L, KS_CONV_Y, ix_off(L, r, xvar(L, e))), xvar(L, before)), xvar(L, rank));
+  int pos = let(L, x1(L, LX_TOI, p), "pos");
+  store(L, KS_CONV_Y, xvar(L, 0), xsel(L, xvar(L, ok), x1(L, LX_TOF, xvar(L, pos)), xf(L, -1)));
+  int q = for_begin(L, xi(L, 0), xsel(L, xvar(L, ok), xi(L, r->d), xi(L, 0)), true, "q");
+  store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, pos), xi(L, r->d)), xvar(L, q)),
+        load(L, KS_IN0, iadd(L, imul(L, xvar(L, 0), xi(L, r->d)), xvar(L, q))));
+  for_end(L);
+  if (!r->fwd) {
+    q = for_begin(L, xi(L, 0), xsel(L, xvar(L, ok), xi(L, r->f), xi(L, 0)), true, "q");
+    store(L, KS_SCRATCH, iadd(L, imul(L, R, xi(L, r->d)), iadd(L, imul(L, xvar(L, pos), xi(L, r->f)), xvar(L, q))),
+          load(L, KS_IN1, iadd(L, imul(L, xvar(L, 0), xi(L, r->f)), xvar(L, q))));
+    for_end(L);
+  }
+  return lk;
+}
+
+// The rows of a tile: a multiple of the ids' last axis, so that the tiles of
+// every expert number at most the rows of the other axes (the launch's
+// extent; with a last axis of B or T, RT_TM rows and an extent of every row).
+static int64_t rt_tile(const Route *r) { return r->last * ((RT_TM + r->last - 1) / r->last); }
+// The column tile of the weight gradient: the largest divisor of f up to RT_TN.
+static int64_t rt_cols(const Route *r) {
+  int64_t tn = r->f < RT_TN ? r->f : RT_TN;
+  while (r->f % tn) tn--;
+  return tn;
+}
+
+static LKernel *route_gemm(Arena *a, const Schedule *s, const Kernel *k, const Route *r) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = route_begin(L, a, s, k, r->fwd ? "route_gemm" : "route_gemm_dw");
+  lk->team = 256;
+  LExpr *R = rt_rows(L, r), *d = xi(L, r->d), *f = xi(L, r->f);
+  LExpr *cbase = imul(L, R, d);
+  if (r->fwd) {  // (e, t): rows [t TM, t TM + m) of expert e's, m = min(TM, cnt_e - t TM) (none: m 0)
+    int lr = r->last ? r->is->rank - 1 : r->is->rank;  // the tiles of an expert: at most the rows over the last axis
+    LExpr *lead = dprod(L, r->is, 0, lr);
+    lk->outer = imul(L, xi(L, r->E), lead), lk->nouter = symsize_mul((SymSize){r->E, 0, 0}, symsize_prod(r->is, 0, lr));
+    int64_t tm = r->last ? rt_tile(r) : RT_TM;
+    int e = let(L, x2(L, LX_DIV, xvar(L, 0), lead), "e");
+    int lo = let(L, imul(L, x2(L, LX_REM, xvar(L, 0), lead), xi(L, tm)), "lo");
+    int cnt = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, ix_cnt(L, r, xvar(L, e)))), "cnt");
+    int row = let(L, iadd(L, x1(L, LX_TOI, load(L, KS_CONV_Y, ix_off(L, r, xvar(L, e)))), xvar(L, lo)), "row");
+    LExpr *m = imax(L, imin(L, xi(L, tm), x2(L, LX_SUB, xvar(L, cnt), xvar(L, lo))), xi(L, 0));
+    gemm_call(L, (LCall){.slot = {KS_SCRATCH, KS_IN1, KS_SCRATCH},
+                         .at = {imul(L, xvar(L, row), d), imul(L, xvar(L, e), xi(L, r->d * r->f)), iadd(L, cbase, imul(L, xvar(L, row), f))},
+                         .ld = {d, f, f}, .m = m, .n = f, .k = d, .alpha = 1, .beta = 0});
+    return lk;
+  }
+  int64_t tn = rt_cols(r), nt = r->f / tn;  // (e, j): columns [j TN, (j + 1) TN) of dw[e] = A_e^T D_e
+  lk->outer = xi(L, r->E * nt), lk->nouter = (SymSize){r->E * nt, 0, 0};
+  int e = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nt)), "e");
+  int j = let(L, imul(L, x2(L, LX_REM, xvar(L, 0), xi(L, nt)), xi(L, tn)), "j");
+  int cnt = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, ix_cnt(L, r, xvar(L, e)))), "cnt");
+  int off = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, ix_off(L, r, xvar(L, e)))), "off");
+  gemm_call(L, (LCall){.ta = true, .slot = {KS_SCRATCH, KS_SCRATCH, KS_OUT},
+                       .at = {imul(L, xvar(L, off), d), iadd(L, cbase, iadd(L, imul(L, xvar(L, off), f), xvar(L, j))),
+                              iadd(L, imul(L, xvar(L, e), xi(L, r->d * r->f)), xvar(L, j))},
+                       .ld = {d, f, f}, .m = d, .n = xi(L, tn), .k = xvar(L, cnt), .alpha = 1, .beta = 0});
+  return lk;
+}
+
+static LKernel *route_scatter(Arena *a, const Schedule *s, const Kernel *k, const Route *r) {
+  Lo Lw, *L = &Lw;
+  LKernel *lk = route_begin(L, a, s, k, "route_scatter");
+  LExpr *R = rt_rows(L, r), *f = xi(L, r->f);
+  lk->outer = R, lk->nouter = symsize_prod(r->is, 0, r->is->rank);
+  int pos = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, xvar(L, 0))), "pos");
+  LExpr *write = r->tax < 0 ? x2(L, LX_GE, xi(L, 0), xi(L, 0))
+                            : inwin(L, xvar(L, 0), dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax]));
+  int q = for_begin(L, xi(L, 0), xsel(L, write, f, xi(L, 0)), true, "q");
+  LExpr *src = iadd(L, imul(L, R, xi(L, r->d)), iadd(L, imul(L, imax(L, xvar(L, pos), xi(L, 0)), f), xvar(L, q)));
+  store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), f), xvar(L, q)),
+        xsel(L, x2(L, LX_GE, xvar(L, pos), xi(L, 0)), load(L, KS_SCRATCH, src), xf(L, 0)));
+  for_end(L);
+  return lk;
+}
+
+bool lower_routed_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st) {
+  const Graph *g = s->g;
+  const Node *n = &g->nodes[k->node];
+  if ((n->op != OP_ROUTED_MATMUL && n->op != OP_ROUTED_MATMUL_DW) || k->xscratch[0] < 0) return false;
+  if (!st) return true;
+  Route r = {.n = n, .xs = &g->nodes[n->in[0]].shape, .is = &g->nodes[n->in[2]].shape, .fwd = n->op == OP_ROUTED_MATMUL};
+  const Shape *ys = &g->nodes[n->in[1]].shape;
+  r.d = r.xs->d[r.xs->rank - 1].n, r.f = ys->d[ys->rank - 1].n, r.E = r.fwd ? ys->d[0].n : n->len.n;
+  r.tax = -1, r.last = !r.is->rank ? 1 : r.is->d[r.is->rank - 1].kind == DIM_CONST ? r.is->d[r.is->rank - 1].n : 0;
+  for (int i = 0; i < r.is->rank; i++)
+    if (r.is->d[i].kind == DIM_T) r.tax = i;
+  st->lk[st->n++] = route_offsets(a, s, k, &r);
+  st->lk[st->n++] = route_place(a, s, k, &r);
+  st->lk[st->n++] = route_gemm(a, s, k, &r);
+  if (r.fwd) st->lk[st->n++] = route_scatter(a, s, k, &r);
+  return true;
+}

@@ -619,7 +619,7 @@ int main(int argc, char **argv) {
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
                                  "tests/fusion/attn_fixed_v.xf", "tests/fusion/attn_variants.xf",
                                  "tests/fusion/attn_bias.xf", "tests/grad/attention_variants.xf", "tests/grad/modern.xf",
-                                 "tests/grad/language.xf"};
+                                 "tests/grad/language.xf", "tests/grad/moe.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     if (!only || strstr(models[i], only)) check(models[i], NULL, 0, 2, 6, true, XF_PRECISION_FP32);
   // the blocked forms (the (sequence, head) form's state does not fit shared

@@ -65,6 +65,8 @@ check "tests/grad/attention_variants.xf (--no-fuse)" --no-fuse tests/grad/attent
 check "tests/grad/std_math.xf" tests/grad/std_math.xf
 check "tests/grad/modern.xf (fused)" tests/grad/modern.xf
 check "tests/grad/modern.xf (--no-fuse)" --no-fuse tests/grad/modern.xf
+check "tests/grad/moe.xf (fused)" tests/grad/moe.xf
+check "tests/grad/moe.xf (--no-fuse)" --no-fuse tests/grad/moe.xf
 check "tests/sample/position_decay.xf" tests/sample/position_decay.xf
 # stop_gradient: dloss/dx reads the stop_gradient node, dloss/dy is a zero
 g=$("$xfc" --emit=grad tests/grad/stop_gradient.xf 2>&1)
