@@ -445,11 +445,14 @@ static void emit_gemm(Emit *e, const LGemm *gm) {
 //   dx:    dx[b, 0:T-k] += dy[b, k:T] @ W_k^T         ([T-k, e] @ [e, d])
 // Vector and scalar kinds, one output row (b, i) per outer index, the
 // innermost loop over the contiguous feature axis:
-//   conv:  out_i += x_j o w_{i-j}  for j <= i;   dx:  dx_i += dy_j o w_{j-i}  for j >= i
+//   conv:  out_i += x_j o w_{i-j}  for i - L < j <= i;   dx:  dx_i += dy_j o w_{j-i}  for i <= j < i + L
+// (the lags k < L = min(T, L) in both).
+static V imin_v(Emit *e, V a, V b) { return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, ""); }
+static V imax_v(Emit *e, V a, V b) { return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, b, ""), a, b, ""); }
 static void emit_conv(Emit *e, const LConv *cv) {
   bool fwd = cv->op == LCONV_FWD;
   V x = buf(e, KS_IN0, false), w = buf(e, KS_IN1, false), out = buf(e, KS_OUT, false);
-  V T = dim(e, cv->T), din = dim(e, cv->din), dout = dim(e, cv->dout);
+  V T = dim(e, cv->T), din = dim(e, cv->din), dout = dim(e, cv->dout), L = ci64(e, cv->L);
   if (cv->kind == CONV_MATRIX) {
     Loop lb, lk;
     V b = loop_begin(e, &lb, e->lo, e->hi);
@@ -457,7 +460,7 @@ static void emit_conv(Emit *e, const LConv *cv) {
     if (e->win && fwd) {  // step program: output rows [w0, w1), out_i = sum_{k <= i} x_{i-k} W_k
       zero(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, e->w0, ""), dout, ""),
            LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->w1, e->w0, ""), dout, ""));
-      V lag = loop_begin(e, &lk, ci64(e, 0), e->w1);
+      V lag = loop_begin(e, &lk, ci64(e, 0), imin_v(e, e->w1, L));
       V i0 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lag, e->w0, ""), lag, e->w0, "");  // max(lag, w0)
       V wk = gep(e, w, LLVMBuildMul(e->b, lag, LLVMBuildMul(e->b, din, dout, ""), ""));
       V a = gep(e, x, LLVMBuildMul(e->b, LLVMBuildSub(e->b, LLVMBuildAdd(e->b, orow, i0, ""), lag, ""), din, ""));
@@ -468,7 +471,7 @@ static void emit_conv(Emit *e, const LConv *cv) {
       return;
     }
     zero(e, out, LLVMBuildMul(e->b, orow, dout, ""), LLVMBuildMul(e->b, T, dout, ""));
-    V lag = loop_begin(e, &lk, ci64(e, 0), T);
+    V lag = loop_begin(e, &lk, ci64(e, 0), imin_v(e, T, L));
     V rows = LLVMBuildSub(e->b, T, lag, "");
     V wk = gep(e, w, LLVMBuildMul(e->b, lag, LLVMBuildMul(e->b, din, dout, ""), ""));
     if (fwd) {  // W_k is [din, dout]
@@ -489,7 +492,9 @@ static void emit_conv(Emit *e, const LConv *cv) {
   V i = LLVMBuildSRem(e->b, row, T, ""), b0 = LLVMBuildSub(e->b, row, i, "");
   V obase = LLVMBuildMul(e->b, row, dout, "");
   zero(e, out, obase, dout);
-  V j = loop_begin(e, &lj, fwd ? ci64(e, 0) : i, fwd ? LLVMBuildAdd(e->b, i, ci64(e, 1), "") : T);
+  V one = ci64(e, 1);
+  V j = loop_begin(e, &lj, fwd ? imax_v(e, ci64(e, 0), LLVMBuildAdd(e->b, LLVMBuildSub(e->b, i, L, ""), one, "")) : i,
+                   fwd ? LLVMBuildAdd(e->b, i, one, "") : imin_v(e, T, LLVMBuildAdd(e->b, i, L, "")));
   V lag = fwd ? LLVMBuildSub(e->b, i, j, "") : LLVMBuildSub(e->b, j, i, "");
   V xbase = LLVMBuildMul(e->b, LLVMBuildAdd(e->b, b0, j, ""), din, "");
   V ws = cv->kind == CONV_SCALAR ? load(e, w, lag) : NULL;

@@ -313,15 +313,16 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt);
 // A causal convolution on the CPU (seed 001 eqs. 23, 26, 28, 29; ir.h
 // ConvKind), which a backend prints as loops and, for the matrix kind, a GEMM
 // call per lag:
-//   LCONV_FWD  out_i = sum_{j <= i} x_j (.) w_{i-j}   over rows of [.., T, din] -> [.., T, dout]
-//   LCONV_DX   dx_i = sum_{j >= i} dy_j (.) w_{j-i}    (din: dy's features, dout: dx's)
-//   LCONV_DW   dw_k = sum_b sum_{i >= k} x_{b,i-k} (.) dy_{b,i}, a lag k per outer index
+//   LCONV_FWD  out_i = sum_{i - L < j <= i} x_j (.) w_{i-j}   over rows of [.., T, din] -> [.., T, dout]
+//   LCONV_DX   dx_i = sum_{i <= j < i + L} dy_j (.) w_{j-i}    (din: dy's features, dout: dx's)
+//   LCONV_DW   dw_k = sum_b sum_{i >= k} x_{b,i-k} (.) dy_{b,i}, a lag k < L per outer index
 // Slots: KS_IN0 x (dy for DX), KS_IN1 w (dy for DW), KS_OUT.
 typedef enum { LCONV_FWD, LCONV_DX, LCONV_DW } LConvOp;
 typedef struct {
   LConvOp op;
   int kind;           // ConvKind
   Dim T, din, dout;   // FWD, DX: time, features read, features written; DW: T, x's features d, dy's features e
+  int64_t L;          // the lags (w's first axis), fewer than T or not
   const Shape *xs;    // KS_IN0's shape (its leading axes: the sequences)
 } LConv;
 

@@ -713,7 +713,8 @@ static void lower_conv_gpu(Lo *L, const Node *n) {
   int c = for_begin(L, xi(L, 0), dout, true, "c");
   // terms u in [0, n) in order: lag-major, then (matrix kind) the input feature q
   bool mat = n->conv == CONV_MATRIX;
-  LExpr *nlags = fwd ? iadd(L, xvar(L, i), xi(L, 1)) : x2(L, LX_SUB, T, xvar(L, i));
+  LExpr *nlags = imin(L, fwd ? iadd(L, xvar(L, i), xi(L, 1)) : x2(L, LX_SUB, T, xvar(L, i)),
+                      xdim(L, L->g->nodes[n->in[1]].shape.d[0]));  // lags < L
   int u;
   LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), mat ? imul(L, nlags, din) : nlags, &u);
   LExpr *t = mat ? x2(L, LX_DIV, xvar(L, u), din) : xvar(L, u), *q = mat ? x2(L, LX_REM, xvar(L, u), din) : xvar(L, c);
@@ -824,7 +825,8 @@ static LConv *lower_conv_cpu(Arena *a, const Schedule *s, const Kernel *k) {
   int r = xs->rank;
   LConv *c = arena_alloc(a, sizeof *c);
   *c = (LConv){.op = n->op == OP_CAUSAL_CONV ? LCONV_FWD : n->op == OP_CONV_DX ? LCONV_DX : LCONV_DW, .kind = n->conv,
-               .T = xs->d[r - 2], .din = xs->d[r - 1], .xs = xs};
+               .T = xs->d[r - 2], .din = xs->d[r - 1], .xs = xs,
+               .L = n->op == OP_CONV_DW ? n->shape.d[0].n : ys->d[0].n};
   c->dout = c->op == LCONV_DW ? ys->d[ys->rank - 1] : n->shape.d[n->shape.rank - 1];
   return c;
 }

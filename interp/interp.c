@@ -535,16 +535,16 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   }
   case OP_CAUSAL_CONV:
   case OP_CONV_DX: {
-    // CAUSAL_CONV: out_i = sum_{j<=i} x_j (.) w_{i-j};  CONV_DX: out_j = sum_{i>=j} x_i (.)^T w_{i-j}
+    // CAUSAL_CONV: out_i = sum_{i-L<j<=i} x_j (.) w_{i-j};  CONV_DX: out_j = sum_{j<=i<j+L} x_i (.)^T w_{i-j}
     bool fwd = n->op == OP_CAUSAL_CONV;
-    int64_t T = xd[xs->rank - 2], din = xd[xs->rank - 1], dout = od[r - 1], lead = N / (T * dout);
+    int64_t T = xd[xs->rank - 2], din = xd[xs->rank - 1], dout = od[r - 1], lead = N / (T * dout), lags = yd[0];
     const double *w = y;
     memset(out, 0, sizeof(double) * (size_t)N);
     for (int64_t b = 0; b < lead; b++)
       for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < T; j++) {
           int64_t lag = fwd ? i - j : j - i;  // fwd: output i reads input j <= i; dx: output i reads j >= i
-          if (lag < 0) continue;
+          if (lag < 0 || lag >= lags) continue;
           const double *xj = x + (b * T + j) * din;
           double *oi = out + (b * T + i) * dout;
           if (n->conv == CONV_SCALAR)
@@ -625,12 +625,12 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     free(S), free(G);
     return true;
   }
-  case OP_CONV_DW: {  // dw_k = sum_b sum_{i>=k} x_{i-k} (.) dy_i
+  case OP_CONV_DW: {  // dw_k = sum_b sum_{i>=k} x_{i-k} (.) dy_i, k < L
     int64_t T = xd[xs->rank - 2], d = xd[xs->rank - 1], e = yd[ys->rank - 1], lead = in->numel[n->in[0]] / (T * d);
     memset(out, 0, sizeof(double) * (size_t)N);
     for (int64_t b = 0; b < lead; b++)
       for (int64_t i = 0; i < T; i++)
-        for (int64_t k = 0; k <= i; k++) {
+        for (int64_t k = 0; k <= i && k < od[0]; k++) {
           const double *xj = x + (b * T + i - k) * d, *dyi = y + (b * T + i) * e;
           if (n->conv == CONV_SCALAR)
             for (int64_t c = 0; c < d; c++) out[k] += xj[c] * dyi[c];

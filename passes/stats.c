@@ -148,6 +148,12 @@ static void count_by_table(const Graph *g, const Node *n, int64_t T, const bool 
   }
 }
 
+// The terms (i, j) of a causal convolution of t positions and L lags: row i
+// sums min(i + 1, L) of them.
+static int64_t conv_terms(int64_t t, int64_t L) {
+  return L >= t ? smul(t, t + 1) / 2 : smul(L, L + 1) / 2 + smul(t - L, L);
+}
+
 // The operations of node n, by the op's cost rule: every op of the table
 // has a case (no default: an op without a rule is a -Wswitch error).
 static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out, const bool *tri_need, Cost *c) {
@@ -214,7 +220,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
   case OP_CAUSAL_CONV: {
     const Shape *w = &g->nodes[n->in[1]].shape;
     int64_t t = dimv(x->d[x->rank - 2], T), d = dimv(x->d[x->rank - 1], T);
-    int64_t lead = numel(x, T) / smul(t, d), S = smul(t, t + 1) / 2;  // S: terms over all rows
+    int64_t lead = numel(x, T) / smul(t, d), S = conv_terms(t, w->d[0].n);  // S: terms over all rows
     if (n->conv == CONV_MATRIX) {  // seed 001 eq. 23: row i sums i products x_j W
       int64_t e = dimv(w->d[2], T);
       c->mul = sadd(c->mul, smul(smul3(lead, d, e), S));
@@ -230,7 +236,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     const Shape *dy = n->op == OP_CONV_DX ? x : &g->nodes[n->in[1]].shape;
     const Shape *xs = n->op == OP_CONV_DX ? s : x;
     int64_t t = dimv(xs->d[xs->rank - 2], T), d = dimv(xs->d[xs->rank - 1], T), e = dimv(dy->d[dy->rank - 1], T);
-    int64_t lead = numel(xs, T) / smul(t, d), S = smul(t, t + 1) / 2;
+    int64_t lead = numel(xs, T) / smul(t, d), S = conv_terms(t, n->op == OP_CONV_DX ? g->nodes[n->in[1]].shape.d[0].n : n->shape.d[0].n);
     int64_t prod = n->conv == CONV_MATRIX ? smul(d, e) : d;
     c->mul = sadd(c->mul, smul3(lead, prod, S));
     c->add = sadd(c->add, smul3(lead, prod, S) - (n->op == OP_CONV_DW ? smul(dimv(n->len, T), n->conv == CONV_MATRIX ? smul(d, e) : n->conv == CONV_VECTOR ? d : 1) : smul3(lead, d, t)));
