@@ -26,7 +26,7 @@
 #   the cores, at most 8; 1 when the GPU is in an exclusive compute mode);
 #   PYTHON (python3).
 
-ALL_EXAMPLES="transformer she he we me macaron macaron_she postnorm rk4 linear_attention gla retnet ssm"
+ALL_EXAMPLES="transformer she he we me macaron macaron_she postnorm rk4 linear_attention gla retnet ssm moe mamba"
 
 # ---- bookkeeping: rows of the table, the budget, a pool of background checks ---------------
 gs_init() {

@@ -271,14 +271,15 @@ int main(void) {
   check_abi_layout();
   check_unlowered();
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm"};
+                                   "gla", "retnet", "ssm", "moe", "mamba"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
     char path[256];
     snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
     bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm");
+                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm") &&
+                 strcmp(examples[i], "mamba");
     Define defs[7];
     int n = 0;
     for (int k = 0; k < 7; k++)
@@ -347,6 +348,7 @@ int main(void) {
     check_model("tests/fusion/attn_padding.xf", NULL, 0, 2, 9, true);
     check_model("tests/grad/modern.xf", NULL, 0, 2, 12, true);
     check_model("tests/grad/moe.xf", NULL, 0, 2, 12, true);
+    check_model("tests/grad/mamba.xf", NULL, 0, 2, 12, true);
     check_model("tests/grad/language.xf", NULL, 0, 2, 8, true);
   }
   model_so_forms = LTARGET_CPU;

@@ -565,7 +565,7 @@ int main(int argc, char **argv) {
     return failed != 0;
   }
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm"};
+                                   "gla", "retnet", "ssm", "moe", "mamba"};
   Define small[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
@@ -573,7 +573,8 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
     if (only && !strstr(path, only)) continue;
     bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm");
+                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm") &&
+                 strcmp(examples[i], "mamba");
     Define defs[7];
     int n = 0;
     for (int k = 0; k < 7; k++)
@@ -619,7 +620,7 @@ int main(int argc, char **argv) {
   static const char *models[] = {"tests/golden/sinusoidal.xf", "tests/fusion/attn_user.xf", "tests/fusion/attn_near.xf",
                                  "tests/fusion/attn_fixed_v.xf", "tests/fusion/attn_variants.xf",
                                  "tests/fusion/attn_bias.xf", "tests/grad/attention_variants.xf", "tests/grad/modern.xf",
-                                 "tests/grad/language.xf", "tests/grad/moe.xf"};
+                                 "tests/grad/language.xf", "tests/grad/moe.xf", "tests/grad/mamba.xf"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     if (!only || strstr(models[i], only)) check(models[i], NULL, 0, 2, 6, true, XF_PRECISION_FP32);
   // the blocked forms (the (sequence, head) form's state does not fit shared

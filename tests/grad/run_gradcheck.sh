@@ -67,6 +67,8 @@ check "tests/grad/modern.xf (fused)" tests/grad/modern.xf
 check "tests/grad/modern.xf (--no-fuse)" --no-fuse tests/grad/modern.xf
 check "tests/grad/moe.xf (fused)" tests/grad/moe.xf
 check "tests/grad/moe.xf (--no-fuse)" --no-fuse tests/grad/moe.xf
+check "tests/grad/mamba.xf (fused)" tests/grad/mamba.xf
+check "tests/grad/mamba.xf (--no-fuse)" --no-fuse tests/grad/mamba.xf
 check "tests/sample/position_decay.xf" tests/sample/position_decay.xf
 # stop_gradient: dloss/dx reads the stop_gradient node, dloss/dy is a zero
 g=$("$xfc" --emit=grad tests/grad/stop_gradient.xf 2>&1)

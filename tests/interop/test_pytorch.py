@@ -40,7 +40,7 @@ except ImportError as e:
 XFC, XFRUN, DUMP = sys.argv[1:4]
 B2, T2 = 3, 5  # the second shape: another batch, a shorter sequence
 EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-            "gla", "retnet", "ssm",
+            "gla", "retnet", "ssm", "moe", "mamba",
             # stdlib/attention.xf's variants: ALiBi, a temperature, grouped queries, a sliding window,
             # a relative bias (all fused)
             "tests/grad/attention_variants.xf",
@@ -50,6 +50,8 @@ EXAMPLES = ["transformer", "she", "he", "we", "me", "macaron", "macaron_she", "p
             "tests/grad/modern.xf",
             # stdlib/modern.xf: top-k mixtures of experts, routed and dense, a logged side output
             "tests/grad/moe.xf",
+            # stdlib/modern.xf: Mamba blocks (a width-4 convolution, the selective scan, a gate)
+            "tests/grad/mamba.xf",
             # the language's construction-time features: keywords, defaults, repeat as i, if,
             # assert, side outputs, // and %, a shadowed Linear
             "tests/grad/language.xf"]
@@ -74,7 +76,7 @@ def rel(a, b):
 def one(ex, tmp):
     """ex: an example's name, or a model file's path (its own sizes, vocab 256)."""
     defs = ["-D", "layers=2", "-D", "d=16", "-D", "ffn=24", "-D", "context=8", "-D", "vocab=256", "-D", "dropout=0"]
-    if ex not in ("she", "he", "we", "me", "macaron_she", "ssm"):
+    if ex not in ("she", "he", "we", "me", "macaron_she", "ssm", "mamba"):
         defs += ["-D", "heads=2"]
     src = f"examples/{ex}.xf"
     if ex.endswith(".xf"):

@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
   // values from one feed to the next (codegen/stepmem.c)
   setenv("XF_DEBUG_POISON", "1", 1);
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm", "moe"};
+                                   "gla", "retnet", "ssm", "moe", "mamba"};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
     char src[256], defs[256];
     snprintf(src, sizeof src, "examples/%s.xf", examples[i]);
@@ -156,6 +156,7 @@ int main(int argc, char **argv) {
   check(xfc, "tests/sample/position_decay.xf", "");  // a scan's decay per position [T, 1]
   check(xfc, "tests/grad/modern.xf", "");  // stdlib/modern.xf: rotary attention, SwiGLU, RMSNorm (Llama blocks)
   check(xfc, "tests/grad/moe.xf", "");  // stdlib/modern.xf: mixtures of experts, routed and dense
+  check(xfc, "tests/grad/mamba.xf", "");  // stdlib/modern.xf: Mamba blocks, short convolutions
   // the CPU's blocked attention (heads of 32) over two query blocks of 64
   check(xfc, "examples/transformer.xf", "-D layers=1 -D d=64 -D context=70 -D vocab=29 -D ffn=24 -D heads=2");
   check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D context=70");  // heads of 16, G 2 and 4
