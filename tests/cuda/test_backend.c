@@ -581,7 +581,12 @@ int main(int argc, char **argv) {
       if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
     check(path, defs, n, 3, 8, true, XF_PRECISION_FP32);
     check(path, defs, n, 3, 8, false, XF_PRECISION_FP32);
-    check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
+    // top-k routing is discontinuous: with bf16 products a near-tie of two
+    // experts' scores can go one way in the full forward and the other in the
+    // step program (their products round differently), a whole expert's
+    // output apart; the routed forms are checked in float32 above
+    if (strcmp(examples[i], "moe")) check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
+    else printf("skip %s bf16: top-k routing of bf16 scores is discontinuous at near-ties\n", path);
   }
   // attention over several key tiles (64 rows) and more rows than a block's
   // threads (128): the GPU form's tile and stride paths; vocabulary 96: the
