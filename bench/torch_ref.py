@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 VARIANTS = ("alibi", "sliding_window", "gqa", "temperature", "relative_bias")  # examples/<name>.xf: the transformer, another attention
-EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small") + VARIANTS
+EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small", "moe") + VARIANTS
 # Sizes: seed 001 Table 1 (vocab 5000, context 128, d 128, FFN 512, 32 heads,
 # dropout 0.1), and examples/gpt2_small.xf's (context 1024, d 768, a GELU FFN
 # of 3072, 12 heads, no dropout; its layer count is --layers).
@@ -54,6 +54,34 @@ class FFN(nn.Module):  # nn.xf FFN: fc2(relu(fc1(x))); FFNGelu: fc2(gelu(fc1(x))
         super().__init__(); s.fc1, s.fc2, s.act = lin(d, c), lin(c, d), act
     def forward(s, x):
         return s.fc2(s.act(s.fc1(x)))
+
+class MoE(nn.Module):  # modern.xf MoE (examples/moe.xf: top-2 of 8), dispatched as a PyTorch user writes it
+    """Router scores x Wg; each token's top-k experts, gates softmax over their scores; expert i
+    ReLU(x Wh_i + bh_i) Wf_i + bf_i on only its tokens (the token-choice loop of Switch and
+    Mixtral implementations: index the rows of each expert, one matmul each, index_add back);
+    the Switch load-balancing loss E sum_i f_i P_i in self.balance."""
+    def __init__(s, d, c, experts=8, k=2):
+        super().__init__(); s.E, s.k = experts, k
+        s.Wg = nn.Parameter(torch.randn(d, experts) * 0.02)
+        s.Wh = nn.Parameter(torch.randn(experts, d, c) * 0.02); s.bh = nn.Parameter(torch.zeros(experts, c))
+        s.Wf = nn.Parameter(torch.randn(experts, c, d) * 0.02); s.bf = nn.Parameter(torch.zeros(experts, d))
+    def forward(s, x):
+        B, T, d = x.shape
+        xs = x.reshape(-1, d)
+        scores = xs @ s.Wg
+        top, ids = torch.topk(scores, s.k, dim=-1)                        # [N, k]
+        gate = torch.softmax(top, -1)
+        y = torch.zeros_like(xs)
+        flat = ids.reshape(-1)
+        for e in range(s.E):
+            rows = (flat == e).nonzero(as_tuple=True)[0]
+            if rows.numel() == 0: continue
+            tok = rows // s.k
+            h = F.relu(xs[tok] @ s.Wh[e] + s.bh[e]) @ s.Wf[e] + s.bf[e]
+            y.index_add_(0, tok, h * gate.reshape(-1)[rows, None])
+        f = F.one_hot(ids, s.E).to(x.dtype).sum(1).mean(0) / s.k
+        s.balance = s.E * (f * torch.softmax(scores, -1).mean(0)).sum()
+        return y.reshape(B, T, d)
 
 class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1/sqrt(d/heads)
     def __init__(s, d, heads):
@@ -150,7 +178,7 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
             if k in VARIANTS: return AttentionVariant(k, d, heads)
             return Extractor(k, d, L) if k in ("she", "he", "we", "me") else Attention(d, heads)
         act = F.gelu if ex == "gpt2_small" else F.relu
-        ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [FFN(d, c, act)]
+        ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [MoE(d, c) if ex == "moe" else FFN(d, c, act)]
         s.tok = nn.Parameter(torch.randn(vocab, d) * 0.01); s.pos = nn.Parameter(torch.randn(L, d) * 0.01)
         s.layers = nn.ModuleList([Layer(scheme, style, d, mixer(), ffns(), p) for _ in range(layers)])
         s.ln, s.head, s.p = nn.LayerNorm(d), lin(d, vocab), p
@@ -159,7 +187,9 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
         x = F.dropout(s.tok[tokens] + s.pos[:T], s.p, s.training)
         for l in s.layers: x = l(x)
         logits = s.head(s.ln(x))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        moes = [m for m in s.modules() if isinstance(m, MoE)]
+        return loss + 0.01 * sum(m.balance for m in moes) if moes else loss
 
 # The products of xf-gemm-bench (bench/sgemm.c): m, n, k, trans_a, trans_b.
 GEMM_SHAPES = ((8192, 512, 128, 0, 0), (8192, 128, 128, 0, 0), (8192, 5000, 128, 0, 0), (4096, 32, 32, 0, 0),
