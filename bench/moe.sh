@@ -46,7 +46,7 @@ for layers in $layers_list; do
     base=$work/moe-l$layers-d$dense
     $xfc examples/moe.xf -D layers="$layers" -D dense=$dense -o "$base.so" 2>"$base.xfc.log" ||
       { echo "bench: xfc: $(grep -m1 error "$base.xfc.log")" >&2; exit 1; }
-    ops=$($xfc --stats examples/moe.xf -D layers="$layers" -D dense=$dense | awk '$1 == "lm.layers.0.ffn" { print $NF; exit }')
+    ops=$($xfc --stats examples/moe.xf -D layers="$layers" -D dense=$dense | awk '$1 == "lm.layers.0.ffn" && !n++ { print $NF }')
     rm -f "$base.csv"
     peak_rss "$base.rss" $xfrun train "$base.so" --steps $((steps + 1)) --batch $batch --threads "$threads" \
       --eval-batches 1 --log "$base.csv" >"$base.log" 2>&1 ||

@@ -14,7 +14,7 @@ export XF_CACHE_DIR=$tmp/cache
 python3 -c "import sys; sys.stdout.write(''.join(chr(97 + (i * 7 + i // 13) % 26) for i in range(40000)))" > "$tmp/text.txt"
 
 ffn_ops() {  # the first layer's MoE operations, xfc --stats
-  "$xfc" --stats -D layers=2 "$@" examples/moe.xf | awk '$1 == "lm.layers.0.ffn" { print $NF; exit }'
+  "$xfc" --stats -D layers=2 "$@" examples/moe.xf | awk '$1 == "lm.layers.0.ffn" && !n++ { print $NF }'
 }
 routed=$(ffn_ops -D dense=0) dense=$(ffn_ops -D dense=1)
 if [ -n "$routed" ] && [ -n "$dense" ] && awk -v r="$routed" -v d="$dense" 'BEGIN { exit !(r / d > 0.24 && r / d < 0.27) }'; then
