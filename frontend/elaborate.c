@@ -228,6 +228,7 @@ static void env_set(Elab *E, Env *env, const char *name, Value v, Loc loc) {
 
 // ---- builtins ------------------------------------------------------------------
 
+
 typedef enum {
   BI_UNARY,   // op: elementwise math, folds on numbers
   BI_BINARY,  // op: elementwise of two, broadcasting, folds on numbers (maximum, minimum, pow)
@@ -252,6 +253,8 @@ typedef enum {
   BI_DIM,
   BI_SIDE,    // side("name"): the sum of the side outputs `name` returned so far
   BI_ONE_HOT, // one_hot(ids, n): [..., n] masks of token ids (onehot) or of float ids (ids == iota(n))
+  BI_GATHER,  // gather(x, ids, axis): x's entries at ids along axis, through one_hot
+  BI_SCATTER, // scatter_add(x, ids, n, axis): x's entries summed into n places along axis, through one_hot
   BI_INIT,    // normal, uniform, zeros, ones: only in param declarations
   BI_SIZE,    // B and T
 } BuiltinKind;
@@ -300,6 +303,8 @@ static const Builtin builtins[] = {
     {"dim", BI_DIM, OP_COUNT, 2, "dim(x, axis)"},
     {"side", BI_SIDE, OP_COUNT, 1, "side(\"name\")"},
     {"one_hot", BI_ONE_HOT, OP_COUNT, 2, "one_hot(ids, n)"},
+    {"gather", BI_GATHER, OP_COUNT, 3, "gather(x, ids, axis)"},
+    {"scatter_add", BI_SCATTER, OP_COUNT, 4, "scatter_add(x, ids, n, axis)"},
     {"normal", BI_INIT, OP_COUNT, 2, "normal(mean, std)"},
     {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
     {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
@@ -434,6 +439,19 @@ static Dim want_size(Elab *E, Value v, Loc loc, const char *what) {
     err(E, loc, "%s must be at least 1, got %lld", what, (long long)v.i);
   if (v.kind == V_FLOAT) err(E, loc, "%s must be a positive integer, B or T, not %g", what, v.f);
   err(E, loc, "%s must be a positive integer, B or T, not %s", what, kind_name(v.kind));
+}
+
+// ids [...] -> [..., n], 1 where the id is the class: the onehot op of token
+// ids, else (float ids) reshape(ids, [..., 1]) == iota(n).
+static int one_hot(Elab *E, int x, Dim n, Loc at, Loc loc) {
+  const Node *xn = &E->g->nodes[x];
+  if (xn->dtype == DT_I32) return add_node(E, (Node){.op = OP_ONEHOT, .nin = 1, .in = {x}, .len = n}, loc);
+  Shape col = xn->shape;
+  if (col.rank == IR_MAX_RANK) err(E, at, "one_hot of a tensor of rank %d: at most %d", col.rank, IR_MAX_RANK - 1);
+  col.d[col.rank++] = (Dim){DIM_CONST, 1};
+  int r = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = col}, loc);
+  int io = add_node(E, (Node){.op = OP_IOTA, .len = n}, loc);
+  return add_node(E, (Node){.op = OP_EQ, .nin = 2, .in = {r, io}}, loc);
 }
 
 static void check_elements(Elab *E, const Shape *s, Loc loc) {
@@ -915,14 +933,47 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     int x = want_tensor_strict(E, a[0], ax[0]->loc, "the ids");
     Dim n = want_size(E, a[1], ax[1]->loc, "the number of classes");
     if (n.kind != DIM_CONST) err(E, ax[1]->loc, "one_hot needs a fixed number of classes");
-    const Node *xn = &E->g->nodes[x];
-    if (xn->dtype == DT_I32) return vtensor(add_node(E, (Node){.op = OP_ONEHOT, .nin = 1, .in = {x}, .len = n}, loc));
-    Shape col = xn->shape;  // float ids [...] as [..., 1] against iota(n): a mask of the comparison
-    if (col.rank == IR_MAX_RANK) err(E, ax[0]->loc, "one_hot of a tensor of rank %d: at most %d", col.rank, IR_MAX_RANK - 1);
-    col.d[col.rank++] = (Dim){DIM_CONST, 1};
-    int r = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = col}, loc);
-    int io = add_node(E, (Node){.op = OP_IOTA, .len = n}, loc);
-    return vtensor(add_node(E, (Node){.op = OP_EQ, .nin = 2, .in = {r, io}}, loc));
+    return vtensor(one_hot(E, x, n, ax[0]->loc, loc));
+  }
+  case BI_GATHER:
+  case BI_SCATTER: {
+    // gather(x, ids, axis): out[.., j, ..] = x[.., ids[.., j, ..], ..] along
+    // axis (as torch.gather; ids' other axes broadcast against x's);
+    // scatter_add(x, ids, n, axis): out[.., c, ..] = sum over j with
+    // ids[.., j, ..] = c of x[.., j, ..], n places. Both as sums of one_hot
+    // masks with the axis moved last: n k products per row (its classes n
+    // against its k ids), so for a few classes (experts, chunks, buckets)
+    // rather than a vocabulary; the gradient flows to x (the masks take none)
+    bool g = bi->kind == BI_GATHER;
+    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
+    int ids = want_tensor_strict(E, a[1], ax[1]->loc, "the ids");
+    int axarg = g ? 2 : 3;
+    int r = E->g->nodes[x].shape.rank;
+    int axis = ir_norm_axis(want_axis(E, a[axarg], ax[axarg]->loc), r);
+    if (axis < 0) err(E, ax[axarg]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[axarg].i, r);
+    if (E->g->nodes[ids].shape.rank != r)
+      err(E, ax[1]->loc, "%s needs ids of x's rank %d, got rank %d", bi->name, r, E->g->nodes[ids].shape.rank);
+    if (r + 1 > IR_MAX_RANK) err(E, ax[0]->loc, "%s of a tensor of rank %d: at most %d", bi->name, r, IR_MAX_RANK - 1);
+    Dim n = g ? E->g->nodes[x].shape.d[axis] : want_size(E, a[2], ax[2]->loc, "the number of places");
+    if (n.kind != DIM_CONST) err(E, g ? ax[0]->loc : ax[2]->loc, "%s needs a fixed size along the axis", bi->name);
+    if (axis != r - 1) {  // the axis last
+      x = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = r - 1}, loc);
+      ids = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {ids}, .axis = axis, .axis2 = r - 1}, loc);
+    }
+    int oh = one_hot(E, ids, n, ax[1]->loc, loc);  // [.., k, n]
+    Shape xs = E->g->nodes[x].shape, s = xs;
+    if (g) s.d[r - 1] = (Dim){DIM_CONST, 1}, s.d[r] = n;  // x [.., n] as [.., 1, n]
+    else s.d[r] = (Dim){DIM_CONST, 1};                    // x [.., k] as [.., k, 1]
+    s.rank = r + 1;
+    int xr = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = s}, loc);
+    int m = add_node(E, (Node){.op = OP_MUL, .nin = 2, .in = {oh, xr}}, loc);
+    int sum = add_node(E, (Node){.op = OP_SUM, .nin = 1, .in = {m}, .axis = g ? r : r - 1, .axis2 = g ? r : r - 1}, loc);
+    Shape o = E->g->nodes[sum].shape;
+    if (!g) o.d[r - 1] = o.d[r];
+    o.rank = r;
+    int out = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {sum}, .shape = o}, loc);
+    if (axis != r - 1) out = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {out}, .axis = axis, .axis2 = r - 1}, loc);
+    return vtensor(out);
   }
   case BI_SIDE: {  // the sum of side outputs ax[0]->name, in the order returned
     if (ax[0]->kind != EX_STRING) err(E, ax[0]->loc, "side takes the side output's name in quotes: side(\"aux\")");

@@ -205,14 +205,31 @@ def exported(ex, ns, ck, so, tmp):
           f"{ex}: {type(layer).__name__} alone at [{B}, {T}] and [{B2}, {T2}] equals lm.layers.0 in the model ({worst:.1e})")
 
 
+def gather_scatter(tmp):
+    """tests/grad/op_gather_scatter.xf's exported loss against torch.gather and scatter_add
+    on the same parameters: the one_hot forms of the language give their values."""
+    py = os.path.join(tmp, "gather.py")
+    with open(py, "w") as f:
+        subprocess.run([XFC, "--emit=pytorch", "tests/grad/op_gather_scatter.xf"], stdout=f, check=True)
+    ns = {}
+    exec(compile(open(py).read(), py, "exec"), ns)
+    m = ns["Model"]().double()
+    got = m()["loss"].item()
+    x, c = m.x.detach(), m.c.detach()
+    ids = ((torch.arange(24) * 7) % 5).reshape(3, 2, 4)
+    z = torch.zeros(3, 6, 4, dtype=x.dtype).scatter_add(1, (torch.arange(20) % 6).reshape(1, 5, 4).expand(3, 5, 4), x)
+    want = ((torch.gather(x, 1, ids) * c).sum() + (z * z).sum()).item()
+    check(abs(got - want) <= 1e-12 * abs(want), f"gather and scatter_add: {got:.12g} against torch's {want:.12g}")
+
+
 torch.manual_seed(0)
 with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, "text.txt"), "w") as f:
         f.write("the cat sat on the mat. the dog ran to the tree. " * 300)
     os.environ["XF_CACHE_DIR"] = os.path.join(tmp, "cache")
-    for ex in sys.argv[4:] or EXAMPLES:
+    for ex in sys.argv[4:] or EXAMPLES + ["gather"]:
         try:
-            one(ex, tmp)
+            gather_scatter(tmp) if ex == "gather" else one(ex, tmp)
         except Exception as e:  # a generated module that does not run is a failure, named
             check(False, f"{ex}: {type(e).__name__}: {e}")
 print(f"{passed} passed, {failed} failed")
