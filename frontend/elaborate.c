@@ -267,6 +267,9 @@ typedef struct {
   const char *usage;
 } Builtin;
 
+// The trailing arguments of builtin b that may be left out: topk's axis.
+static int builtin_opt(BuiltinKind k) { return k == BI_TOPK; }
+
 // The elementwise unary ops come from the op table; those without IR_P_CALL
 // (neg, the gradients' step and dgelu) are not callable by name.
 #define BI_OPC_UNARY(name, text) {text, BI_UNARY, OP_##name, 1, text "(x)"},
@@ -292,7 +295,7 @@ static const Builtin builtins[] = {
     {"shift", BI_SHIFT, OP_SHIFT, 3, "shift(x, axis, steps)"},
     {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
     {"routed_matmul", BI_ROUTED, OP_ROUTED_MATMUL, 3, "routed_matmul(x, weights, ids)"},
-    {"topk", BI_TOPK, OP_TOPK, 2, "topk(x, k)"},
+    {"topk", BI_TOPK, OP_TOPK, 3, "topk(x, k, axis = -1)"},
     {"dropout", BI_DROPOUT, OP_DROPOUT, 2, "dropout(x, p)"},
     {"transpose", BI_TRANSPOSE, OP_TRANSPOSE, 3, "transpose(x, axis1, axis2)"},
     {"reshape", BI_RESHAPE, OP_RESHAPE, 2, "reshape(x, [sizes])"},
@@ -822,8 +825,11 @@ static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
 
 
 static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax, int n, Loc loc, Ctx ctx) {
-  if (n != bi->nargs)
+  if (n > bi->nargs || n < bi->nargs - builtin_opt(bi->kind)) {
+    if (builtin_opt(bi->kind))
+      err(E, loc, "'%s' takes %d to %d arguments: %s", bi->name, bi->nargs - builtin_opt(bi->kind), bi->nargs, bi->usage);
     err(E, loc, "'%s' takes %d argument%s: %s", bi->name, bi->nargs, bi->nargs == 1 ? "" : "s", bi->usage);
+  }
   if (bi->kind == BI_UNARY && is_number(a[0])) {
     double r = ir_eval_unary(bi->op, num(a[0]));
     if (!isfinite(r)) err(E, loc, "%s(%g) is not a finite number", bi->name, num(a[0]));
@@ -876,11 +882,17 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the weights");
     nd.in[2] = want_tensor_strict(E, a[2], ax[2]->loc, "the ids");
     break;
-  case BI_TOPK:
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.len = want_size(E, a[1], ax[1]->loc, "k");
-    if (nd.len.kind != DIM_CONST) err(E, ax[1]->loc, "topk needs a fixed k");
-    break;
+  case BI_TOPK: {  // along the last axis; another axis moved last and back
+    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument"), r = E->g->nodes[x].shape.rank;
+    Dim k = want_size(E, a[1], ax[1]->loc, "k");
+    if (k.kind != DIM_CONST) err(E, ax[1]->loc, "topk needs a fixed k");
+    int axis = n > 2 ? ir_norm_axis(want_axis(E, a[2], ax[2]->loc), r) : r - 1;
+    if (axis < 0) err(E, ax[2]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[2].i, r);
+    if (axis != r - 1) x = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = r - 1}, loc);
+    int t = add_node(E, (Node){.op = OP_TOPK, .nin = 1, .in = {x}, .len = k}, loc);
+    if (axis != r - 1) t = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {t}, .axis = axis, .axis2 = r - 1}, loc);
+    return vtensor(t);
+  }
   case BI_SCAN:  // h_t = a_t o h_{t-1} + b_t along axis; a broadcasts to b's shape
     nd.nin = 2;
     nd.in[0] = want_tensor(E, a[0], ax[0]->loc, "the decay");

@@ -218,8 +218,9 @@ def gather_scatter(tmp):
     x, c = m.x.detach(), m.c.detach()
     ids = ((torch.arange(24) * 7) % 5).reshape(3, 2, 4)
     z = torch.zeros(3, 6, 4, dtype=x.dtype).scatter_add(1, (torch.arange(20) % 6).reshape(1, 5, 4).expand(3, 5, 4), x)
-    want = ((torch.gather(x, 1, ids) * c).sum() + (z * z).sum()).item()
-    check(abs(got - want) <= 1e-12 * abs(want), f"gather and scatter_add: {got:.12g} against torch's {want:.12g}")
+    t = torch.gather(x, 1, torch.topk(((torch.arange(60) * 7) % 60).reshape(3, 5, 4).double(), 2, dim=1).indices)
+    want = ((torch.gather(x, 1, ids) * c).sum() + (z * z).sum() + (t * t * c).sum()).item()
+    check(abs(got - want) <= 1e-12 * abs(want), f"gather, scatter_add and topk: {got:.12g} against torch's {want:.12g}")
 
 
 torch.manual_seed(0)
