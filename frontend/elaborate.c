@@ -242,7 +242,7 @@ typedef enum {
   BI_SHIFT,
   BI_EMBED,
   BI_ROUTED,  // routed_matmul(x, w, ids): row r of x times w[ids_r]
-  BI_TOPK,    // topk(x, k): the indices of the k largest along the last axis
+  BI_TOPK,    // topk(x, k, axis = -1): the indices of the k largest along axis
   BI_DROPOUT,
   BI_TRANSPOSE,
   BI_RESHAPE,
