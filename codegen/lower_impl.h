@@ -230,6 +230,10 @@ void lower_scan_read(Lo *L, const Node *n);
 // Whether kernel k is computed in steps on tgt (lower_steps.c).
 bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 
+// A step of kernel k's form in steps (LSteps) on tgt: L set up for an
+// LKernel `name` of its own outer extent (own_outer), variable 0 the outer
+// index (lower_steps.c).
+LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const char *name);
 // ROUTED_MATMUL(_DW) and TOPK (lower_route.c).
 void lower_routed(Lo *L, const Node *n);
 void lower_topk(Lo *L, const Node *n);

@@ -4,11 +4,45 @@
 
 #include <math.h>
 
-// Whether row r of rows [.., T, inner] is at a position of the step
-// program's window [w0, w1) (0 and T in every other program).
-static LExpr *inwin(Lo *L, LExpr *r, LExpr *inner, LExpr *T) {
-  LExpr *t = x2(L, LX_REM, x2(L, LX_DIV, r, inner), T);
-  return x2(L, LX_AND, x2(L, LX_GE, t, lower_xwin(L, 0)), x2(L, LX_LT, t, lower_xwin(L, 1)));
+// A ROUTED_MATMUL(_DW) node as both forms read it: rows x [R, d] (R = the
+// ids' elements), w [E, d, f] or dy [R, f], ids [R].
+typedef struct {
+  const Shape *is;        // the ids' shape
+  bool fwd;
+  int64_t d, f, E, last;  // last: the size of the ids' last axis (0: not a constant)
+  int tax;                // the ids' time axis, or -1
+} Route;
+
+static Route route_of(const Graph *g, const Node *n) {
+  const Shape *xs = &g->nodes[n->in[0]].shape, *ys = &g->nodes[n->in[1]].shape;
+  Route r = {.is = &g->nodes[n->in[2]].shape, .fwd = n->op == OP_ROUTED_MATMUL, .tax = -1};
+  r.d = xs->d[xs->rank - 1].n, r.f = ys->d[ys->rank - 1].n, r.E = r.fwd ? ys->d[0].n : n->len.n;
+  r.last = !r.is->rank ? 1 : r.is->d[r.is->rank - 1].kind == DIM_CONST ? r.is->d[r.is->rank - 1].n : 0;
+  for (int i = 0; i < r.is->rank; i++)
+    if (r.is->d[i].kind == DIM_T) r.tax = i;
+  return r;
+}
+static LExpr *rt_rows(Lo *L, const Route *r) { return dprod(L, r->is, 0, r->is->rank); }
+// v, and (with a time axis) row j at a position of the step program's
+// window [w0, w1) (0 and T in every other program); v NULL: the latter alone
+// (with a time axis only).
+static LExpr *rt_inwin(Lo *L, const Route *r, LExpr *j, LExpr *v) {
+  if (r->tax < 0) return v;
+  LExpr *t = x2(L, LX_REM, x2(L, LX_DIV, j, dprod(L, r->is, r->tax + 1, r->is->rank)), xdim(L, r->is->d[r->tax]));
+  LExpr *w = x2(L, LX_AND, x2(L, LX_GE, t, lower_xwin(L, 0)), x2(L, LX_LT, t, lower_xwin(L, 1)));
+  return v ? x2(L, LX_AND, v, w) : w;
+}
+// Whether row j's id lies in [lo, hi) (f32) and the row is in the window.
+static LExpr *rt_in(Lo *L, const Route *r, LExpr *j, LExpr *lo, LExpr *hi) {
+  LExpr *id = load(L, KS_IN2, j);
+  return rt_inwin(L, r, j, x2(L, LX_AND, x2(L, LX_GE, id, lo), x2(L, LX_LT, id, hi)));
+}
+// Whether row j is routed (an id in [0, E)) and in the window.
+static LExpr *rt_valid(Lo *L, const Route *r, LExpr *j) { return rt_in(L, r, j, xf(L, 0), xf(L, (double)r->E)); }
+// Whether row j has expert e (LT_I64) and is in the window.
+static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
+  LExpr *ef = x1(L, LX_TOF, e);
+  return rt_in(L, r, j, ef, x2(L, LX_ADD, ef, xf(L, 1)));
 }
 
 // The rows of ROUTED_MATMUL(_DW) node n with expert o (outer index) are
@@ -23,29 +57,21 @@ static LExpr *inwin(Lo *L, LExpr *r, LExpr *inner, LExpr *T) {
 //   ROUTED_MATMUL_DW  x [R, d], dy [R, f], ids [R] -> dw [E, d, f]:
 //                     A = x's rows, D = dy's rows (after A), dw[o] = A^T D
 //                     (no rows: 0)
+// Every row test keeps to the step program's window (lower_window LW_BODY).
 void lower_routed(Lo *L, const Node *n) {
-  const Graph *g = L->g;
-  const Shape *xs = &g->nodes[n->in[0]].shape, *ys = &g->nodes[n->in[1]].shape, *is = &g->nodes[n->in[2]].shape;
-  bool fwd = n->op == OP_ROUTED_MATMUL;
-  int64_t d = xs->d[xs->rank - 1].n, f = ys->d[ys->rank - 1].n;
-  Dim E = fwd ? ys->d[0] : n->len;
-  LExpr *R = dprod(L, is, 0, is->rank);
+  Route rt = route_of(L->g, n);
+  const Route *q = &rt;
+  int64_t d = rt.d, f = rt.f;
+  LExpr *R = rt_rows(L, q);
   LKernel *lk = L->lk;
-  lk->name = fwd ? "routed_matmul" : "routed_matmul_dw";
+  lk->name = rt.fwd ? "routed_matmul" : "routed_matmul_dw";
   lk->shape = LK_ROWS;
-  lk->outer = xdim(L, E), lk->nouter = symsize_of(E);
+  lk->outer = xi(L, rt.E), lk->nouter = (SymSize){rt.E, 0, 0};
   if (L->tgt == LTARGET_GPU) lk->team = 256;
-  LExpr *e0 = x1(L, LX_TOF, xvar(L, 0)), *e1 = x2(L, LX_ADD, e0, xf(L, 1));
-  int tax = -1;  // the time axis of the rows: the step program's window [w0, w1) of it (every position elsewhere)
-  for (int i = 0; i < is->rank; i++)
-    if (is->d[i].kind == DIM_T) tax = i;
-  LExpr *tin = tax >= 0 ? dprod(L, is, tax + 1, is->rank) : NULL;
   int r;
-#define INWIN(e) (tax < 0 ? (e) : x2(L, LX_AND, (e), inwin(L, xvar(L, r), tin, xdim(L, is->d[tax]))))
   // off = the rows with an id in [0, o)
   LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), R, &r);
-  LExpr *id = load(L, KS_IN2, xvar(L, r));
-  LExpr *before = INWIN(x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, e0)));
+  LExpr *before = rt_in(L, q, xvar(L, r), xf(L, 0), x1(L, LX_TOF, xvar(L, 0)));
   int offf = reduce_end(L, red, xsel(L, before, xf(L, 1), xf(L, 0)), "off");
   int off = let(L, x1(L, LX_TOI, xvar(L, offf)), "off");
   LExpr *Cbase = imul(L, R, xi(L, d));  // C (or D) after A
@@ -53,13 +79,12 @@ void lower_routed(Lo *L, const Node *n) {
   LExpr *zero = xi(L, 0);
   int cnt;
   LStmt *gc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"cnt"}, &cnt, &r);
-  id = load(L, KS_IN2, xvar(L, r));
-  LExpr *mine = INWIN(x2(L, LX_AND, x2(L, LX_GE, id, e0), x2(L, LX_LT, id, e1)));
+  LExpr *mine = rt_mine(L, q, xvar(L, r), xvar(L, 0));
   LExpr *slot = iadd(L, xvar(L, off), xvar(L, cnt));
   int c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, d), xi(L, 0)), true, "c");
   store(L, KS_SCRATCH, iadd(L, imul(L, slot, xi(L, d)), xvar(L, c)), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))));
   for_end(L);
-  if (!fwd) {
+  if (!rt.fwd) {
     c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, f), xi(L, 0)), true, "c");
     store(L, KS_SCRATCH, iadd(L, Cbase, iadd(L, imul(L, slot, xi(L, f)), xvar(L, c))),
           load(L, KS_IN1, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c))));
@@ -69,7 +94,7 @@ void lower_routed(Lo *L, const Node *n) {
   carry_end(L, gc, &next);
   int count = cnt;  // after the loop: expert o's rows
   LExpr *aoff = imul(L, xvar(L, off), xi(L, d)), *coff = iadd(L, Cbase, imul(L, xvar(L, off), xi(L, f)));
-  if (!fwd) {  // dw[o] = A^T D: [d, count] [count, f]
+  if (!rt.fwd) {  // dw[o] = A^T D: [d, count] [count, f]
     gemm_call(L, (LCall){.ta = true, .slot = {KS_SCRATCH, KS_SCRATCH, KS_OUT},
                          .at = {aoff, coff, imul(L, xvar(L, 0), xi(L, d * f))},
                          .ld = {xi(L, d), xi(L, f), xi(L, f)},
@@ -83,27 +108,33 @@ void lower_routed(Lo *L, const Node *n) {
                        .m = xvar(L, count), .n = xi(L, f), .k = xi(L, d), .alpha = 1, .beta = 0});
   // y[r] = C[off + cnt] over expert o's rows; expert 0: y[r] = 0 where the id is outside [0, E)
   LStmt *sc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"cnt"}, &cnt, &r);
-  id = load(L, KS_IN2, xvar(L, r));
-  mine = INWIN(x2(L, LX_AND, x2(L, LX_GE, id, e0), x2(L, LX_LT, id, e1)));
+  mine = rt_mine(L, q, xvar(L, r), xvar(L, 0));
   slot = iadd(L, xvar(L, off), xvar(L, cnt));
   c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, f), xi(L, 0)), true, "c");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c)),
         load(L, KS_SCRATCH, iadd(L, Cbase, iadd(L, imul(L, slot, xi(L, f)), xvar(L, c)))));
   for_end(L);
-  LExpr *routed = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, x1(L, LX_TOF, xdim(L, E))));
-  LExpr *first = INWIN(x2(L, LX_EQ, xvar(L, 0), xi(L, 0)));
+  LExpr *id = load(L, KS_IN2, xvar(L, r));
+  LExpr *routed = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)rt.E)));
+  LExpr *first = rt_inwin(L, q, xvar(L, r), x2(L, LX_EQ, xvar(L, 0), xi(L, 0)));
   c = for_begin(L, xi(L, 0), xsel(L, routed, xi(L, 0), xsel(L, first, xi(L, f), xi(L, 0))), true, "c");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c)), xf(L, 0));
   for_end(L);
   next = iadd(L, xvar(L, cnt), xsel(L, mine, xi(L, 1), xi(L, 0)));
   carry_end(L, sc, &next);
-#undef INWIN
 }
 
 // TOPK x [.., n] -> [.., k], a row per outer index: output j is the largest
 // x_i after (v_{j-1}, i_{j-1}) in the order (value descending, index
 // ascending): v_j = max over those, i_j = the lowest index holding it (as
 // -max(-i)); NaNs are never after anything, so never chosen.
+// Whether x_i (xv) comes after (v, i) = (prev[0], prev[1]) in that order:
+// x_i < v, or x_i = v and i later (the comparison x_i < v is its own true).
+static LExpr *topk_after(Lo *L, LExpr *xv, int i, const int prev[2]) {
+  LExpr *below = x2(L, LX_LT, xv, xvar(L, prev[0]));
+  return xsel(L, below, below, x2(L, LX_AND, x2(L, LX_EQ, xv, xvar(L, prev[0])), x2(L, LX_GT, x1(L, LX_TOF, xvar(L, i)), xvar(L, prev[1]))));
+}
+
 void lower_topk(Lo *L, const Node *n) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int64_t nx = xs->d[xs->rank - 1].n, k = n->len.n;
@@ -116,15 +147,12 @@ void lower_topk(Lo *L, const Node *n) {
   int prev[2], j, i;
   LStmt *cs = carry_begin(L, xi(L, 0), xi(L, k), 2, init, (const char *const[]){"pv", "pi"}, prev, &j);
   LStmt *r1 = reduce_begin(L, LX_MAX, xi(L, 0), xi(L, nx), &i);
-  LExpr *xv = load(L, KS_IN0, iadd(L, xvar(L, base), xvar(L, i))), *fi = x1(L, LX_TOF, xvar(L, i));
-  LExpr *after = xsel(L, x2(L, LX_LT, xv, xvar(L, prev[0])), x2(L, LX_GE, xf(L, 0), xf(L, 0)),
-                      x2(L, LX_AND, x2(L, LX_EQ, xv, xvar(L, prev[0])), x2(L, LX_GT, fi, xvar(L, prev[1]))));
-  int m = reduce_end(L, r1, xsel(L, after, xv, xf(L, -INFINITY)), "v");
+  LExpr *xv = load(L, KS_IN0, iadd(L, xvar(L, base), xvar(L, i)));
+  int m = reduce_end(L, r1, xsel(L, topk_after(L, xv, i, prev), xv, xf(L, -INFINITY)), "v");
   LStmt *r2 = reduce_begin(L, LX_MAX, xi(L, 0), xi(L, nx), &i);
-  xv = load(L, KS_IN0, iadd(L, xvar(L, base), xvar(L, i))), fi = x1(L, LX_TOF, xvar(L, i));
-  after = xsel(L, x2(L, LX_LT, xv, xvar(L, prev[0])), x2(L, LX_GE, xf(L, 0), xf(L, 0)),
-               x2(L, LX_AND, x2(L, LX_EQ, xv, xvar(L, prev[0])), x2(L, LX_GT, fi, xvar(L, prev[1]))));
-  LExpr *at = x2(L, LX_AND, after, x2(L, LX_EQ, xv, xvar(L, m)));
+  xv = load(L, KS_IN0, iadd(L, xvar(L, base), xvar(L, i)));
+  LExpr *fi = x1(L, LX_TOF, xvar(L, i));
+  LExpr *at = x2(L, LX_AND, topk_after(L, xv, i, prev), x2(L, LX_EQ, xv, xvar(L, m)));
   int best = reduce_end(L, r2, xsel(L, at, x1(L, LX_NEG, fi), xf(L, -INFINITY)), "i");
   int idx = let(L, x1(L, LX_NEG, xvar(L, best)), "idx");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), xi(L, k)), xvar(L, j)), xvar(L, idx));
@@ -151,38 +179,11 @@ void lower_topk(Lo *L, const Node *n) {
 // Each step reads and writes rows at positions [w0, w1) only (LX_WIN).
 enum { RT_CH = 64, RT_TM = 64, RT_TN = 64 };
 
-typedef struct {
-  const Node *n;
-  const Shape *xs, *is;
-  bool fwd;
-  int64_t d, f, E, last;  // last: the size of the ids' last axis (0: not a constant)
-  int tax;                // the ids' time axis, or -1
-} Route;
-
+// A step of the GPU's form: a row-level kernel.
 static LKernel *route_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, const char *name) {
-  *L = (Lo){.a = a, .s = s, .g = s->g, .k = k, .tgt = LTARGET_GPU, .train = true, .own_outer = true};
-  L->lk = arena_alloc(a, sizeof *L->lk);
-  L->tail[0] = &L->lk->body;
-  L->lk->name = name;
-  L->lk->shape = LK_ROWS;
-  L->lk->ninner = (SymSize){1, 0, 0};
-  new_var(L, LT_I64, "o");
-  return L->lk;
-}
-static LExpr *rt_rows(Lo *L, const Route *r) { return dprod(L, r->is, 0, r->is->rank); }
-// Whether row j is routed (an id in [0, E)) and in the window.
-static LExpr *rt_valid(Lo *L, const Route *r, LExpr *j) {
-  LExpr *id = load(L, KS_IN2, j);
-  LExpr *v = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)r->E)));
-  if (r->tax < 0) return v;
-  return x2(L, LX_AND, v, inwin(L, j, dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax])));
-}
-// Whether row j has expert e (LT_I64) and is in the window.
-static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
-  LExpr *id = load(L, KS_IN2, j), *ef = x1(L, LX_TOF, e);
-  LExpr *v = x2(L, LX_AND, x2(L, LX_GE, id, ef), x2(L, LX_LT, id, x2(L, LX_ADD, ef, xf(L, 1))));
-  if (r->tax < 0) return v;
-  return x2(L, LX_AND, v, inwin(L, j, dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax])));
+  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, name);
+  lk->shape = LK_ROWS;
+  return lk;
 }
 // IX offsets: off_e at R + e, cnt_e at R + E + e, chunk c's entry for e at R + 2E + c E + e.
 static LExpr *ix_off(Lo *L, const Route *r, LExpr *e) { return iadd(L, rt_rows(L, r), e); }
@@ -205,8 +206,7 @@ static LKernel *route_offsets(Arena *a, const Schedule *s, const Kernel *k, cons
   store(L, KS_CONV_Y, ix_chunk(L, r, xvar(L, c), xvar(L, 0)), xvar(L, cc));
   for_end(L);
   red = reduce_begin(L, LX_ADD, xi(L, 0), R, &j);
-  LExpr *id = load(L, KS_IN2, xvar(L, j));
-  LExpr *below = x2(L, LX_AND, rt_valid(L, r, xvar(L, j)), x2(L, LX_LT, id, x1(L, LX_TOF, xvar(L, 0))));
+  LExpr *below = rt_in(L, r, xvar(L, j), xf(L, 0), x1(L, LX_TOF, xvar(L, 0)));  // an id in [0, o)
   int off = reduce_end(L, red, xsel(L, below, xf(L, 1), xf(L, 0)), "off");
   store(L, KS_CONV_Y, ix_off(L, r, xvar(L, 0)), xvar(L, off));
   red = reduce_begin(L, LX_ADD, xi(L, 0), nch, &j);
@@ -294,9 +294,8 @@ static LKernel *route_scatter(Arena *a, const Schedule *s, const Kernel *k, cons
   LExpr *R = rt_rows(L, r), *f = xi(L, r->f);
   lk->outer = R, lk->nouter = symsize_prod(r->is, 0, r->is->rank);
   int pos = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, xvar(L, 0))), "pos");
-  LExpr *write = r->tax < 0 ? x2(L, LX_GE, xi(L, 0), xi(L, 0))
-                            : inwin(L, xvar(L, 0), dprod(L, r->is, r->tax + 1, r->is->rank), xdim(L, r->is->d[r->tax]));
-  int q = for_begin(L, xi(L, 0), xsel(L, write, f, xi(L, 0)), true, "q");
+  LExpr *hi = r->tax < 0 ? f : xsel(L, rt_inwin(L, r, xvar(L, 0), NULL), f, xi(L, 0));
+  int q = for_begin(L, xi(L, 0), hi, true, "q");
   LExpr *src = iadd(L, imul(L, R, xi(L, r->d)), iadd(L, imul(L, imax(L, xvar(L, pos), xi(L, 0)), f), xvar(L, q)));
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), f), xvar(L, q)),
         xsel(L, x2(L, LX_GE, xvar(L, pos), xi(L, 0)), load(L, KS_SCRATCH, src), xf(L, 0)));
@@ -309,12 +308,7 @@ bool lower_routed_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st
   const Node *n = &g->nodes[k->node];
   if ((n->op != OP_ROUTED_MATMUL && n->op != OP_ROUTED_MATMUL_DW) || k->xscratch[0] < 0) return false;
   if (!st) return true;
-  Route r = {.n = n, .xs = &g->nodes[n->in[0]].shape, .is = &g->nodes[n->in[2]].shape, .fwd = n->op == OP_ROUTED_MATMUL};
-  const Shape *ys = &g->nodes[n->in[1]].shape;
-  r.d = r.xs->d[r.xs->rank - 1].n, r.f = ys->d[ys->rank - 1].n, r.E = r.fwd ? ys->d[0].n : n->len.n;
-  r.tax = -1, r.last = !r.is->rank ? 1 : r.is->d[r.is->rank - 1].kind == DIM_CONST ? r.is->d[r.is->rank - 1].n : 0;
-  for (int i = 0; i < r.is->rank; i++)
-    if (r.is->d[i].kind == DIM_T) r.tax = i;
+  Route r = route_of(g, n);
   st->lk[st->n++] = route_offsets(a, s, k, &r);
   st->lk[st->n++] = route_place(a, s, k, &r);
   st->lk[st->n++] = route_gemm(a, s, k, &r);

@@ -16,7 +16,7 @@ typedef struct {
   bool rev;            // CONV_DX: time reversed
 } Chunked;
 
-static LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const char *name) {
+LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const char *name) {
   *L = (Lo){.a = a, .s = s, .g = s->g, .k = k, .tgt = tgt, .train = true, .own_outer = true};
   L->lk = arena_alloc(a, sizeof *L->lk);
   L->tail[0] = &L->lk->body;
