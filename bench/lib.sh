@@ -10,3 +10,13 @@ release_build() {
     exit 1
   fi
 }
+
+# peak_rss FILE cmd...: runs cmd, writes its peak RSS in MiB to FILE.
+peak_rss() {
+  local f=$1
+  shift
+  /usr/bin/time -f %M -o "$f.kb" "$@" || return 1
+  awk '{ printf "%.0f", $1 / 1024 }' "$f.kb" > "$f"
+}
+# ratio A B: A/B to 2 decimals, or "-" unless both are positive.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }

@@ -28,14 +28,6 @@ cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
 head_line="CPU: ${cpu:-unknown}, $(nproc) cores, $threads threads; batch $batch x 128"
 echo "$head_line"
 
-peak_rss() {  # FILE cmd...: runs cmd, writes its peak RSS in MiB to FILE
-  local f=$1
-  shift
-  /usr/bin/time -f %M -o "$f.kb" "$@" || return 1
-  awk '{ printf "%.0f", $1 / 1024 }' "$f.kb" > "$f"
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
-
 table="| layers | run | tokens/s | planned MiB | peak RSS MiB | MoE ops / sequence (layer 0) |"$'\n'"| --- | --- | --- | --- | --- | --- |"
 ratios=
 gemm=

@@ -461,7 +461,7 @@ static void emit_conv(Emit *e, const LConv *cv) {
       zero(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, e->w0, ""), dout, ""),
            LLVMBuildMul(e->b, LLVMBuildSub(e->b, e->w1, e->w0, ""), dout, ""));
       V lag = loop_begin(e, &lk, ci64(e, 0), imin_v(e, e->w1, L));
-      V i0 = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, lag, e->w0, ""), lag, e->w0, "");  // max(lag, w0)
+      V i0 = imax_v(e, lag, e->w0);
       V wk = gep(e, w, LLVMBuildMul(e->b, lag, LLVMBuildMul(e->b, din, dout, ""), ""));
       V a = gep(e, x, LLVMBuildMul(e->b, LLVMBuildSub(e->b, LLVMBuildAdd(e->b, orow, i0, ""), lag, ""), din, ""));
       V c = gep(e, out, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, orow, i0, ""), dout, ""));
@@ -521,7 +521,7 @@ static void emit_conv_dw(Emit *e, const LConv *cv) {
   V lag = loop_begin(e, &lk, e->lo, e->hi);
   V obase = LLVMBuildMul(e->b, lag, per, "");
   zero(e, out, obase, per);
-  V hi_i = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, lag, T, ""), T, lag, "");  // empty when lag >= T
+  V hi_i = imax_v(e, lag, T);  // empty when lag >= T
   V b = loop_begin(e, &lb, ci64(e, 0), lead);
   V bT = LLVMBuildMul(e->b, b, T, "");
   if (cv->kind == CONV_MATRIX) {
