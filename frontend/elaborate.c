@@ -457,6 +457,13 @@ static int one_hot(Elab *E, int x, Dim n, Loc at, Loc loc) {
   return add_node(E, (Node){.op = OP_EQ, .nin = 2, .in = {r, io}}, loc);
 }
 
+// x with axis and its last axis swapped (x itself when axis is the last):
+// ops along the last axis applied along another, and undone the same way.
+static int swap_last(Elab *E, int x, int axis, Loc loc) {
+  int last = E->g->nodes[x].shape.rank - 1;
+  return axis == last ? x : add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = last}, loc);
+}
+
 static void check_elements(Elab *E, const Shape *s, Loc loc) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) {
@@ -888,10 +895,8 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     if (k.kind != DIM_CONST) err(E, ax[1]->loc, "topk needs a fixed k");
     int axis = n > 2 ? ir_norm_axis(want_axis(E, a[2], ax[2]->loc), r) : r - 1;
     if (axis < 0) err(E, ax[2]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[2].i, r);
-    if (axis != r - 1) x = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = r - 1}, loc);
-    int t = add_node(E, (Node){.op = OP_TOPK, .nin = 1, .in = {x}, .len = k}, loc);
-    if (axis != r - 1) t = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {t}, .axis = axis, .axis2 = r - 1}, loc);
-    return vtensor(t);
+    int t = add_node(E, (Node){.op = OP_TOPK, .nin = 1, .in = {swap_last(E, x, axis, loc)}, .len = k}, loc);
+    return vtensor(swap_last(E, t, axis, loc));
   }
   case BI_SCAN:  // h_t = a_t o h_{t-1} + b_t along axis; a broadcasts to b's shape
     nd.nin = 2;
@@ -968,10 +973,8 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     if (r + 1 > IR_MAX_RANK) err(E, ax[0]->loc, "%s of a tensor of rank %d: at most %d", bi->name, r, IR_MAX_RANK - 1);
     Dim n = g ? E->g->nodes[x].shape.d[axis] : want_size(E, a[2], ax[2]->loc, "the number of places");
     if (n.kind != DIM_CONST) err(E, g ? ax[0]->loc : ax[2]->loc, "%s needs a fixed size along the axis", bi->name);
-    if (axis != r - 1) {  // the axis last
-      x = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = r - 1}, loc);
-      ids = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {ids}, .axis = axis, .axis2 = r - 1}, loc);
-    }
+    x = swap_last(E, x, axis, loc);  // the axis last
+    ids = swap_last(E, ids, axis, loc);
     int oh = one_hot(E, ids, n, ax[1]->loc, loc);  // [.., k, n]
     Shape xs = E->g->nodes[x].shape, s = xs;
     if (g) s.d[r - 1] = (Dim){DIM_CONST, 1}, s.d[r] = n;  // x [.., n] as [.., 1, n]
@@ -984,8 +987,7 @@ static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax,
     if (!g) o.d[r - 1] = o.d[r];
     o.rank = r;
     int out = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {sum}, .shape = o}, loc);
-    if (axis != r - 1) out = add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {out}, .axis = axis, .axis2 = r - 1}, loc);
-    return vtensor(out);
+    return vtensor(swap_last(E, out, axis, loc));
   }
   case BI_SIDE: {  // the sum of side outputs ax[0]->name, in the order returned
     if (ax[0]->kind != EX_STRING) err(E, ax[0]->loc, "side takes the side output's name in quotes: side(\"aux\")");
