@@ -608,25 +608,38 @@ static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, d
 static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
 
 // S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj) for ii < nq, jj < nk: the
-// score bias over a block of scores, and the op's own window (nothing
-// without either).
+// score bias over a block of scores (nothing without one). The blocked
+// forms apply the op's own window as each row's first key (att_row_start),
+// not as scores.
 static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
-  if (a->bslot < 0 && !a->Wmask) return;
+  if (a->bslot < 0) return;
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jj));
-  store(L, S, at, att_biased(L, a, load(L, S, at), m, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jj))));
+  LExpr *s = x2(L, LX_ADD, load(L, S, at), load(L, a->bslot, att_bias_at(L, a, m, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jj)))));
+  store(L, S, at, s);
   for_end(L);
   for_end(L);
 }
 
-// Row sb of a block of scores, nk columns of which the first jn are keys the
-// row sees: S_jj <- e^(S_jj - m) for jj < jn, 0 after; returns the variable
+// The first column of a block of scores whose keys start at k0 that query
+// row i sees: max(0, i - W + 1 - k0) under the op's own window, else 0. A
+// row may see none (the result >= the block's columns): its exponentials
+// are all 0. -1 without the window: every column from 0.
+static int att_row_start(Lo *L, const Att *a, LExpr *i, int k0) {
+  if (!a->Wmask) return -1;
+  return let(L, imax(L, xi(L, 0), x2(L, LX_SUB, x2(L, LX_SUB, i, xi(L, a->W - 1)), xvar(L, k0))), "js");
+}
+
+// Row sb of a block of scores, nk columns of which [js, jn) are keys the
+// row sees: S_jj <- e^(S_jj - m) there, 0 elsewhere; returns the variable
 // holding their sum.
-static int att_row_exp(Lo *L, int S, int sb, int jn, int nk, int m) {
+static int att_row_exp(Lo *L, int S, int sb, int js, int jn, int nk, int m) {
   int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
-  store(L, S, at, xsel(L, x2(L, LX_LT, xvar(L, jj), xvar(L, jn)), x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
+  LExpr *in = x2(L, LX_LT, xvar(L, jj), xvar(L, jn));
+  if (js >= 0) in = x2(L, LX_AND, x2(L, LX_GE, xvar(L, jj), xvar(L, js)), in);
+  store(L, S, at, xsel(L, in, x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, at), xvar(L, m))), xf(L, 0)));
   for_end(L);
   LStmt *rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
   return reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
@@ -651,7 +664,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int kend = let(L, xsel(L, x2(L, LX_LT, xvar(L, lo), xvar(L, hi)), xvar(L, hi), xi(L, 0)), "kend");
   int S = local(L, BQ * BK), A = local(L, BQ * e), M = local(L, BQ), Ls = local(L, BQ);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  store(L, M, xvar(L, ii), xf(L, -INFINITY));
+  store(L, M, xvar(L, ii), xf(L, a->Wmask ? ATT_FAR : -INFINITY));  // finite: a block may hold none of a row's keys
   store(L, Ls, xvar(L, ii), xf(L, 0));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), xf(L, 0));
   for_end(L);
@@ -668,15 +681,16 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   att_block_bias(L, a, S, BK, nq, nk, xvar(L, sh), lo, k0);
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, lo), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
+  int js = att_row_start(L, a, iadd(L, xvar(L, lo), xvar(L, ii)), k0);
   int sb = let(L, imul(L, xvar(L, ii), xi(L, BK)), "sb");
   int jj;
-  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
   int mt = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mt");
   int mo = let(L, load(L, M, xvar(L, ii)), "mo");
   int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
   int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
   store(L, M, xvar(L, ii), xvar(L, mn));
-  int ls = att_row_exp(L, S, sb, jn, nk, mn);
+  int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
   store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
     int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), "at");
@@ -735,11 +749,12 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   gemm_call(L, c);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), xvar(L, ks)), "jn");
+  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), ks);  // the row's first key, < jn
   int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
   int jj;
-  LStmt *rd = reduce_begin(L, LX_MAX, xi(L, 0), xvar(L, jn), &jj);
+  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
   int m = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "m");
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, jn, nk, m))), "inv");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, js, jn, nk, m))), "inv");
   rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
   LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
   int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
