@@ -482,6 +482,7 @@ static void lx(LP *p, const LExpr *e) {
   case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
   case LX_VAR: out(r, "%s", p->name[e->var]); return;
   case LX_ROW0: out(r, "XF_ROW0(a)"); return;
+  case LX_POS0: out(r, "a.p0"); return;
   case LX_WIN: out(r, e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);

@@ -59,7 +59,7 @@ static bool ev(const Ev *e, const LExpr *x, int64_t *out) {
   case LX_INT: *out = x->ival; return true;
   case LX_DIM: *out = x->ival ? e->T : e->B; return true;
   case LX_VAR: *out = e->val[x->var]; return e->known[x->var];
-  case LX_ROW0: *out = 0; return true;
+  case LX_ROW0: case LX_POS0: *out = 0; return true;
   case LX_WIN: *out = x->ival == 1 ? e->T : 0; return true;
   case LX_LOAD: *out = 0; return x->type == LT_I64;
   case LX_SELECT:
@@ -113,7 +113,7 @@ static double op_weight(LExprKind k, LType t) {
 static void xcost(const LExpr *x, XCost *c) {
   if (!x) return;
   switch (x->kind) {
-  case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_WIN: return;
+  case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_POS0: case LX_WIN: return;
   case LX_LOAD: {
     c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
     xcost(x->a[0], c);

@@ -565,7 +565,7 @@ typedef struct {
   V slot[LK_LOCAL0 + LK_MAX_LOCALS];  // operand pointers (f32*, i32* where slot_int)
                      // of the slots the kernel reads or writes, loaded before its
                      // loops; then its local arrays (stack arrays of the function)
-  V row0, imm;       // XfApi.row0 (i64) and KS_IMM (i32), where the kernel uses them
+  V row0, pos0, imm;  // XfApi.row0, XfApi.pos0 (i64) and KS_IMM (i32), where the kernel uses them
 } LPrint;
 
 static _Noreturn void lk_internal(const char *what, int n) {
@@ -639,6 +639,7 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_DIM: return x->ival ? e->T : e->B;
   case LX_VAR: return p->vals[x->var];
   case LX_ROW0: return p->row0;
+  case LX_POS0: return p->pos0;
   case LX_WIN:
     if (x->ival == 2) return e->win ? e->wk : ci64(e, 0);
     return e->win ? (x->ival ? e->w1 : e->w0) : x->ival ? e->T : ci64(e, 0);
@@ -775,6 +776,7 @@ static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
   for (int i = 0; i < lk->nlocals; i++)
     p.slot[LK_LOCAL0 + i] = LLVMBuildBitCast(e->b, var(e, LLVMArrayType(e->f32, (unsigned)lk->local_size[i])), e->f32p, "");
   if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
+  if (lstmt_has(lk->body, LX_POS0)) p.pos0 = api_field(e, e->api, XF_API_F_pos0);
   if (lstmt_has(lk->body, LX_KEEP)) p.imm = imm32(e);
   Loop L;
   p.vals[0] = loop_begin(e, &L, lo, hi);

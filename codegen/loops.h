@@ -49,6 +49,10 @@ typedef enum {
   LX_VAR,     // the value of variable var
   LX_ROW0,    // i64: the global batch row of this call's row 0 (XfApi.row0;
               // data-parallel ranks see disjoint rows): dropout's element index
+  LX_POS0,    // i64: the position of row 0 along the time axis: the step
+              // program's frame (stepmem.c step_frame; XfApi.pos0), 0 in
+              // every other program. What makes positions (iota(T), rows t of
+              // a table) adds it; everything else is relative to the frame
   LX_WIN,     // i64: the step program's positions [w0, w1) (ival 0: w0, 1: w1),
               // for a kernel that windows its own body (lower_window LW_BODY);
               // 0 and T in every other program; ival 2: wk, the position
@@ -298,6 +302,16 @@ typedef struct {
   int first, last;
 } StepBuf;
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);
+// The step program's frame (stepmem.c): when every read of an earlier
+// position looks back at most H positions (a shift by s: s; a causal
+// convolution of L lags: L - 1; attention with a key window W: W - 1; a
+// scan's state: 1), a run that computes one position p needs only positions
+// [p - H, p]: the buffers can hold F = H + 1 positions, addressed from the
+// frame's first position (XfApi.pos0), the runtime moving the last H along
+// after each run. Returns F, or 0 when some read has no bound (attention
+// over every key, a product by rows of positions, a kernel that computes
+// every position) or F would be the whole context.
+int64_t step_frame(const Schedule *s, const int *time_axis);
 // Whether an expression of kind k, or (lstmt_uses) variable var, occurs in
 // the statements from s on and inside them (lower.c).
 bool lstmt_has(const LStmt *s, LExprKind k);

@@ -182,7 +182,9 @@ static LExpr *map_value(Lo *L, Map *m, int id) {
   switch (n->op) {
   case OP_CONST: v = xf(L, n->fval); break;
   case OP_SIZE: v = x1(L, LX_TOF, xdim(L, n->len)); break;
-  case OP_IOTA: v = x1(L, LX_TOF, coord(L, m, r - 1)); break;
+  case OP_IOTA:  // positions along T count from the step program's frame's first (LX_POS0)
+    v = x1(L, LX_TOF, n->len.kind == DIM_T ? iadd(L, coord(L, m, r - 1), ex(L, LX_POS0, LT_I64)) : coord(L, m, r - 1));
+    break;
   case OP_EXPAND: v = operand(L, m, n, 0); break;
   case OP_MATMUL: v = load(L, KS_OUT, xvar(L, m->o)); break;  // the kernel's GEMM wrote it
   case OP_CAUSAL_MASK:
@@ -227,9 +229,12 @@ static LExpr *map_value(Lo *L, Map *m, int id) {
     v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, -1, NULL, perm));
     break;
   }
-  case OP_SLICE:
-    v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, n->axis, iadd(L, coord(L, m, n->axis), xi(L, n->start)), NULL));
+  case OP_SLICE: {  // rows t of a table along T (learned positions): from the frame's first (LX_POS0)
+    LExpr *c = iadd(L, coord(L, m, n->axis), xi(L, n->start));
+    if (n->len.kind == DIM_T && xs->d[n->axis].kind != DIM_T) c = iadd(L, c, ex(L, LX_POS0, LT_I64));
+    v = load(L, move_slot(L, n, 0), offset_at(L, m, xs, n->axis, c, NULL));
     break;
+  }
   case OP_PAD:      // inside [start, start + len) of axis: x, else 0
   case OP_SHIFT: {  // x at t - by along axis where that is in [0, T), else 0
     int rel = let(L, x2(L, LX_SUB, coord(L, m, n->axis), xi(L, n->start)), "rel");
@@ -1007,6 +1012,7 @@ static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
   case LX_DIM: fputs(e->ival ? "T" : "B", f); return;
   case LX_VAR: print_var(f, lk, e->var); return;
   case LX_ROW0: fputs("row0", f); return;
+  case LX_POS0: fputs("pos0", f); return;
   case LX_WIN: fputs(e->ival == 2 ? "wk" : e->ival ? "w1" : "w0", f); return;
   case LX_LOAD:
     if (e->slot >= LK_LOCAL0) fprintf(f, "local%d[", e->slot - LK_LOCAL0);

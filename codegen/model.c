@@ -109,7 +109,8 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
   StepBuf *st = calloc((size_t)e->s->nbufs + 1, sizeof *st);
   V *sv[4];
   for (int f = 0; f < 4; f++) sv[f] = calloc((size_t)e->s->nbufs + 1, sizeof(V));
-  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st);
+  int64_t frame = 0;
+  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st), frame = step_frame(e->s, o->time_axis);
   for (int i = 0; i < nstep; i++)
     sv[0][i] = ci32(e, st[i].buf), sv[1][i] = ci32(e, st[i].cache), sv[2][i] = ci32(e, st[i].first),
     sv[3][i] = ci32(e, st[i].last);
@@ -141,7 +142,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                             [XF_MODEL_F_step_note] = o && o->step_note ? emit_cstr(e, o->step_note) : LLVMConstNull(e->i8p),
                             [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,
                             [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
-                            [XF_MODEL_F_step_last] = step_last,
+                            [XF_MODEL_F_step_last] = step_last, [XF_MODEL_F_step_frame] = ci64(e, nstep > 0 ? frame : 0),
                             [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0)});
   V gv = LLVMAddGlobal(e->M, emit_abi_type(e, XF_MODEL), "xf_model");
   LLVMSetInitializer(gv, init);

@@ -27,36 +27,73 @@
 
 #include "loops.h"
 
-// hist[i]: whether kernel k, on either target, reads rows of its input i
-// (leaf k->leaf[i]) outside the window of the run.
-static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, bool hist[KERNEL_MAX_IN]) {
+enum { BACK_ALL = -1 };  // a lookback without bound: every earlier position
+
+// back[i]: how many positions before the run's window kernel k, on either
+// target, reads of its input i (leaf k->leaf[i]): 0 none, BACK_ALL every one.
+static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, int64_t back[KERNEL_MAX_IN]) {
   const Graph *g = s->g;
   bool full = false;
   for (int t = 0; t < 2; t++) full = full || lower_window(s, ta, k, t ? LTARGET_GPU : LTARGET_CPU).kind == LW_FULL;
-  for (int i = 0; i < k->nin; i++) hist[i] = full && ta[k->leaf[i]] >= 0;  // no positions: the same at every step
+  for (int i = 0; i < k->nin; i++) back[i] = full && ta[k->leaf[i]] >= 0 ? BACK_ALL : 0;  // no positions: the same at every step
   if (full) return;
   for (int m = 0; m < g->nnodes; m++) {
     if (m != k->node && s->group[m] != k->node) continue;
     const Node *n = &g->nodes[m];
-    int reads[IR_MAX_IN + 1], nr = 0;  // the leaves n reads at earlier positions (ir.h IR_P_HIST)
+    int reads[IR_MAX_IN + 1], nr = 0;  // the leaves n reads at earlier positions (ir.h IR_P_HIST) ...
+    int64_t by[IR_MAX_IN + 1];         // ... and how far back
     for (int i = 0; i < n->nin; i++)
-      if (ir_op_info[n->op].props & IR_P_HIST(i)) reads[nr++] = n->in[i];
-    if (n->op == OP_SHIFT && !(n->start > 0 && ta[n->in[0]] == n->axis)) nr = 0;  // x_{t-s}: later positions, or none
+      if (ir_op_info[n->op].props & IR_P_HIST(i)) {
+        int64_t b = BACK_ALL;
+        if (n->op == OP_SHIFT) b = n->start;                                        // x_{t-s}
+        if (n->op == OP_CAUSAL_CONV) b = g->nodes[n->in[1]].shape.d[0].n - 1;       // x_{t-L+1} .. x_t
+        if (n->op == OP_ATTENTION && n->start > 0) b = n->start - 1;                // keys i - W < j <= i
+        by[nr] = b, reads[nr++] = n->in[i];
+      }
+    if (n->op == OP_SHIFT && !(n->start > 0 && ta[n->in[0]] == n->axis)) nr = 0;  // later positions, or none
     if (ir_op_info[n->op].cat == OPC_UNARY || ir_op_info[n->op].cat == OPC_BINARY)
       for (int i = 0; i < n->nin; i++) {  // an operand indexed by key position (causal.c): read at every key
         const Node *in = &g->nodes[n->in[i]];
         int a = ta[in->id] < 0 ? -1 : ta[in->id] + n->shape.rank - in->shape.rank;
-        if (a >= 0 && ta[m] >= 0 && a != ta[m]) reads[nr++] = in->id;
+        if (a >= 0 && ta[m] >= 0 && a != ta[m]) by[nr] = BACK_ALL, reads[nr++] = in->id;
       }
     if (n->op == OP_MATMUL) {  // rows of the left operand are the window's; the right one is read whole
       const Node *y = &g->nodes[n->in[1]];
-      reads[nr++] = n->in[1];
-      if (y->op == OP_TRANSPOSE) reads[nr++] = y->in[0];
+      by[nr] = BACK_ALL, reads[nr++] = n->in[1];
+      if (y->op == OP_TRANSPOSE) by[nr] = BACK_ALL, reads[nr++] = y->in[0];
     }
     for (int i = 0; i < k->nin; i++)
       for (int r = 0; r < nr; r++)
-        if (ta[k->leaf[i]] >= 0 && k->leaf[i] == reads[r]) hist[i] = true;
+        if (ta[k->leaf[i]] >= 0 && k->leaf[i] == reads[r] && back[i] != BACK_ALL && by[r] != 0)
+          back[i] = by[r] == BACK_ALL || by[r] > back[i] ? by[r] : back[i];
   }
+}
+
+int64_t step_frame(const Schedule *s, const int *time_axis) {
+  int64_t H = 1;  // a scan's first position is told by w0 > 0: one earlier row at least
+  for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
+    const Kernel *k = &s->kernels[s->prog[PROG_SAMPLE][i]];
+    int64_t back[KERNEL_MAX_IN];
+    history_inputs(s, time_axis, k, back);
+    for (int j = 0; j < k->nin; j++) {
+      if (back[j] == BACK_ALL) return 0;
+      if (back[j] > H) H = back[j];
+    }
+  }
+  if (H + 1 >= s->g->t_max) return 0;
+  // the runtime moves each cache along its one time axis (runtime/sampler.c)
+  StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
+  int n = sb ? step_buffers(s, time_axis, sb) : -1;
+  bool ok = n >= 0;
+  for (int i = 0; ok && i < n; i++) {
+    const Buffer *b = &s->bufs[sb[i].buf];
+    const Shape *sh = &s->g->nodes[b->node].shape;
+    int nt = 0;
+    for (int a = 0; a < sh->rank; a++) nt += sh->d[a].kind == DIM_T;
+    if (sb[i].cache && b->size.pt > 0) ok = b->size.pt == 1 && nt == 1 && symsize_eq(b->size, symsize_prod(sh, 0, sh->rank));
+  }
+  free(sb);
+  return ok ? H + 1 : 0;
 }
 
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
@@ -67,9 +104,9 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
     int ki = s->prog[PROG_SAMPLE][i];
     const Kernel *k = &s->kernels[ki];
     int slot[KS_IMM];
-    bool hist[KERNEL_MAX_IN];
+    int64_t back[KERNEL_MAX_IN];
     kernel_slots(s, k, slot);
-    history_inputs(s, time_axis, k, hist);
+    history_inputs(s, time_axis, k, back);
     // a scan along time starts from its state row, h_{w0-1} as the run before left it
     const Node *kn = &s->g->nodes[k->node];
     bool state = schedule_scan_state(kn) && time_axis[k->node] == kn->axis;
@@ -82,7 +119,7 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       }
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
-      if (j >= KS_IN0 && j < KS_IN0 + k->nin && hist[j - KS_IN0]) sb->cache = true;
+      if (j >= KS_IN0 && j < KS_IN0 + k->nin && back[j - KS_IN0] != 0) sb->cache = true;
       if (j == KS_SCRATCH && state) sb->cache = sb->state = true;
     }
   }

@@ -132,14 +132,17 @@ struct Options {
 // The memory of incremental decoding per sequence of `context` positions
 // (--stats): the caches later positions read and the workspace planned by
 // lifetimes (codegen/stepmem.c, memplan; the runtime's xf_sampler_open
-// computes the same). ta: the causal analysis's time axes, NULL when the
-// model has no incremental decoder.
+// computes the same), at T = the step program's frame where it has one (a
+// CPU sampler's: the GPU's keeps the context). ta: the causal analysis's
+// time axes, NULL when the model has no incremental decoder.
 static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) {
   StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
   bool *cached = calloc((size_t)s->nbufs + 1, sizeof *cached);
   int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1, state = 0;
+  int64_t frame = ta ? step_frame(s, ta) : 0;
   int n = 0;
+  if (frame) T = frame;
   if (ta && sb && items && cached && ofs && (n = step_buffers(s, ta, sb)) > 0) {
     for (int i = 0; i < n; i++) {
       items[i] = (PlanItem){.bytes = 4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T), .first = sb[i].first, .last = sb[i].last};
@@ -150,7 +153,11 @@ static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) 
       if (sb[i].state) state += (items[i].bytes + 63) / 64 * 64;  // as memplan_after_caches packs a cache
   }
   if (total >= 0) {
-    printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
+    if (frame)
+      printf("\nmemory of incremental decoding per sequence, at any position (a frame of %lld positions: every read\n"
+             "of an earlier position looks back at most %lld; the CPU's sampler):\n",
+             (long long)frame, (long long)frame - 1);
+    else printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
     printf("  caches (what later positions read)   %10.1f KiB  (%lld bytes)\n", (double)cache / 1024, (long long)cache);
     printf("    of which recurrent states          %10.1f KiB  (%lld bytes, the same at every position)\n",
            (double)state / 1024, (long long)state);

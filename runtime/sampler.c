@@ -18,6 +18,9 @@ struct XfSampler {
   int32_t *hist;     // [nseq, ctx]: the encoded tokens; past a stream's length, valid ids
   int64_t *lens;     // [nseq]: positions encoded per stream (len: the longest)
   int64_t keep;      // where the next run of the step program starts (XfApi.win_keep)
+  int64_t frame;     // > 0: the step program's frame of positions (XfModel.step_frame), on the CPU
+  int64_t fbase;     // the frame's first position (XfApi.pos0) ...
+  int64_t fnext;     // ... and the position its next run computes
   int64_t *nfeed;    // [nseq]: scratch of xf_sampler_feed
   void **bufs;       // the step program's buffers: parameters, then the cache arena
   char *arena;       // on a GPU: device storage, beside the runtime's parameters
@@ -56,14 +59,15 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   if (!s) return fail(err, errlen, "out of memory"), NULL;
   s->rt = rt, s->nseq = nseq, s->ctx = m->context, s->vocab = xf_vocab(rt);
   s->incremental = incremental && m->step && (!rt->gpu || m->cuda->nlaunch[XF_PROG_STEP] > 0);
+  s->frame = s->incremental && !rt->gpu ? m->step_frame : 0;
   s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
   s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
   s->lens = calloc((size_t)nseq, sizeof *s->lens), s->nfeed = calloc((size_t)nseq, sizeof *s->nfeed);
   bool ok = s->hist && s->out && s->lens && s->nfeed;
   if (ok && s->incremental) {
-    // the caches and the planned workspace of the step program at (nseq, context)
+    // the caches and the planned workspace of the step program at (nseq, context or the frame)
     int64_t cache = 0, *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
-    int64_t planned = ofs ? step_plan(m, nseq, s->ctx, ofs, &cache) : -1;
+    int64_t planned = ofs ? step_plan(m, nseq, s->frame ? s->frame : s->ctx, ofs, &cache) : -1;
     size_t total = planned > 0 ? (size_t)planned : 0, bytes = total ? total : 64;
     s->cache_bytes = (size_t)cache, s->work_bytes = total - (size_t)cache;
     s->bufs = planned >= 0 ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
@@ -113,6 +117,51 @@ void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work) {
   *cache = s->incremental ? s->cache_bytes : 0, *work = s->incremental ? s->work_bytes : 0;
 }
 
+// The frame's caches moved along by d positions: rows [d, F) of each
+// cache's time axis to [0, F - d), per index of the axes before it
+// (codegen/stepmem.c step_frame: each has one time axis, T^1).
+static void frame_shift(XfSampler *s, int64_t d) {
+  const XfModel *m = s->rt->m;
+  int64_t F = s->frame;
+  if (d <= 0) return;
+  for (int i = 0; i < m->nstep_bufs; i++) {
+    const XfBuffer *b = &m->buffers[m->step_bufs[i]];
+    if (!m->step_cache[i] || b->pow_t != 1 || b->is_int) continue;  // the tokens: rewritten every run
+    int64_t outer = 1, inner = 1;
+    int a = 0;
+    while (a < b->rank && b->dims[a] != -1) outer *= b->dims[a] ? b->dims[a] : s->nseq, a++;
+    for (int k = a + 1; k < b->rank; k++) inner *= b->dims[k] ? b->dims[k] : s->nseq;
+    float *x = s->bufs[m->step_bufs[i]];
+    for (int64_t o = 0; o < outer; o++)
+      memmove(x + o * F * inner, x + (o * F + d) * inner, sizeof(float) * (size_t)((F - d) * inner));
+  }
+}
+
+// Positions [from, T) of every stream, one run of the step program each in
+// the frame [max(0, p - F + 1), p]; the logits of a stream ending at p
+// are kept from p's run.
+static void frame_feed(XfSampler *s, int64_t from, int64_t T) {
+  XfRuntime *rt = s->rt;
+  int64_t F = s->frame, V = s->vocab, ctx = s->ctx;
+  if (from != s->fnext) from = 0;  // the frame holds no other start
+  if (from == 0) s->fbase = 0;
+  int32_t *tok = s->bufs[rt->tokens];
+  const float *lg = s->bufs[rt->logits];
+  for (int64_t p = from; p < T; p++) {
+    int64_t r = p - s->fbase;  // p's row in the frame
+    if (s->poison && s->work_bytes) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
+    for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * F, s->hist + i * ctx + s->fbase, sizeof(int32_t) * (size_t)(r + 1));
+    s->api.win_lo = r, s->api.win_hi = r + 1, s->api.win_keep = r + 1, s->api.pos0 = s->fbase;
+    rt->m->step(&s->api, s->bufs, s->nseq, F, rt->opt.seed, rt->step);
+    for (int64_t i = 0; i < s->nseq; i++)
+      if (s->lens[i] - 1 == p) memcpy(s->out + i * V, lg + (i * F + r) * V, sizeof(float) * (size_t)V);
+    int64_t next = p + 2 > F ? p + 2 - F : 0;  // the frame of p + 1
+    frame_shift(s, next - s->fbase);
+    s->fbase = next;
+  }
+  s->fnext = T;
+}
+
 const float *xf_sampler_feed(XfSampler *s, const int32_t *tokens, int64_t n) {
   if (n < 1) return NULL;
   for (int64_t i = 0; i < s->nseq; i++) s->nfeed[i] = n;
@@ -156,6 +205,10 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
   if (from != s->keep) from = 0;
   s->keep = keep;
   s->api.win_keep = keep;
+  if (s->frame) {
+    frame_feed(s, from, T);
+    return s->out;
+  }
   if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
     if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) xf_device_fail(rt);
     if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 18u
+#define XF_ABI_VERSION 19u
 
 struct XfApi;
 
@@ -87,7 +87,10 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   /* Data-parallel training: the global batch row of local row 0, so that                                        \
      dropout draws from the global element index (the same masks as one                                          \
      process over the whole batch). 0 in a single process. */                                                    \
-  F(P, I64, row0)
+  F(P, I64, row0)                                                                                                \
+  /* The position of row 0 along the time axis (loops.h LX_POS0): the first                                      \
+     of the step program's frame (XfModel.step_frame), 0 otherwise */                                            \
+  F(P, I64, pos0)
 
 // XfConfigEntry: one configuration value of the model.
 #define XF_CONFIG_ENTRY_FIELDS(F, A, P)                                                                          \
@@ -152,6 +155,9 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, w1)                                                                                                  \
   /* The step program's keep position (XfApi.win_keep); 0 in the others */                                       \
   F(P, I64, wk)                                                                                                  \
+  /* The position of row 0 along time (XfApi.pos0); 0: the device's step                                         \
+     program keeps every position (XfModel.step_frame is the CPU's) */                                           \
+  F(P, I64, p0)                                                                                                  \
   /* The team GEMMs' arithmetic (xf_team_gemm, codegen/cuda.c): 1 TF32 tensor-core                               \
      products (XfCuda.precision tf32 or bf16), 0 float32 */                                                     \
   F(P, U32, mma)
@@ -331,6 +337,11 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, P_I32, step_cache)                                                                                        \
   F(P, P_I32, step_first)                                                                                        \
   F(P, P_I32, step_last)                                                                                         \
+  /* > 0: the step program runs in a frame of step_frame positions (codegen/                                     \
+     loops.h step_frame): one position a run, with T = step_frame, XfApi.pos0                                    \
+     the frame's first position, the caches moved along after each run; 0:                                       \
+     buffers at T = context */                                                                                   \
+  F(P, I64, step_frame)                                                                                          \
   /* training (forward + backward) operations per token at T = context, as                                      \
      xfc --stats counts them (its stats.c): model FLOP/s = train_ops x tokens/s */                              \
   F(P, F64, train_ops)

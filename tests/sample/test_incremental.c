@@ -121,8 +121,11 @@ static void check(const char *xfc, const char *src, const char *defs) {
     xf_sampler_close(inc), xf_sampler_close(full);
   }
   ok = ok && worst <= 1e-5;
-  printf("%s %-36s prompts 1, 7, %lld then to position %lld; 1 and %lld in one batch: logits %.1e\n", ok ? "ok  " : "FAIL",
-         src, (long long)ctx, (long long)total, (long long)(ctx - 2), worst);
+  int64_t frame = xf_model(rt)->step_frame;  // > 0: the caches move along a frame of positions (codegen/stepmem.c)
+  char fr[48] = "";
+  if (frame) snprintf(fr, sizeof fr, "; a frame of %lld", (long long)frame);
+  printf("%s %-36s prompts 1, 7, %lld then to position %lld; 1 and %lld in one batch%s: logits %.1e\n", ok ? "ok  " : "FAIL",
+         src, (long long)ctx, (long long)total, (long long)(ctx - 2), fr, worst);
   ok ? passed++ : failed++;
   free(tok);
   xf_close(rt);
@@ -135,14 +138,17 @@ int main(int argc, char **argv) {
   // values from one feed to the next (codegen/stepmem.c)
   setenv("XF_DEBUG_POISON", "1", 1);
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm", "moe", "mamba"};
+                                   "gla", "retnet", "ssm", "moe", "mamba", "sliding_window"};
   for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
     char src[256], defs[256];
     snprintf(src, sizeof src, "examples/%s.xf", examples[i]);
     bool heads = !strcmp(examples[i], "transformer") || !strcmp(examples[i], "macaron") || !strcmp(examples[i], "postnorm") ||
                  !strcmp(examples[i], "rk4") || !strcmp(examples[i], "linear_attention") ||
-                 !strcmp(examples[i], "gla") || !strcmp(examples[i], "retnet") || !strcmp(examples[i], "moe");
-    snprintf(defs, sizeof defs, "-D layers=2 -D d=16 -D context=12 -D vocab=29 -D ffn=24%s", heads ? " -D heads=2" : "");
+                 !strcmp(examples[i], "gla") || !strcmp(examples[i], "retnet") || !strcmp(examples[i], "moe") ||
+                 !strcmp(examples[i], "sliding_window");
+    bool window = !strcmp(examples[i], "sliding_window");  // a window of 4: the frame of 4 positions moves from position 4 on
+    snprintf(defs, sizeof defs, "-D layers=2 -D d=16 -D context=12 -D vocab=29 -D ffn=24%s%s", heads ? " -D heads=2" : "",
+             window ? " -D window=4" : "");
     check(xfc, src, defs);
   }
   check(xfc, "tests/sample/user_mixer.xf", "");

@@ -139,8 +139,10 @@ def step_memory(example, **defs):
     for k, v in defs.items():
         args += ["-D", f"{k}={v}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    got = {}
+    got = {"frame": 0}
     for line in out.splitlines():
+        if "(a frame of " in line:  # every read of an earlier position looks back a bounded distance
+            got["frame"] = int(line.split("(a frame of ")[1].split()[0])
         for key in ("caches", "workspace", "of which recurrent states"):
             if line.strip().startswith(key):
                 got[key] = int(line.split("(")[-1].split()[0])
@@ -160,17 +162,36 @@ for d, l, m in [(128, 128, 18), (32, 16, 3)]:
 
 # A scan along time keeps one state row per sequence (codegen/stepmem.c):
 # linear attention's mu [n, h, h] and nu [n, h, 1] per layer, the same at
-# every context, beside the token ids; the caches do not grow with the
-# position the model can reach.
+# every context, beside the token ids of its frame of 2 positions (a scan
+# looks back one); the caches do not grow with the position the model can
+# reach.
 for d, n, m in [(128, 8, 18), (32, 4, 3)]:
     h = d // n
     state = m * n * (h * h + h) * 4
     for l in (128, 1024):
         got = step_memory("linear_attention", d=d, heads=n, context=l, layers=m)
-        expect(f"linear_attention caches d={d} n={n} l={l} m={m}: the scan states", got["caches"], state + tokens(l))
+        expect(f"linear_attention frame d={d} n={n} l={l} m={m}", got["frame"], 2)
+        expect(f"linear_attention caches d={d} n={n} l={l} m={m}: the scan states", got["caches"], state + tokens(2))
         expect(f"linear_attention recurrent states d={d} n={n} l={l} m={m}", got["of which recurrent states"], state)
     got = step_memory("transformer", d=d, heads=n, context=128, layers=m)
     expect(f"transformer recurrent states d={d} m={m}: none", got["of which recurrent states"], 0)
+
+# Bounded lookbacks (codegen/stepmem.c step_frame): a sliding window of W
+# keys decodes in a frame of W positions, K and V of W positions per layer
+# at any context; Mamba's width-4 convolution in a frame of 4, its caches
+# the convolution's input over 4 positions (m x 4 x 2d floats) and the
+# selective scan's states (m x 2d x 16), the same at contexts 128 and 1024;
+# full attention keeps the whole context (no frame).
+for l in (256, 1024):
+    got = step_memory("sliding_window", d=128, heads=4, context=l, layers=18, window=128)
+    expect(f"sliding_window frame W=128 l={l}", got["frame"], 128)
+    expect(f"sliding_window caches W=128 l={l}: K and V of 128 positions", got["caches"], 2 * 18 * 128 * 128 * 4 + tokens(128))
+mamba = [step_memory("mamba", context=l) for l in (128, 1024)]
+expect("mamba frame: the width-4 convolution", mamba[0]["frame"], 4)
+expect("mamba caches: the same at contexts 128 and 1024", mamba[1]["caches"], mamba[0]["caches"])
+expect("mamba caches: the convolution's input of 4 positions and the scans' states", mamba[0]["caches"],
+       18 * 4 * 256 * 4 + 18 * 256 * 16 * 4 + tokens(4))
+expect("transformer frame: none (attention over every key)", step_memory("transformer", context=128)["frame"], 0)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
