@@ -17,7 +17,12 @@ page-faulting at 18 layers) are not timed. Prints one line: tokens/s over the ti
 process in MiB (ru_maxrss, so run eager and compiled in separate processes)
 and the warm-up seconds.
 
-Usage: torch_ref.py EXAMPLE [--compile] [--bf16] --layers N --batch B --seq T --steps S --threads N [--device cuda]
+With --flex (and --compile) the attention variants run through FlexAttention
+(torch.nn.attention.flex_attention: the score term as a score_mod, the mask as
+a mask_mod with a block mask that skips empty tiles), the other reference a
+PyTorch user would pick for them.
+
+Usage: torch_ref.py EXAMPLE [--compile [--flex]] [--bf16] --layers N --batch B --seq T --steps S --threads N [--device cuda]
        torch_ref.py sgemm --threads N [--device cuda]
 With --device cuda (scripts/gpu-check) the model, tokens and products are on
 the GPU in float32 (TF32 only with --tf32), timed between synchronisations,
@@ -93,18 +98,40 @@ class Attention(nn.Module):  # mixers.xf CausalSelfAttention: no biases, scale 1
         y = F.scaled_dot_product_attention(split(s.q(x)), split(s.k(x)), split(s.v(x)), is_causal=True)
         return s.o(y.transpose(1, 2).reshape(B, T, d))
 
+FLEX = False  # --flex: the variants through FlexAttention instead of SDPA
+
 class AttentionVariant(nn.Module):  # stdlib/attention.xf's variants, through SDPA as a PyTorch user writes them
     def __init__(s, kind, d, heads, window=32, kv_heads=8, buckets=32):
-        super().__init__(); s.kind, s.h, s.window, s.buckets = kind, heads, window, buckets
+        super().__init__(); s.kind, s.h, s.window, s.buckets, s.masks = kind, heads, window, buckets, {}
         s.kv = kv_heads if kind == "gqa" else heads
         s.q, s.o = lin(d, d, False), lin(d, d, False)
         s.k, s.v = lin(d, d // heads * s.kv, False), lin(d, d // heads * s.kv, False)
         if kind == "temperature": s.log_tau = nn.Parameter(torch.zeros(heads, 1, 1))
         if kind == "relative_bias": s.w = nn.Parameter(torch.zeros(heads, buckets))
+    def flex(s, q, k, v):
+        """The same variants as FlexAttention writes them (torch.nn.attention.flex_attention):
+        the score term a score_mod, the mask a mask_mod whose block mask skips empty tiles."""
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+        T, W, K = q.shape[2], s.window, s.buckets
+        if s.kind == "sliding_window": mask = lambda b, h, i, j: (i >= j) & (i - j < W)
+        else: mask = lambda b, h, i, j: i >= j
+        key = (T, str(q.device))
+        if key not in s.masks: s.masks[key] = create_block_mask(mask, None, None, T, T, device=q.device)
+        mod = None
+        if s.kind == "temperature":
+            tau = torch.exp(s.log_tau.view(s.h))
+            mod = lambda sc, b, h, i, j: sc * tau[h]
+        elif s.kind == "alibi":
+            slope = torch.exp((torch.arange(s.h, device=q.device) + 1) * (-8 / s.h * math.log(2)))
+            mod = lambda sc, b, h, i, j: sc - slope[h] * (i - j)
+        elif s.kind == "relative_bias":
+            mod = lambda sc, b, h, i, j: sc + s.w[h, torch.clamp(i - j, 0, K - 1)]
+        return flex_attention(q, k, v, score_mod=mod, block_mask=s.masks[key], enable_gqa=s.kv != s.h)
     def forward(s, x):
         B, T, d = x.shape; hd = d // s.h
         q = s.q(x).view(B, T, s.h, hd).transpose(1, 2)
         k, v = (m(x).view(B, T, s.kv, hd).transpose(1, 2) for m in (s.k, s.v))
+        if FLEX: return s.o(s.flex(q, k, v).transpose(1, 2).reshape(B, T, d))
         i = torch.arange(T, device=x.device)
         dist = (i[:, None] - i[None, :]).to(x.dtype)  # i - j
         if s.kind == "temperature":  # tau q k^T / sqrt(h)
@@ -229,7 +256,11 @@ def main():
                    help="cuda: the model on the GPU; the memory printed is the peak allocated on it")
     a.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core products (cuda), as xfc --precision=tf32")
     a.add_argument("--bf16", action="store_true", help="the forward and the loss under torch.autocast(bfloat16)")
+    a.add_argument("--flex", action="store_true", help="the attention variants through FlexAttention (with --compile)")
     o = a.parse_args()
+    global FLEX
+    FLEX = o.flex
+    if o.flex and not o.compile: a.error("--flex needs --compile: FlexAttention fuses only when compiled")
     dev = o.device
     if o.example == "sgemm":
         return sgemm(o.threads, dev)

@@ -132,8 +132,7 @@ struct Options {
 // The memory of incremental decoding per sequence of `context` positions
 // (--stats): the caches later positions read and the workspace planned by
 // lifetimes (codegen/stepmem.c, memplan; the runtime's xf_sampler_open
-// computes the same), at T = the step program's frame where it has one (a
-// CPU sampler's: the GPU's keeps the context). ta: the causal analysis's
+// computes the same), at T = the step program's frame where it has one. ta: the causal analysis's
 // time axes, NULL when the model has no incremental decoder.
 static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) {
   StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
@@ -155,7 +154,7 @@ static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) 
   if (total >= 0) {
     if (frame)
       printf("\nmemory of incremental decoding per sequence, at any position (a frame of %lld positions: every read\n"
-             "of an earlier position looks back at most %lld; the CPU's sampler):\n",
+             "of an earlier position looks back at most %lld):\n",
              (long long)frame, (long long)frame - 1);
     else printf("\nmemory of incremental decoding per sequence of %lld positions:\n", (long long)T);
     printf("  caches (what later positions read)   %10.1f KiB  (%lld bytes)\n", (double)cache / 1024, (long long)cache);

@@ -31,7 +31,7 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T) {
   return most;
 }
 
-bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk,
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk, int64_t pos0,
                      uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx) {
   const XfCuda *c = m->cuda;
   for (int i = 0; i < c->nlaunch[prog]; i++) {
@@ -60,7 +60,8 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
       XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .seed = seed, .imm = L->imm,
                         .vars = (void *)vars,
                         .w0 = prog == XF_PROG_STEP ? w0 : 0, .w1 = prog == XF_PROG_STEP ? w1 : T,
-                        .wk = prog == XF_PROG_STEP ? wk : 0, .mma = c->precision != XF_PRECISION_FP32};
+                        .wk = prog == XF_PROG_STEP ? wk : 0, .p0 = prog == XF_PROG_STEP ? pos0 : 0,
+                        .mma = c->precision != XF_PRECISION_FP32};
       if (win) {  // of every block of extent * stride items, positions [w0, w1)
         int64_t stride = sym(L->win_stride, B, T), block = sym(L->win_extent, B, T) * stride;
         a.wspan = (w1 - w0) * stride, a.wblock = block, a.wofs = w0 * stride;

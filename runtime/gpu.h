@@ -49,6 +49,9 @@ struct XfGpu {
   bool (*upload)(XfGpu *g, void *dst, const void *src, size_t bytes);    // host -> device
   bool (*download)(XfGpu *g, void *dst, const void *src, size_t bytes);  // device -> host
   bool (*fill)(XfGpu *g, void *dst, int byte, size_t bytes);
+  // Device -> device: height rows of width bytes, row i from src + i spitch
+  // to dst + i dpitch; source and destination do not overlap.
+  bool (*copy2d)(XfGpu *g, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
   // Makes the kernels of c callable: loads c->ptx (device) or compiles
   // c->source (emulation). Kernel fn of launch is c->names[fn]. Every
   // program of c will run at B <= max_b and T <= max_t (what the emulation
@@ -101,14 +104,15 @@ float xf_bf16_round(float x);
 int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)
-// (the step program computes positions [w0, w1), as XfApi.win_lo/win_hi;
-// other programs ignore them; vars: device storage of the XfStepVars its
+// (the step program computes positions [w0, w1), as XfApi.win_lo/win_hi,
+// keeps its scan states at wk, and counts positions from pos0, as
+// XfApi.win_keep and pos0; other programs ignore them; vars: device storage of the XfStepVars its
 // kernels read, which must hold the step's values when they run: the step,
 // the batch row of row 0):
 // every launch record in order, operand slots from dev[] (the device storage
 // of each buffer, aliases resolved); done(ctx, k) after the last launch of
 // kernel k when done is set. False with g->err on the first failure.
-bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk,
+bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int64_t B, int64_t T, int64_t w0, int64_t w1, int64_t wk, int64_t pos0,
                      uint64_t seed, const XfStepVars *vars, void (*done)(void *ctx, int32_t kernel), void *ctx);
 
 // The optimizer of a training program on the device (codegen/cuda.c

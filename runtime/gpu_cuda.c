@@ -128,6 +128,14 @@ static bool c_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
   return cuda_ok(g, cudaMemsetAsync(dst, byte, bytes, c->stream), "cudaMemsetAsync", "device storage");
 }
 
+static bool c_copy2d(XfGpu *g, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+  Cuda *c = g->impl;
+  char what[80];
+  snprintf(what, sizeof what, "%zu rows of %zu bytes on the device", height, width);
+  return cuda_ok(g, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, c->stream),
+                 "cudaMemcpy2DAsync", what);
+}
+
 // The SASS the device runs natively: the newest sm_XY of the model with the
 // device's major version and a minor version up to its own; else the PTX,
 // JIT-compiled by the driver.
@@ -301,7 +309,7 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
     return NULL;
   }
   *g = (XfGpu){.name = "cuda", .impl = c, .alloc = c_alloc, .release = c_release, .upload = c_upload, .download = c_download,
-               .fill = c_fill, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close,
+               .fill = c_fill, .copy2d = c_copy2d, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close,
                .host_alloc = c_host_alloc, .host_free = c_host_free, .upload_async = c_upload_async,
                .download_async = c_download_async, .capture_begin = c_capture_begin, .capture_end = c_capture_end, .replay = c_replay,
                .graph_free = c_graph_free};

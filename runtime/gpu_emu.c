@@ -154,6 +154,11 @@ static bool e_fill(XfGpu *g, void *dst, int byte, size_t bytes) {
   memset(dst, byte, bytes);
   return true;
 }
+static bool e_copy2d(XfGpu *g, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+  if (!not_capturing(g, "copy2d")) return false;
+  for (size_t i = 0; i < height; i++) memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+  return true;
+}
 static bool e_host_alloc(XfGpu *g, void **p, size_t bytes) {
   *p = malloc(bytes ? bytes : 1);
   if (!*p) snprintf(g->err, sizeof g->err, "cuda-emulation: cannot allocate %zu bytes of pinned host memory", bytes);
@@ -365,7 +370,7 @@ XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen) {
     return NULL;
   }
   *g = (XfGpu){.name = "cuda-emulation", .impl = e, .alloc = e_alloc, .release = e_release, .upload = e_upload,
-               .download = e_download, .fill = e_fill, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
+               .download = e_download, .fill = e_fill, .copy2d = e_copy2d, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
                .close = e_close, .host_alloc = e_host_alloc, .host_free = e_host_free, .upload_async = e_upload_async,
                .download_async = e_download_async, .capture_begin = e_capture_begin, .capture_end = e_capture_end, .replay = e_replay,
                .graph_free = e_graph_free};

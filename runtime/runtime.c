@@ -589,7 +589,7 @@ static void device_poison(void *ctx, int32_t kernel) {
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   xf_device_push(rt);
   stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
-  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars,
+  if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, 0, rt->opt.seed, rt->dvars,
                        rt->dead_at || rt->parallel ? device_poison : NULL, rt))
     xf_device_fail(rt);
 }
@@ -631,7 +631,7 @@ static void device_train_graph(XfRuntime *rt, int64_t B, int64_t T) {
   if (!rt->graph) {
     if (!g->capture_begin(g)) xf_device_fail(rt);
     XfCudaOptimizer o = device_optimizer(rt);
-    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, rt->opt.seed, rt->dvars, NULL, NULL) &&
+    bool ok = xf_cuda_program(g, rt->m, XF_PROG_TRAIN, rt->dbufs, B, T, 0, T, 0, 0, rt->opt.seed, rt->dvars, NULL, NULL) &&
               (rt->opt.accum == 1 || xf_cuda_accumulate(g, rt->m->cuda, &o)) && xf_cuda_update(g, rt->m->cuda, &o);
     char why[sizeof g->err];
     memcpy(why, g->err, sizeof why);

@@ -18,7 +18,7 @@ struct XfSampler {
   int32_t *hist;     // [nseq, ctx]: the encoded tokens; past a stream's length, valid ids
   int64_t *lens;     // [nseq]: positions encoded per stream (len: the longest)
   int64_t keep;      // where the next run of the step program starts (XfApi.win_keep)
-  int64_t frame;     // > 0: the step program's frame of positions (XfModel.step_frame), on the CPU
+  int64_t frame;     // > 0: the step program's frame of positions (XfModel.step_frame)
   int64_t fbase;     // the frame's first position (XfApi.pos0) ...
   int64_t fnext;     // ... and the position its next run computes
   int64_t *nfeed;    // [nseq]: scratch of xf_sampler_feed
@@ -26,6 +26,8 @@ struct XfSampler {
   char *arena;       // on a GPU: device storage, beside the runtime's parameters
   float *out;        // [nseq, vocab]
   size_t cache_bytes, work_bytes;  // the arena: caches, then the planned workspace
+  char *shift;       // on a GPU with a frame: after them, the staging of frame_shift's moves
+  int32_t *ftok;     // [nseq, frame]: a run's token ids, uploaded to a GPU
   bool poison;       // XF_DEBUG_POISON: the workspace NaN before every run
   XfApi api;
 };
@@ -50,6 +52,19 @@ static int64_t step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *o
   return total;
 }
 
+// Step buffer i as the frame moves it: a cache of one time axis (T^1; the
+// token ids are rewritten every run instead), outer x F x inner floats; false
+// for the others.
+static bool frame_moves(const XfModel *m, int i, int64_t nseq, int64_t *outer, int64_t *inner) {
+  const XfBuffer *b = &m->buffers[m->step_bufs[i]];
+  if (!m->step_cache[i] || b->pow_t != 1 || b->is_int) return false;
+  int a = 0;
+  *outer = *inner = 1;
+  while (a < b->rank && b->dims[a] != -1) *outer *= b->dims[a] ? b->dims[a] : nseq, a++;
+  for (int k = a + 1; k < b->rank; k++) *inner *= b->dims[k] ? b->dims[k] : nseq;
+  return true;
+}
+
 XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *err, size_t errlen) {
   const XfModel *m = rt->m;
   if (rt->logits < 0) return fail(err, errlen, "model %s has no 'logits' output to sample from", m->name), NULL;
@@ -59,7 +74,7 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
   if (!s) return fail(err, errlen, "out of memory"), NULL;
   s->rt = rt, s->nseq = nseq, s->ctx = m->context, s->vocab = xf_vocab(rt);
   s->incremental = incremental && m->step && (!rt->gpu || m->cuda->nlaunch[XF_PROG_STEP] > 0);
-  s->frame = s->incremental && !rt->gpu ? m->step_frame : 0;
+  s->frame = s->incremental ? m->step_frame : 0;
   s->hist = calloc((size_t)(nseq * s->ctx), sizeof *s->hist);
   s->out = calloc((size_t)(nseq * s->vocab), sizeof *s->out);
   s->lens = calloc((size_t)nseq, sizeof *s->lens), s->nfeed = calloc((size_t)nseq, sizeof *s->nfeed);
@@ -68,12 +83,20 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
     // the caches and the planned workspace of the step program at (nseq, context or the frame)
     int64_t cache = 0, *ofs = calloc((size_t)m->nstep_bufs + 1, sizeof *ofs);
     int64_t planned = ofs ? step_plan(m, nseq, s->frame ? s->frame : s->ctx, ofs, &cache) : -1;
-    size_t total = planned > 0 ? (size_t)planned : 0, bytes = total ? total : 64;
+    size_t total = planned > 0 ? (size_t)planned : 0, shift = 0;
+    for (int i = 0; rt->gpu && s->frame && i < m->nstep_bufs; i++) {  // a device moves a cache through staging
+      int64_t outer, inner;
+      if (frame_moves(m, i, nseq, &outer, &inner) && (size_t)(outer * (s->frame - 1) * inner) * 4 > shift)
+        shift = (size_t)(outer * (s->frame - 1) * inner) * 4;
+    }
+    size_t bytes = total + shift ? total + shift : 64;
     s->cache_bytes = (size_t)cache, s->work_bytes = total - (size_t)cache;
     s->bufs = planned >= 0 ? calloc((size_t)m->nbuffers + 1, sizeof *s->bufs) : NULL;
     if (rt->gpu) {  // device storage (xf_sampler_close releases it)
       void *d = NULL;
       if (rt->gpu->alloc(rt->gpu, &d, bytes)) s->arena = d;
+      s->shift = s->arena && shift ? s->arena + total : NULL;
+      if (s->frame && !(s->ftok = calloc((size_t)(nseq * s->frame), sizeof *s->ftok))) s->arena = NULL;
       if (!s->arena || !rt->gpu->fill(rt->gpu, s->arena, 0, bytes)) {
         fail(err, errlen, "the sampler's caches on the device: %s", rt->gpu->err);
         free(ofs);
@@ -107,7 +130,7 @@ void xf_sampler_close(XfSampler *s) {
   if (!s) return;
   if (s->rt->gpu && s->arena) s->rt->gpu->release(s->rt->gpu, s->arena);
   else free(s->arena);
-  free(s->hist), free(s->out), free(s->bufs), free(s->lens), free(s->nfeed);
+  free(s->hist), free(s->out), free(s->bufs), free(s->lens), free(s->nfeed), free(s->ftok);
   free(s);
 }
 
@@ -119,21 +142,24 @@ void xf_sampler_memory(const XfSampler *s, size_t *cache, size_t *work) {
 
 // The frame's caches moved along by d positions: rows [d, F) of each
 // cache's time axis to [0, F - d), per index of the axes before it
-// (codegen/stepmem.c step_frame: each has one time axis, T^1).
+// (codegen/stepmem.c step_frame: each has one time axis, T^1); on a GPU
+// through the staging after the arena (copies may not overlap).
 static void frame_shift(XfSampler *s, int64_t d) {
   const XfModel *m = s->rt->m;
-  int64_t F = s->frame;
+  XfGpu *g = s->rt->gpu;
+  int64_t F = s->frame, outer, inner;
   if (d <= 0) return;
   for (int i = 0; i < m->nstep_bufs; i++) {
-    const XfBuffer *b = &m->buffers[m->step_bufs[i]];
-    if (!m->step_cache[i] || b->pow_t != 1 || b->is_int) continue;  // the tokens: rewritten every run
-    int64_t outer = 1, inner = 1;
-    int a = 0;
-    while (a < b->rank && b->dims[a] != -1) outer *= b->dims[a] ? b->dims[a] : s->nseq, a++;
-    for (int k = a + 1; k < b->rank; k++) inner *= b->dims[k] ? b->dims[k] : s->nseq;
+    if (!frame_moves(m, i, s->nseq, &outer, &inner)) continue;
     float *x = s->bufs[m->step_bufs[i]];
-    for (int64_t o = 0; o < outer; o++)
-      memmove(x + o * F * inner, x + (o * F + d) * inner, sizeof(float) * (size_t)((F - d) * inner));
+    size_t row = sizeof(float) * (size_t)inner, keep = row * (size_t)(F - d);
+    if (g) {
+      if (!g->copy2d(g, s->shift, keep, x + d * inner, row * (size_t)F, keep, (size_t)outer) ||
+          !g->copy2d(g, x, row * (size_t)F, s->shift, keep, keep, (size_t)outer))
+        xf_device_fail(s->rt);
+      continue;
+    }
+    for (int64_t o = 0; o < outer; o++) memmove(x + o * F * inner, x + (o * F + d) * inner, keep);
   }
 }
 
@@ -142,19 +168,32 @@ static void frame_shift(XfSampler *s, int64_t d) {
 // are kept from p's run.
 static void frame_feed(XfSampler *s, int64_t from, int64_t T) {
   XfRuntime *rt = s->rt;
+  XfGpu *g = rt->gpu;
   int64_t F = s->frame, V = s->vocab, ctx = s->ctx;
   if (from != s->fnext) from = 0;  // the frame holds no other start
   if (from == 0) s->fbase = 0;
-  int32_t *tok = s->bufs[rt->tokens];
+  int32_t *tok = g ? s->ftok : s->bufs[rt->tokens];
   const float *lg = s->bufs[rt->logits];
+  if (g) xf_device_push(rt);
   for (int64_t p = from; p < T; p++) {
     int64_t r = p - s->fbase;  // p's row in the frame
-    if (s->poison && s->work_bytes) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
     for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * F, s->hist + i * ctx + s->fbase, sizeof(int32_t) * (size_t)(r + 1));
-    s->api.win_lo = r, s->api.win_hi = r + 1, s->api.win_keep = r + 1, s->api.pos0 = s->fbase;
-    rt->m->step(&s->api, s->bufs, s->nseq, F, rt->opt.seed, rt->step);
+    if (g) {
+      if ((s->poison && s->work_bytes && !g->fill(g, s->arena + s->cache_bytes, 0xff, s->work_bytes)) ||
+          !g->upload(g, s->bufs[rt->tokens], tok, sizeof(int32_t) * (size_t)(s->nseq * F)) ||
+          !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, F, r, r + 1, r + 1, s->fbase, rt->opt.seed, rt->dvars,
+                           NULL, NULL))
+        xf_device_fail(rt);
+    } else {
+      if (s->poison && s->work_bytes) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
+      s->api.win_lo = r, s->api.win_hi = r + 1, s->api.win_keep = r + 1, s->api.pos0 = s->fbase;
+      rt->m->step(&s->api, s->bufs, s->nseq, F, rt->opt.seed, rt->step);
+    }
     for (int64_t i = 0; i < s->nseq; i++)
-      if (s->lens[i] - 1 == p) memcpy(s->out + i * V, lg + (i * F + r) * V, sizeof(float) * (size_t)V);
+      if (s->lens[i] - 1 == p) {
+        if (!g) memcpy(s->out + i * V, lg + (i * F + r) * V, sizeof(float) * (size_t)V);
+        else if (!g->download(g, s->out + i * V, lg + (i * F + r) * V, sizeof(float) * (size_t)V)) xf_device_fail(rt);
+      }
     int64_t next = p + 2 > F ? p + 2 - F : 0;  // the frame of p + 1
     frame_shift(s, next - s->fbase);
     s->fbase = next;
@@ -217,7 +256,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     XfGpu *g = rt->gpu;
     xf_device_push(rt);
     if (!g->upload(g, s->bufs[rt->tokens], s->hist, sizeof(int32_t) * (size_t)(s->nseq * ctx)) ||
-        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, rt->opt.seed, rt->dvars, NULL, NULL))
+        !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, ctx, from, T, keep, 0, rt->opt.seed, rt->dvars, NULL, NULL))
       xf_device_fail(rt);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++)

@@ -206,7 +206,7 @@ XfMemory xf_memory(const XfRuntime *rt);
 // Both give the same logits (to float rounding) under the same rule for the
 // context: when a sequence would exceed the context length, it keeps its
 // last max(context / 2, min(n, context)) tokens (n: the tokens being fed),
-// which are encoded again in one pass. On the CPU, a model whose reads of
+// which are encoded again in one pass. A model whose reads of
 // earlier positions all look back a bounded distance (XfModel.step_frame:
 // windows, short convolutions, shifts, scans) keeps only that many positions
 // per sequence and runs the step program one position at a time

@@ -155,8 +155,8 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, w1)                                                                                                  \
   /* The step program's keep position (XfApi.win_keep); 0 in the others */                                       \
   F(P, I64, wk)                                                                                                  \
-  /* The position of row 0 along time (XfApi.pos0); 0: the device's step                                         \
-     program keeps every position (XfModel.step_frame is the CPU's) */                                           \
+  /* The position of row 0 along time (XfApi.pos0): the step program's                                           \
+     frame's first; 0 in the others */                                                                           \
   F(P, I64, p0)                                                                                                  \
   /* The team GEMMs' arithmetic (xf_team_gemm, codegen/cuda.c): 1 TF32 tensor-core                               \
      products (XfCuda.precision tf32 or bf16), 0 float32 */                                                     \

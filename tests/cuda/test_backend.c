@@ -417,7 +417,7 @@ static void check_raw(const char *path, int64_t B, int64_t T) {
   XfStepVars vars = {.step = 7};
   void *dvars = NULL;
   ok = ok && g->alloc(g, &dvars, sizeof vars) && g->upload(g, dvars, &vars, sizeof vars);
-  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 99, dvars, NULL, NULL);
+  ok = ok && xf_cuda_program(g, m, XF_PROG_TRAIN, dev, B, T, 0, T, 0, 0, 99, dvars, NULL, NULL);
   double worst = 0;
   const char *wname = "";
   for (int i = 0; i < nb && ok; i++) {
@@ -587,6 +587,14 @@ int main(int argc, char **argv) {
     // output apart; the routed forms are checked in float32 above
     if (strcmp(examples[i], "moe")) check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
     else printf("skip %s bf16: top-k routing of bf16 scores is discontinuous at near-ties\n", path);
+  }
+  // a key window of 3 (stdlib SlidingWindowAttention): the step program in a
+  // frame of 3 positions that moves (runtime/sampler.c, XfGpu.copy2d), with
+  // learned positions counted from the frame's first (XfKernelArgs.p0)
+  if (!only || strstr("examples/sliding_window.xf", only)) {
+    Define win[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
+                    {"dropout", "0.1"}, {"window", "3"}};
+    check("examples/sliding_window.xf", win, 8, 3, 8, true, XF_PRECISION_FP32);
   }
   // attention over several key tiles (64 rows) and more rows than a block's
   // threads (128): the GPU form's tile and stride paths; vocabulary 96: the
