@@ -12,9 +12,13 @@ xfc=$1 xfrun=$2
 . tests/lib.sh
 export XF_CACHE_DIR=$tmp/cache
 python3 -c "import sys; sys.stdout.write('the cat sat on the mat. the dog ran to the tree. ' * 300)" > "$tmp/text.txt"
-for ex in she transformer; do
-  "$xfc" -o "$tmp/$ex.so" examples/$ex.xf -D layers=2 -D d=32 -D context=16 -D ffn=64 -D vocab=256 -D heads=4 2>/dev/null ||
-    "$xfc" -o "$tmp/$ex.so" examples/$ex.xf -D layers=2 -D d=32 -D context=16 -D ffn=64 -D vocab=256 || bad "compile $ex"
+# mamba and sliding_window (a window of 4) decode in a frame of 4 positions
+# that moves along (docs/decoding.md, "Frames")
+for ex in she transformer mamba sliding_window; do
+  defs=(-D layers=2 -D d=32 -D context=16 -D ffn=64 -D vocab=256)
+  grep -q 'heads' "examples/$ex.xf" && defs+=(-D heads=4)
+  [ $ex = sliding_window ] && defs+=(-D window=4)
+  "$xfc" -o "$tmp/$ex.so" examples/$ex.xf "${defs[@]}" || bad "compile $ex"
   "$xfrun" train "$tmp/$ex.so" --data "$tmp/text.txt" --tokenizer bytes --steps 40 --batch 8 --save "$tmp/$ex.st" \
     --threads 2 > /dev/null 2>&1 || bad "train $ex"
   for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --num-samples 3"; do
