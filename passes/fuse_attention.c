@@ -10,7 +10,9 @@
 // s a scalar constant expression (and besides it, at most one tensor t of
 // one value per sequence, a learned or per-head temperature: the node
 // scaling the scores by t is rewritten to scale q, s (q k^T) = (s q) k^T,
-// and autodiff differentiates it as written), a -inf mask, and each intermediate (the
+// or, when the op goes time-major, the dead mask and softmax nodes become
+// t's transpose and q's untransposed rows times it (time_major_temperature);
+// autodiff differentiates it as written), a -inf mask, and each intermediate (the
 // scores, the scaled and masked scores, the probabilities) used only by the
 // next op of the pattern and not an output, has o rewritten in place to
 // ATTENTION(q, k, v[, b]) with fval = the scale (1/s for a division). The
@@ -331,6 +333,35 @@ static const char *why_not(const Graph *g, const int *users, const Node *o, Matc
   return NULL;
 }
 
+// A temperature t [.., H, 1, 1] (one value per sequence) of attention that
+// goes time-major, q = swap(qu) of rows qu [.., T, H, c]: the mask (mk)
+// and the softmax (sm), dead after the rewrite, become
+//   mask node:    t' = swap(t) [.., 1, H, 1]  (t itself without a head axis)
+//   softmax node: qu o t' [.., T, H, c], the rows the time-major op reads
+// (ids in order: t < mask < softmax); the scores' scaling stays as it was,
+// dead. Returns the softmax node's id, or -1 (nothing changed).
+static int time_major_temperature(Graph *g, const Match *mt, int sm) {
+  Node *zt = &g->nodes[mt->temp], *mk = &g->nodes[mt->mask], *sx = &g->nodes[sm];
+  const Node *q = &g->nodes[mt->q], *t = &g->nodes[zt->in[mt->tin]];
+  int rt = t->shape.rank, qu = q->in[0];
+  if (zt->op != OP_MUL || !(t->id < mk->id && mk->id < sx->id)) return -1;
+  Node tt = {.id = mk->id, .op = OP_TRANSPOSE, .nin = 1, .in = {t->id}, .axis = rt - 3, .axis2 = rt - 2, .scope = mk->scope,
+             .loc = mk->loc};
+  Node sc = {.id = sx->id, .op = OP_MUL, .nin = 2, .in = {qu, rt >= 3 ? mk->id : t->id}, .scope = zt->scope, .loc = zt->loc};
+  char err[256];
+  Node keep = *mk;
+  if (rt >= 3) {  // the shape rules read the inputs' shapes: in order
+    if (!ir_infer(g, &tt, &tt.shape, &tt.dtype, err, sizeof err)) return -1;
+    *mk = tt;
+  }
+  if (!ir_infer(g, &sc, &sc.shape, &sc.dtype, err, sizeof err) || !shape_eq(&sc.shape, &g->nodes[qu].shape)) {
+    *mk = keep;
+    return -1;
+  }
+  *sx = sc;
+  return sx->id;
+}
+
 // Whether product o is probabilities times values: a softmax over the last
 // axis as its left operand (a candidate); with scores [..., T, T] the pass
 // says why one it leaves alone is not attention.
@@ -369,7 +400,18 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     }
     const Node *a = &g->nodes[o->in[0]], *q = &g->nodes[mt.q], *k = &g->nodes[mt.k], *v = &g->nodes[mt.v];
     int r = o->shape.rank;
-    if (mt.temp >= 0) {  // s (q k^T) = (q s) k^T: the scaling node now scales q
+    // time-major, the kernels (codegen/lower.c) keep a query row's scores
+    // and the gradient's dP for all heads in local arrays, [t_max, heads]
+    // each, and per-head statistics: at most 512 KiB of them
+    int64_t ee = v->shape.d[r - 1].n;
+    Dim nh = r >= 3 ? q->shape.d[r - 3] : (Dim){DIM_CONST, 1};
+    bool small = nh.kind == DIM_CONST && (2 * g->t_max * nh.n + nh.n * (3 + ee)) * 4 <= 512 * 1024;
+    int u = users[i] == 1 ? user[i] : -1;
+    bool group = grouped_lead(&q->shape, &k->shape, &v->shape);
+    bool major = u >= 0 && small && !group && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v);
+    int qrows = mt.temp >= 0 && major ? time_major_temperature(g, &mt, a->id) : -1;  // q's rows, scaled
+    if (mt.temp >= 0 && qrows < 0) {
+      major = false;  // q is the scaling node below: not a transpose  // s (q k^T) = (q s) k^T: the scaling node now scales q
       Node *zt = &g->nodes[mt.temp];
       // the node that read it (the mask, or a constant scaling), now dead, reads what it read
       Node *up = &g->nodes[mt.above];
@@ -399,17 +441,9 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     if (pure) o->nin = 3, o->in[3] = 0;  // the window is the op's own mask
     users[a->id]--;
     fused++;
-    // time-major, the kernels (codegen/lower.c) keep a query row's scores
-    // and the gradient's dP for all heads in local arrays, [t_max, heads]
-    // each, and per-head statistics: at most 512 KiB of them
-    int64_t ee = v->shape.d[r - 1].n;
-    Dim nh = r >= 3 ? q->shape.d[r - 3] : (Dim){DIM_CONST, 1};
-    bool small = nh.kind == DIM_CONST && (2 * g->t_max * nh.n + nh.n * (3 + ee)) * 4 <= 512 * 1024;
-    int u = users[i] == 1 ? user[i] : -1;
-    bool group = grouped_lead(&q->shape, &k->shape, &v->shape);
-    if (u >= 0 && small && !group && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v)) {
+    if (major) {
       Node *t = &g->nodes[u];
-      int qs = q->in[0], ks = k->in[0], vs = v->in[0];
+      int qs = qrows >= 0 ? qrows : q->in[0], ks = k->in[0], vs = v->in[0];
       *t = (Node){.id = t->id, .op = OP_ATTENTION, .dtype = DT_F32, .shape = t->shape, .nin = o->nin, .in = {qs, ks, vs, o->in[3]},
                   .axis = 1, .fval = scale, .start = o->start, .scope = o->scope, .loc = o->loc};
       users[i]--, users[qi]--, users[ki]--, users[vi]--;
