@@ -324,7 +324,7 @@ static inline const char *xf_precision_name(int32_t p) {
   /* The incremental decoder (xfc's causal.c, llvm.c): the sampling program                                      \
      over buffers laid out at T = context that keep every earlier position,                                      \
      computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \
-     context). NULL when the logits are not provably causal; step_note says                                      \
+     context, or T = step_frame: see there). NULL when the logits are not provably causal; step_note says                                      \
      which op and where. step_bufs: the storage roots it touches (beside the                                     \
      parameters); step_cache[i] 1: a cache, read outside a later run's window                                    \
      (storage of its own, kept between runs), 0: workspace, written before                                      \
