@@ -411,7 +411,8 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     bool major = u >= 0 && small && !group && heads_swap(&g->nodes[u]) && heads_swap(q) && heads_swap(k) && heads_swap(v);
     int qrows = mt.temp >= 0 && major ? time_major_temperature(g, &mt, a->id) : -1;  // q's rows, scaled
     if (mt.temp >= 0 && qrows < 0) {
-      major = false;  // q is the scaling node below: not a transpose  // s (q k^T) = (q s) k^T: the scaling node now scales q
+      // s (q k^T) = (q s) k^T: the scaling node now scales q, which is then no transpose
+      major = false;
       Node *zt = &g->nodes[mt.temp];
       // the node that read it (the mask, or a constant scaling), now dead, reads what it read
       Node *up = &g->nodes[mt.above];
@@ -425,7 +426,7 @@ int fuse_attention(Graph *g, FuseNote *notes, int cap, int *nnotes) {
     if (mt.bsub >= 0) {  // scores - b: the difference, now dead, becomes the bias -b
       Node *d = &g->nodes[mt.bsub];
       const Node *b = &g->nodes[mt.bias];
-      g->nodes[mt.mask].in[0] = d->in[0];  // the dead mask reads the scores, which keep its shape
+      if (qrows < 0) g->nodes[mt.mask].in[0] = d->in[0];  // the dead mask reads the scores, which keep its shape (else it is t')
       *d = (Node){.id = d->id, .op = OP_NEG, .dtype = DT_F32, .shape = b->shape, .nin = 1, .in = {b->id}, .scope = d->scope,
                   .loc = d->loc};
       mt.bias = d->id;

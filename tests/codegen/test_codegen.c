@@ -346,6 +346,7 @@ int main(void) {
     check_model("tests/grad/attention_variants.xf", NULL, 0, 2, 7, true);
     check_model("tests/fusion/attn_bias.xf", NULL, 0, 2, 9, true);
     check_model("tests/fusion/attn_padding.xf", NULL, 0, 2, 9, true);
+    check_model("tests/fusion/attn_temp_bias.xf", NULL, 0, 2, 6, true);
     check_model("tests/grad/modern.xf", NULL, 0, 2, 12, true);
     check_model("tests/grad/moe.xf", NULL, 0, 2, 12, true);
     check_model("tests/grad/mamba.xf", NULL, 0, 2, 12, true);

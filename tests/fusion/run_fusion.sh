@@ -37,6 +37,10 @@ n=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_bias.xf | count '^  k[0-9
 n=$("$xfc" --emit=fused tests/fusion/attn_variants.xf 2>/dev/null | sites)
 [ "$n" = "m1 m2 m3 " ] && ok "attn_variants: a per-head temperature, a learned bias per key [2, 1, T], multi-query attention: fused" ||
   bad "attn_variants: attention ops in '$n', want m1 m2 m3"
+n=$("$xfc" --emit=schedule tests/fusion/attn_temp_bias.xf 2>/dev/null | count '^  k[0-9]+ +attention ')
+t=$("$xfc" --emit=fused tests/fusion/attn_temp_bias.xf 2>/dev/null | count '^%[0-9]+ = attention .* heads=time_major ')
+[ "$n $t" = "1 1" ] && ok "attn_temp_bias: a per-head temperature and a subtracted bias: one time-major attention kernel" ||
+  bad "attn_temp_bias: $n attention kernels ($t time-major), want 1 (1)"
 n=$("$xfc" --emit=schedule tests/grad/attention_variants.xf 2>/dev/null | count '^  k[0-9]+ +attention ')
 [ "$n" = 6 ] && ok "stdlib ALiBi, temperature, GQA with 2 and 1 key heads, sliding window, relative bias: one attention kernel each" ||
   bad "attention_variants: $n attention kernels, want 6"

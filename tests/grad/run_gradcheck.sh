@@ -59,6 +59,8 @@ check "tests/fusion/scan_near.xf (--no-fuse)" --no-fuse tests/fusion/scan_near.x
 check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examples/transformer.xf
 check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
 check "tests/fusion/attn_variants.xf" tests/fusion/attn_variants.xf
+check "tests/fusion/attn_temp_bias.xf (fused)" tests/fusion/attn_temp_bias.xf
+check "tests/fusion/attn_temp_bias.xf (--no-fuse)" --no-fuse tests/fusion/attn_temp_bias.xf
 check "tests/sample/alibi.xf" tests/sample/alibi.xf
 check "tests/grad/attention_variants.xf (fused)" tests/grad/attention_variants.xf
 check "tests/grad/attention_variants.xf (--no-fuse)" --no-fuse tests/grad/attention_variants.xf
