@@ -298,7 +298,8 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
 typedef struct {
   int buf;
   bool cache;
-  bool state;  // a scan's state row (a cache the same size at every position)
+  bool state;    // a scan's state row (a cache the same size at every position)
+  int64_t back;  // how many positions before a run's window it reads: 0 none, -1 every one
   int first, last;
 } StepBuf;
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);
@@ -310,8 +311,8 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out);
 // frame's first position (XfApi.pos0), the runtime moving the last H along
 // after each run. Returns F, or 0 when some read has no bound (attention
 // over every key, a product by rows of positions, a kernel that computes
-// every position) or F would be the whole context.
-int64_t step_frame(const Schedule *s, const int *time_axis);
+// every position) or F would be the whole context. sb, n: step_buffers'.
+int64_t step_frame(const Schedule *s, const StepBuf *sb, int n);
 // Whether an expression of kind k, or (lstmt_uses) variable var, occurs in
 // the statements from s on and inside them (lower.c).
 bool lstmt_has(const LStmt *s, LExprKind k);

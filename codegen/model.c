@@ -110,7 +110,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
   V *sv[4];
   for (int f = 0; f < 4; f++) sv[f] = calloc((size_t)e->s->nbufs + 1, sizeof(V));
   int64_t frame = 0;
-  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st), frame = step_frame(e->s, o->time_axis);
+  if (st && o && o->time_axis) nstep = step_buffers(e->s, o->time_axis, st), frame = step_frame(e->s, st, nstep);
   for (int i = 0; i < nstep; i++)
     sv[0][i] = ci32(e, st[i].buf), sv[1][i] = ci32(e, st[i].cache), sv[2][i] = ci32(e, st[i].first),
     sv[3][i] = ci32(e, st[i].last);

@@ -69,31 +69,23 @@ static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, in
   }
 }
 
-int64_t step_frame(const Schedule *s, const int *time_axis) {
+int64_t step_frame(const Schedule *s, const StepBuf *sb, int n) {
   int64_t H = 1;  // a scan's first position is told by w0 > 0: one earlier row at least
-  for (int i = 0; i < s->nprog[PROG_SAMPLE]; i++) {
-    const Kernel *k = &s->kernels[s->prog[PROG_SAMPLE][i]];
-    int64_t back[KERNEL_MAX_IN];
-    history_inputs(s, time_axis, k, back);
-    for (int j = 0; j < k->nin; j++) {
-      if (back[j] == BACK_ALL) return 0;
-      if (back[j] > H) H = back[j];
-    }
+  for (int i = 0; i < n; i++) {
+    if (sb[i].back == BACK_ALL) return 0;
+    if (sb[i].back > H) H = sb[i].back;
   }
-  if (H + 1 >= s->g->t_max) return 0;
+  if (n < 0 || H + 1 >= s->g->t_max) return 0;
   // the runtime moves each cache along its one time axis (runtime/sampler.c)
-  StepBuf *sb = malloc(sizeof *sb * ((size_t)s->nbufs + 1));
-  int n = sb ? step_buffers(s, time_axis, sb) : -1;
-  bool ok = n >= 0;
-  for (int i = 0; ok && i < n; i++) {
+  for (int i = 0; i < n; i++) {
     const Buffer *b = &s->bufs[sb[i].buf];
     const Shape *sh = &s->g->nodes[b->node].shape;
     int nt = 0;
     for (int a = 0; a < sh->rank; a++) nt += sh->d[a].kind == DIM_T;
-    if (sb[i].cache && b->size.pt > 0) ok = b->size.pt == 1 && nt == 1 && symsize_eq(b->size, symsize_prod(sh, 0, sh->rank));
+    if (sb[i].cache && b->size.pt > 0 && !(b->size.pt == 1 && nt == 1 && symsize_eq(b->size, symsize_prod(sh, 0, sh->rank))))
+      return 0;
   }
-  free(sb);
-  return ok ? H + 1 : 0;
+  return H + 1;
 }
 
 int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
@@ -119,7 +111,9 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
       }
       StepBuf *sb = &out[at[b]];
       sb->last = s->bufs[b].role == BUF_OUTPUT ? s->nkernels : ki;
-      if (j >= KS_IN0 && j < KS_IN0 + k->nin && back[j - KS_IN0] != 0) sb->cache = true;
+      int64_t bk = j >= KS_IN0 && j < KS_IN0 + k->nin ? back[j - KS_IN0] : 0;
+      if (bk != 0) sb->cache = true;
+      if (bk == BACK_ALL || (sb->back != BACK_ALL && bk > sb->back)) sb->back = bk;
       if (j == KS_SCRATCH && state) sb->cache = sb->state = true;
     }
   }

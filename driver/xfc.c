@@ -139,10 +139,10 @@ static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) 
   PlanItem *items = calloc((size_t)s->nbufs + 1, sizeof *items);
   bool *cached = calloc((size_t)s->nbufs + 1, sizeof *cached);
   int64_t *ofs = calloc((size_t)s->nbufs + 1, sizeof *ofs), T = g->t_max, cache = 0, total = -1, state = 0;
-  int64_t frame = ta ? step_frame(s, ta) : 0;
-  int n = 0;
+  int n = ta && sb ? step_buffers(s, ta, sb) : 0;
+  int64_t frame = n > 0 ? step_frame(s, sb, n) : 0;
   if (frame) T = frame;
-  if (ta && sb && items && cached && ofs && (n = step_buffers(s, ta, sb)) > 0) {
+  if (n > 0 && items && cached && ofs) {
     for (int i = 0; i < n; i++) {
       items[i] = (PlanItem){.bytes = 4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T), .first = sb[i].first, .last = sb[i].last};
       cached[i] = sb[i].cache;
