@@ -163,6 +163,15 @@ static void frame_shift(XfSampler *s, int64_t d) {
   }
 }
 
+// XF_DEBUG_POISON: the step program's workspace NaN before a run (nothing
+// may rely on it between runs).
+static void poison_workspace(XfSampler *s) {
+  XfGpu *g = s->rt->gpu;
+  if (!s->incremental || !s->poison || !s->work_bytes) return;
+  if (g && !g->fill(g, s->arena + s->cache_bytes, 0xff, s->work_bytes)) xf_device_fail(s->rt);
+  if (!g) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
+}
+
 // Positions [from, T) of every stream, one run of the step program each in
 // the frame [max(0, p - F + 1), p]; the logits of a stream ending at p
 // are kept from p's run.
@@ -178,14 +187,13 @@ static void frame_feed(XfSampler *s, int64_t from, int64_t T) {
   for (int64_t p = from; p < T; p++) {
     int64_t r = p - s->fbase;  // p's row in the frame
     for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * F, s->hist + i * ctx + s->fbase, sizeof(int32_t) * (size_t)(r + 1));
+    poison_workspace(s);
     if (g) {
-      if ((s->poison && s->work_bytes && !g->fill(g, s->arena + s->cache_bytes, 0xff, s->work_bytes)) ||
-          !g->upload(g, s->bufs[rt->tokens], tok, sizeof(int32_t) * (size_t)(s->nseq * F)) ||
+      if (!g->upload(g, s->bufs[rt->tokens], tok, sizeof(int32_t) * (size_t)(s->nseq * F)) ||
           !xf_cuda_program(g, rt->m, XF_PROG_STEP, s->bufs, s->nseq, F, r, r + 1, r + 1, s->fbase, rt->opt.seed, rt->dvars,
                            NULL, NULL))
         xf_device_fail(rt);
     } else {
-      if (s->poison && s->work_bytes) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
       s->api.win_lo = r, s->api.win_hi = r + 1, s->api.win_keep = r + 1, s->api.pos0 = s->fbase;
       rt->m->step(&s->api, s->bufs, s->nseq, F, rt->opt.seed, rt->step);
     }
@@ -248,10 +256,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     frame_feed(s, from, T);
     return s->out;
   }
-  if (s->incremental && s->poison && s->work_bytes) {  // nothing may rely on the workspace between runs
-    if (rt->gpu && !rt->gpu->fill(rt->gpu, s->arena + s->cache_bytes, 0xff, s->work_bytes)) xf_device_fail(rt);
-    if (!rt->gpu) memset(s->arena + s->cache_bytes, 0xff, s->work_bytes);
-  }
+  poison_workspace(s);
   if (s->incremental && rt->gpu) {  // hist is the token buffer at T = context
     XfGpu *g = rt->gpu;
     xf_device_push(rt);
