@@ -74,8 +74,12 @@ static bool att_bias_per_head(const Att *a) { return a->NH > 1 && ir_attention_b
 // float32, as a masking bias of -1e30 gives.
 #define ATT_FAR (-1e30)
 
+// s plus the bias's element (i, j) of sequence m, s without a bias.
+static LExpr *att_bias_add(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExpr *j) {
+  return a->bslot >= 0 ? x2(L, LX_ADD, s, load(L, a->bslot, att_bias_at(L, a, m, i, j))) : s;
+}
 static LExpr *att_biased(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExpr *j) {
-  if (a->bslot >= 0) s = x2(L, LX_ADD, s, load(L, a->bslot, att_bias_at(L, a, m, i, j)));
+  s = att_bias_add(L, a, s, m, i, j);
   if (a->Wmask) s = xsel(L, x2(L, LX_GE, x2(L, LX_SUB, i, j), xi(L, a->W)), xf(L, ATT_FAR), s);
   return s;
 }
@@ -616,8 +620,7 @@ static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int n
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
   LExpr *at = iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jj));
-  LExpr *s = x2(L, LX_ADD, load(L, S, at), load(L, a->bslot, att_bias_at(L, a, m, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jj)))));
-  store(L, S, at, s);
+  store(L, S, at, att_bias_add(L, a, load(L, S, at), m, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xvar(L, jj))));
   for_end(L);
   for_end(L);
 }
