@@ -594,8 +594,9 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
 enum { ATT_BK_CPU = 256, ATT_BK_GPU = 64, ATT_BQ_GPU = 64, ATT_GPU_GRAD_BYTES = 160 * 1024 };
 
 int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget tgt) {
-  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD) return 0;
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
   if (tgt == LTARGET_CPU) return k->att_block;
+  if (n->op == OP_ATTENTION_DBIAS) return 0;
   if (lower_att_gpu_form(g, n, tgt)) return 0;
   if (n->op == OP_ATTENTION) return ATT_BQ_GPU;
   int64_t bq = ATT_BQ_GPU;
@@ -869,6 +870,73 @@ static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
+// The CPU's blocked form of db for a bias with a query and a key axis
+// (Kernel.att_block = BQ): one (block c of the bias, block of BQ query rows
+// [i0, i1)) per outer index; over the sequences m reading block c, in
+// order, as lower_attention_grad_blocked: S = scale Q K^T + b and
+// dP = dO V^T as GEMMs against the keys [ks, i1), P_ij = e^(S_ij - m_i) / l_i
+// (0 outside the row's keys), D_i = sum_j P_ij dP_ij,
+// G_ij += P_ij (dP_ij - D_i); then rows [i0, i1) of db: G, 0 elsewhere.
+static void lower_attention_dbias_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max, nqb = (tm + BQ - 1) / BQ;
+  int qb = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nqb)), "qb"), c = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nqb)), "c");
+  int T = let(L, a->T, "T");
+  int i0 = let(L, imul(L, xvar(L, qb), xi(L, BQ)), "i0");
+  int i1 = let(L, imax(L, imin(L, iadd(L, xvar(L, i0), xi(L, BQ)), xvar(L, T)), xvar(L, i0)), "i1");
+  int nq = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, i0)), "nq");  // 0 past T
+  int ks = let(L, imin(L, att_first_key(L, a, xvar(L, i0)), xvar(L, i1)), "ks");  // keys [ks, i1): column jj is key ks + jj
+  int nk = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, ks)), "nk");
+  int S = local(L, BQ * tm), X = local(L, BQ * tm), G = local(L, BQ * tm);
+  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, tm)), true, "x");
+  store(L, G, xvar(L, x), xf(L, 0));
+  for_end(L);
+  LExpr *nfree;
+  att_seq_of(L, a, NULL, NULL, &nfree);
+  int u = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_LT, xi(L, 0), xvar(L, nq)), nfree, xi(L, 0)), false, "u");
+  int m = let(L, att_seq_of(L, a, xvar(L, c), xvar(L, u), &nfree), "m");  // the u-th sequence reading block c
+  int hd = let(L, x2(L, LX_REM, xvar(L, m), xi(L, NH)), "hd");
+  int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m), xi(L, NH)), xvar(L, T)), "r0"), kv0 = kv_rows(L, a, r0);
+  LExpr *qrow = iadd(L, xvar(L, r0), xvar(L, i0));
+  LCall cl = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
+  att_operand(&cl, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
+  att_operand(&cl, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
+  att_operand(&cl, LC_C, S, xi(L, 0), xi(L, tm));
+  gemm_call(L, cl);
+  att_block_bias(L, a, S, tm, nq, nk, xvar(L, m), i0, ks);
+  cl = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
+  att_operand(&cl, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
+  att_operand(&cl, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
+  att_operand(&cl, LC_C, X, xi(L, 0), xi(L, tm));
+  gemm_call(L, cl);
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), xvar(L, ks)), "jn");
+  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), ks);
+  int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
+  int mx = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mx");
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, js, jn, nk, mx))), "inv");
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
+  int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
+  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  at = iadd(L, xvar(L, sb), xvar(L, jj));
+  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, load(L, S, at), xvar(L, inv)), x2(L, LX_SUB, load(L, X, at), xvar(L, D)));
+  store(L, G, at, x2(L, LX_ADD, load(L, G, at), g));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+  ii = for_begin(L, xi(L, 0), xvar(L, nq), false, "ii");
+  int orow = let(L, imul(L, iadd(L, imul(L, xvar(L, c), xvar(L, T)), iadd(L, xvar(L, i0), xvar(L, ii))), xvar(L, T)), "orow");
+  int j = for_begin(L, xi(L, 0), xvar(L, T), true, "j");
+  int jc = let(L, x2(L, LX_SUB, xvar(L, j), xvar(L, ks)), "jc");
+  LExpr *in = x2(L, LX_AND, x2(L, LX_GE, xvar(L, jc), xi(L, 0)), x2(L, LX_LT, xvar(L, jc), xvar(L, nk)));
+  store(L, KS_OUT, iadd(L, xvar(L, orow), xvar(L, j)),
+        xsel(L, in, load(L, G, iadd(L, imul(L, xvar(L, ii), xi(L, tm)), imax(L, imin(L, xvar(L, jc), x2(L, LX_SUB, xvar(L, nk), xi(L, 1))), xi(L, 0)))), xf(L, 0)));
+  for_end(L);
+  for_end(L);
+}
+
 // The CPU's form of db for a bias per head [.., NH, i, j] of time-major
 // attention (rows [.., T, NH, h]): one query row i of every head's block per
 // outer index o = c' T + i (c' the block's other coordinates), the heads
@@ -951,6 +1019,15 @@ void lower_attention(Lo *L, const Node *n) {
   if (n->op == OP_ATTENTION_DBIAS) {  // rows of db (single elements without a key axis)
     int end = a.bs->rank - (ir_attention_bias_axis(a.bs, a.ns, a.ns + 1) >= 0);
     L->lk->outer = dprod(L, a.bs, 0, end), L->lk->nouter = symsize_prod(a.bs, 0, end);
+    int64_t BQ = lower_att_block(L->g, n, L->k, L->tgt);
+    if (BQ > 0) {  // (block, query block) per outer index
+      int64_t nqb = (L->g->t_max + BQ - 1) / BQ;
+      L->own_outer = true;
+      L->lk->outer = imul(L, dprod(L, a.bs, 0, end - 1), xi(L, nqb));
+      L->lk->nouter = symsize_mul(symsize_prod(a.bs, 0, end - 1), (SymSize){nqb, 0, 0});
+      lower_attention_dbias_blocked(L, &a, n, BQ);
+      return;
+    }
     if (att_dbias_heads(L, &a)) {  // rows i of all heads' blocks
       L->own_outer = true;
       L->lk->outer = x2(L, LX_DIV, L->lk->outer, xi(L, a.NH));

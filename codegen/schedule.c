@@ -97,7 +97,9 @@ static SymSize outer_of(const Graph *g, const Node *n) {
 // against blocked 31,600; of 8 (NH 16) 35,428 against 36,189; of 16 (NH 8)
 // 23,957 against 38,161. The rule picks rows, blocked, blocked.
 // The blocked gradient holds the scores and dP of BQ query rows against
-// every key: 2 BQ t_max floats on the stack.
+// every key: 2 BQ t_max floats on the stack; the blocked gradient of a
+// score bias (ATTENTION_DBIAS with a query and a key axis) a third array,
+// the bias's rows summed over the sequences reading them.
 enum { ATT_BQ = 64, ATT_BQ_MIN = 16, ATT_STACK_FLOATS = 1 << 18 };
 static double att_rows_cost(int64_t NH, int64_t h, int64_t e) {
   double lanes = h <= 8 ? (NH < 16 ? (double)NH : 16) : 8;
@@ -109,17 +111,27 @@ static double att_blocked_cost(int64_t h, int64_t e) {
 }
 
 int schedule_att_block(const Graph *g, const Node *n) {
-  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD) return 0;
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
   const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
   int r = qs->rank;
   int64_t NH = n->axis ? qs->d[r - 2].n : 1, h = qs->d[r - 1].n, e = vs->d[r - 1].n;
   if (att_blocked_cost(h, e) >= att_rows_cost(NH, h, e)) return 0;
+  // the bias's gradient blocked where the bias has a query and a key axis
+  // (lower_attention_dbias_blocked): a third [BQ, t_max] array, G
+  int arrays = 2;
+  if (n->op == OP_ATTENTION_DBIAS) {
+    Dim seq[IR_MAX_RANK + 1], t;
+    int ns = ir_attention_seq(g, n, seq, &t);
+    const Shape *bs = &g->nodes[n->in[ir_attention_bias(n)]].shape;
+    if (ir_attention_bias_axis(bs, ns, ns) < 0 || ir_attention_bias_axis(bs, ns, ns + 1) < 0) return 0;
+    arrays = 3;
+  }
   int64_t bq = ATT_BQ;
-  while (bq > ATT_BQ_MIN && 2 * bq * g->t_max > ATT_STACK_FLOATS) bq /= 2;
+  while (bq > ATT_BQ_MIN && arrays * bq * g->t_max > ATT_STACK_FLOATS) bq /= 2;
   // a key window W (Node.start): a block reads W + BQ - 1 keys for its rows'
   // W, so BQ <= W / 4 (at most a quarter more; W 128: 32 rows)
   while (n->start > 0 && bq > ATT_BQ_MIN && 4 * bq > n->start) bq /= 2;
-  return 2 * bq * g->t_max <= ATT_STACK_FLOATS ? (int)bq : 0;
+  return arrays * bq * g->t_max <= ATT_STACK_FLOATS ? (int)bq : 0;
 }
 
 int schedule_conv_chunk(const Graph *g, const Node *n) {

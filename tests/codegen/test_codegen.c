@@ -362,8 +362,9 @@ int main(void) {
   model_so_forms = LTARGET_CPU;
   // the CPU's blocked attention (heads of 32 and 16: schedule_att_block):
   // at T 300 the forward's second key block and a partial last query block,
-  // at T 70 a partial second query block; grouped queries (G 2) and a
-  // temperature among the variants
+  // at T 70 a partial second query block; grouped queries (G 2), a
+  // temperature and a learned relative bias (its gradient blocked too) among
+  // the variants
   {
     Define bl[] = {{"layers", "1"}, {"d", "64"}, {"context", "300"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                    {"dropout", "0"}};
@@ -373,6 +374,11 @@ int main(void) {
     check_model("tests/grad/attention_variants.xf", va, 3, 2, 80, true);
     va[2].value = "300";  // the window of 3: key blocks before it skipped (forward: of 256 keys)
     check_model("tests/grad/attention_variants.xf", va, 3, 1, 300, true);
+    check_model("tests/grad/attention_variants.xf", va, 3, 2, 70, true);  // T < context: query blocks past T empty
+    // the score biases of attn_bias.xf at T 150, three query blocks (the
+    // learned one's gradient in lower_attention_dbias_blocked)
+    Define ab[] = {{"d", "64"}, {"context", "150"}};
+    check_model("tests/fusion/attn_bias.xf", ab, 2, 2, 150, true);
   }
   // heads of 4 in the CPU's blocked form (schedule_att_block: BQ 64) with a
   // per-head temperature and a bias of positions in the score expression
