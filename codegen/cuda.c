@@ -62,9 +62,12 @@ static void out(R *r, const char *fmt, ...) {
 
 // ---- sizes -------------------------------------------------------------------------
 
-static XfSym sym_mul(XfSym a, XfSym b) { return (XfSym){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
-static XfSym xsym(SymSize z) { return (XfSym){z.coef, z.pb, z.pt}; }
-static XfSym sym_c(int64_t c) { return (XfSym){c, 0, 0}; }
+static XfSym xsym(SymSize z) { return (XfSym){z.coef, z.pb, z.pt, symsize_den(z)}; }
+static XfSym sym_mul(XfSym a, XfSym b) {
+  SymSize p = symsize_mul((SymSize){a.coef, a.pb, a.pt, a.tdiv}, (SymSize){b.coef, b.pb, b.pt, b.tdiv});
+  return xsym(p);
+}
+static XfSym sym_c(int64_t c) { return (XfSym){c, 0, 0, 1}; }
 
 static const char *fconst(double v, char *buf) {
   if (v != v) return strcpy(buf, "__int_as_float(0x7fc00000)");
@@ -293,11 +296,12 @@ static void prelude(R *r) {
 
 // ---- matrix products (loops.h: LGemm) -----------------------------------------------------
 
-// coef * B^pb * T^pt as a C expression.
+// coef * B^pb * T^pt / tdiv as a C expression.
 static const char *sym_str(R *r, SymSize z) {
   char *b = arena_printf(r->a, "(%lldLL", (long long)z.coef);
   for (int i = 0; i < z.pb; i++) b = arena_printf(r->a, "%s*a.B", b);
   for (int i = 0; i < z.pt; i++) b = arena_printf(r->a, "%s*a.T", b);
+  if (symsize_den(z) > 1) b = arena_printf(r->a, "%s/%lldLL", b, (long long)symsize_den(z));
   return arena_printf(r->a, "%s)", b);
 }
 
@@ -1059,7 +1063,7 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
       SymSize z = lk[0]->nouter;
       if (lk[0]->shape == LK_ELEMENTS) z = symsize_mul(z, lk[0]->ninner);
       c->lowered[ki] = true, c->litems[ki] = xsym(z);
-      c->linner[ki] = xsym(lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0});
+      c->linner[ki] = xsym(lk[0]->shape == LK_ELEMENTS ? lk[0]->ninner : (SymSize){1, 0, 0, 1});
     }
     for (int variant = 0; variant < nvariants; variant++) {
       char *name = arena_printf(a, variant ? "xf_k%d_infer" : "xf_k%d", ki);
@@ -1110,7 +1114,7 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl) {
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
       const Kernel *k = &s->kernels[ki];
       const Node *n = &g->nodes[k->node];
-      LWindow w = step ? r->mod->window[ki] : (LWindow){LW_FULL, {1, 0, 0}, {1, 0, 0}};
+      LWindow w = step ? r->mod->window[ki] : (LWindow){LW_FULL, {1, 0, 0, 1}, {1, 0, 0, 1}};
       int slots[XF_NSLOTS];
       kernel_slots(s, k, slots);
       r->k = k;

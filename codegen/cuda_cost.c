@@ -246,7 +246,7 @@ static double sym_at(XfSym z, int64_t B, int64_t T) {
   double v = (double)z.coef;
   for (int i = 0; i < z.pb; i++) v *= (double)B;
   for (int i = 0; i < z.pt; i++) v *= (double)T;
-  return v;
+  return v / (double)(z.tdiv > 1 ? z.tdiv : 1);
 }
 
 // The bytes of the buffers a launch reads or writes (each once).

@@ -20,11 +20,14 @@
 #include "../ir/ir.h"
 #include "../passes/passes.h"
 
-// size = coef * B^pb * T^pt (every IR size is a product of such factors)
+// size = coef * B^pb * T^pt / tdiv (every IR size is a product of such
+// factors; tdiv > 1 from time axes T / s, T a multiple of it; 0 or 1: none)
 typedef struct {
   int64_t coef;
   int pb, pt;
+  int64_t tdiv;
 } SymSize;
+static inline int64_t symsize_den(SymSize s) { return s.tdiv > 1 ? s.tdiv : 1; }
 
 typedef enum {
   BUF_PARAM,   // a trainable parameter (runtime-owned, persists)

@@ -155,13 +155,17 @@ V emit_abi_value(Emit *e, int s, const void *c) {
   return v;
 }
 
-static V dim(Emit *e, Dim d) { return d.kind == DIM_B ? e->B : d.kind == DIM_T ? e->T : ci64(e, d.n); }
+static V dim(Emit *e, Dim d) {
+  if (d.kind == DIM_T && dim_tdiv(d) > 1) return LLVMBuildUDiv(e->b, e->T, ci64(e, dim_tdiv(d)), "");
+  return d.kind == DIM_B ? e->B : d.kind == DIM_T ? e->T : ci64(e, d.n);
+}
 
-// coef * B^pb * T^pt
+// coef * B^pb * T^pt / tdiv
 static V sym(Emit *e, SymSize z) {
   V v = ci64(e, z.coef);
   for (int i = 0; i < z.pb; i++) v = LLVMBuildMul(e->b, v, e->B, "");
   for (int i = 0; i < z.pt; i++) v = LLVMBuildMul(e->b, v, e->T, "");
+  if (symsize_den(z) > 1) v = LLVMBuildUDiv(e->b, v, ci64(e, symsize_den(z)), "");
   return v;
 }
 
@@ -903,7 +907,8 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
                                                 [LAUNCH_REC_F_imm] = ci64(e, (int64_t)kernel_imm(e->s, k)),
                                                 [LAUNCH_REC_F_coef] = ci64(e, e->outer[k->cls].coef),
                                                 [LAUNCH_REC_F_pb] = ci32(e, e->outer[k->cls].pb),
-                                                [LAUNCH_REC_F_pt] = ci32(e, e->outer[k->cls].pt), [LAUNCH_REC_F_kernel] = ci32(e, ki)});
+                                                [LAUNCH_REC_F_pt] = ci32(e, e->outer[k->cls].pt),
+                                                [LAUNCH_REC_F_tdiv] = ci64(e, symsize_den(e->outer[k->cls])), [LAUNCH_REC_F_kernel] = ci32(e, ki)});
   }
   char tname[64];
   snprintf(tname, sizeof tname, "%s_launches", name);
@@ -940,6 +945,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
   LLVMBuildStore(e->b, LOAD(coef), outer);
   V pb = LLVMBuildSExt(e->b, LOAD(pb), e->i64, "");
   V pt = LLVMBuildSExt(e->b, LOAD(pt), e->i64, "");
+  V tdiv = LOAD(tdiv);
   V kid = LOAD(kernel);
 #undef LOAD
 #undef FIELD
@@ -950,6 +956,7 @@ static V program_fn(Emit *e, const char *name, int p, V *kfns, bool per_kernel) 
   loop_begin(e, &Lt, ci64(e, 0), pt);
   LLVMBuildStore(e->b, LLVMBuildMul(e->b, LLVMBuildLoad2(e->b, e->i64, outer, ""), T, ""), outer);
   loop_end(e, &Lt);
+  LLVMBuildStore(e->b, LLVMBuildUDiv(e->b, LLVMBuildLoad2(e->b, e->i64, outer, ""), tdiv, ""), outer);
   V args[] = {api, kfn, slots, B, T, seed, step, LLVMBuildLoad2(e->b, e->i64, outer, "")};
   LLVMBuildCall2(e->b, e->pfor_t, pfor, args, 8, "");
   LLVMBasicBlockRef call = LLVMAppendBasicBlockInContext(e->C, fn, "done"), next = LLVMAppendBasicBlockInContext(e->C, fn, "next");

@@ -21,9 +21,10 @@ typedef LLVMTypeRef Ty;
   F(P, FN_KERNEL, fn)       /* the kernel's class function */                                                    \
   A(P, I32, slots, KS_IMM)  /* storage roots of the slots KS_OUT..KS_SCRATCH, -1: none */                        \
   F(P, I64, imm)            /* KS_IMM */                                                                         \
-  F(P, I64, coef)           /* outer extent coef * B^pb * T^pt */                                                \
+  F(P, I64, coef)           /* outer extent coef * B^pb * T^pt / tdiv */                                         \
   F(P, I32, pb)                                                                                                  \
   F(P, I32, pt)                                                                                                  \
+  F(P, I64, tdiv)                                                                                                \
   F(P, I32, kernel)         /* its index in the global kernel order (kernel_done) */
 XF_STRUCT_TYPEDEF(LaunchRec, LAUNCH_REC)
 // Ids of the structs llvm.c builds: XfAbiStruct, then the launch record.

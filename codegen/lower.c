@@ -289,7 +289,7 @@ static void lower_map(Lo *L, const Node *n) {
   m.v = arena_alloc(L->a, sizeof(int) * (size_t)g->nnodes);
   for (int i = 0; i < g->nnodes; i++) m.v[i] = -1;
   L->lk->outer = r ? dprod(L, os, 0, r - 1) : xi(L, 1);
-  L->lk->nouter = r ? symsize_prod(os, 0, r - 1) : (SymSize){1, 0, 0};
+  L->lk->nouter = r ? symsize_prod(os, 0, r - 1) : (SymSize){1, 0, 0, 1};
   L->lk->name = L->k->fusion == FG_NONE ? ir_op_info[n->op].name : "map";
   int base = -1;
   for (int i = 0; i < g->nnodes && m.nsmax < KERNEL_MAX_IN; i++)
@@ -301,7 +301,7 @@ static void lower_map(Lo *L, const Node *n) {
       m.sinv[m.nsmax++] = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, sum)), "inv");
     }
   L->lk->shape = m.nsmax ? LK_ROWS : LK_ELEMENTS;
-  if (!m.nsmax) L->lk->inner = last, L->lk->ninner = r ? symsize_of(os->d[r - 1]) : (SymSize){1, 0, 0};
+  if (!m.nsmax) L->lk->inner = last, L->lk->ninner = r ? symsize_of(os->d[r - 1]) : (SymSize){1, 0, 0, 1};
   m.j = for_begin(L, xi(L, 0), last, true, "j");
   m.o = let(L, iadd(L, imul(L, xvar(L, m.row), last), xvar(L, m.j)), "o");
   store(L, KS_OUT, xvar(L, m.o), map_value(L, &m, n->id));
@@ -397,7 +397,7 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = GPU_RED_TEAM / cw;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
   L->own_outer = true, L->lk->team = GPU_RED_TEAM;
-  L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0});
+  L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0, 1});
   int o = 0;
   int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
   int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
@@ -645,7 +645,7 @@ static void lower_cross_entropy(Lo *L, const Node *n) {
   L->lk->shape = LK_ROWS;
   int t;
   if (L->k->phase == 1) {
-    L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
+    L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0, 1};
     LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), rows, &t);
     st->wide = true;
     int total = reduce_end(L, st, load(L, KS_SCRATCH, xvar(L, t)), "total");
@@ -681,7 +681,7 @@ static void lower_scatter_add(Lo *L, const Node *n) {
   LExpr *V = xdim(L, n->shape.d[0]), *d = xdim(L, n->shape.d[1]);
   L->lk->name = "scatter_add";
   L->lk->shape = LK_ROWS;
-  L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0};
+  L->lk->outer = xi(L, 1), L->lk->nouter = (SymSize){1, 0, 0, 1};
   int z = for_begin(L, xi(L, 0), imul(L, V, d), true, "e");
   store(L, KS_OUT, xvar(L, z), xf(L, 0));
   for_end(L);
@@ -751,7 +751,7 @@ static void lower_conv_dw_gpu(Lo *L, const Node *n) {
   L->lk->name = "causal_conv_dw";
   L->lk->shape = LK_ELEMENTS;
   L->lk->outer = xdim(L, n->shape.d[0]), L->lk->nouter = symsize_of(n->shape.d[0]);
-  L->lk->inner = xi(L, per), L->lk->ninner = (SymSize){per, 0, 0};
+  L->lk->inner = xi(L, per), L->lk->ninner = (SymSize){per, 0, 0, 1};
   int k = let(L, xvar(L, 0), "k");
   int span = let(L, imax(L, x2(L, LX_SUB, T, xvar(L, k)), xi(L, 0)), "span");  // positions i >= k
   int cols = let(L, n->conv == CONV_SCALAR ? imul(L, xvar(L, span), d) : xvar(L, span), "cols");
@@ -790,7 +790,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   L.tail[0] = &L.lk->body;
   new_var(&L, LT_I64, "o");
   for (int i = 0; i < k->nin; i++) L.lk->slot_int[KS_IN0 + i] = g->nodes[k->leaf[i]].dtype == DT_I32;
-  L.lk->ninner = (SymSize){1, 0, 0};
+  L.lk->ninner = (SymSize){1, 0, 0, 1};
   switch (n->op) {
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: lower_axis(&L, n); break;
   case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH:
@@ -850,7 +850,7 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     c->gemm = lower_gemm(a, s, k);
     c->product_only = k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL;
     c->steps = lower_steps(a, s, k, tgt);
-    if (c->steps) c->outer = (SymSize){1, 0, 0};
+    if (c->steps) c->outer = (SymSize){1, 0, 0, 1};
     if (!c->product_only && !c->steps) {
       LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
       c->train = c->infer = lk;
@@ -883,7 +883,7 @@ static bool gemm_strides(const Shape *xs, const SymSize *batch, int nb, SymSize 
   for (int i = nb - 1; i >= 0; i--) {
     int j = i - (nb - bx);
     bool one = j < 0 || (xs->d[j].kind == DIM_CONST && xs->d[j].n == 1);
-    st[i] = one ? (SymSize){0, 0, 0} : acc;
+    st[i] = one ? (SymSize){0, 0, 0, 1} : acc;
     if (!one) acc = symsize_mul(acc, symsize_of(xs->d[j])), none = false;
     if (one || !symsize_eq(symsize_of(xs->d[j]), batch[i])) all = false;
   }
@@ -901,7 +901,7 @@ LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k) {
     int r = xs->rank;
     gm->m = symsize_of(xs->d[r - 1]), gm->n = symsize_of(ys->d[r - 1]), gm->k = symsize_prod(xs, 0, r - 1);
     gm->ld[LG_A] = gm->m, gm->ld[LG_B] = gm->n, gm->ld[LG_C] = gm->n;
-    gm->count = (SymSize){1, 0, 0};
+    gm->count = (SymSize){1, 0, 0, 1};
     return gm;
   }
   const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
@@ -929,7 +929,7 @@ LGemm *lower_gemm(Arena *a, const Schedule *s, const Kernel *k) {
     bool any = false;
     for (int i = 0; i < gm->nbatch; i++) any = any || gm->stride[x][i].coef != 0;
     SymSize mat = x == LG_A ? symsize_mul(gm->m, gm->k) : x == LG_B ? symsize_mul(gm->k, gm->n) : symsize_mul(gm->m, gm->n);
-    gm->flat_stride[x] = gm->flat && any ? mat : (SymSize){0, 0, 0};
+    gm->flat_stride[x] = gm->flat && any ? mat : (SymSize){0, 0, 0, 1};
   }
   gm->fold = gm->flat && gm->flat_stride[LG_A].coef != 0 && gm->flat_stride[LG_B].coef == 0;
   return gm;
@@ -940,6 +940,7 @@ static void print_sym(FILE *f, SymSize z) {
   if (!one) fprintf(f, "%lld", (long long)z.coef);
   for (int i = 0; i < z.pb; i++) fputs(one && i == 0 ? "B" : "*B", f);
   for (int i = 0; i < z.pt; i++) fputs(one && i == 0 && !z.pb ? "T" : "*T", f);
+  if (symsize_den(z) > 1) fprintf(f, "/%lld", (long long)symsize_den(z));
 }
 
 void lgemm_print(FILE *f, const LGemm *gm) {
@@ -969,7 +970,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   const Node *mm = k->fusion == FG_MATMUL_MAP ? &g->nodes[k->matmul] : n->op == OP_MATMUL ? n : NULL;
   const Shape *xs = n->nin ? &g->nodes[n->in[0]].shape : NULL, *sh = &n->shape;
   int a = time_axis ? time_axis[n->id] : -1, r = n->shape.rank, nouter = r - 1;
-  LWindow w = {LW_FULL, {1, 0, 0}, {1, 0, 0}};
+  LWindow w = {LW_FULL, {1, 0, 0, 1}, {1, 0, 0, 1}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   if (lower_att_gpu_form(g, n, tgt) || (n->op == OP_ATTENTION && lower_att_block(g, n, k, tgt) > 0)) return w.kind = LW_BODY, w;
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
@@ -989,7 +990,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
            n->op == OP_CONV_DX)
     return w;
   if (a < nouter) w.kind = LW_OUTER, w.stride = symsize_prod(sh, a + 1, nouter);
-  else if (inside) w.kind = LW_ROWS, w.stride = (SymSize){1, 0, 0};
+  else if (inside) w.kind = LW_ROWS, w.stride = (SymSize){1, 0, 0, 1};
   else return w;
   w.extent = symsize_of(sh->d[a]);
   return w;

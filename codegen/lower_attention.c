@@ -1024,7 +1024,7 @@ void lower_attention(Lo *L, const Node *n) {
       int64_t nqb = (L->g->t_max + BQ - 1) / BQ;
       L->own_outer = true;
       L->lk->outer = imul(L, dprod(L, a.bs, 0, end - 1), xi(L, nqb));
-      L->lk->nouter = symsize_mul(symsize_prod(a.bs, 0, end - 1), (SymSize){nqb, 0, 0});
+      L->lk->nouter = symsize_mul(symsize_prod(a.bs, 0, end - 1), (SymSize){nqb, 0, 0, 1});
       lower_attention_dbias_blocked(L, &a, n, BQ);
       return;
     }
@@ -1043,7 +1043,7 @@ void lower_attention(Lo *L, const Node *n) {
   if (lower_att_gpu_form(L->g, n, L->tgt)) {  // (sequence, head) per block
     L->own_outer = true, L->lk->team = ATT_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH));
-    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH, 0, 0});
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH, 0, 0, 1});
     if (grad) lower_attention_grad_gpu(L, &a, n);
     else lower_attention_fwd_gpu(L, &a, n);
     return;
@@ -1054,7 +1054,7 @@ void lower_attention(Lo *L, const Node *n) {
     L->own_outer = true;
     if (L->tgt == LTARGET_GPU) L->lk->team = ATT_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH * nqb));
-    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0});
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0, 1});
     if (grad) lower_attention_grad_blocked(L, &a, n, BQ);
     else lower_attention_fwd_blocked(L, &a, n, BQ);
     return;

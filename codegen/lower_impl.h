@@ -108,7 +108,7 @@ static inline LExpr *xdim(Lo *L, Dim d) {
   if (d.kind == DIM_CONST) return xi(L, d.n);
   LExpr *e = ex(L, LX_DIM, LT_I64);
   e->ival = d.kind == DIM_T;
-  return e;
+  return dim_tdiv(d) > 1 ? x2(L, LX_DIV, e, xi(L, dim_tdiv(d))) : e;  // T / s
 }
 // prod of dims [from, to) of s
 static inline LExpr *dprod(Lo *L, const Shape *s, int from, int to) {

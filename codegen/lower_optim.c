@@ -27,7 +27,7 @@ LKernel *lower_adamw(Arena *a) {
   L.tail[0] = &L.lk->body;
   int o = new_var(&L, LT_I64, "o");
   L.lk->outer = xi(&L, 1), L.lk->inner = xi(&L, 1);
-  L.lk->nouter = L.lk->ninner = (SymSize){1, 0, 0};
+  L.lk->nouter = L.lk->ninner = (SymSize){1, 0, 0, 1};
   for_begin(&L, xi(&L, 0), xi(&L, 1), true, "j");
   LExpr *i = xvar(&L, o);
 #define ST(k) load(&L, XF_ADAM_SLOT_STATE, xi(&L, k))

@@ -66,7 +66,7 @@ void lower_routed(Lo *L, const Node *n) {
   LKernel *lk = L->lk;
   lk->name = rt.fwd ? "routed_matmul" : "routed_matmul_dw";
   lk->shape = LK_ROWS;
-  lk->outer = xi(L, rt.E), lk->nouter = (SymSize){rt.E, 0, 0};
+  lk->outer = xi(L, rt.E), lk->nouter = (SymSize){rt.E, 0, 0, 1};
   if (L->tgt == LTARGET_GPU) lk->team = 256;
   int r;
   // off = the rows with an id in [0, o)
@@ -196,7 +196,7 @@ static LKernel *route_offsets(Arena *a, const Schedule *s, const Kernel *k, cons
   Lo Lw, *L = &Lw;
   LKernel *lk = route_begin(L, a, s, k, "route_offsets");
   LExpr *R = rt_rows(L, r);
-  lk->outer = xi(L, r->E), lk->nouter = (SymSize){r->E, 0, 0};
+  lk->outer = xi(L, r->E), lk->nouter = (SymSize){r->E, 0, 0, 1};
   lk->team = 256;
   LExpr *nch = x2(L, LX_DIV, iadd(L, R, xi(L, RT_CH - 1)), xi(L, RT_CH));
   int j, c = for_begin(L, xi(L, 0), nch, true, "c");  // each chunk's rows of expert o
@@ -263,7 +263,7 @@ static LKernel *route_gemm(Arena *a, const Schedule *s, const Kernel *k, const R
   if (r->fwd) {  // (e, t): rows [t TM, t TM + m) of expert e's, m = min(TM, cnt_e - t TM) (none: m 0)
     int lr = r->last ? r->is->rank - 1 : r->is->rank;  // the tiles of an expert: at most the rows over the last axis
     LExpr *lead = dprod(L, r->is, 0, lr);
-    lk->outer = imul(L, xi(L, r->E), lead), lk->nouter = symsize_mul((SymSize){r->E, 0, 0}, symsize_prod(r->is, 0, lr));
+    lk->outer = imul(L, xi(L, r->E), lead), lk->nouter = symsize_mul((SymSize){r->E, 0, 0, 1}, symsize_prod(r->is, 0, lr));
     int64_t tm = r->last ? rt_tile(r) : RT_TM;
     int e = let(L, x2(L, LX_DIV, xvar(L, 0), lead), "e");
     int lo = let(L, imul(L, x2(L, LX_REM, xvar(L, 0), lead), xi(L, tm)), "lo");
@@ -276,7 +276,7 @@ static LKernel *route_gemm(Arena *a, const Schedule *s, const Kernel *k, const R
     return lk;
   }
   int64_t tn = rt_cols(r), nt = r->f / tn;  // (e, j): columns [j TN, (j + 1) TN) of dw[e] = A_e^T D_e
-  lk->outer = xi(L, r->E * nt), lk->nouter = (SymSize){r->E * nt, 0, 0};
+  lk->outer = xi(L, r->E * nt), lk->nouter = (SymSize){r->E * nt, 0, 0, 1};
   int e = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nt)), "e");
   int j = let(L, imul(L, x2(L, LX_REM, xvar(L, 0), xi(L, nt)), xi(L, tn)), "j");
   int cnt = let(L, x1(L, LX_TOI, load(L, KS_CONV_Y, ix_cnt(L, r, xvar(L, e)))), "cnt");

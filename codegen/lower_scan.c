@@ -50,7 +50,7 @@ void lower_scan(Lo *L, const Node *n) {
   int64_t NJ = Q->kind == LX_INT && Q->ival > JB ? (Q->ival + JB - 1) / JB : 1;
   L->own_outer = NJ > 1;
   L->lk->outer = imul(L, dprod(L, s, 0, n->axis), xi(L, NJ));
-  L->lk->nouter = symsize_mul(symsize_prod(s, 0, n->axis), (SymSize){NJ, 0, 0});
+  L->lk->nouter = symsize_mul(symsize_prod(s, 0, n->axis), (SymSize){NJ, 0, 0, 1});
   int p = NJ > 1 ? let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NJ)), "p") : 0;  // 0: the outer index itself
   LExpr *j0 = NJ > 1 ? imul(L, x2(L, LX_REM, xvar(L, 0), xi(L, NJ)), xi(L, JB)) : xi(L, 0);
   LExpr *j1 = NJ > 1 ? imin(L, iadd(L, j0, xi(L, JB)), Q) : Q;

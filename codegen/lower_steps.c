@@ -21,7 +21,7 @@ LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget
   L->lk = arena_alloc(a, sizeof *L->lk);
   L->tail[0] = &L->lk->body;
   L->lk->name = name;
-  L->lk->ninner = (SymSize){1, 0, 0};
+  L->lk->ninner = (SymSize){1, 0, 0, 1};
   new_var(L, LT_I64, "o");
   return L->lk;
 }
@@ -42,7 +42,7 @@ static LKernel *step_unfold(Arena *a, const Schedule *s, const Kernel *k, LTarge
   int64_t w = c->C * c->din;
   lk->shape = LK_ELEMENTS;
   lk->outer = dprod(&L, c->xs, 0, c->xs->rank - 1), lk->nouter = c->rows;
-  lk->inner = xi(&L, w), lk->ninner = (SymSize){w, 0, 0};
+  lk->inner = xi(&L, w), lk->ninner = (SymSize){w, 0, 0, 1};
   int i, b0;
   step_row(&L, c, xvar(&L, 0), &i, &b0);
   int j = for_begin(&L, xi(&L, 0), xi(&L, w), true, "j");
@@ -63,8 +63,8 @@ static LKernel *step_transpose(Arena *a, const Schedule *s, const Kernel *k, LTa
   LKernel *lk = step_begin(&L, a, s, k, tgt, "conv_transpose_lags");
   int64_t e = c->din, d = c->f;
   lk->shape = LK_ELEMENTS;
-  lk->outer = xi(&L, c->L * e), lk->nouter = (SymSize){c->L * e, 0, 0};
-  lk->inner = xi(&L, d), lk->ninner = (SymSize){d, 0, 0};
+  lk->outer = xi(&L, c->L * e), lk->nouter = (SymSize){c->L * e, 0, 0, 1};
+  lk->inner = xi(&L, d), lk->ninner = (SymSize){d, 0, 0, 1};
   int kk = let(&L, x2(&L, LX_DIV, xvar(&L, 0), xi(&L, e)), "k");
   int p = let(&L, x2(&L, LX_REM, xvar(&L, 0), xi(&L, e)), "p");
   int q = for_begin(&L, xi(&L, 0), xi(&L, d), true, "q");
@@ -106,8 +106,8 @@ static LKernel *step_shift(Arena *a, const Schedule *s, const Kernel *k, LTarget
   LKernel *lk = step_begin(&L, a, s, k, tgt, "conv_shift");
   LExpr *R = dprod(&L, c->xs, 0, c->xs->rank - 1), *T = xdim(&L, c->xs->d[c->xs->rank - 2]);
   lk->shape = LK_ELEMENTS;
-  lk->outer = imul(&L, xi(&L, c->NC), R), lk->nouter = symsize_mul((SymSize){c->NC, 0, 0}, c->rows);
-  lk->inner = xi(&L, c->f), lk->ninner = (SymSize){c->f, 0, 0};
+  lk->outer = imul(&L, xi(&L, c->NC), R), lk->nouter = symsize_mul((SymSize){c->NC, 0, 0, 1}, c->rows);
+  lk->inner = xi(&L, c->f), lk->ninner = (SymSize){c->f, 0, 0, 1};
   int sh = let(&L, imul(&L, x2(&L, LX_DIV, xvar(&L, 0), R), xi(&L, c->C)), "sh");
   int row = let(&L, x2(&L, LX_REM, xvar(&L, 0), R), "row");
   int i = let(&L, x2(&L, LX_REM, xvar(&L, row), T), "i");
@@ -128,8 +128,8 @@ static LGemm *step_gemm(Arena *a, bool ta, int sa, int sb, int sc, SymSize m, Sy
   gm->slot[LG_A] = sa, gm->slot[LG_B] = sb, gm->slot[LG_C] = sc;
   gm->m = m, gm->n = n, gm->k = k;
   gm->ld[LG_A] = ta ? m : k, gm->ld[LG_B] = n, gm->ld[LG_C] = n;
-  gm->nbatch = 1, gm->batch[0] = (SymSize){nc, 0, 0}, gm->count = gm->batch[0];
-  gm->stride[LG_A][0] = (SymSize){0, 0, 0}, gm->stride[LG_B][0] = stride_b, gm->stride[LG_C][0] = stride_c;
+  gm->nbatch = 1, gm->batch[0] = (SymSize){nc, 0, 0, 1}, gm->count = gm->batch[0];
+  gm->stride[LG_A][0] = (SymSize){0, 0, 0, 1}, gm->stride[LG_B][0] = stride_b, gm->stride[LG_C][0] = stride_c;
   gm->flat = true;
   for (int x = 0; x < 3; x++) gm->flat_stride[x] = gm->stride[x][0];
   return gm;
@@ -158,7 +158,7 @@ static LKernel *step_dw_partial(Arena *a, const Schedule *s, const Kernel *k, in
   LExpr *T = xdim(L, xs->d[r - 2]);
   lk->shape = LK_ROWS, lk->team = 256;
   lk->outer = imul(L, dprod(L, xs, 0, r - 2), xi(L, nt));
-  lk->nouter = symsize_mul(symsize_prod(xs, 0, r - 2), (SymSize){nt, 0, 0});
+  lk->nouter = symsize_mul(symsize_prod(xs, 0, r - 2), (SymSize){nt, 0, 0, 1});
   int X = local(L, tmax * ct), Y = local(L, tmax * ct), Z = scalar ? local(L, lags * ct) : -1;
   int g = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nt)), "g");
   int t = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nt)), "t");
@@ -200,7 +200,7 @@ static LKernel *step_dw_sum(Arena *a, const Schedule *s, const Kernel *k, int64_
   const Shape *xs = &s->g->nodes[n->in[0]].shape;
   int r = xs->rank;
   int64_t d = xs->d[r - 1].n, lags = n->shape.d[0].n;
-  lk->outer = xi(L, lags), lk->nouter = (SymSize){lags, 0, 0};
+  lk->outer = xi(L, lags), lk->nouter = (SymSize){lags, 0, 0, 1};
   int v;
   if (n->conv == CONV_SCALAR) {  // a warp per lag: P[v, k] over v = (g, t)
     lk->shape = LK_ROWS;
@@ -210,7 +210,7 @@ static LKernel *step_dw_sum(Arena *a, const Schedule *s, const Kernel *k, int64_
     return lk;
   }
   lk->shape = LK_ELEMENTS;  // a thread per (k, c): P[g, k, c] over g in order
-  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0, 1};
   int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
   LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), dprod(L, xs, 0, r - 2), &v);
   LExpr *at = iadd(L, imul(L, iadd(L, imul(L, xvar(L, v), xi(L, lags)), xvar(L, 0)), xi(L, d)), xvar(L, c));
@@ -246,7 +246,7 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
   int x, j;
   if (part == 0) {
     lk->outer = lead, lk->nouter = symsize_prod(is, 0, r - 1);
-    lk->inner = xi(L, V), lk->ninner = (SymSize){V, 0, 0};
+    lk->inner = xi(L, V), lk->ninner = (SymSize){V, 0, 0, 1};
     int v = for_begin(L, xi(L, 0), xi(L, V), true, "v");
     LStmt *red = reduce_begin(L, LX_MAX, xi(L, 0), Tc, &j);
     LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, imul(L, xvar(L, 0), Tc), xvar(L, j))), xvar(L, v));
@@ -257,7 +257,7 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
   }
   if (part == 1) {
     lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
-    lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+    lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0, 1};
     int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
     int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
     int ok = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, id), xi(L, 0)), x2(L, LX_LT, xvar(L, id), xi(L, V))), "ok");
@@ -274,8 +274,8 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
     for_end(L);
     return lk;
   }
-  lk->outer = xi(L, V), lk->nouter = (SymSize){V, 0, 0};
-  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0};
+  lk->outer = xi(L, V), lk->nouter = (SymSize){V, 0, 0, 1};
+  lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0, 1};
   int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
   int b;
   LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), lead, &b);
@@ -326,7 +326,7 @@ LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   c.L = n->op == OP_CONV_DW ? os->d[0].n : g->nodes[n->in[1]].shape.d[0].n;
   c.f = n->op == OP_CONV_DW ? g->nodes[n->in[1]].shape.d[r - 1].n : os->d[os->rank - 1].n;
   c.NC = c.L / c.C;
-  SymSize cd = {c.C * c.din, 0, 0}, f = {c.f, 0, 0};
+  SymSize cd = {c.C * c.din, 0, 0, 1}, f = {c.f, 0, 0, 1};
   if (n->op == OP_CONV_DX) st->lk[st->n++] = step_transpose(a, s, k, tgt, &c);
   st->lk[st->n++] = step_unfold(a, s, k, tgt, &c);
   if (n->op == OP_CONV_DW) {  // dW_D [C d, e] = U^T S_D, k = R; dW viewed as [NC, C d, e]

@@ -86,7 +86,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
     int rank = symsize_eq(b->size, symsize_prod(&n->shape, 0, n->shape.rank)) ? n->shape.rank : 0;
     V d[6];
     for (int k = 0; k < 6; k++)
-      d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -1 : n->shape.d[k].n);
+      d[k] = ci64(e, k >= n->shape.rank ? 1 : n->shape.d[k].kind == DIM_B ? 0 : n->shape.d[k].kind == DIM_T ? -dim_tdiv(n->shape.d[k]) : n->shape.d[k].n);
     _Static_assert((int)INIT_NORMAL == XF_INIT_NORMAL && (int)INIT_UNIFORM == XF_INIT_UNIFORM && (int)INIT_ZEROS == XF_INIT_ZEROS &&
                        (int)INIT_ONES == XF_INIT_ONES && (int)INIT_CONSTANT == XF_INIT_CONSTANT &&
                        (int)INIT_TRUNC_NORMAL == XF_INIT_TRUNC_NORMAL,
@@ -96,7 +96,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                         (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = emit_cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
                                                [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),
                                                [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
-                                               [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt),
+                                               [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt), [XF_BUFFER_F_tdiv] = ci64(e, symsize_den(b->size)),
                                                [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),
                                                [XF_BUFFER_F_rank] = ci32(e, rank),
                                                [XF_BUFFER_F_dims] = LLVMConstArray(e->i64, d, 6), [XF_BUFFER_F_init] = ci32(e, init),
@@ -143,6 +143,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                             [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,
                             [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
                             [XF_MODEL_F_step_last] = step_last, [XF_MODEL_F_step_frame] = ci64(e, nstep > 0 ? frame : 0),
+                            [XF_MODEL_F_t_multiple] = ci64(e, ir_t_multiple(e->s->g)),
                             [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0)});
   V gv = LLVMAddGlobal(e->M, emit_abi_type(e, XF_MODEL), "xf_model");
   LLVMSetInitializer(gv, init);

@@ -229,9 +229,10 @@ static void sub_ref(Buf *b, const char *rel) {
   free(t.s);
 }
 
-// A dimension as a Python expression: B, T or the number.
+// A dimension as a Python expression: B, T, (T // s) or the number.
 static void dim(Py *p, Buf *b, Dim d) {
   if (d.kind == DIM_B) put(b, "B"), p->use_b = true;
+  else if (d.kind == DIM_T && dim_tdiv(d) > 1) put(b, "(T // %lld)", (long long)dim_tdiv(d)), p->use_t = true;
   else if (d.kind == DIM_T) put(b, "T"), p->use_t = true;
   else put(b, "%lld", (long long)d.n);
 }
@@ -471,7 +472,9 @@ static bool dim_from(Py *p, Buf *b, const Ints *args, DimKind kind, const char *
     const Shape *s = &p->g->nodes[args->v[a]].shape;
     for (int d = 0; d < s->rank; d++)
       if (s->d[d].kind == kind) {
-        put(b, "        %s = ", name), val(p, b, args->v[a]), put(b, ".shape[%d]\n", d);
+        put(b, "        %s = ", name), val(p, b, args->v[a]), put(b, ".shape[%d]", d);
+        if (dim_tdiv(s->d[d]) > 1) put(b, " * %lld", (long long)dim_tdiv(s->d[d]));  // T / s
+        put(b, "\n");
         return true;
       }
   }

@@ -19,16 +19,27 @@
 #include "../passes/passes.h"
 
 SymSize symsize_of(Dim d) {
-  if (d.kind == DIM_B) return (SymSize){1, 1, 0};
-  if (d.kind == DIM_T) return (SymSize){1, 0, 1};
-  return (SymSize){d.n, 0, 0};
+  if (d.kind == DIM_B) return (SymSize){1, 1, 0, 1};
+  if (d.kind == DIM_T) return (SymSize){1, 0, 1, dim_tdiv(d)};
+  return (SymSize){d.n, 0, 0, 1};
 }
 
-SymSize symsize_mul(SymSize a, SymSize b) { return (SymSize){a.coef * b.coef, a.pb + b.pb, a.pt + b.pt}; }
-bool symsize_eq(SymSize a, SymSize b) { return a.coef == b.coef && a.pb == b.pb && a.pt == b.pt; }
+// coef / tdiv in lowest terms
+SymSize symsize_mul(SymSize a, SymSize b) {
+  int64_t c = a.coef * b.coef, t = symsize_den(a) * symsize_den(b), x = c < 0 ? -c : c, y = t;
+  while (y) {
+    int64_t r = x % y;
+    x = y, y = r;
+  }
+  if (x > 1) c /= x, t /= x;
+  return (SymSize){c, a.pb + b.pb, a.pt + b.pt, t};
+}
+bool symsize_eq(SymSize a, SymSize b) {
+  return a.coef * symsize_den(b) == b.coef * symsize_den(a) && a.pb == b.pb && a.pt == b.pt;
+}
 
 SymSize symsize_prod(const Shape *s, int from, int to) {
-  SymSize r = {1, 0, 0};
+  SymSize r = {1, 0, 0, 1};
   for (int i = from; i < to; i++) r = symsize_mul(r, symsize_of(s->d[i]));
   return r;
 }
@@ -37,7 +48,7 @@ int64_t symsize_eval(SymSize s, int64_t B, int64_t T) {
   int64_t v = s.coef;
   for (int i = 0; i < s.pb; i++) v *= B;
   for (int i = 0; i < s.pt; i++) v *= T;
-  return v;
+  return v / symsize_den(s);
 }
 
 // SCAN_READ(_GRAD): the sequences (p, m) of k [P.., K, M.., dk, 1]; their states [dk, dv].
@@ -68,14 +79,14 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_SCAN: case OP_SCAN_REV: return symsize_prod(s, 0, n->axis);  // one sequence of states each
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: return read_sequences(g, n);  // one sequence (p, m) each
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
-  case OP_SCATTER_ADD: return (SymSize){1, 0, 0};                       // serial
+  case OP_SCATTER_ADD: return (SymSize){1, 0, 0, 1};                       // serial
   case OP_ROUTED_MATMUL: return symsize_of(g->nodes[n->in[1]].shape.d[0]);  // one expert each (its GEMM)
   case OP_ROUTED_MATMUL_DW: return symsize_of(n->len);
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return symsize_prod(x, 0, x->rank - 2);
     return symsize_prod(s, 0, s->rank - 1);
-  default: return s->rank ? symsize_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0};  // rows
+  default: return s->rank ? symsize_prod(s, 0, s->rank - 1) : (SymSize){1, 0, 0, 1};  // rows
   }
 }
 
@@ -188,9 +199,9 @@ static void conv_scratch(Schedule *s, Kernel *k) {
   SymSize rows = symsize_prod(xs, 0, r - 1), d = symsize_of(xs->d[r - 1]);
   int64_t L = n->op == OP_CONV_DW ? os->d[0].n : g->nodes[n->in[1]].shape.d[0].n, C = k->chunk;
   SymSize f = n->op == OP_CONV_DW ? symsize_of(g->nodes[n->in[1]].shape.d[r - 1]) : symsize_of(os->d[os->rank - 1]);
-  k->scratch = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(d, (SymSize){C, 0, 0})));
-  k->xscratch[0] = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(f, (SymSize){L / C, 0, 0})));
-  if (n->op == OP_CONV_DX) k->xscratch[1] = add_scratch(s, k->node, symsize_mul(symsize_mul(d, f), (SymSize){L, 0, 0}));
+  k->scratch = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(d, (SymSize){C, 0, 0, 1})));
+  k->xscratch[0] = add_scratch(s, k->node, symsize_mul(rows, symsize_mul(f, (SymSize){L / C, 0, 0, 1})));
+  if (n->op == OP_CONV_DX) k->xscratch[1] = add_scratch(s, k->node, symsize_mul(symsize_mul(d, f), (SymSize){L, 0, 0, 1}));
 }
 
 // The buffer a kernel reads for node id: a folded transpose's input.
@@ -348,7 +359,7 @@ static void sig_shape(char **p, char *end, const Shape *sh, DType t) {
   *p += snprintf(*p, (size_t)(end - *p), "%c[", t == DT_I32 ? 'i' : 'f');
   for (int i = 0; i < sh->rank && *p < end; i++)
     *p += snprintf(*p, (size_t)(end - *p), "%s%lld", i ? "," : "",
-                   sh->d[i].kind == DIM_B ? -1LL : sh->d[i].kind == DIM_T ? -2LL : (long long)sh->d[i].n);
+                   sh->d[i].kind == DIM_B ? -1LL : sh->d[i].kind == DIM_T ? -1LL - (long long)dim_tdiv(sh->d[i]) : (long long)sh->d[i].n);
   if (*p < end) *p += snprintf(*p, (size_t)(end - *p), "]");
 }
 
@@ -452,7 +463,7 @@ static int64_t sym_bytes(SymSize z, int64_t B, int64_t T) {
     if (__builtin_mul_overflow(v, B, &v) || v > cap) return cap;
   for (int i = 0; i < z.pt; i++)
     if (__builtin_mul_overflow(v, T, &v) || v > cap) return cap;
-  return v;
+  return v / symsize_den(z);
 }
 
 int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets, int64_t *persistent) {
@@ -642,24 +653,24 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     if (ct) {  // the partial sums P of lower.c's two-step CONV_DW: [lead, d / CT, L] (scalar), [lead, L, d]
       const Shape *xs = &g->nodes[n->in[0]].shape;
       int64_t d = xs->d[xs->rank - 1].n;
-      SymSize lead = symsize_prod(xs, 0, xs->rank - 2), per = {n->conv == CONV_SCALAR ? d / ct : d, 0, 0};
+      SymSize lead = symsize_prod(xs, 0, xs->rank - 2), per = {n->conv == CONV_SCALAR ? d / ct : d, 0, 0, 1};
       k->scratch = add_scratch(s, i, symsize_mul(lead, symsize_mul(per, symsize_of(n->shape.d[0]))));
     }
     if (n->op == OP_ROUTED_MATMUL || n->op == OP_ROUTED_MATMUL_DW) {  // expert e's rows, gathered: [R, d] | [R, f]
       const Shape *xs = &g->nodes[n->in[0]].shape, *ys = &g->nodes[n->in[1]].shape;
       SymSize rows = symsize_prod(xs, 0, xs->rank - 1);
       int64_t w = xs->d[xs->rank - 1].n + ys->d[ys->rank - 1].n;
-      k->scratch = add_scratch(s, i, symsize_mul(rows, (SymSize){w, 0, 0}));
+      k->scratch = add_scratch(s, i, symsize_mul(rows, (SymSize){w, 0, 0, 1}));
       // the GPU's index region (lower_route.c): pos [R], off [E], cnt [E], per-chunk counts [<= R, E]
       int64_t E = n->op == OP_ROUTED_MATMUL ? ys->d[0].n : n->len.n;
-      if (gpu) k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0}));
+      if (gpu) k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0, 1}));
     }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
     else if (schedule_scan_state(n)) {  // SCAN_READ: S_{keep-1} [P M, dk dv] (lower.c lower_scan_read)
       const Shape *ks = &g->nodes[n->in[1]].shape;
       int64_t st = ks->d[ks->rank - 2].n * n->shape.d[n->shape.rank - 1].n;
-      k->scratch = add_scratch(s, i, symsize_mul(read_sequences(g, n), (SymSize){st, 0, 0}));
+      k->scratch = add_scratch(s, i, symsize_mul(read_sequences(g, n), (SymSize){st, 0, 0, 1}));
     }
     kernel_of[i] = s->nkernels++;
     if (n->op == OP_CROSS_ENTROPY) {  // per-row losses in scratch, then their mean
@@ -667,7 +678,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       Kernel *k2 = &s->kernels[s->nkernels++];
       *k2 = *k;
       k2->phase = 1;
-      k2->outer = (SymSize){1, 0, 0};
+      k2->outer = (SymSize){1, 0, 0, 1};
     }
   }
   // programs: the cone of nodes each one needs

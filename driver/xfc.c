@@ -400,6 +400,17 @@ static bool st_causal(Pipeline *p) {
     }
     if (r == 0) {
       Loc at = n ? n->loc : (Loc){0};
+      int64_t m = ir_t_multiple(p->g);
+      if (m > 1) {  // the probe's two runs at T, the last token changed (causal_probe.c)
+        diag_print(&p->diag, "error", at,
+                   "model '%s' reads later positions (%s %s): its logits at position %lld change by %.3g when the "
+                   "token at position %lld changes (the interpreter at T = %lld), so training would see the future; "
+                   "shift the sequence by s - 1 positions before grouping s of them (shift(x, 1, s - 1)), or declare "
+                   "`noncausal model %s` for an encoder",
+                   g->name, n ? ir_op_info[n->op].name : "", why, (long long)pos, diff, (long long)T - 1, (long long)T, g->name);
+        p->status = 1;
+        return false;
+      }
       diag_print(&p->diag, "error", at,
                  "model '%s' reads later positions (%s %s): its logits at position %lld change by %.3g when a token "
                  "follows (the interpreter at T = %lld and %lld), so training would see the future; mask the scores "

@@ -132,6 +132,9 @@ typedef struct {
   uint32_t ndropout;
   Inst *root;
   Vec sides;  // Side*: the side outputs returned so far, in order
+  int64_t tdiv;  // what `T` means where the code runs: T / tdiv (0 or 1: T); a
+                 // forward or function whose tensor arguments declare [.., T, ..]
+                 // and get [.., T / s, ..] runs with T meaning T / s (bind_args)
 } Elab;
 
 // A side output: `return y, name: value` of a block's forward or a function.
@@ -703,7 +706,8 @@ static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   }
   int b = find_builtin(e->name);
   if (b >= 0) {
-    if (builtins[b].kind == BI_SIZE) return (Value){.kind = V_DIM, .dim = {e->name[0] == 'B' ? DIM_B : DIM_T, 0}};
+    if (builtins[b].kind == BI_SIZE)
+      return (Value){.kind = V_DIM, .dim = {e->name[0] == 'B' ? DIM_B : DIM_T, e->name[0] == 'T' && E->tdiv > 1 ? E->tdiv : 0}};
     if (builtins[b].kind == BI_INIT)
       err(E, e->loc, "'%s' is an initialiser; initialisers appear only after `param name [shape] =`", e->name);
     return (Value){.kind = V_BUILTIN, .i = b};
@@ -777,7 +781,31 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
 // b <= a, a != b is 1 - (a == b)), whose gradient is 0. a // b is
 // floor(a / b) and a % b is a - b floor(a / b), as Python's and PyTorch's
 // (torch.remainder): the remainder has the divisor's sign.
+// T / s (and T // s) for a whole s >= 1: the time axis shortened by
+// grouping s positions (ir.h Dim), the context a multiple of s; (T / s) * c
+// for c dividing s. Nothing else combines a symbolic size.
+static Value dim_arith(Elab *E, const Expr *e, Value a, Value b) {
+  const char *t = binop_text(e->op);
+  if (a.kind != V_DIM || a.dim.kind != DIM_T || b.kind != V_INT)
+    err(E, e->loc, "'%s' cannot combine %s and %s: a symbolic size divides only as T / s (a whole s) or multiplies "
+                   "back as (T / s) * c", t, kind_name(a.kind), kind_name(b.kind));
+  int64_t s = dim_tdiv(a.dim), c = b.i;
+  if ((e->op == '/' || e->op == 'F') && c >= 1) {
+    if (s > INT64_MAX / c) err(E, e->loc, "integer overflow in '%s'", t);
+    s *= c;
+    if (E->g->t_max > 0 && E->g->t_max % s)
+      err(E, e->loc, "T / %lld needs a context that is a multiple of %lld, not %lld", (long long)s, (long long)s,
+          (long long)E->g->t_max);
+    return (Value){.kind = V_DIM, .dim = {DIM_T, s > 1 ? s : 0}};
+  }
+  if (e->op == '*' && c >= 1 && s % c == 0) return (Value){.kind = V_DIM, .dim = {DIM_T, s / c > 1 ? s / c : 0}};
+  err(E, e->loc, "'%s' cannot combine %s and %lld: a symbolic size divides only as T / s (a whole s >= 1) or "
+                 "multiplies back as (T / s) * c (c dividing s)", t, kind_name(a.kind), (long long)c);
+  return a;
+}
+
 static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
+  if (a.kind == V_DIM || b.kind == V_DIM) return dim_arith(E, e, a, b);
   if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
   if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
     if (e->op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR))
@@ -1228,6 +1256,15 @@ static void bind_args(Elab *E, Env *env, const Vec *params, Value *args, const E
         err(E, argx[i]->loc, "argument '%s' of %s is declared as a tensor; got %s", a->name, who, kind_name(args[i].kind));
       Shape want = eval_shape(E, shape_env, a->shape, CTX_BUILD, false);
       const Shape *got = &E->g->nodes[args[i].node].shape;
+      int64_t td = -1;  // the divisor of got's time axis, where want has one too
+      for (int k = 0; k < got->rank && k < want.rank; k++)
+        if (got->d[k].kind == DIM_T && want.d[k].kind == DIM_T) td = dim_tdiv(got->d[k]);
+      if (!shape_eq(&want, got) && i == 0 && td > 0 && td != (E->tdiv > 1 ? E->tdiv : 1)) {
+        int64_t saved = E->tdiv;  // the first tensor argument binds T (the callers restore it)
+        E->tdiv = td;
+        want = eval_shape(E, shape_env, a->shape, CTX_BUILD, false);
+        if (!shape_eq(&want, got)) E->tdiv = saved, want = eval_shape(E, shape_env, a->shape, CTX_BUILD, false);
+      }
       if (!shape_eq(&want, got)) {
         char w[128], g[128];
         shape_fmt(w, sizeof w, &want);
@@ -1244,12 +1281,13 @@ static Value call_fn(Elab *E, const Def *def, Value *args, const Expr **argx, in
   enter_def(E, def, loc);
   const char *who = arena_printf(E->a, "function '%s'", def->name);
   Env *env = env_new(E, NULL);
+  int64_t tdiv = E->tdiv;
   bind_args(E, env, &def->params, args, argx, nargs, loc, who, env);
   push_frame(E, loc, arena_printf(E->a, "in %s called here", who));
   int cur = E->cur;
   E->cur = module_of(E, def);
   Value v = exec_body(E, env, &def->body, ctx, BODY_FN, who, def->loc);
-  E->cur = cur;
+  E->cur = cur, E->tdiv = tdiv;
   E->nframes--;
   E->nstack--;
   return v;
@@ -1275,13 +1313,14 @@ static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int na
   if (!in->forward) err(E, loc, "block '%s' has no forward, so it cannot be called", in->def->name);
   const char *who = arena_printf(E->a, "'%s' (block %s)", inst_path(E, in), in->def->name);
   Env *env = env_new(E, in->env);
+  int64_t tdiv = E->tdiv;
   bind_args(E, env, &in->forward->args, args, argx, nargs, loc, who, in->env);
   push_frame(E, loc, arena_printf(E->a, "in forward of %s called here", who));
   int saved = E->scope, cur = E->cur;
   E->scope = in->scope, E->cur = module_of(E, in->def);
   E->call = ir_call_add(E->g, in->scope, caller, site);
   Value v = exec_body(E, env, &in->forward->body, CTX_RUN, BODY_FORWARD, who, in->forward->loc);
-  E->scope = saved, E->cur = cur;
+  E->scope = saved, E->cur = cur, E->tdiv = tdiv;
   E->call = caller;
   E->nframes--;
   return v;

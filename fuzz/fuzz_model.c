@@ -101,10 +101,10 @@ static void decode(Bytes *in, Model *x) {
         l->kernel = (int32_t)(next(in) % (unsigned)(m->nkernels + 1));
         l->last = (int32_t)(next(in) % 2);
         for (int s = 0; s < XF_NSLOTS; s++) l->slots[s] = (int32_t)(next(in) % (unsigned)(m->nbuffers + 2)) - 2;
-        l->fn = (int32_t)(next(in) % 3), l->items = (XfSym){next(in), 1, 0};
+        l->fn = (int32_t)(next(in) % 3), l->items = (XfSym){next(in), 1, 0, 1};
         l->per_block = (int32_t)next(in) % 4, l->threads = (int32_t)next(in) * 8, l->shmem = 0;
         l->sa = (int32_t)(next(in) % 11), l->sb = (int32_t)(next(in) % 11), l->sc = (int32_t)(next(in) % 11);
-        l->m = l->n = l->k = l->lda = l->ldb = l->ldc = l->count = (XfSym){1, 0, 0};
+        l->m = l->n = l->k = l->lda = l->ldb = l->ldc = l->count = (XfSym){1, 0, 0, 1};
       }
     }
   }

@@ -8,7 +8,9 @@
 // (no dropout) on B = 1 sequence of T = min(t_max, 8) random tokens, then
 // on its first T - 1 tokens with the same parameters, and compares the
 // output's rows at positions t < T - 1 of the two runs: a causal output
-// cannot tell them apart.
+// cannot tell them apart. Where T must be a multiple of m > 1 (a time axis
+// T / s, ir_t_multiple), both runs are at T (a multiple of m, at least 2 m
+// where the context allows), the second with the last token changed.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@ enum { PROBE_T = 8 };
 static void sizes(const Shape *s, int64_t T, int64_t *d, int *tax) {
   *tax = -1;
   for (int k = 0; k < s->rank; k++) {
-    d[k] = s->d[k].kind == DIM_B ? 1 : s->d[k].kind == DIM_T ? T : s->d[k].n;
+    d[k] = dim_size(s->d[k], 1, T);
     if (s->d[k].kind == DIM_T && *tax < 0) *tax = k;
   }
 }
@@ -46,6 +48,8 @@ static double *run(const Graph *g, int out, int64_t T, const int32_t *const *ids
 int interp_causal_probe(const Graph *g, const char *name, int64_t *len, int64_t *pos, double *diff, char *err, size_t errlen) {
   int out = interp_output_node(g, name);
   int64_t T = *len = g->t_max < PROBE_T ? g->t_max : PROBE_T, da[IR_MAX_RANK], db[IR_MAX_RANK];
+  int64_t m = ir_t_multiple(g);  // T a multiple of m: two runs at T, the second with its last tokens changed
+  if (m > 1) T = *len = (g->t_max < 2 * m ? g->t_max : T > 2 * m ? T : 2 * m) / m * m;
   int tax;
   if (out < 0) return snprintf(err, errlen, "no output '%s'", name), -1;
   const Shape *s = &g->nodes[out].shape;
@@ -60,7 +64,7 @@ int interp_causal_probe(const Graph *g, const char *name, int64_t *len, int64_t 
     const Node *n = &g->nodes[i];
     if (n->op != OP_INPUT || n->dtype != DT_I32) continue;
     int64_t lim = interp_input_limit(g, i), len = 1;
-    for (int k = 0; k < n->shape.rank; k++) len *= n->shape.d[k].kind == DIM_T ? T : n->shape.d[k].kind == DIM_B ? 1 : n->shape.d[k].n;
+    for (int k = 0; k < n->shape.rank; k++) len *= dim_size(n->shape.d[k], 1, T);
     ok = (ids[i] = malloc(sizeof(int32_t) * (size_t)len)) != NULL;
     for (int64_t k = 0; ok && k < len; k++) {
       x = x * 6364136223846793005u + 1442695040888963407u;
@@ -71,7 +75,13 @@ int interp_causal_probe(const Graph *g, const char *name, int64_t *len, int64_t 
   // are [1, T - 1] prefixes of [1, T] when T is their last axis, as token
   // inputs [B, T] are
   double *a = ok ? run(g, out, T, (const int32_t *const *)ids, err, errlen) : NULL;
-  double *b = a ? run(g, out, T - 1, (const int32_t *const *)ids, err, errlen) : NULL;
+  if (m > 1)
+    for (int i = 0; ok && i < g->nnodes; i++) {
+      const Node *n = &g->nodes[i];
+      int64_t lim = interp_input_limit(g, i), r = n->shape.rank;
+      if (ids[i] && r && n->shape.d[r - 1].kind == DIM_T && lim > 1) ids[i][T - 1] = (ids[i][T - 1] + 1) % (int32_t)lim;
+    }
+  double *b = a ? run(g, out, m > 1 ? T : T - 1, (const int32_t *const *)ids, err, errlen) : NULL;
   int r = -1;
   if (!ids) snprintf(err, errlen, "out of memory");
   if (a && b) {
@@ -86,7 +96,7 @@ int interp_causal_probe(const Graph *g, const char *name, int64_t *len, int64_t 
         if (k == tax) t = c;
         ia += c * stride, stride *= da[k];
       }
-      double d = fabs(a[ia] - b[e]);
+      double d = fabs(a[ia] - b[m > 1 ? ia : e]);
       if (!(d <= 1e-9 * (1 + fabs(a[ia])))) {
         if (r == 1 || t < *pos) *pos = t;
         if (!(d <= *diff)) *diff = d;

@@ -21,7 +21,7 @@ enum { MAX_ELEMS_TOTAL = 1 << 28 };  // 2 GiB of doubles across all nodes
 #define fail ir_errorf
 
 static int64_t dimv(const Interp *in, Dim d) {
-  return d.kind == DIM_B ? in->cfg.B : d.kind == DIM_T ? in->cfg.T : d.n;
+  return dim_size(d, in->cfg.B, in->cfg.T);
 }
 
 // Resolved sizes of a shape; returns the element count.
@@ -38,9 +38,14 @@ static int64_t prod(const int64_t *d, int from, int to) {
 }
 
 Interp *interp_new(const Graph *g, InterpConfig cfg, char *err, size_t errlen) {
+  int64_t tm = ir_t_multiple(g);
   if (cfg.B < 1 || cfg.T < 1 || cfg.T > g->t_max) {
     fail(err, errlen, "bad sizes B = %lld, T = %lld (need B >= 1, 1 <= T <= %lld)", (long long)cfg.B,
          (long long)cfg.T, (long long)g->t_max);
+    return NULL;
+  }
+  if (cfg.T % tm) {  // a time axis T / s
+    fail(err, errlen, "T = %lld is not a multiple of %lld (the model groups positions along time)", (long long)cfg.T, (long long)tm);
     return NULL;
   }
   Interp *in = calloc(1, sizeof *in);

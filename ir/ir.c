@@ -83,12 +83,27 @@ bool shape_eq(const Shape *a, const Shape *b) {
 int64_t shape_numel_const(const Shape *s, int64_t b, int64_t t) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++)
-    n *= s->d[i].kind == DIM_B ? b : s->d[i].kind == DIM_T ? t : s->d[i].n;
+    n *= dim_size(s->d[i], b, t);
   return n;
+}
+
+int64_t ir_t_multiple(const Graph *g) {
+  int64_t m = 1;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].shape.rank; k++) {
+      int64_t s = dim_tdiv(g->nodes[i].shape.d[k]), a = m, b = s;
+      while (b) {
+        int64_t r = a % b;
+        a = b, b = r;
+      }
+      m = m / a * s;
+    }
+  return m;
 }
 
 static void dim_fmt(char *buf, size_t n, Dim d) {
   if (d.kind == DIM_B) snprintf(buf, n, "B");
+  else if (d.kind == DIM_T && d.n > 1) snprintf(buf, n, "T/%lld", (long long)d.n);
   else if (d.kind == DIM_T) snprintf(buf, n, "T");
   else snprintf(buf, n, "%lld", (long long)d.n);
 }
@@ -254,15 +269,30 @@ static bool broadcast(const Shape *a, const Shape *b, Shape *out, char *err, siz
 // Reshape is legal when symbolic dims appear in the same order in both
 // shapes and the constant dims between consecutive symbolic dims have the
 // same product (row-major data is then unchanged).
+// Row-major reshape: the symbolic axes in the same order, the same constant
+// product between them. A time axis T / s counts as U (T / m, m the larger
+// divisor of the two shapes' time axes) followed by a constant m / s, so
+// that [.., T, ..] <-> [.., T / s, s, ..] (position t = p s + r) passes and
+// [.., s, T / s, ..] does not.
 static bool reshape_ok(const Shape *from, const Shape *to) {
+  int64_t m = 1;
+  for (int i = 0; i < from->rank; i++) m = dim_tdiv(from->d[i]) > m ? dim_tdiv(from->d[i]) : m;
+  for (int i = 0; i < to->rank; i++) m = dim_tdiv(to->d[i]) > m ? dim_tdiv(to->d[i]) : m;
+  for (int i = 0; i < from->rank; i++)
+    if (m % dim_tdiv(from->d[i])) return false;
+  for (int i = 0; i < to->rank; i++)
+    if (m % dim_tdiv(to->d[i])) return false;
   int i = 0, j = 0;
+  int64_t ca = 1, cb = 1;  // a time axis's m / s, carried into the next product
   for (;;) {
-    int64_t pa = 1, pb = 1;
+    int64_t pa = ca, pb = cb;
     while (i < from->rank && from->d[i].kind == DIM_CONST) pa *= from->d[i++].n;
     while (j < to->rank && to->d[j].kind == DIM_CONST) pb *= to->d[j++].n;
     if (pa != pb) return false;
     if (i == from->rank || j == to->rank) return i == from->rank && j == to->rank;
     if (from->d[i].kind != to->d[j].kind) return false;
+    ca = from->d[i].kind == DIM_T ? m / dim_tdiv(from->d[i]) : 1;
+    cb = to->d[j].kind == DIM_T ? m / dim_tdiv(to->d[j]) : 1;
     i++, j++;
   }
 }
@@ -361,7 +391,7 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       if (d.kind == DIM_CONST) {
         if (n->len.kind == DIM_B)
           return fail(err, errlen, "cannot slice a fixed axis to the batch size B");
-        int64_t len = n->len.kind == DIM_CONST ? n->len.n : g->t_max;
+        int64_t len = dim_size(n->len, 0, g->t_max);  // T / s: at most t_max / s
         // start >= 0 and len >= 1 may be near INT64_MAX: start + len can overflow, d.n - len cannot.
         if (n->start > d.n - len)
           return fail(err, errlen,
@@ -387,7 +417,7 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       for (int i = 0; ok && i < x->rank; i++) ok = i == ax || dim_eq(x->d[i], n->shape.d[i]);
       if (ok) {
         Dim full = n->shape.d[ax], part = x->d[ax];
-        int64_t hi = n->start + (part.kind == DIM_CONST ? part.n : part.kind == DIM_T ? g->t_max : -1);
+        int64_t hi = n->start + (part.kind == DIM_B ? -1 : dim_size(part, 0, g->t_max));
         ok = dim_eq(full, part) ? n->start == 0 : full.kind == DIM_CONST && part.kind != DIM_B && hi <= full.n;
       }
       char so[128];

@@ -52,8 +52,17 @@ typedef enum {
 
 typedef struct {
   DimKind kind;
-  int64_t n;  // size when kind == DIM_CONST, else 0
+  int64_t n;  // DIM_CONST: the size; DIM_T: 0 for T, s >= 2 for T / s (a
+              // time axis shortened by grouping s positions: reshape
+              // [.., T, ..] <-> [.., T / s, s, ..]; T a multiple of s at
+              // run time); DIM_B: 0
 } Dim;
+// The divisor s of a time axis T / s (1 for T).
+static inline int64_t dim_tdiv(Dim d) { return d.kind == DIM_T && d.n > 1 ? d.n : 1; }
+// The size of d at batch b and length t (t a multiple of dim_tdiv(d)).
+static inline int64_t dim_size(Dim d, int64_t b, int64_t t) {
+  return d.kind == DIM_B ? b : d.kind == DIM_T ? t / dim_tdiv(d) : d.n;
+}
 
 #define IR_MAX_RANK 6
 typedef struct {
@@ -420,6 +429,9 @@ bool ir_infer(const Graph *g, const Node *n, Shape *shape, DType *dtype,
 bool dim_eq(Dim a, Dim b);
 bool shape_eq(const Shape *a, const Shape *b);
 int64_t shape_numel_const(const Shape *s, int64_t b, int64_t t);
+// The least common multiple of every time axis's divisor s (T / s) in g's
+// nodes: T must be a multiple of it (1: no shortened time axis).
+int64_t ir_t_multiple(const Graph *g);
 // "[B, T, 128]"
 const char *shape_str(Arena *a, const Shape *s);
 void shape_fmt(char *buf, size_t n, const Shape *s);

@@ -114,6 +114,9 @@ static bool node(Causal *c, const Graph *g, const Node *n) {
     return true;
   }
   case OP_RESHAPE: {
+    for (int i = 0; i < IR_MAX_RANK; i++)
+      if ((i < n->shape.rank && dim_tdiv(n->shape.d[i]) > 1) || (i < x->shape.rank && dim_tdiv(x->shape.d[i]) > 1))
+        return fail(c, id, "groups positions along time (a time axis T / s): a group is whole only once its last position is");
     if (xk >= 0) {  // scores or a term f(i, j): axes of size 1 added or dropped only
       int map[IR_MAX_RANK];
       if (!ir_reshape_unit_map(&x->shape, &n->shape, map)) return fail(c, id, "reshapes a score matrix");

@@ -29,7 +29,7 @@ static int64_t smul3(int64_t a, int64_t b, int64_t c) { return smul(smul(a, b), 
 
 int64_t cost_total_ops(const Cost *c) { return sadd(sadd(sadd(c->mul, c->add), sadd(c->div, c->exp)), c->other); }
 
-static int64_t dimv(Dim d, int64_t T) { return d.kind == DIM_CONST ? d.n : d.kind == DIM_T ? T : 1; }
+static int64_t dimv(Dim d, int64_t T) { return d.kind == DIM_CONST ? d.n : d.kind == DIM_T ? T / dim_tdiv(d) : 1; }
 
 static int64_t numel(const Shape *s, int64_t T) {
   int64_t n = 1;

@@ -14,7 +14,7 @@ static int64_t sym(XfSym z, int64_t B, int64_t T) {
   int64_t v = z.coef;
   for (int i = 0; i < z.pb; i++) v *= B;
   for (int i = 0; i < z.pt; i++) v *= T;
-  return v;
+  return z.tdiv > 1 ? v / z.tdiv : v;
 }
 
 enum { MAX_BLOCKS = 1 << 16 };

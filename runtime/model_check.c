@@ -24,7 +24,10 @@ static const int64_t MAX_COEF = (int64_t)1 << 40;
 
 static bool name_ok(const char *s) { return s && strnlen(s, MAX_NAME + 1) <= MAX_NAME; }
 
-static bool sym_ok(XfSym s) { return s.coef >= 0 && s.coef <= MAX_COEF && s.pb >= 0 && s.pb <= MAX_POW && s.pt >= 0 && s.pt <= MAX_POW; }
+static bool sym_ok(XfSym s) {
+  return s.coef >= 0 && s.coef <= MAX_COEF && s.pb >= 0 && s.pb <= MAX_POW && s.pt >= 0 && s.pt <= MAX_POW && s.tdiv >= 0 &&
+         s.tdiv <= MAX_COEF;
+}
 
 static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
   const XfBuffer *b = &m->buffers[i];
@@ -32,21 +35,24 @@ static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
   if (b->role < XF_BUF_PARAM || b->role > XF_BUF_OUTPUT)
     return fail(err, errlen, "buffer %d '%s' has role %d", i, b->name, b->role);
   if (b->is_int != 0 && b->is_int != 1) return fail(err, errlen, "buffer %d '%s' has is_int %d", i, b->name, b->is_int);
-  if (b->coef < 0 || b->coef > MAX_COEF || b->pow_b < 0 || b->pow_b > MAX_POW || b->pow_t < 0 || b->pow_t > MAX_POW)
-    return fail(err, errlen, "buffer %d '%s' has size %lld B^%d T^%d", i, b->name, (long long)b->coef, b->pow_b, b->pow_t);
+  if (b->coef < 0 || b->coef > MAX_COEF || b->pow_b < 0 || b->pow_b > MAX_POW || b->pow_t < 0 || b->pow_t > MAX_POW ||
+      b->tdiv < 0 || b->tdiv > MAX_COEF || (b->tdiv > 1 && (m->t_multiple < 1 || m->t_multiple % b->tdiv)))
+    return fail(err, errlen, "buffer %d '%s' has size %lld B^%d T^%d / %lld", i, b->name, (long long)b->coef, b->pow_b, b->pow_t,
+                (long long)b->tdiv);
   if (b->rank < 0 || b->rank > 6) return fail(err, errlen, "buffer %d '%s' has rank %d", i, b->name, b->rank);
   if (b->rank > 0) {
-    // the shape is the size: dims 0 are B, -1 are T, the rest multiply to coef
-    int64_t coef = 1;
+    // the shape is the size: dims 0 are B, -1 are T, -s are T / s, the rest
+    // multiply to coef (coef / tdiv in lowest terms: compared crosswise)
+    int64_t coef = 1, td = 1;
     int pb = 0, pt = 0;
     for (int d = 0; d < b->rank; d++) {
       int64_t v = b->dims[d];
       if (v == 0) pb++;
-      else if (v == -1) pt++;
+      else if (v < 0 && v >= -MAX_COEF && (td *= -v) <= MAX_COEF) pt++;
       else if (v < 1 || v > MAX_COEF || (coef *= v) > MAX_COEF)
         return fail(err, errlen, "buffer %d '%s' has dimension %d of %lld", i, b->name, d, (long long)v);
     }
-    if (coef != b->coef || pb != b->pow_b || pt != b->pow_t)
+    if (coef * (b->tdiv > 1 ? b->tdiv : 1) != b->coef * td || pb != b->pow_b || pt != b->pow_t)
       return fail(err, errlen, "buffer %d '%s': its shape does not give its size", i, b->name);
   }
   if (b->alias_of < -1 || b->alias_of >= m->nbuffers || b->alias_of == i)
@@ -55,7 +61,7 @@ static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
     // storage is the root's: one hop, at most as large
     const XfBuffer *r = &m->buffers[b->alias_of];
     if (r->alias_of != -1) return fail(err, errlen, "buffer %d '%s' aliases an alias", i, b->name);
-    if (b->coef > r->coef || b->pow_b != r->pow_b || b->pow_t != r->pow_t)
+    if (b->coef * (r->tdiv > 1 ? r->tdiv : 1) > r->coef * (b->tdiv > 1 ? b->tdiv : 1) || b->pow_b != r->pow_b || b->pow_t != r->pow_t)
       return fail(err, errlen, "buffer %d '%s' is larger than the buffer whose storage it shares", i, b->name);
     if (b->role == XF_BUF_PARAM) return fail(err, errlen, "parameter %d '%s' has no storage of its own", i, b->name);
   }
@@ -119,6 +125,8 @@ static bool cuda_ok(const XfModel *m, char *err, size_t errlen) {
 bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
   if (!name_ok(m->name)) return fail(err, errlen, "no model name, or one over %d bytes", MAX_NAME);
   if (m->context < 1 || m->context > MAX_CONTEXT) return fail(err, errlen, "context length %lld", (long long)m->context);
+  if (m->t_multiple < 0 || (m->t_multiple > 1 && m->context % m->t_multiple))
+    return fail(err, errlen, "context length %lld is not a multiple of %lld", (long long)m->context, (long long)m->t_multiple);
   if (m->nconfig < 0 || m->nconfig > 4096 || (m->nconfig && !m->config))
     return fail(err, errlen, "%d configuration entries", m->nconfig);
   for (int i = 0; i < m->nconfig; i++)

@@ -52,7 +52,7 @@ int64_t xf_buf_numel(const XfBuffer *b, int64_t B, int64_t T) {
   int64_t n = b->coef;
   for (int i = 0; i < b->pow_b; i++) n *= B;
   for (int i = 0; i < b->pow_t; i++) n *= T;
-  return n;
+  return b->tdiv > 1 ? n / b->tdiv : n;
 }
 
 static int find_buffer(const XfModel *m, int role, const char *name) {
@@ -256,6 +256,9 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
   if (o->seq < 1 || o->seq > m->context)
     return fail(err, errlen, "--seq %lld is outside 1..%lld, the context length of model '%s'", (long long)o->seq,
                 (long long)m->context, m->name);
+  if (m->t_multiple > 1 && o->seq % m->t_multiple)
+    return fail(err, errlen, "--seq %lld is not a multiple of %lld: model '%s' groups positions along time (T / %lld)",
+                (long long)o->seq, (long long)m->t_multiple, m->name, (long long)m->t_multiple);
   rt->step_b = o->batch, rt->step_t = o->seq;
   if (o->batch < 1 || o->batch > (1 << 24))
     return fail(err, errlen, "--batch %lld is outside 1..%d", (long long)o->batch, 1 << 24);
@@ -912,6 +915,7 @@ XfDeviceCounts xf_device_counts(const XfRuntime *rt) {
 
 const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
   if (rt->logits < 0 || batch < 1 || seq < 1 || batch > rt->opt.batch || seq > rt->opt.seq) return NULL;
+  if (rt->m->t_multiple > 1 && seq % rt->m->t_multiple) return NULL;  // a time axis T / s
   if (rt->gpu) {
     device_run(rt, XF_PROG_SAMPLE, batch, seq);
     device_read(rt, rt->logits, (size_t)xf_buf_numel(&rt->m->buffers[rt->logits], batch, seq) * 4);

@@ -277,6 +277,9 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);
     return s->out;
   }
+  // a time axis T / s: T up to a multiple of s (the history past a stream's
+  // end holds valid ids; by causality its positions do not read them)
+  if (rt->m->t_multiple > 1) T = (T + rt->m->t_multiple - 1) / rt->m->t_multiple * rt->m->t_multiple;
   int32_t *tok = xf_tokens(rt);
   for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * T, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
   const float *lg = xf_forward(rt, s->nseq, T);

@@ -172,7 +172,8 @@ typedef struct {
 XfDeviceCounts xf_device_counts(const XfRuntime *rt);
 // Logits [batch, seq, vocab] of the first batch x seq tokens of xf_tokens
 // (laid out [batch, seq]), without dropout; batch and seq at most those
-// planned at open. NULL if the model has no `logits` output.
+// planned at open, seq a multiple of XfModel.t_multiple. NULL if the model has no
+// `logits` output or the sizes are outside those.
 const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq);
 // Steps taken so far (AdamW's t, and the dropout step counter).
 uint32_t xf_step_count(const XfRuntime *rt);

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 19u
+#define XF_ABI_VERSION 20u
 
 struct XfApi;
 
@@ -98,7 +98,8 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I32, is_float)                                                                                            \
   F(P, F64, value)
 
-// XfBuffer: elements of a buffer: coef * B^pow_b * T^pow_t.
+// XfBuffer: elements of a buffer: coef * B^pow_b * T^pow_t / tdiv (tdiv > 1:
+// it has time axes T / s, T a multiple of XfModel.t_multiple).
 #define XF_BUFFER_FIELDS(F, A, P)                                                                                \
   F(P, STR, name)      /* params, grads (grad.<param>), inputs, outputs; "" for scratch */                       \
   F(P, I32, role)      /* XF_BUF_* */                                                                            \
@@ -106,9 +107,10 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, I64, coef)                                                                                                \
   F(P, I32, pow_b)                                                                                               \
   F(P, I32, pow_t)                                                                                               \
+  F(P, I64, tdiv)      /* 0 or 1: none */                                                                        \
   F(P, I32, alias_of)  /* >= 0: shares that buffer's storage */                                                  \
   F(P, I32, rank)                                                                                                \
-  A(P, I64, dims, 6)   /* 0 = B, -1 = T, else the size */                                                        \
+  A(P, I64, dims, 6)   /* 0 = B, -1 = T, -s = T / s, else the size */                                                        \
   F(P, I32, init)      /* params: XF_INIT_* */                                                                   \
   F(P, F64, init_a)                                                                                              \
   F(P, F64, init_b)                                                                                              \
@@ -213,11 +215,12 @@ enum {
 // min(1, clip / (norm + 1e-6)) when clipping, else 1.
 enum { XF_HP_LR, XF_HP_BETA1, XF_HP_BETA2, XF_HP_EPS, XF_HP_DECAY, XF_HP_CLIP, XF_HP_NORM, XF_HP_SCALE, XF_NHP };
 
-// XfSym: coef * B^pb * T^pt at the step's B and T
+// XfSym: coef * B^pb * T^pt / tdiv at the step's B and T (tdiv 0 or 1: none)
 #define XF_SYM_FIELDS(F, A, P)                                                                                   \
   F(P, I64, coef)                                                                                                \
   F(P, I32, pb)                                                                                                  \
-  F(P, I32, pt)
+  F(P, I32, pt)                                                                                                  \
+  F(P, I64, tdiv)
 
 enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
 // The GEMMs of the CUDA code (the records of XF_LAUNCH_GEMM), float32
@@ -342,6 +345,8 @@ static inline const char *xf_precision_name(int32_t p) {
      the frame's first position, the caches moved along after each run; 0:                                       \
      buffers at T = context */                                                                                   \
   F(P, I64, step_frame)                                                                                          \
+  /* T a multiple of it in every program (a time axis T / s: ir_t_multiple) */                                  \
+  F(P, I64, t_multiple)                                                                                          \
   /* training (forward + backward) operations per token at T = context, as                                      \
      xfc --stats counts them (its stats.c): model FLOP/s = train_ops x tokens/s */                              \
   F(P, F64, train_ops)
