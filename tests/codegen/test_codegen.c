@@ -145,6 +145,7 @@ static void check_model(const char *path, const Define *defs, int ndefs, int64_t
     numel[i] = b->coef;
     for (int k = 0; k < b->pow_b; k++) numel[i] *= B;
     for (int k = 0; k < b->pow_t; k++) numel[i] *= T;
+    if (b->tdiv > 1) numel[i] /= b->tdiv;  // time axes T / s
     if (b->alias_of >= 0) continue;
     if (b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) items[i] = (PlanItem){numel[i] * 4, b->first, b->last};
     else off[i] = pers, pers += (numel[i] * 4 + 64) / 64 * 64;
@@ -386,6 +387,20 @@ int main(void) {
     Define h4[] = {{"d", "8"}};
     check_model("tests/fusion/attn_temp_bias.xf", h4, 1, 2, 6, true);
     check_model("tests/fusion/attn_variants.xf", h4, 1, 2, 6, true);
+  }
+  // a time axis T / 2 (stdlib/sequence.xf) at T 6 of context 8 (three
+  // groups), both forms, fused and not (the op models run it at T 4 below)
+  {
+    Define c8[] = {{"context", "8"}};
+    for (int form = 0; form < 2; form++) {
+      model_so_forms = form ? LTARGET_GPU : LTARGET_CPU;
+      check_model("tests/grad/op_pool.xf", c8, 1, 2, 6, true);
+      check_model("tests/grad/op_pool.xf", c8, 1, 3, 8, false);
+    }
+    Define hg[] = {{"layers", "1"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"}, {"dropout", "0.1"}};
+    check_model("examples/hourglass.xf", hg, 7, 3, 6, true);
+    check_model("examples/hourglass.xf", hg, 7, 2, 4, false);
+    model_so_forms = LTARGET_CPU;
   }
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, true);
   check_model("tests/fusion/attn_user.xf", NULL, 0, 3, 6, false);

@@ -286,7 +286,7 @@ static int64_t numel_of(const XfBuffer *b, int64_t B, int64_t T) {
   int64_t v = b->coef;
   for (int i = 0; i < b->pow_b; i++) v *= B;
   for (int i = 0; i < b->pow_t; i++) v *= T;
-  return v;
+  return b->tdiv > 1 ? v / b->tdiv : v;
 }
 
 // Models without tokens (the op models of tests/grad): the training program
