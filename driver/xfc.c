@@ -294,6 +294,13 @@ static bool st_elaborate(Pipeline *p) {
     p->status = 1;
     return false;
   }
+  int64_t m = ir_t_multiple(p->g);
+  if (p->o->seq > 0 && p->o->seq % m) {
+    fprintf(stderr, "xfc: error: --seq=%lld is not a multiple of %lld: model '%s' groups positions along time (T / %lld)\n",
+            (long long)p->o->seq, (long long)m, p->g->name, (long long)m);
+    p->status = 1;
+    return false;
+  }
   return true;
 }
 static void pr_ir(Pipeline *p) { ir_print(stdout, p->g); }

@@ -35,14 +35,15 @@ for f in tests/grad/op_*.xf; do
   # shellcheck disable=SC2086
   check "$f" $args "$f"
 done
-small="-D layers=2 -D d=8 -D context=5 -D vocab=11 -D ffn=12 -D dropout=0"
+small="-D layers=2 -D d=8 -D vocab=11 -D ffn=12 -D dropout=0"
 for ex in examples/*.xf; do
   heads=; grep -q 'heads' "$ex" && heads="-D heads=2"
   grep -q 'kv_heads' "$ex" && heads="$heads -D kv_heads=1"
+  ctx=5; grep -q 'shorten' "$ex" && ctx=6  # a time axis T / shorten: the context a multiple of it
   # shellcheck disable=SC2086
-  check "$ex (small)" $small $heads "$ex"
+  check "$ex (small)" $small -D context=$ctx $heads "$ex"
 done
-check "examples/she.xf with dropout masks" $small -D dropout=0.25 --check-dropout examples/she.xf
+check "examples/she.xf with dropout masks" $small -D context=5 -D dropout=0.25 --check-dropout examples/she.xf
 check "tests/golden/sinusoidal.xf" tests/golden/sinusoidal.xf
 check "tests/grad/recurrent_blocks.xf" tests/grad/recurrent_blocks.xf
 check "tests/grad/language.xf (fused)" tests/grad/language.xf
@@ -56,8 +57,8 @@ check "tests/fusion/attn_padding.xf (fused)" tests/fusion/attn_padding.xf
 check "tests/fusion/attn_padding.xf (--no-fuse)" --no-fuse tests/fusion/attn_padding.xf
 check "tests/fusion/scan_near.xf" tests/fusion/scan_near.xf
 check "tests/fusion/scan_near.xf (--no-fuse)" --no-fuse tests/fusion/scan_near.xf
-check "examples/transformer.xf (small, --remat)" $small -D heads=2 --remat examples/transformer.xf
-check "examples/transformer.xf (small, --no-fuse)" $small -D heads=2 --no-fuse examples/transformer.xf
+check "examples/transformer.xf (small, --remat)" $small -D context=5 -D heads=2 --remat examples/transformer.xf
+check "examples/transformer.xf (small, --no-fuse)" $small -D context=5 -D heads=2 --no-fuse examples/transformer.xf
 check "tests/fusion/attn_variants.xf" tests/fusion/attn_variants.xf
 check "tests/fusion/attn_temp_bias.xf (fused)" tests/fusion/attn_temp_bias.xf
 check "tests/fusion/attn_temp_bias.xf (--no-fuse)" --no-fuse tests/fusion/attn_temp_bias.xf
