@@ -40,7 +40,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 VARIANTS = ("alibi", "sliding_window", "gqa", "temperature", "relative_bias")  # examples/<name>.xf: the transformer, another attention
-EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small", "moe") + VARIANTS
+EXAMPLES = ("transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "gpt2_small", "moe",
+            "hourglass") + VARIANTS
 # Sizes: seed 001 Table 1 (vocab 5000, context 128, d 128, FFN 512, 32 heads,
 # dropout 0.1), and examples/gpt2_small.xf's (context 1024, d 768, a GELU FFN
 # of 3072, 12 heads, no dropout; its layer count is --layers).
@@ -208,11 +209,23 @@ class LM(nn.Module):  # lm.xf CausalLM with LearnedPositions and LMHead, then cr
         ffns = lambda: [FFN(d, c // 2), FFN(d, c // 2)] if scheme == "sm" else [MoE(d, c) if ex == "moe" else FFN(d, c, act)]
         s.tok = nn.Parameter(torch.randn(vocab, d) * 0.01); s.pos = nn.Parameter(torch.randn(L, d) * 0.01)
         s.layers = nn.ModuleList([Layer(scheme, style, d, mixer(), ffns(), p) for _ in range(layers)])
+        # sequence.xf Hourglass (examples/hourglass.xf): a layer at T, the layers above at T / 2, a layer at T
+        s.shorten = 2 if ex == "hourglass" else 0
+        if s.shorten:
+            s.pre, s.post = Layer(scheme, style, d, mixer(), ffns(), p), Layer(scheme, style, d, mixer(), ffns(), p)
         s.ln, s.head, s.p = nn.LayerNorm(d), lin(d, vocab), p
     def forward(s, tokens, targets):
         T = tokens.shape[1]
         x = F.dropout(s.tok[tokens] + s.pos[:T], s.p, s.training)
-        for l in s.layers: x = l(x)
+        if s.shorten:  # shifted by s - 1, the mean of each group of s, the inner layers, each group repeated s times
+            k = s.shorten
+            h = s.pre(x)
+            y = F.pad(h, (0, 0, k - 1, 0))[:, :T]
+            y = y.reshape(y.shape[0], T // k, k, y.shape[2]).mean(2)
+            for l in s.layers: y = l(y)
+            x = s.post(h + y.repeat_interleave(k, 1))
+        else:
+            for l in s.layers: x = l(x)
         logits = s.head(s.ln(x))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         moes = [m for m in s.modules() if isinstance(m, MoE)]

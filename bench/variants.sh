@@ -15,6 +15,11 @@
 # Tokens/s over STEPS steps after the first (PyTorch: after 3 warm-up steps).
 # Prints the GEMM line of xfrun beside the figures; writes out/bench/variants.md.
 #
+# Other examples built on the transformer's layer take the same table:
+# `bench/variants.sh hourglass` (examples/hourglass.xf: its inner layers on
+# the sequence shortened by 2; `layers` counts those, beside one full-length
+# layer before and one after).
+#
 # Usage: bench/variants.sh [variant ...]
 #   env: LAYERS (default "2 18"), STEPS (default 3), THREADS (default: all cores)
 set -euo pipefail
