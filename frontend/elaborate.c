@@ -17,7 +17,7 @@
 // instance that binds it (a `let`, a block argument, a repeat position),
 // and its path is the chain of those names: lm.layers.3.mixer.W_ext.
 // Calling one instance twice reuses its parameters (shared weights).
-#include "frontend.h"
+#include "elab_impl.h"
 #include "../ir/nearest.h"
 
 #include <errno.h>
@@ -26,127 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Limits keep every input to seconds of work and a bounded C stack:
-//   MAX_DEPTH  nesting of eval (expressions, and calls through them);
-//   MAX_NODES  forward nodes: autodiff and --stats multiply the work;
-//   MAX_CALLS  function and block calls, which nodes do not bound (functions
-//              of numbers can call each other exponentially often).
-enum {
-  MAX_FRAMES = 200,
-  MAX_DEPTH = 1000,
-  MAX_INSTANCES = 100000,
-  MAX_NODES = 100000,
-  MAX_CALLS = 1000000,
-  MAX_REPEAT = 10000,
-};
-#define MAX_ELEMENTS (1LL << 46)
-
-typedef enum {
-  V_NONE,
-  V_INT,      // i
-  V_FLOAT,    // f
-  V_DIM,      // dim: the symbolic sizes B and T
-  V_SHAPE,    // shape
-  V_TENSOR,   // node
-  V_PARAM,    // a parameter seen at construction time: inst, i
-  V_INST,     // inst
-  V_DEF,      // a block or fn definition: def
-  V_BUILTIN,  // i: index into builtins
-} VKind;
-
-typedef struct Inst Inst;
-
-typedef struct {
-  VKind kind;
-  int64_t i;
-  double f;
-  Dim dim;
-  Shape shape;
-  int node;
-  Inst *inst;
-  const Def *def;
-} Value;
-
-typedef struct Binding Binding;
-struct Binding {
-  const char *name;
-  Value v;
-  Loc loc;
-  Binding *next;
-};
-
-typedef struct Env Env;
-struct Env {
-  Binding *head;
-  Env *parent;
-};
-
-typedef struct {
-  const char *name;
-  Shape shape;
-  Init init;
-  Loc loc;
-  int node;
-} PendingParam;
-
-struct Inst {
-  const Def *def;      // NULL for a repeat sequence
-  Env *env;            // block arguments, params, lets
-  Inst *owner;         // the instance that first bound this one
-  const char *local;   // its name there
-  Vec children;        // Inst* owned by this one, in binding order
-  PendingParam *params;
-  int nparams, cap_params;
-  Inst **items;        // repeat sequence
-  int nitems;
-  const Member *forward;
-  int scope;
-  Loc loc;
-};
-
-typedef struct {
-  Loc loc;
-  const char *what;
-} Frame;
-
-typedef enum { CTX_BUILD, CTX_RUN } Ctx;
-
-typedef struct {
-  Diag *d;
-  Arena *a;
-  Graph *g;
-  Def **defs;
-  int ndefs;
-  const Program *prog;
-  int cur;        // the module whose code runs: names resolve as it sees them (find_def)
-  uint8_t *seen;  // [nmodules]: find_def's walk
-  const Def *stack[MAX_FRAMES];  // definitions being instantiated or called
-  int nstack;
-  Frame frames[MAX_FRAMES];
-  int nframes;
-  int depth;  // evals in progress
-  int ncalls;  // calls made so far (push_frame)
-  int scope;
-  int call;  // the block call running (Graph.calls): the call of the nodes made
-  Vec insts;
-  uint32_t ndropout;
-  Inst *root;
-  Vec sides;  // Side*: the side outputs returned so far, in order
-  int64_t tdiv;  // what `T` means where the code runs: T / tdiv (0 or 1: T); a
-                 // forward or function whose tensor arguments declare [.., T, ..]
-                 // and get [.., T / s, ..] runs with T meaning T / s (bind_args)
-} Elab;
-
-// A side output: `return y, name: value` of a block's forward or a function.
-typedef struct {
-  const char *name;
-  int node;
-} Side;
-
 // ---- errors ------------------------------------------------------------------
 
-static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) {
+_Noreturn void el_err(Elab *E, Loc loc, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -160,9 +42,9 @@ static _Noreturn void err(Elab *E, Loc loc, const char *fmt, ...) {
 }
 
 static void push_frame(Elab *E, Loc loc, const char *what) {
-  if (E->nframes == MAX_FRAMES) err(E, loc, "calls are nested more than %d deep", MAX_FRAMES);
+  if (E->nframes == MAX_FRAMES) el_err(E, loc, "calls are nested more than %d deep", MAX_FRAMES);
   if (++E->ncalls > MAX_CALLS)
-    err(E, loc, "the model is too large: more than %d calls of functions and blocks", MAX_CALLS);
+    el_err(E, loc, "the model is too large: more than %d calls of functions and blocks", MAX_CALLS);
   E->frames[E->nframes++] = (Frame){loc, what};
 }
 
@@ -174,14 +56,14 @@ static void enter_def(Elab *E, const Def *def, Loc loc) {
       for (int j = i; j < E->nstack && k < sizeof chain; j++)
         k += (size_t)snprintf(chain + k, sizeof chain - k, "%s -> ", E->stack[j]->name);
       if (k < sizeof chain) snprintf(chain + k, sizeof chain - k, "%s", def->name);
-      err(E, loc, "%s '%s' is recursive (%s); blocks and functions cannot call themselves",
+      el_err(E, loc, "%s '%s' is recursive (%s); blocks and functions cannot call themselves",
           def->kind == DEF_FN ? "function" : "block", def->name, chain);
     }
-  if (E->nstack == MAX_FRAMES) err(E, loc, "definitions are nested more than %d deep", MAX_FRAMES);
+  if (E->nstack == MAX_FRAMES) el_err(E, loc, "definitions are nested more than %d deep", MAX_FRAMES);
   E->stack[E->nstack++] = def;
 }
 
-static const char *kind_name(VKind k) {
+const char *el_kind_name(VKind k) {
   switch (k) {
   case V_NONE: return "nothing";
   case V_INT: return "an integer";
@@ -213,7 +95,7 @@ static Binding *env_find_local(Env *env, const char *name) {
 
 static void env_define(Elab *E, Env *env, const char *name, Value v, Loc loc) {
   Binding *old = env_find_local(env, name);
-  if (old) err(E, loc, "'%s' is already defined in this block (at line %d)", name, old->loc.line);
+  if (old) el_err(E, loc, "'%s' is already defined in this block (at line %d)", name, old->loc.line);
   Binding *b = arena_alloc(E->a, sizeof *b);
   *b = (Binding){name, v, loc, env->head};
   env->head = b;
@@ -227,109 +109,6 @@ static void env_set(Elab *E, Env *env, const char *name, Value v, Loc loc) {
     return;
   }
   env_define(E, env, name, v, loc);
-}
-
-// ---- builtins ------------------------------------------------------------------
-
-
-typedef enum {
-  BI_UNARY,   // op: elementwise math, folds on numbers
-  BI_BINARY,  // op: elementwise of two, broadcasting, folds on numbers (maximum, minimum, pow)
-  BI_REDUCE,  // op(x, axis)
-  BI_SOFTMAX,
-  BI_LAYERNORM,
-  BI_RMSNORM,
-  BI_CAUSAL_MASK,
-  BI_CAUSAL_CONV,
-  BI_SCAN,
-  BI_SHIFT,
-  BI_EMBED,
-  BI_ROUTED,  // routed_matmul(x, w, ids): row r of x times w[ids_r]
-  BI_TOPK,    // topk(x, k, axis = -1): the indices of the k largest along axis
-  BI_DROPOUT,
-  BI_TRANSPOSE,
-  BI_RESHAPE,
-  BI_SLICE,
-  BI_CONCAT,
-  BI_IOTA,
-  BI_CROSS_ENTROPY,
-  BI_DIM,
-  BI_SIDE,    // side("name"): the sum of the side outputs `name` returned so far
-  BI_ONE_HOT, // one_hot(ids, n): [..., n] masks of token ids (onehot) or of float ids (ids == iota(n))
-  BI_GATHER,  // gather(x, ids, axis): x's entries at ids along axis, through one_hot
-  BI_SCATTER, // scatter_add(x, ids, n, axis): x's entries summed into n places along axis, through one_hot
-  BI_INIT,    // normal, uniform, zeros, ones: only in param declarations
-  BI_SIZE,    // B and T
-} BuiltinKind;
-
-typedef struct {
-  const char *name;
-  BuiltinKind kind;
-  OpKind op;
-  int nargs;
-  const char *usage;
-} Builtin;
-
-// The trailing arguments of builtin b that may be left out: topk's axis.
-static int builtin_opt(BuiltinKind k) { return k == BI_TOPK; }
-
-// The elementwise unary ops come from the op table; those without IR_P_CALL
-// (neg, the gradients' step and dgelu) are not callable by name.
-#define BI_OPC_UNARY(name, text) {text, BI_UNARY, OP_##name, 1, text "(x)"},
-#define BI_OPC_LEAF(name, text)
-#define BI_OPC_BINARY(name, text) {text, BI_BINARY, OP_##name, 2, text "(x, y)"},
-#define BI_OPC_REDUCE(name, text)
-#define BI_OPC_MATMUL(name, text)
-#define BI_OPC_MOVE(name, text)
-#define BI_OPC_NN(name, text)
-#define X(name, text, nin, cat, diff, props, cost) BI_##cat(name, text)
-static const Builtin builtins[] = {
-    IR_OPS(X)
-#undef X
-    {"sum", BI_REDUCE, OP_SUM, 2, "sum(x, axis)"},
-    {"mean", BI_REDUCE, OP_MEAN, 2, "mean(x, axis)"},
-    {"max", BI_REDUCE, OP_MAX, 2, "max(x, axis)"},
-    {"softmax", BI_SOFTMAX, OP_SOFTMAX, 2, "softmax(x, axis)"},
-    {"layernorm", BI_LAYERNORM, OP_LAYERNORM, 4, "layernorm(x, gain, bias, eps)"},
-    {"rmsnorm", BI_RMSNORM, OP_RMSNORM, 3, "rmsnorm(x, gain, eps)"},
-    {"causal_mask", BI_CAUSAL_MASK, OP_CAUSAL_MASK, 1, "causal_mask(scores)"},
-    {"causal_conv", BI_CAUSAL_CONV, OP_CAUSAL_CONV, 2, "causal_conv(x, kernel)"},
-    {"scan", BI_SCAN, OP_SCAN, 3, "scan(decay, x, axis)"},
-    {"shift", BI_SHIFT, OP_SHIFT, 3, "shift(x, axis, steps)"},
-    {"embed", BI_EMBED, OP_EMBED, 2, "embed(table, ids)"},
-    {"routed_matmul", BI_ROUTED, OP_ROUTED_MATMUL, 3, "routed_matmul(x, weights, ids)"},
-    {"topk", BI_TOPK, OP_TOPK, 3, "topk(x, k, axis = -1)"},
-    {"dropout", BI_DROPOUT, OP_DROPOUT, 2, "dropout(x, p)"},
-    {"transpose", BI_TRANSPOSE, OP_TRANSPOSE, 3, "transpose(x, axis1, axis2)"},
-    {"reshape", BI_RESHAPE, OP_RESHAPE, 2, "reshape(x, [sizes])"},
-    {"slice", BI_SLICE, OP_SLICE, 4, "slice(x, axis, start, length)"},
-    {"concat", BI_CONCAT, OP_CONCAT, 3, "concat(x, y, axis)"},
-    {"iota", BI_IOTA, OP_IOTA, 1, "iota(n)"},
-    {"cross_entropy", BI_CROSS_ENTROPY, OP_CROSS_ENTROPY, 2, "cross_entropy(logits, targets)"},
-    {"dim", BI_DIM, OP_COUNT, 2, "dim(x, axis)"},
-    {"side", BI_SIDE, OP_COUNT, 1, "side(\"name\")"},
-    {"one_hot", BI_ONE_HOT, OP_COUNT, 2, "one_hot(ids, n)"},
-    {"gather", BI_GATHER, OP_COUNT, 3, "gather(x, ids, axis)"},
-    {"scatter_add", BI_SCATTER, OP_COUNT, 4, "scatter_add(x, ids, n, axis)"},
-    {"normal", BI_INIT, OP_COUNT, 2, "normal(mean, std)"},
-    {"uniform", BI_INIT, OP_COUNT, 2, "uniform(low, high)"},
-    {"zeros", BI_INIT, OP_COUNT, 0, "zeros"},
-    {"ones", BI_INIT, OP_COUNT, 0, "ones"},
-    {"constant", BI_INIT, OP_COUNT, 1, "constant(value)"},
-    {"trunc_normal", BI_INIT, OP_COUNT, 2, "trunc_normal(mean, std)"},
-    {"B", BI_SIZE, OP_COUNT, 0, "B"},
-    {"T", BI_SIZE, OP_COUNT, 0, "T"},
-};
-enum { NBUILTINS = sizeof builtins / sizeof builtins[0] };
-
-static bool callable(const Builtin *b) {
-  return (b->kind != BI_UNARY && b->kind != BI_BINARY) || (ir_op_info[b->op].props & IR_P_CALL);
-}
-
-static int find_builtin(const char *name) {
-  for (int i = 0; i < NBUILTINS; i++)
-    if (callable(&builtins[i]) && !strcmp(builtins[i].name, name)) return i;
-  return -1;
 }
 
 // The definition `name` as module m sees it: m's own, then those of the
@@ -384,22 +163,16 @@ static int module_of(Elab *E, const Def *d) {
 
 // ---- values ----------------------------------------------------------------------
 
-static Value vint(int64_t i) { return (Value){.kind = V_INT, .i = i}; }
-static Value vfloat(double f) { return (Value){.kind = V_FLOAT, .f = f}; }
-static Value vtensor(int node) { return (Value){.kind = V_TENSOR, .node = node}; }
-static bool is_number(Value v) { return v.kind == V_INT || v.kind == V_FLOAT; }
-static double num(Value v) { return v.kind == V_INT ? (double)v.i : v.f; }
-
 static void check_elements(Elab *E, const Shape *s, Loc loc);
 
-static int add_node(Elab *E, Node n, Loc loc) {
-  if (E->g->nnodes >= MAX_NODES) err(E, loc, "the model is too large: more than %d graph nodes", MAX_NODES);
+int el_add_node(Elab *E, Node n, Loc loc) {
+  if (E->g->nnodes >= MAX_NODES) el_err(E, loc, "the model is too large: more than %d graph nodes", MAX_NODES);
   n.loc = loc;
   n.scope = E->scope;
   n.call = E->call;
   char msg[512];
   int id = ir_add(E->g, n, msg, sizeof msg);
-  if (id < 0) err(E, loc, "%s", msg);
+  if (id < 0) el_err(E, loc, "%s", msg);
   // Broadcasting and concatenation make shapes bigger than any written one;
   // every node obeys the same bound, so shape arithmetic cannot overflow.
   check_elements(E, &E->g->nodes[id].shape, loc);
@@ -407,64 +180,44 @@ static int add_node(Elab *E, Node n, Loc loc) {
 }
 
 static int const_node(Elab *E, double v, Loc loc) {
-  return add_node(E, (Node){.op = OP_CONST, .fval = v}, loc);
+  return el_add_node(E, (Node){.op = OP_CONST, .fval = v}, loc);
 }
 
-static int want_tensor(Elab *E, Value v, Loc loc, const char *what) {
+int el_want_tensor(Elab *E, Value v, Loc loc, const char *what) {
   if (v.kind == V_TENSOR) return v.node;
   if (is_number(v)) return const_node(E, num(v), loc);
-  err(E, loc, "%s must be a tensor, not %s", what, kind_name(v.kind));
+  el_err(E, loc, "%s must be a tensor, not %s", what, el_kind_name(v.kind));
 }
 
-static int want_tensor_strict(Elab *E, Value v, Loc loc, const char *what) {
-  if (v.kind != V_TENSOR) err(E, loc, "%s must be a tensor, not %s", what, kind_name(v.kind));
+int el_want_tensor_strict(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind != V_TENSOR) el_err(E, loc, "%s must be a tensor, not %s", what, el_kind_name(v.kind));
   return v.node;
 }
 
-static int64_t want_int(Elab *E, Value v, Loc loc, const char *what) {
-  if (v.kind != V_INT) err(E, loc, "%s must be an integer, not %s", what, kind_name(v.kind));
+int64_t el_want_int(Elab *E, Value v, Loc loc, const char *what) {
+  if (v.kind != V_INT) el_err(E, loc, "%s must be an integer, not %s", what, el_kind_name(v.kind));
   return v.i;
 }
 
-static double want_number(Elab *E, Value v, Loc loc, const char *what) {
-  if (!is_number(v)) err(E, loc, "%s must be a number, not %s", what, kind_name(v.kind));
+double el_want_number(Elab *E, Value v, Loc loc, const char *what) {
+  if (!is_number(v)) el_err(E, loc, "%s must be a number, not %s", what, el_kind_name(v.kind));
   return num(v);
 }
 
 // An axis argument: an integer in [-IR_MAX_RANK, IR_MAX_RANK).
-static int want_axis(Elab *E, Value v, Loc loc) {
-  int64_t a = want_int(E, v, loc, "an axis");
-  if (a < -IR_MAX_RANK || a >= IR_MAX_RANK) err(E, loc, "axis %lld is out of range", (long long)a);
+int el_want_axis(Elab *E, Value v, Loc loc) {
+  int64_t a = el_want_int(E, v, loc, "an axis");
+  if (a < -IR_MAX_RANK || a >= IR_MAX_RANK) el_err(E, loc, "axis %lld is out of range", (long long)a);
   return (int)a;
 }
 
-static Dim want_size(Elab *E, Value v, Loc loc, const char *what) {
+Dim el_want_size(Elab *E, Value v, Loc loc, const char *what) {
   if (v.kind == V_DIM) return v.dim;
   if (v.kind == V_INT && v.i >= 1) return (Dim){DIM_CONST, v.i};
   if (v.kind == V_INT)
-    err(E, loc, "%s must be at least 1, got %lld", what, (long long)v.i);
-  if (v.kind == V_FLOAT) err(E, loc, "%s must be a positive integer, B or T, not %g", what, v.f);
-  err(E, loc, "%s must be a positive integer, B or T, not %s", what, kind_name(v.kind));
-}
-
-// ids [...] -> [..., n], 1 where the id is the class: the onehot op of token
-// ids, else (float ids) reshape(ids, [..., 1]) == iota(n).
-static int one_hot(Elab *E, int x, Dim n, Loc at, Loc loc) {
-  const Node *xn = &E->g->nodes[x];
-  if (xn->dtype == DT_I32) return add_node(E, (Node){.op = OP_ONEHOT, .nin = 1, .in = {x}, .len = n}, loc);
-  Shape col = xn->shape;
-  if (col.rank == IR_MAX_RANK) err(E, at, "one_hot of a tensor of rank %d: at most %d", col.rank, IR_MAX_RANK - 1);
-  col.d[col.rank++] = (Dim){DIM_CONST, 1};
-  int r = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = col}, loc);
-  int io = add_node(E, (Node){.op = OP_IOTA, .len = n}, loc);
-  return add_node(E, (Node){.op = OP_EQ, .nin = 2, .in = {r, io}}, loc);
-}
-
-// x with axis and its last axis swapped (x itself when axis is the last):
-// ops along the last axis applied along another, and undone the same way.
-static int swap_last(Elab *E, int x, int axis, Loc loc) {
-  int last = E->g->nodes[x].shape.rank - 1;
-  return axis == last ? x : add_node(E, (Node){.op = OP_TRANSPOSE, .nin = 1, .in = {x}, .axis = axis, .axis2 = last}, loc);
+    el_err(E, loc, "%s must be at least 1, got %lld", what, (long long)v.i);
+  if (v.kind == V_FLOAT) el_err(E, loc, "%s must be a positive integer, B or T, not %g", what, v.f);
+  el_err(E, loc, "%s must be a positive integer, B or T, not %s", what, el_kind_name(v.kind));
 }
 
 static void check_elements(Elab *E, const Shape *s, Loc loc) {
@@ -472,7 +225,7 @@ static void check_elements(Elab *E, const Shape *s, Loc loc) {
   for (int i = 0; i < s->rank; i++) {
     int64_t d = s->d[i].kind == DIM_CONST ? s->d[i].n : 1;
     if (d > MAX_ELEMENTS || n > MAX_ELEMENTS / d)
-      err(E, loc, "tensor shape is too large (more than 2^46 elements)");
+      el_err(E, loc, "tensor shape is too large (more than 2^46 elements)");
     n *= d;
   }
 }
@@ -492,7 +245,7 @@ static void adopt(Elab *E, Inst *owner, Inst *child, const char *name) {
 
 static Inst *new_inst(Elab *E, const Def *def, Loc loc) {
   if (E->insts.n >= MAX_INSTANCES)
-    err(E, loc, "the model is too large: more than %d block instances", MAX_INSTANCES);
+    el_err(E, loc, "the model is too large: more than %d block instances", MAX_INSTANCES);
   Inst *in = arena_alloc(E->a, sizeof *in);
   in->def = def;
   in->env = env_new(E, NULL);
@@ -504,47 +257,47 @@ static Inst *new_inst(Elab *E, const Def *def, Loc loc) {
 
 static Init eval_init(Elab *E, Env *env, const Expr *e) {
   const Expr *callee = e->kind == EX_CALL ? e->lhs : e;
-  int b = callee->kind == EX_NAME ? find_builtin(callee->name) : -1;
-  if (b < 0 || builtins[b].kind != BI_INIT || (callee->kind == EX_NAME && env_find_local(env, callee->name)))
-    err(E, e->loc, "expected an initialiser: normal(mean, std), trunc_normal(mean, std), uniform(low, high), constant(value), zeros or ones");
-  const Builtin *bi = &builtins[b];
+  int b = callee->kind == EX_NAME ? el_find_builtin(callee->name) : -1;
+  if (b < 0 || el_builtins[b].kind != BI_INIT || (callee->kind == EX_NAME && env_find_local(env, callee->name)))
+    el_err(E, e->loc, "expected an initialiser: normal(mean, std), trunc_normal(mean, std), uniform(low, high), constant(value), zeros or ones");
+  const Builtin *bi = &el_builtins[b];
   int nargs = e->kind == EX_CALL ? e->args.n : 0;
   if (bi->nargs == 0 && e->kind == EX_CALL)
-    err(E, e->loc, "'%s' takes no arguments; write it without parentheses", bi->name);
+    el_err(E, e->loc, "'%s' takes no arguments; write it without parentheses", bi->name);
   if (nargs != bi->nargs)
-    err(E, e->loc, "'%s' takes %d arguments: %s", bi->name, bi->nargs, bi->usage);
+    el_err(E, e->loc, "'%s' takes %d arguments: %s", bi->name, bi->nargs, bi->usage);
   Init in = {0};
   if (!strcmp(bi->name, "zeros")) in.kind = INIT_ZEROS;
   else if (!strcmp(bi->name, "ones")) in.kind = INIT_ONES;
   else if (!strcmp(bi->name, "constant")) {
     const Expr *ax = e->args.items[0];
     in.kind = INIT_CONSTANT;
-    in.a = want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
+    in.a = el_want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
   } else {
     const Expr *ax = e->args.items[0], *bx = e->args.items[1];
-    in.a = want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
-    in.b = want_number(E, eval(E, env, bx, CTX_BUILD), bx->loc, "initialiser argument");
+    in.a = el_want_number(E, eval(E, env, ax, CTX_BUILD), ax->loc, "initialiser argument");
+    in.b = el_want_number(E, eval(E, env, bx, CTX_BUILD), bx->loc, "initialiser argument");
     if (!strcmp(bi->name, "normal") || !strcmp(bi->name, "trunc_normal")) {
       in.kind = bi->name[0] == 'n' ? INIT_NORMAL : INIT_TRUNC_NORMAL;
-      if (!(in.b >= 0)) err(E, bx->loc, "%s(mean, std) needs std >= 0, got %g", bi->name, in.b);
+      if (!(in.b >= 0)) el_err(E, bx->loc, "%s(mean, std) needs std >= 0, got %g", bi->name, in.b);
     } else {
       in.kind = INIT_UNIFORM;
-      if (!(in.a < in.b)) err(E, e->loc, "uniform(low, high) needs low < high, got %g and %g", in.a, in.b);
+      if (!(in.a < in.b)) el_err(E, e->loc, "uniform(low, high) needs low < high, got %g and %g", in.a, in.b);
     }
   }
   return in;
 }
 
 static Shape eval_shape(Elab *E, Env *env, const Expr *e, Ctx ctx, bool fixed) {
-  if (e->kind != EX_LIST) err(E, e->loc, "expected a shape such as [d, c]");
-  if (e->args.n > IR_MAX_RANK) err(E, e->loc, "a shape has at most %d sizes", IR_MAX_RANK);
+  if (e->kind != EX_LIST) el_err(E, e->loc, "expected a shape such as [d, c]");
+  if (e->args.n > IR_MAX_RANK) el_err(E, e->loc, "a shape has at most %d sizes", IR_MAX_RANK);
   Shape s = {.rank = e->args.n};
   for (int i = 0; i < e->args.n; i++) {
     const Expr *x = e->args.items[i];
     Value v = eval(E, env, x, ctx);
-    s.d[i] = want_size(E, v, x->loc, "a size");
+    s.d[i] = el_want_size(E, v, x->loc, "a size");
     if (fixed && s.d[i].kind != DIM_CONST)
-      err(E, x->loc, "parameter shapes must be fixed sizes; %s is symbolic", s.d[i].kind == DIM_B ? "B" : "T");
+      el_err(E, x->loc, "parameter shapes must be fixed sizes; %s is symbolic", s.d[i].kind == DIM_B ? "B" : "T");
   }
   check_elements(E, &s, e->loc);
   return s;
@@ -565,7 +318,7 @@ static _Noreturn void assert_failed(Elab *E, Loc at, const char *msg) {
 static bool condition(Elab *E, Env *env, const Expr *c, const char *what, Ctx ctx) {
   Value v = eval(E, env, c, ctx);
   if (!is_number(v))
-    err(E, c->loc, "the condition of %s is decided at construction: it must be a number, not %s%s", what, kind_name(v.kind),
+    el_err(E, c->loc, "the condition of %s is decided at construction: it must be a number, not %s%s", what, el_kind_name(v.kind),
         v.kind == V_TENSOR ? " (for tensors: where(c, a, b))" : "");
   return num(v) != 0;
 }
@@ -579,8 +332,8 @@ static void construct_list(Elab *E, Inst *in, const Def *def, const Vec *members
     const Member *m = members->items[i];
     switch (m->kind) {
     case MEM_CONFIG:
-      if (def->kind != DEF_MODEL) err(E, m->loc, "config values belong to a model, not to block '%s'", def->name);
-      if (nested) err(E, m->loc, "config values are the model's settings; they cannot depend on an `if`");
+      if (def->kind != DEF_MODEL) el_err(E, m->loc, "config values belong to a model, not to block '%s'", def->name);
+      if (nested) el_err(E, m->loc, "config values are the model's settings; they cannot depend on an `if`");
       break;  // evaluated by elaborate() before construction
     case MEM_ASSERT:
       if (!condition(E, in->env, m->value, "assert", CTX_BUILD)) assert_failed(E, m->loc, m->name);
@@ -611,7 +364,7 @@ static void construct_list(Elab *E, Inst *in, const Def *def, const Vec *members
       break;
     }
     case MEM_FORWARD:
-      if (in->forward) err(E, m->loc, "'%s' has a second forward (the first is at line %d)", def->name, in->forward->loc.line);
+      if (in->forward) el_err(E, m->loc, "'%s' has a second forward (the first is at line %d)", def->name, in->forward->loc.line);
       in->forward = m;
       break;
     }
@@ -633,7 +386,7 @@ static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx
     char names[256];
     param_names(&def->params, names, sizeof names);
     E->nframes--;
-    err(E, loc, "block '%s' takes %d argument%s (%s), got %d", def->name, def->params.n,
+    el_err(E, loc, "block '%s' takes %d argument%s (%s), got %d", def->name, def->params.n,
         def->params.n == 1 ? "" : "s", names, nargs);
   }
   Inst *in = new_inst(E, def, loc);
@@ -641,8 +394,8 @@ static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx
   E->cur = module_of(E, def);  // its members see names as its file does
   for (int i = 0; i < nargs; i++) {
     const Arg *a = def->params.items[i];
-    if (a->shape) err(E, a->shape->loc, "block arguments take no shape; shapes belong to forward arguments");
-    if (args[i].kind == V_TENSOR) err(E, argx[i]->loc, "a block argument cannot be a tensor");
+    if (a->shape) el_err(E, a->shape->loc, "block arguments take no shape; shapes belong to forward arguments");
+    if (args[i].kind == V_TENSOR) el_err(E, argx[i]->loc, "a block argument cannot be a tensor");
     if (args[i].kind == V_INST) adopt(E, in, args[i].inst, a->name);
     env_define(E, in->env, a->name, args[i], a->loc);
   }
@@ -654,9 +407,9 @@ static Inst *instantiate(Elab *E, const Def *def, Value *args, const Expr **argx
 }
 
 static Value repeat(Elab *E, Env *env, const Expr *e) {
-  int64_t n = want_int(E, eval(E, env, e->lhs, CTX_BUILD), e->lhs->loc, "the repeat count");
+  int64_t n = el_want_int(E, eval(E, env, e->lhs, CTX_BUILD), e->lhs->loc, "the repeat count");
   if (n < 1 || n > MAX_REPEAT)
-    err(E, e->lhs->loc, "the repeat count must be between 1 and %d, got %lld", MAX_REPEAT, (long long)n);
+    el_err(E, e->lhs->loc, "the repeat count must be between 1 and %d, got %lld", MAX_REPEAT, (long long)n);
   Inst *seq = new_inst(E, NULL, e->loc);
   seq->items = arena_alloc(E->a, sizeof *seq->items * (size_t)n);
   for (int64_t i = 0; i < n; i++) {
@@ -666,9 +419,9 @@ static Value repeat(Elab *E, Env *env, const Expr *e) {
       env_define(E, item, e->name, vint(i), e->loc);
     }
     Value v = eval(E, item, e->rhs, CTX_BUILD);
-    if (v.kind != V_INST) err(E, e->rhs->loc, "repeat needs a block instance in braces, not %s", kind_name(v.kind));
+    if (v.kind != V_INST) el_err(E, e->rhs->loc, "repeat needs a block instance in braces, not %s", el_kind_name(v.kind));
     if (v.inst->owner || v.inst == seq)
-      err(E, e->rhs->loc, "repeat must create a new instance each time; this one already belongs to '%s'",
+      el_err(E, e->rhs->loc, "repeat must create a new instance each time; this one already belongs to '%s'",
           v.inst->local ? v.inst->local : "?");
     adopt(E, seq, v.inst, arena_printf(E->a, "%lld", (long long)i));
     seq->items[seq->nitems++] = v.inst;
@@ -687,8 +440,8 @@ static const char *nearest_name(Elab *E, Env *env, const char *name) {
   for (Env *s = env; s; s = s->parent)
     for (Binding *b = s->head; b && n < MAX_NAMES; b = b->next) names[n++] = b->name;
   for (int i = 0; i < E->ndefs && n < MAX_NAMES; i++) names[n++] = E->defs[i]->name;
-  for (int i = 0; i < NBUILTINS && n < MAX_NAMES; i++)
-    if (callable(&builtins[i])) names[n++] = builtins[i].name;
+  for (int i = 0; i < el_nbuiltins && n < MAX_NAMES; i++)
+    if (el_callable(&el_builtins[i])) names[n++] = el_builtins[i].name;
   return xf_nearest(name, names, n);
 }
 
@@ -701,20 +454,20 @@ static Value lookup(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   }
   const Def *def = find_def(E, e->name);
   if (def) {
-    if (def->kind == DEF_MODEL) err(E, e->loc, "'%s' is a model; models cannot be used inside other definitions", e->name);
+    if (def->kind == DEF_MODEL) el_err(E, e->loc, "'%s' is a model; models cannot be used inside other definitions", e->name);
     return (Value){.kind = V_DEF, .def = def};
   }
-  int b = find_builtin(e->name);
+  int b = el_find_builtin(e->name);
   if (b >= 0) {
-    if (builtins[b].kind == BI_SIZE)
+    if (el_builtins[b].kind == BI_SIZE)
       return (Value){.kind = V_DIM, .dim = {e->name[0] == 'B' ? DIM_B : DIM_T, e->name[0] == 'T' && E->tdiv > 1 ? E->tdiv : 0}};
-    if (builtins[b].kind == BI_INIT)
-      err(E, e->loc, "'%s' is an initialiser; initialisers appear only after `param name [shape] =`", e->name);
+    if (el_builtins[b].kind == BI_INIT)
+      el_err(E, e->loc, "'%s' is an initialiser; initialisers appear only after `param name [shape] =`", e->name);
     return (Value){.kind = V_BUILTIN, .i = b};
   }
   const char *near = nearest_name(E, env, e->name);
-  if (near) err(E, e->loc, "unknown name '%s' (did you mean '%s'?)", e->name, near);
-  err(E, e->loc, "unknown name '%s'", e->name);
+  if (near) el_err(E, e->loc, "unknown name '%s' (did you mean '%s'?)", e->name, near);
+  el_err(E, e->loc, "unknown name '%s'", e->name);
 }
 
 // A comparison's value: 1 or 0.
@@ -742,19 +495,19 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
     case '-': ovf = __builtin_sub_overflow(a.i, b.i, &r); break;
     case '*': ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
     case '/':
-      if (b.i == 0) err(E, loc, "division by zero");
+      if (b.i == 0) el_err(E, loc, "division by zero");
       if (!(a.i == INT64_MIN && b.i == -1) && a.i % b.i == 0) return vint(a.i / b.i);
       return vfloat((double)a.i / (double)b.i);
     case '%': case 'F': {  // Python's: the quotient floored, the remainder of the divisor's sign
-      if (b.i == 0) err(E, loc, "division by zero");
-      if (a.i == INT64_MIN && b.i == -1) return op == '%' ? vint(0) : (err(E, loc, "integer overflow in '%s'", t), vint(0));
+      if (b.i == 0) el_err(E, loc, "division by zero");
+      if (a.i == INT64_MIN && b.i == -1) return op == '%' ? vint(0) : (el_err(E, loc, "integer overflow in '%s'", t), vint(0));
       int64_t q = a.i / b.i, m = a.i % b.i;
       if (m != 0 && (m < 0) != (b.i < 0)) q--, m += b.i;
       return vint(op == '%' ? m : q);
     }
-    default: err(E, loc, "'%s' needs tensors, not integers", t);
+    default: el_err(E, loc, "'%s' needs tensors, not integers", t);
     }
-    if (ovf) err(E, loc, "integer overflow in '%s'", t);
+    if (ovf) el_err(E, loc, "integer overflow in '%s'", t);
     return vint(r);
   }
   double x = num(a), y = num(b), r;
@@ -763,16 +516,16 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
   case '-': r = x - y; break;
   case '*': r = x * y; break;
   case '/':
-    if (y == 0) err(E, loc, "division by zero");
+    if (y == 0) el_err(E, loc, "division by zero");
     r = x / y;
     break;
   case '%': case 'F':  // x - y floor(x / y), floor(x / y)
-    if (y == 0) err(E, loc, "division by zero");
+    if (y == 0) el_err(E, loc, "division by zero");
     r = op == '%' ? x - y * floor(x / y) : floor(x / y);
     break;
-  default: err(E, loc, "'%s' needs tensors, not numbers", t);
+  default: el_err(E, loc, "'%s' needs tensors, not numbers", t);
   }
-  if (!isfinite(r)) err(E, loc, "%g %s %g is not a finite number", x, t, y);
+  if (!isfinite(r)) el_err(E, loc, "%g %s %g is not a finite number", x, t, y);
   return vfloat(r);
 }
 
@@ -787,20 +540,20 @@ static Value fold(Elab *E, char op, Value a, Value b, Loc loc) {
 static Value dim_arith(Elab *E, const Expr *e, Value a, Value b) {
   const char *t = binop_text(e->op);
   if (a.kind != V_DIM || a.dim.kind != DIM_T || b.kind != V_INT)
-    err(E, e->loc, "'%s' cannot combine %s and %s: a symbolic size divides only as T / s (a whole s) or multiplies "
-                   "back as (T / s) * c", t, kind_name(a.kind), kind_name(b.kind));
+    el_err(E, e->loc, "'%s' cannot combine %s and %s: a symbolic size divides only as T / s (a whole s) or multiplies "
+                   "back as (T / s) * c", t, el_kind_name(a.kind), el_kind_name(b.kind));
   int64_t s = dim_tdiv(a.dim), c = b.i;
   if ((e->op == '/' || e->op == 'F') && c >= 1) {
-    if (s > INT64_MAX / c) err(E, e->loc, "integer overflow in '%s'", t);
+    if (s > INT64_MAX / c) el_err(E, e->loc, "integer overflow in '%s'", t);
     s *= c;
     if (E->g->t_max > 0 && E->g->t_max % s)
-      err(E, e->loc, "T / %lld needs a context that is a multiple of %lld, not %lld", (long long)s, (long long)s,
+      el_err(E, e->loc, "T / %lld needs a context that is a multiple of %lld, not %lld", (long long)s, (long long)s,
           (long long)E->g->t_max);
     return (Value){.kind = V_DIM, .dim = {DIM_T, s > 1 ? s : 0}};
   }
   if (e->op == '*' && c >= 1 && s % c == 0) return (Value){.kind = V_DIM, .dim = {DIM_T, s / c > 1 ? s / c : 0}};
-  err(E, e->loc, "'%s' cannot combine %s and %lld: a symbolic size divides only as T / s (a whole s >= 1) or "
-                 "multiplies back as (T / s) * c (c dividing s)", t, kind_name(a.kind), (long long)c);
+  el_err(E, e->loc, "'%s' cannot combine %s and %lld: a symbolic size divides only as T / s (a whole s >= 1) or "
+                 "multiplies back as (T / s) * c (c dividing s)", t, el_kind_name(a.kind), (long long)c);
   return a;
 }
 
@@ -809,7 +562,7 @@ static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
   if (is_number(a) && is_number(b)) return fold(E, e->op, a, b, e->loc);
   if ((a.kind == V_TENSOR || is_number(a)) && (b.kind == V_TENSOR || is_number(b))) {
     if (e->op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR))
-      err(E, e->loc, "'@' multiplies two tensors; use '*' to scale by a number");
+      el_err(E, e->loc, "'@' multiplies two tensors; use '*' to scale by a number");
     // Multiplying or dividing by exactly 1 is the identity: no node (a full
     // residual step h = 1 then costs nothing).
     if ((e->op == '*' || e->op == '/') && is_number(b) && num(b) == 1) return a;
@@ -825,21 +578,21 @@ static Value apply_binary(Elab *E, const Expr *e, Value a, Value b) {
     bool swap = false;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
       if (ops[i].c == e->op) op = ops[i].op, swap = ops[i].swap;
-    int x = want_tensor(E, a, e->lhs->loc, "operand");
-    int y = want_tensor(E, b, e->rhs->loc, "operand");
+    int x = el_want_tensor(E, a, e->lhs->loc, "operand");
+    int y = el_want_tensor(E, b, e->rhs->loc, "operand");
     if (e->op == '%' || e->op == 'F') {  // floor(x / y), and x - y floor(x / y): the gradients of floor and the rest
-      int q = add_node(E, (Node){.op = OP_FLOOR, .nin = 1, .in = {add_node(E, (Node){.op = OP_DIV, .nin = 2, .in = {x, y}}, e->loc)}}, e->loc);
+      int q = el_add_node(E, (Node){.op = OP_FLOOR, .nin = 1, .in = {el_add_node(E, (Node){.op = OP_DIV, .nin = 2, .in = {x, y}}, e->loc)}}, e->loc);
       if (e->op == 'F') return vtensor(q);
-      return vtensor(add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {x, add_node(E, (Node){.op = OP_MUL, .nin = 2, .in = {y, q}}, e->loc)}}, e->loc));
+      return vtensor(el_add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {x, el_add_node(E, (Node){.op = OP_MUL, .nin = 2, .in = {y, q}}, e->loc)}}, e->loc));
     }
-    int n = add_node(E, (Node){.op = op, .nin = 2, .in = {swap ? y : x, swap ? x : y}}, e->loc);
-    if (e->op == 'N') n = add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {want_tensor(E, vfloat(1), e->loc, "operand"), n}}, e->loc);
+    int n = el_add_node(E, (Node){.op = op, .nin = 2, .in = {swap ? y : x, swap ? x : y}}, e->loc);
+    if (e->op == 'N') n = el_add_node(E, (Node){.op = OP_SUB, .nin = 2, .in = {el_want_tensor(E, vfloat(1), e->loc, "operand"), n}}, e->loc);
     return vtensor(n);
   }
   const Value *bad = is_number(a) || a.kind == V_TENSOR ? &b : &a;
   if (bad->kind == V_PARAM)
-    err(E, e->loc, "parameters can only be used inside forward");
-  err(E, e->loc, "'%s' cannot be applied to %s and %s", binop_text(e->op), kind_name(a.kind), kind_name(b.kind));
+    el_err(E, e->loc, "parameters can only be used inside forward");
+  el_err(E, e->loc, "'%s' cannot be applied to %s and %s", binop_text(e->op), el_kind_name(a.kind), el_kind_name(b.kind));
 }
 
 // a + b + c parses as (a + b) + c, so a long flat chain is a deep left spine.
@@ -858,191 +611,6 @@ static Value binary(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   return v;
 }
 
-
-static Value call_builtin(Elab *E, const Builtin *bi, Value *a, const Expr **ax, int n, Loc loc, Ctx ctx) {
-  if (n > bi->nargs || n < bi->nargs - builtin_opt(bi->kind)) {
-    if (builtin_opt(bi->kind))
-      err(E, loc, "'%s' takes %d to %d arguments: %s", bi->name, bi->nargs - builtin_opt(bi->kind), bi->nargs, bi->usage);
-    err(E, loc, "'%s' takes %d argument%s: %s", bi->name, bi->nargs, bi->nargs == 1 ? "" : "s", bi->usage);
-  }
-  if (bi->kind == BI_UNARY && is_number(a[0])) {
-    double r = ir_eval_unary(bi->op, num(a[0]));
-    if (!isfinite(r)) err(E, loc, "%s(%g) is not a finite number", bi->name, num(a[0]));
-    return vfloat(r);
-  }
-  if (bi->kind == BI_BINARY && is_number(a[0]) && is_number(a[1])) {
-    double r = ir_eval_binary(bi->op, num(a[0]), num(a[1]));
-    if (!isfinite(r)) err(E, loc, "%s(%g, %g) is not a finite number", bi->name, num(a[0]), num(a[1]));
-    return vfloat(r);
-  }
-  if (ctx == CTX_BUILD)
-    err(E, loc, "'%s' makes a tensor, which only a forward body can do", bi->name);
-  Node nd = {.op = bi->op, .nin = 1};
-  switch (bi->kind) {
-  case BI_BINARY:
-    nd.nin = 2;
-    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor(E, a[i], ax[i]->loc, "the argument");
-    break;
-  case BI_UNARY:
-  case BI_CAUSAL_MASK:
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.fval = bi->kind == BI_CAUSAL_MASK ? -INFINITY : 0;
-    break;
-  case BI_REDUCE:
-  case BI_SOFTMAX:
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = want_axis(E, a[1], ax[1]->loc);
-    break;
-  case BI_LAYERNORM:
-    nd.nin = 3;
-    for (int i = 0; i < 3; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "each of x, gain and bias");
-    nd.fval = want_number(E, a[3], ax[3]->loc, "epsilon");
-    if (!(nd.fval > 0)) err(E, ax[3]->loc, "epsilon must be positive, got %g", nd.fval);
-    break;
-  case BI_RMSNORM:
-    nd.nin = 2;
-    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "each of x and gain");
-    nd.fval = want_number(E, a[2], ax[2]->loc, "epsilon");
-    if (!(nd.fval > 0)) err(E, ax[2]->loc, "epsilon must be positive, got %g", nd.fval);
-    break;
-  case BI_CAUSAL_CONV:
-  case BI_EMBED:
-  case BI_CROSS_ENTROPY:
-    nd.nin = 2;
-    for (int i = 0; i < 2; i++) nd.in[i] = want_tensor_strict(E, a[i], ax[i]->loc, "the argument");
-    break;
-  case BI_ROUTED:
-    nd.nin = 3;
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the rows");
-    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the weights");
-    nd.in[2] = want_tensor_strict(E, a[2], ax[2]->loc, "the ids");
-    break;
-  case BI_TOPK: {  // along the last axis; another axis moved last and back
-    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument"), r = E->g->nodes[x].shape.rank;
-    Dim k = want_size(E, a[1], ax[1]->loc, "k");
-    if (k.kind != DIM_CONST) err(E, ax[1]->loc, "topk needs a fixed k");
-    int axis = n > 2 ? ir_norm_axis(want_axis(E, a[2], ax[2]->loc), r) : r - 1;
-    if (axis < 0) err(E, ax[2]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[2].i, r);
-    int t = add_node(E, (Node){.op = OP_TOPK, .nin = 1, .in = {swap_last(E, x, axis, loc)}, .len = k}, loc);
-    return vtensor(swap_last(E, t, axis, loc));
-  }
-  case BI_SCAN:  // h_t = a_t o h_{t-1} + b_t along axis; a broadcasts to b's shape
-    nd.nin = 2;
-    nd.in[0] = want_tensor(E, a[0], ax[0]->loc, "the decay");
-    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the input");
-    nd.axis = want_axis(E, a[2], ax[2]->loc);
-    break;
-  case BI_SHIFT: {
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = want_axis(E, a[1], ax[1]->loc);
-    nd.start = want_int(E, a[2], ax[2]->loc, "the number of steps");
-    if (nd.start < -(1 << 30) || nd.start > (1 << 30)) err(E, ax[2]->loc, "shift by %lld steps is out of range", (long long)nd.start);
-    break;
-  }
-  case BI_DROPOUT: {
-    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    double p = want_number(E, a[1], ax[1]->loc, "the dropout probability");
-    if (!(p >= 0 && p < 1)) err(E, ax[1]->loc, "the dropout probability must be in [0, 1), got %g", p);
-    if (p == 0) return vtensor(x);
-    nd.in[0] = x, nd.fval = p, nd.seed = ++E->ndropout;
-    break;
-  }
-  case BI_TRANSPOSE:
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = want_axis(E, a[1], ax[1]->loc);
-    nd.axis2 = want_axis(E, a[2], ax[2]->loc);
-    break;
-  case BI_RESHAPE:
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    if (a[1].kind != V_SHAPE) err(E, ax[1]->loc, "reshape needs a shape such as [B, T, 4, 32], not %s", kind_name(a[1].kind));
-    nd.shape = a[1].shape;
-    break;
-  case BI_SLICE: {
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.axis = want_axis(E, a[1], ax[1]->loc);
-    nd.start = want_int(E, a[2], ax[2]->loc, "the start");
-    nd.len = want_size(E, a[3], ax[3]->loc, "the length");
-    break;
-  }
-  case BI_CONCAT:
-    nd.nin = 2;
-    nd.in[0] = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    nd.in[1] = want_tensor_strict(E, a[1], ax[1]->loc, "the argument");
-    nd.axis = want_axis(E, a[2], ax[2]->loc);
-    break;
-  case BI_IOTA:
-    nd.nin = 0;
-    nd.len = want_size(E, a[0], ax[0]->loc, "the length");  // add_node bounds its size
-    break;
-  case BI_ONE_HOT: {  // ids [...] -> [..., n]: 1 where the id is the class, no gradient
-    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the ids");
-    Dim n = want_size(E, a[1], ax[1]->loc, "the number of classes");
-    if (n.kind != DIM_CONST) err(E, ax[1]->loc, "one_hot needs a fixed number of classes");
-    return vtensor(one_hot(E, x, n, ax[0]->loc, loc));
-  }
-  case BI_GATHER:
-  case BI_SCATTER: {
-    // gather(x, ids, axis): out[.., j, ..] = x[.., ids[.., j, ..], ..] along
-    // axis (as torch.gather; ids' other axes broadcast against x's);
-    // scatter_add(x, ids, n, axis): out[.., c, ..] = sum over j with
-    // ids[.., j, ..] = c of x[.., j, ..], n places. Both as sums of one_hot
-    // masks with the axis moved last: n k products per row (its classes n
-    // against its k ids), so for a few classes (experts, chunks, buckets)
-    // rather than a vocabulary; the gradient flows to x (the masks take none)
-    bool g = bi->kind == BI_GATHER;
-    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    int ids = want_tensor_strict(E, a[1], ax[1]->loc, "the ids");
-    int axarg = g ? 2 : 3;
-    int r = E->g->nodes[x].shape.rank;
-    int axis = ir_norm_axis(want_axis(E, a[axarg], ax[axarg]->loc), r);
-    if (axis < 0) err(E, ax[axarg]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[axarg].i, r);
-    if (E->g->nodes[ids].shape.rank != r)
-      err(E, ax[1]->loc, "%s needs ids of x's rank %d, got rank %d", bi->name, r, E->g->nodes[ids].shape.rank);
-    if (r + 1 > IR_MAX_RANK) err(E, ax[0]->loc, "%s of a tensor of rank %d: at most %d", bi->name, r, IR_MAX_RANK - 1);
-    Dim n = g ? E->g->nodes[x].shape.d[axis] : want_size(E, a[2], ax[2]->loc, "the number of places");
-    if (n.kind != DIM_CONST) err(E, g ? ax[0]->loc : ax[2]->loc, "%s needs a fixed size along the axis", bi->name);
-    x = swap_last(E, x, axis, loc);  // the axis last
-    ids = swap_last(E, ids, axis, loc);
-    int oh = one_hot(E, ids, n, ax[1]->loc, loc);  // [.., k, n]
-    Shape xs = E->g->nodes[x].shape, s = xs;
-    if (g) s.d[r - 1] = (Dim){DIM_CONST, 1}, s.d[r] = n;  // x [.., n] as [.., 1, n]
-    else s.d[r] = (Dim){DIM_CONST, 1};                    // x [.., k] as [.., k, 1]
-    s.rank = r + 1;
-    int xr = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {x}, .shape = s}, loc);
-    int m = add_node(E, (Node){.op = OP_MUL, .nin = 2, .in = {oh, xr}}, loc);
-    int sum = add_node(E, (Node){.op = OP_SUM, .nin = 1, .in = {m}, .axis = g ? r : r - 1, .axis2 = g ? r : r - 1}, loc);
-    Shape o = E->g->nodes[sum].shape;
-    if (!g) o.d[r - 1] = o.d[r];
-    o.rank = r;
-    int out = add_node(E, (Node){.op = OP_RESHAPE, .nin = 1, .in = {sum}, .shape = o}, loc);
-    return vtensor(swap_last(E, out, axis, loc));
-  }
-  case BI_SIDE: {  // the sum of side outputs ax[0]->name, in the order returned
-    if (ax[0]->kind != EX_STRING) err(E, ax[0]->loc, "side takes the side output's name in quotes: side(\"aux\")");
-    int sum = -1;
-    for (int i = 0; i < E->sides.n; i++) {
-      const Side *o = E->sides.items[i];
-      if (strcmp(o->name, ax[0]->name)) continue;
-      sum = sum < 0 ? o->node : add_node(E, (Node){.op = OP_ADD, .nin = 2, .in = {sum, o->node}}, loc);
-    }
-    if (sum < 0) err(E, ax[0]->loc, "no block or function has returned a side output '%s' yet (`return y, %s: value`)", ax[0]->name, ax[0]->name);
-    return vtensor(sum);
-  }
-  case BI_DIM: {
-    int x = want_tensor_strict(E, a[0], ax[0]->loc, "the argument");
-    const Shape *s = &E->g->nodes[x].shape;
-    int axis = ir_norm_axis(want_axis(E, a[1], ax[1]->loc), s->rank);
-    if (axis < 0) err(E, ax[1]->loc, "axis %lld is out of range for a tensor of rank %d", (long long)a[1].i, s->rank);
-    Dim d = s->d[axis];
-    return d.kind == DIM_CONST ? vint(d.n) : (Value){.kind = V_DIM, .dim = d};
-  }
-  case BI_INIT:
-  case BI_SIZE:
-    err(E, loc, "'%s' cannot be called", bi->name);
-  }
-  return vtensor(add_node(E, nd, loc));
-}
-
 enum { MAX_ARGS = 32 };
 
 // The arguments of a call of something with parameters `params` (a block,
@@ -1055,7 +623,7 @@ static int order_args(Elab *E, const Vec *params, const Def *home, const char *w
   int npos = 0, nkw = 0;
   for (int i = 0; i < n; i++) {
     if ((*argx)[i]->kind == EX_KEYWORD) nkw++;
-    else if (nkw) err(E, (*argx)[i]->loc, "a positional argument follows a keyword argument");
+    else if (nkw) el_err(E, (*argx)[i]->loc, "a positional argument follows a keyword argument");
     else npos++;
   }
   bool defaults = false;
@@ -1074,9 +642,9 @@ static int order_args(Elab *E, const Vec *params, const Def *home, const char *w
     if (k == params->n) {
       char names[256];
       param_names(params, names, sizeof names);
-      err(E, kx->loc, "%s has no parameter '%s' (it has: %s)", who, kx->name, params->n ? names : "none");
+      el_err(E, kx->loc, "%s has no parameter '%s' (it has: %s)", who, kx->name, params->n ? names : "none");
     }
-    if (outx[k] || k < npos) err(E, kx->loc, "argument '%s' of %s is given twice", kx->name, who);
+    if (outx[k] || k < npos) el_err(E, kx->loc, "argument '%s' of %s is given twice", kx->name, who);
     out[k] = (*args)[i], outx[k] = kx;
   }
   Env *denv = env_new(E, NULL);
@@ -1085,7 +653,7 @@ static int order_args(Elab *E, const Vec *params, const Def *home, const char *w
   for (int k = 0; k < params->n; k++) {
     const Arg *a = params->items[k];
     if (!outx[k]) {
-      if (!a->dflt) err(E, loc, "%s needs argument '%s' (it has no default)", who, a->name);
+      if (!a->dflt) el_err(E, loc, "%s needs argument '%s' (it has no default)", who, a->name);
       out[k] = eval(E, denv, a->dflt, CTX_BUILD), outx[k] = a->dflt;
     }
     env_define(E, denv, a->name, out[k], a->loc);
@@ -1098,7 +666,7 @@ static int order_args(Elab *E, const Vec *params, const Def *home, const char *w
 static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   Value f = eval(E, env, e->lhs, ctx);
   int n = e->args.n;
-  if (n > MAX_ARGS) err(E, e->loc, "too many arguments (%d; at most %d)", n, MAX_ARGS);
+  if (n > MAX_ARGS) el_err(E, e->loc, "too many arguments (%d; at most %d)", n, MAX_ARGS);
   // call() is on every level of a nesting, so its frame stays small: the
   // arguments are on the stack when there are a few, else in the arena.
   Value few[4];
@@ -1109,7 +677,7 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   for (int i = 0; i < n; i++) {
     argx[i] = e->args.items[i];
     kw = kw || argx[i]->kind == EX_KEYWORD;
-    if (argx[i]->kind == EX_STRING && f.kind == V_BUILTIN && builtins[f.i].kind == BI_SIDE) args[i] = (Value){0};  // the name
+    if (argx[i]->kind == EX_STRING && f.kind == V_BUILTIN && el_builtins[f.i].kind == BI_SIDE) args[i] = (Value){0};  // the name
     else args[i] = eval(E, env, argx[i]->kind == EX_KEYWORD ? argx[i]->lhs : argx[i], ctx);
   }
   if (f.kind == V_DEF)
@@ -1117,23 +685,23 @@ static Value call(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   else if (f.kind == V_INST && f.inst->def && f.inst->forward)
     n = order_args(E, &f.inst->forward->args, f.inst->def, "the forward of block", f.inst->def->name, &args, &argx, n, e->loc);
   else if (kw)
-    err(E, e->loc, "keyword arguments name the parameters of a block or function; %s takes none", kind_name(f.kind));
+    el_err(E, e->loc, "keyword arguments name the parameters of a block or function; %s takes none", el_kind_name(f.kind));
   switch (f.kind) {
-  case V_BUILTIN: return call_builtin(E, &builtins[f.i], args, argx, n, e->loc, ctx);
+  case V_BUILTIN: return el_call_builtin(E, &el_builtins[f.i], args, argx, n, e->loc, ctx);
   case V_DEF:
     if (f.def->kind == DEF_FN) return call_fn(E, f.def, args, argx, n, e->loc, ctx);
     if (ctx == CTX_RUN)
-      err(E, e->loc, "block '%s' cannot be instantiated inside forward; create it with `let` in the block and call the instance",
+      el_err(E, e->loc, "block '%s' cannot be instantiated inside forward; create it with `let` in the block and call the instance",
           f.def->name);
     return (Value){.kind = V_INST, .inst = instantiate(E, f.def, args, argx, n, e->loc)};
   case V_INST:
     if (ctx == CTX_BUILD)
-      err(E, e->loc, "an instance can only be called inside forward");
+      el_err(E, e->loc, "an instance can only be called inside forward");
     return call_inst(E, f.inst, args, argx, n, e->loc, e->lhs->kind == EX_NAME ? e->lhs->name : NULL);
   default: {  // a value named as a built-in (a config value `dropout`) leaves the built-in callable
-    int b = e->lhs->kind == EX_NAME ? find_builtin(e->lhs->name) : -1;
-    if (b >= 0) return call_builtin(E, &builtins[b], args, argx, n, e->loc, ctx);
-    err(E, e->loc, "%s is not callable", kind_name(f.kind));
+    int b = e->lhs->kind == EX_NAME ? el_find_builtin(e->lhs->name) : -1;
+    if (b >= 0) return el_call_builtin(E, &el_builtins[b], args, argx, n, e->loc, ctx);
+    el_err(E, e->loc, "%s is not callable", el_kind_name(f.kind));
   }
   }
 }
@@ -1147,12 +715,12 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   case EX_NEG: {
     Value v = eval(E, env, e->lhs, ctx);
     if (v.kind == V_INT) {
-      if (v.i == INT64_MIN) err(E, e->loc, "integer overflow in '-'");
+      if (v.i == INT64_MIN) el_err(E, e->loc, "integer overflow in '-'");
       return vint(-v.i);
     }
     if (v.kind == V_FLOAT) return vfloat(-v.f);
-    if (v.kind == V_TENSOR) return vtensor(add_node(E, (Node){.op = OP_NEG, .nin = 1, .in = {v.node}}, e->loc));
-    err(E, e->loc, "'-' cannot be applied to %s", kind_name(v.kind));
+    if (v.kind == V_TENSOR) return vtensor(el_add_node(E, (Node){.op = OP_NEG, .nin = 1, .in = {v.node}}, e->loc));
+    el_err(E, e->loc, "'-' cannot be applied to %s", el_kind_name(v.kind));
   }
   case EX_CALL: return call(E, env, e, ctx);
   case EX_LIST: {
@@ -1161,20 +729,20 @@ static Value eval_expr(Elab *E, Env *env, const Expr *e, Ctx ctx) {
     return v;
   }
   case EX_REPEAT:
-    if (ctx == CTX_RUN) err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
+    if (ctx == CTX_RUN) el_err(E, e->loc, "repeat creates instances, so it belongs in a `let`, not in forward");
     return repeat(E, env, e);
   case EX_IF: return eval(E, env, condition(E, env, e->lhs, "if", ctx) ? e->rhs : e->args.items[0], ctx);
-  case EX_STRING: err(E, e->loc, "a string names a side output, only in side(\"%s\")", e->name);
-  case EX_KEYWORD: err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
+  case EX_STRING: el_err(E, e->loc, "a string names a side output, only in side(\"%s\")", e->name);
+  case EX_KEYWORD: el_err(E, e->loc, "'%s = ...' names an argument; it belongs inside a call's parentheses", e->name);
   }
-  err(E, e->loc, "bad expression");
+  el_err(E, e->loc, "bad expression");
 }
 
 // Every recursion of elaboration (nested expressions, calls, instantiation,
 // shapes) passes through eval, so E->depth <= MAX_DEPTH bounds the C stack.
 static Value eval(Elab *E, Env *env, const Expr *e, Ctx ctx) {
   if (E->depth == MAX_DEPTH)
-    err(E, e->loc, "expressions and calls are nested more than %d deep", MAX_DEPTH);
+    el_err(E, e->loc, "expressions and calls are nested more than %d deep", MAX_DEPTH);
   E->depth++;
   Value v = eval_expr(E, env, e, ctx);
   E->depth--;
@@ -1192,7 +760,7 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
     case ST_ASSIGN: {
       Value v = eval(E, env, s->value, ctx);
       if (v.kind == V_INST || v.kind == V_DEF || v.kind == V_BUILTIN)
-        err(E, s->value->loc, "a local variable holds a tensor or a number, not %s", kind_name(v.kind));
+        el_err(E, s->value->loc, "a local variable holds a tensor or a number, not %s", el_kind_name(v.kind));
       env_set(E, env, s->name, v, s->loc);
       break;
     }
@@ -1201,23 +769,23 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
       break;
     case ST_RETURN: {
       if (kind == BODY_MODEL)
-        err(E, s->loc, "a model's forward has outputs, not a return value: write `output loss = ...`");
+        el_err(E, s->loc, "a model's forward has outputs, not a return value: write `output loss = ...`");
       if (i + 1 < body->n)
-        err(E, ((Stmt *)body->items[i + 1])->loc, "statement after return is never run");
+        el_err(E, ((Stmt *)body->items[i + 1])->loc, "statement after return is never run");
       Value v = eval(E, env, s->value, ctx);
       if (v.kind != V_TENSOR && !is_number(v) && v.kind != V_DIM && v.kind != V_SHAPE)
-        err(E, s->value->loc, "%s must return a tensor or a number, not %s", who, kind_name(v.kind));
+        el_err(E, s->value->loc, "%s must return a tensor or a number, not %s", who, el_kind_name(v.kind));
       for (int k = 0; k < s->sides.n; k++) {  // side outputs: collected for side("name") in the model's forward
         const Stmt *sd = s->sides.items[k];
-        if (ctx != CTX_RUN) err(E, sd->loc, "side outputs are tensors of a forward; %s runs at construction here", who);
+        if (ctx != CTX_RUN) el_err(E, sd->loc, "side outputs are tensors of a forward; %s runs at construction here", who);
         Side *o = arena_alloc(E->a, sizeof *o);
-        *o = (Side){sd->name, want_tensor_strict(E, eval(E, env, sd->value, ctx), sd->value->loc, "a side output")};
+        *o = (Side){sd->name, el_want_tensor_strict(E, eval(E, env, sd->value, ctx), sd->value->loc, "a side output")};
         vec_push(E->a, &E->sides, o);
       }
       return v;
     }
     case ST_OUTPUT: {
-      if (kind != BODY_MODEL) err(E, s->loc, "`output` is only allowed in a model's forward");
+      if (kind != BODY_MODEL) el_err(E, s->loc, "`output` is only allowed in a model's forward");
       Value v;
       if (s->value) v = eval(E, env, s->value, ctx);
       else {
@@ -1225,35 +793,35 @@ static Value exec_body(Elab *E, Env *env, const Vec *body, Ctx ctx, BodyKind kin
         v = eval(E, env, &name, ctx);
       }
       Loc vloc = s->value ? s->value->loc : s->loc;
-      int node = want_tensor_strict(E, v, vloc, "an output");
+      int node = el_want_tensor_strict(E, v, vloc, "an output");
       if (!strcmp(s->name, "loss")) {
         const Node *ln = &E->g->nodes[node];
         char sh[128];
         shape_fmt(sh, sizeof sh, &ln->shape);
-        if (ln->shape.rank != 0) err(E, vloc, "output loss must be a scalar, but has shape %s", sh);
-        if (ln->dtype != DT_F32) err(E, vloc, "output loss must be a number, not token ids");
+        if (ln->shape.rank != 0) el_err(E, vloc, "output loss must be a scalar, but has shape %s", sh);
+        if (ln->dtype != DT_F32) el_err(E, vloc, "output loss must be a number, not token ids");
       }
       for (int o = 0; o < E->g->noutputs; o++)
-        if (!strcmp(E->g->outputs[o].name, s->name)) err(E, s->loc, "output '%s' is defined twice", s->name);
+        if (!strcmp(E->g->outputs[o].name, s->name)) el_err(E, s->loc, "output '%s' is defined twice", s->name);
       ir_output_add(E->g, s->name, node);
       if (s->value) env_set(E, env, s->name, v, s->loc);
       break;
     }
     }
   }
-  if (kind != BODY_MODEL) err(E, loc, "%s ends without `return`", who);
+  if (kind != BODY_MODEL) el_err(E, loc, "%s ends without `return`", who);
   return (Value){0};
 }
 
 static void bind_args(Elab *E, Env *env, const Vec *params, Value *args, const Expr **argx, int nargs,
                       Loc loc, const char *who, Env *shape_env) {
   if (nargs != params->n)
-    err(E, loc, "%s takes %d argument%s, got %d", who, params->n, params->n == 1 ? "" : "s", nargs);
+    el_err(E, loc, "%s takes %d argument%s, got %d", who, params->n, params->n == 1 ? "" : "s", nargs);
   for (int i = 0; i < nargs; i++) {
     const Arg *a = params->items[i];
     if (a->shape) {
       if (args[i].kind != V_TENSOR)
-        err(E, argx[i]->loc, "argument '%s' of %s is declared as a tensor; got %s", a->name, who, kind_name(args[i].kind));
+        el_err(E, argx[i]->loc, "argument '%s' of %s is declared as a tensor; got %s", a->name, who, el_kind_name(args[i].kind));
       Shape want = eval_shape(E, shape_env, a->shape, CTX_BUILD, false);
       const Shape *got = &E->g->nodes[args[i].node].shape;
       int64_t td = -1;  // the divisor of got's time axis, where want has one too
@@ -1269,7 +837,7 @@ static void bind_args(Elab *E, Env *env, const Vec *params, Value *args, const E
         char w[128], g[128];
         shape_fmt(w, sizeof w, &want);
         shape_fmt(g, sizeof g, got);
-        err(E, argx[i]->loc, "argument '%s' of %s has shape %s, but %s declares %s (line %d)", a->name, who, g,
+        el_err(E, argx[i]->loc, "argument '%s' of %s has shape %s, but %s declares %s (line %d)", a->name, who, g,
             who, w, a->loc.line);
       }
     }
@@ -1300,7 +868,7 @@ static const char *inst_path(Elab *E, const Inst *in) {
 static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int nargs, Loc loc, const char *site) {
   int caller = E->call;
   if (!in->def) {  // repeat sequence: x -> items[n-1](... items[0](x))
-    if (nargs != 1) err(E, loc, "a repeat sequence takes 1 argument, got %d", nargs);
+    if (nargs != 1) el_err(E, loc, "a repeat sequence takes 1 argument, got %d", nargs);
     Value v = args[0];
     E->call = ir_call_add(E->g, in->scope, caller, site);
     for (int i = 0; i < in->nitems; i++) {
@@ -1310,7 +878,7 @@ static Value call_inst(Elab *E, Inst *in, Value *args, const Expr **argx, int na
     E->call = caller;
     return v;
   }
-  if (!in->forward) err(E, loc, "block '%s' has no forward, so it cannot be called", in->def->name);
+  if (!in->forward) el_err(E, loc, "block '%s' has no forward, so it cannot be called", in->def->name);
   const char *who = arena_printf(E->a, "'%s' (block %s)", inst_path(E, in), in->def->name);
   Env *env = env_new(E, in->env);
   int64_t tdiv = E->tdiv;
@@ -1337,7 +905,7 @@ static void assign_scopes(Elab *E, Inst *in, const char *path, int parent) {
     PendingParam *p = &in->params[i];
     Node n = {.op = OP_PARAM, .shape = p->shape, .init = p->init};
     n.name = *path ? arena_printf(E->a, "%s.%s", path, p->name) : p->name;
-    p->node = add_node(E, n, p->loc);
+    p->node = el_add_node(E, n, p->loc);
   }
   E->scope = saved;
   for (int i = 0; i < in->children.n; i++) {
@@ -1359,8 +927,8 @@ static void collect_defs(Elab *E, Program *p) {
     for (int i = 0; i < mod->defs.n; i++) {
       Def *d = mod->defs.items[i];
       if (d->kind == DEF_MODEL && m > 0)
-        err(E, d->loc, "model '%s' is in an imported file; only the compiled file may define a model", d->name);
-      if (find_builtin(d->name) >= 0) err(E, d->loc, "'%s' is a built-in name and cannot be redefined", d->name);
+        el_err(E, d->loc, "model '%s' is in an imported file; only the compiled file may define a model", d->name);
+      if (el_find_builtin(d->name) >= 0) el_err(E, d->loc, "'%s' is a built-in name and cannot be redefined", d->name);
       const Def *old = NULL;  // one definition per name in a file; files may share names (the importer's wins)
       for (int j = 0; j < i && !old; j++)
         if (!strcmp(((const Def *)mod->defs.items[j])->name, d->name)) old = mod->defs.items[j];
@@ -1378,17 +946,17 @@ static Value parse_define(Elab *E, const Define *df, bool want_float) {
   Loc cl = {"<command line>", 0, 0};
   const char *s = df->value;
   char *end;
-  if (!*s) err(E, cl, "-D %s= has no value", df->name);
+  if (!*s) el_err(E, cl, "-D %s= has no value", df->name);
   errno = 0;
   long long iv = strtoll(s, &end, 10);
-  if (!*end && errno == ERANGE) err(E, cl, "-D %s=%s: the value is too large", df->name, s);
+  if (!*end && errno == ERANGE) el_err(E, cl, "-D %s=%s: the value is too large", df->name, s);
   if (!*end) {
     if (want_float) return vfloat((double)iv);
     return vint(iv);
   }
   double fv = strtod(s, &end);
-  if (*end || !isfinite(fv)) err(E, cl, "-D %s=%s: '%s' is not a number", df->name, s, s);
-  if (!want_float) err(E, cl, "-D %s=%s: '%s' is an integer setting", df->name, s, df->name);
+  if (*end || !isfinite(fv)) el_err(E, cl, "-D %s=%s: '%s' is not a number", df->name, s, s);
+  if (!want_float) el_err(E, cl, "-D %s=%s: '%s' is an integer setting", df->name, s, df->name);
   return vfloat(fv);
 }
 
@@ -1408,7 +976,7 @@ static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) 
         if (m->kind == MEM_CONFIG)
           len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", m->name);
       }
-      err(E, (Loc){"<command line>", 0, 0}, "-D %s: model '%s' has no config value '%s' (it has: %s)",
+      el_err(E, (Loc){"<command line>", 0, 0}, "-D %s: model '%s' has no config value '%s' (it has: %s)",
           defs[k].name, model->name, defs[k].name, *names ? names : "none");
     }
   }
@@ -1416,7 +984,7 @@ static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) 
     const Member *m = model->members.items[i];
     if (m->kind != MEM_CONFIG) continue;
     Value v = eval(E, env, m->value, CTX_BUILD);
-    if (!is_number(v)) err(E, m->value->loc, "config value '%s' must be a number, not %s", m->name, kind_name(v.kind));
+    if (!is_number(v)) el_err(E, m->value->loc, "config value '%s' must be a number, not %s", m->name, el_kind_name(v.kind));
     for (int k = ndefs - 1; k >= 0; k--)
       if (!strcmp(defs[k].name, m->name)) {
         v = parse_define(E, &defs[k], v.kind == V_FLOAT);
@@ -1427,10 +995,10 @@ static void configure(Elab *E, const Def *model, const Define *defs, int ndefs) 
   }
   Binding *ctx = env_find_local(env, "context");
   if (!ctx || ctx->v.kind != V_INT)
-    err(E, ctx ? ctx->loc : model->loc, "model '%s' needs an integer `config context = ...` (the longest sequence, which bounds T)",
+    el_err(E, ctx ? ctx->loc : model->loc, "model '%s' needs an integer `config context = ...` (the longest sequence, which bounds T)",
         model->name);
   if (ctx->v.i < 1 || ctx->v.i > (1 << 24))
-    err(E, ctx->loc, "context must be between 1 and %d, got %lld", 1 << 24, (long long)ctx->v.i);
+    el_err(E, ctx->loc, "context must be between 1 and %d, got %lld", 1 << 24, (long long)ctx->v.i);
   E->g->t_max = ctx->v.i;
 }
 
@@ -1459,7 +1027,7 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
     model = df;
   }
   if (!model)
-    err(&E, (Loc){main->src->name, 1, 1},
+    el_err(&E, (Loc){main->src->name, 1, 1},
         "no model in %s: a compiled file defines one `model name { ... }`", main->src->name);
   E.g = ir_graph_new(E.a, model->name);
   E.g->noncausal = model->noncausal;
@@ -1473,19 +1041,19 @@ Graph *elaborate(Diag *d, Program *p, const Define *defs, int ndefs) {
   assign_scopes(&E, E.root, "", -1);
   E.call = ir_call_add(E.g, E.root->scope, -1, NULL);  // call 0: the model's forward
   const Member *fwd = E.root->forward;
-  if (!fwd) err(&E, model->loc, "model '%s' has no forward", model->name);
+  if (!fwd) el_err(&E, model->loc, "model '%s' has no forward", model->name);
   Env *env = env_new(&E, E.root->env);
   for (int i = 0; i < fwd->args.n; i++) {
     const Arg *a = fwd->args.items[i];
-    if (!a->shape) err(&E, a->loc, "model input '%s' needs a shape, such as %s [B, T]", a->name, a->name);
+    if (!a->shape) el_err(&E, a->loc, "model input '%s' needs a shape, such as %s [B, T]", a->name, a->name);
     Shape s = eval_shape(&E, E.root->env, a->shape, CTX_BUILD, false);
     Node n = {.op = OP_INPUT, .dtype = DT_I32, .shape = s, .name = a->name};
-    env_define(&E, env, a->name, vtensor(add_node(&E, n, a->loc)), a->loc);
+    env_define(&E, env, a->name, vtensor(el_add_node(&E, n, a->loc)), a->loc);
   }
   exec_body(&E, env, &fwd->body, CTX_RUN, BODY_MODEL, "the model", fwd->loc);
   int loss = -1;
   for (int o = 0; o < E.g->noutputs; o++)
     if (!strcmp(E.g->outputs[o].name, "loss")) loss = E.g->outputs[o].node;
-  if (loss < 0) err(&E, fwd->loc, "model '%s' has no `output loss = ...`", model->name);
+  if (loss < 0) el_err(&E, fwd->loc, "model '%s' has no `output loss = ...`", model->name);
   return E.g;  // the output statement checked that the loss is a float scalar
 }
