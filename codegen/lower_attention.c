@@ -716,6 +716,44 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   for_end(L);
 }
 
+// The blocked gradients' products of BQ query rows [i0, i0 + nq) of
+// sequence m (rows from qrow, head hd) against the keys [ks, ks + nk) (rows
+// from kv0 + ks): S = scale Q K^T + b and dP = dO V^T into the locals S and
+// X ([BQ, t_max]); then opens the loop over the rows ii, in which
+// S_jj <- e^(S_jj - m_i) (0 outside the row's keys) and rb->inv = 1 / l_i,
+// rb->D = sum_j P_ij dP_ij; the caller ends that loop.
+typedef struct {
+  int ii, sb, inv, D;
+} AttRows;
+static AttRows att_block_rows(Lo *L, Att *a, const Node *n, int S, int X, LExpr *qrow, int hd, int kv0, int ks, int nq, int nk,
+                              LExpr *m, int i0) {
+  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
+  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
+  att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
+  gemm_call(L, c);
+  att_block_bias(L, a, S, tm, nq, nk, m, i0, ks);
+  c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
+  att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
+  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
+  att_operand(&c, LC_C, X, xi(L, 0), xi(L, tm));
+  gemm_call(L, c);
+  AttRows r;
+  r.ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, r.ii)), xi(L, 1)), xvar(L, ks)), "jn");
+  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, r.ii)), ks);  // the row's first key, < jn
+  r.sb = let(L, imul(L, xvar(L, r.ii), xi(L, tm)), "sb");
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
+  int mx = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, r.sb), xvar(L, jj))), "m");
+  r.inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, r.sb, js, jn, nk, mx))), "inv");
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+  LExpr *at = iadd(L, xvar(L, r.sb), xvar(L, jj));
+  r.D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, r.inv)), "D");
+  return r;
+}
+
 // Gradient, one (sequence, head) per outer index, its dk and dv rows zeroed,
 // then per block of BQ query rows [i0, i1) against the keys j < i1 (whole
 // rows of scores, so the softmax is exact in one pass):
@@ -740,38 +778,17 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   int ks = let(L, att_first_key(L, a, xvar(L, i0)), "ks");  // keys [ks, i1): column jj is key ks + jj
   int nk = let(L, x2(L, LX_SUB, xvar(L, i1), xvar(L, ks)), "nk");
   LExpr *qrow = iadd(L, xvar(L, r0), xvar(L, i0));
-  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
-  att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
-  att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
-  gemm_call(L, c);
-  att_block_bias(L, a, S, tm, nq, nk, xvar(L, 0), i0, ks);
-  c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
-  att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
-  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
-  att_operand(&c, LC_C, X, xi(L, 0), xi(L, tm));
-  gemm_call(L, c);
-  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), xvar(L, ks)), "jn");
-  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), ks);  // the row's first key, < jn
-  int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
-  int jj;
-  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
-  int m = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "m");
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, js, jn, nk, m))), "inv");
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
-  int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
-  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
-  at = iadd(L, xvar(L, sb), xvar(L, jj));
-  int p = let(L, x2(L, LX_MUL, load(L, S, at), xvar(L, inv)), "p");
+  AttRows rw = att_block_rows(L, a, n, S, X, qrow, hd, kv0, ks, nq, nk, xvar(L, 0), i0);
+  int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  LExpr *at = iadd(L, xvar(L, rw.sb), xvar(L, jj));
+  int p = let(L, x2(L, LX_MUL, load(L, S, at), xvar(L, rw.inv)), "p");
   store(L, S, at, xvar(L, p));
-  store(L, X, at, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, load(L, X, at), xvar(L, D)))));
+  store(L, X, at, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, load(L, X, at), xvar(L, rw.D)))));
   for_end(L);
   for_end(L);
   int64_t ld[3];
   for (int pt = 0; pt < 3; pt++) ld[pt] = NH * a->part[pt].w;
-  c = att_call(L, false, false, xvar(L, nq), xi(L, h), 0, 1, 0);  // dQ = dS K
+  LCall c = att_call(L, false, false, xvar(L, nq), xi(L, h), 0, 1, 0);  // dQ = dS K
   c.k = xvar(L, nk);
   att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
@@ -878,7 +895,7 @@ static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
 // (0 outside the row's keys), D_i = sum_j P_ij dP_ij,
 // G_ij += P_ij (dP_ij - D_i); then rows [i0, i1) of db: G, 0 elsewhere.
 static void lower_attention_dbias_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
-  int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max, nqb = (tm + BQ - 1) / BQ;
+  int64_t NH = a->NH, tm = L->g->t_max, nqb = (tm + BQ - 1) / BQ;
   int qb = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, nqb)), "qb"), c = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, nqb)), "c");
   int T = let(L, a->T, "T");
   int i0 = let(L, imul(L, xvar(L, qb), xi(L, BQ)), "i0");
@@ -896,37 +913,15 @@ static void lower_attention_dbias_blocked(Lo *L, Att *a, const Node *n, int64_t 
   int m = let(L, att_seq_of(L, a, xvar(L, c), xvar(L, u), &nfree), "m");  // the u-th sequence reading block c
   int hd = let(L, x2(L, LX_REM, xvar(L, m), xi(L, NH)), "hd");
   int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, m), xi(L, NH)), xvar(L, T)), "r0"), kv0 = kv_rows(L, a, r0);
-  LExpr *qrow = iadd(L, xvar(L, r0), xvar(L, i0));
-  LCall cl = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
-  att_operand(&cl, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
-  att_operand(&cl, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
-  att_operand(&cl, LC_C, S, xi(L, 0), xi(L, tm));
-  gemm_call(L, cl);
-  att_block_bias(L, a, S, tm, nq, nk, xvar(L, m), i0, ks);
-  cl = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
-  att_operand(&cl, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
-  att_operand(&cl, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
-  att_operand(&cl, LC_C, X, xi(L, 0), xi(L, tm));
-  gemm_call(L, cl);
-  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, ii)), xi(L, 1)), xvar(L, ks)), "jn");
-  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), ks);
-  int sb = let(L, imul(L, xvar(L, ii), xi(L, tm)), "sb");
-  int jj;
-  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
-  int mx = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mx");
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), xvar(L, att_row_exp(L, S, sb, js, jn, nk, mx))), "inv");
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
-  int D = let(L, x2(L, LX_MUL, xvar(L, reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "ud")), xvar(L, inv)), "D");
-  jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
-  at = iadd(L, xvar(L, sb), xvar(L, jj));
-  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, load(L, S, at), xvar(L, inv)), x2(L, LX_SUB, load(L, X, at), xvar(L, D)));
+  AttRows rw = att_block_rows(L, a, n, S, X, iadd(L, xvar(L, r0), xvar(L, i0)), hd, kv0, ks, nq, nk, xvar(L, m), i0);
+  int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
+  LExpr *at = iadd(L, xvar(L, rw.sb), xvar(L, jj));
+  LExpr *g = x2(L, LX_MUL, x2(L, LX_MUL, load(L, S, at), xvar(L, rw.inv)), x2(L, LX_SUB, load(L, X, at), xvar(L, rw.D)));
   store(L, G, at, x2(L, LX_ADD, load(L, G, at), g));
   for_end(L);
   for_end(L);
   for_end(L);
-  ii = for_begin(L, xi(L, 0), xvar(L, nq), false, "ii");
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), false, "ii");
   int orow = let(L, imul(L, iadd(L, imul(L, xvar(L, c), xvar(L, T)), iadd(L, xvar(L, i0), xvar(L, ii))), xvar(L, T)), "orow");
   int j = for_begin(L, xi(L, 0), xvar(L, T), true, "j");
   int jc = let(L, x2(L, LX_SUB, xvar(L, j), xvar(L, ks)), "jc");
