@@ -46,82 +46,88 @@ static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
 }
 
 // The rows of ROUTED_MATMUL(_DW) node n with expert o (outer index) are
-// those whose id lies in [o, o + 1) (the id truncated); off = the rows whose
-// id lies in [0, o): expert o's rows are gathered, in row order, to rows
-// [off, off + count) of the kernel's scratch, so the experts' rows tile it
-// without overlap (one outer index per expert, any order).
+// those whose id lies in [o, o + 1) (the id truncated). They are taken in
+// row order, CH at a time (rt_chunk), into the calling thread's locals:
 //   ROUTED_MATMUL     x [R, d], w [E, d, f], ids [R] -> y [R, f]:
-//                     A = x's rows (scratch [R, d]), C = A w[o] (scratch
-//                     after A, [R, f]), then y's rows from C; expert 0 also
-//                     writes 0 to the rows of an id outside [0, E)
+//                     A [CH, d] = the chunk's rows of x, I [CH] their row
+//                     numbers (f32: R < 2^24), C [CH, f] = A w[o], then
+//                     y[I[i]] = C[i]; expert 0 also writes 0 to the rows of
+//                     an id outside [0, E)
 //   ROUTED_MATMUL_DW  x [R, d], dy [R, f], ids [R] -> dw [E, d, f]:
-//                     A = x's rows, D = dy's rows (after A), dw[o] = A^T D
-//                     (no rows: 0)
+//                     dw[o] = 0, then per chunk A [CH, d] and D [CH, f] =
+//                     its rows of x and dy, dw[o] += A^T D
+// so the gathered rows and products stay in cache (no [R, d + f] scratch).
 // Every row test keeps to the step program's window (lower_window LW_BODY).
+enum { RT_LOCAL_FLOATS = 64 * 1024 };
+static int64_t rt_chunk(int64_t d, int64_t f) {
+  int64_t ch = 128;
+  while (ch > 8 && ch * (d + f) > RT_LOCAL_FLOATS) ch /= 2;
+  return ch;
+}
+
 void lower_routed(Lo *L, const Node *n) {
   Route rt = route_of(L->g, n);
   const Route *q = &rt;
-  int64_t d = rt.d, f = rt.f;
+  int64_t d = rt.d, f = rt.f, CH = rt_chunk(d, f);
   LExpr *R = rt_rows(L, q);
   LKernel *lk = L->lk;
   lk->name = rt.fwd ? "routed_matmul" : "routed_matmul_dw";
   lk->shape = LK_ROWS;
   lk->outer = xi(L, rt.E), lk->nouter = (SymSize){rt.E, 0, 0, 1};
-  if (L->tgt == LTARGET_GPU) lk->team = 256;
-  int r;
-  // off = the rows with an id in [0, o)
-  LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), R, &r);
-  LExpr *before = rt_in(L, q, xvar(L, r), xf(L, 0), x1(L, LX_TOF, xvar(L, 0)));
-  int offf = reduce_end(L, red, xsel(L, before, xf(L, 1), xf(L, 0)), "off");
-  int off = let(L, x1(L, LX_TOI, xvar(L, offf)), "off");
-  LExpr *Cbase = imul(L, R, xi(L, d));  // C (or D) after A
-  // gather: A[off + cnt] = x[r] (and D[off + cnt] = dy[r]) over the rows r of expert o
-  LExpr *zero = xi(L, 0);
-  int cnt;
-  LStmt *gc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"cnt"}, &cnt, &r);
-  LExpr *mine = rt_mine(L, q, xvar(L, r), xvar(L, 0));
-  LExpr *slot = iadd(L, xvar(L, off), xvar(L, cnt));
-  int c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, d), xi(L, 0)), true, "c");
-  store(L, KS_SCRATCH, iadd(L, imul(L, slot, xi(L, d)), xvar(L, c)), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))));
-  for_end(L);
-  if (!rt.fwd) {
-    c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, f), xi(L, 0)), true, "c");
-    store(L, KS_SCRATCH, iadd(L, Cbase, iadd(L, imul(L, slot, xi(L, f)), xvar(L, c))),
-          load(L, KS_IN1, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c))));
+  int A = local(L, CH * d), C = local(L, CH * f), I = rt.fwd ? local(L, CH) : -1;
+  if (!rt.fwd) {  // dw[o] = 0
+    int c = for_begin(L, xi(L, 0), xi(L, d * f), true, "c");
+    store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), xi(L, d * f)), xvar(L, c)), xf(L, 0));
     for_end(L);
   }
-  LExpr *next = iadd(L, xvar(L, cnt), xsel(L, mine, xi(L, 1), xi(L, 0)));
-  carry_end(L, gc, &next);
-  int count = cnt;  // after the loop: expert o's rows
-  LExpr *aoff = imul(L, xvar(L, off), xi(L, d)), *coff = iadd(L, Cbase, imul(L, xvar(L, off), xi(L, f)));
-  if (!rt.fwd) {  // dw[o] = A^T D: [d, count] [count, f]
-    gemm_call(L, (LCall){.ta = true, .slot = {KS_SCRATCH, KS_SCRATCH, KS_OUT},
-                         .at = {aoff, coff, imul(L, xvar(L, 0), xi(L, d * f))},
-                         .ld = {xi(L, d), xi(L, f), xi(L, f)},
-                         .m = xi(L, d), .n = xi(L, f), .k = xvar(L, count), .alpha = 1, .beta = 0});
-    return;
-  }
-  // C = A w[o]: [count, d] [d, f]
-  gemm_call(L, (LCall){.slot = {KS_SCRATCH, KS_IN1, KS_SCRATCH},
-                       .at = {aoff, imul(L, xvar(L, 0), xi(L, d * f)), coff},
-                       .ld = {xi(L, d), xi(L, f), xi(L, f)},
-                       .m = xvar(L, count), .n = xi(L, f), .k = xi(L, d), .alpha = 1, .beta = 0});
-  // y[r] = C[off + cnt] over expert o's rows; expert 0: y[r] = 0 where the id is outside [0, E)
-  LStmt *sc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"cnt"}, &cnt, &r);
-  mine = rt_mine(L, q, xvar(L, r), xvar(L, 0));
-  slot = iadd(L, xvar(L, off), xvar(L, cnt));
-  c = for_begin(L, xi(L, 0), xsel(L, mine, xi(L, f), xi(L, 0)), true, "c");
-  store(L, KS_OUT, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c)),
-        load(L, KS_SCRATCH, iadd(L, Cbase, iadd(L, imul(L, slot, xi(L, f)), xvar(L, c)))));
+  LExpr *zero = xi(L, 0);
+  int m, r;
+  LStmt *gc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"m"}, &m, &r);
+  int mine = let(L, xsel(L, rt_mine(L, q, xvar(L, r), xvar(L, 0)), xi(L, 1), xi(L, 0)), "mine");
+  int c = for_begin(L, xi(L, 0), imul(L, xvar(L, mine), xi(L, d)), true, "c");  // A[m] = x[r]
+  store(L, A, iadd(L, imul(L, xvar(L, m), xi(L, d)), xvar(L, c)), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))));
   for_end(L);
+  if (rt.fwd) {  // I[m] = r
+    c = for_begin(L, xi(L, 0), xvar(L, mine), false, "c");
+    store(L, I, xvar(L, m), x1(L, LX_TOF, xvar(L, r)));
+    for_end(L);
+  } else {  // C[m] = dy[r] (D)
+    c = for_begin(L, xi(L, 0), imul(L, xvar(L, mine), xi(L, f)), true, "c");
+    store(L, C, iadd(L, imul(L, xvar(L, m), xi(L, f)), xvar(L, c)), load(L, KS_IN1, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c))));
+    for_end(L);
+  }
+  int m1 = let(L, iadd(L, xvar(L, m), xvar(L, mine)), "m1");
+  LExpr *last = x2(L, LX_AND, x2(L, LX_EQ, xvar(L, r), x2(L, LX_SUB, R, xi(L, 1))), x2(L, LX_GT, xvar(L, m1), xi(L, 0)));
+  int full = let(L, xsel(L, x2(L, LX_EQ, xvar(L, m1), xi(L, CH)), xvar(L, m1), xsel(L, last, xvar(L, m1), xi(L, 0))), "full");
+  int z = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, full), xi(L, 0)), xi(L, 1), xi(L, 0)), false, "z");  // a chunk is full
+  (void)z;
+  if (!rt.fwd)  // dw[o] += A^T D: [d, full] [full, f]
+    gemm_call(L, (LCall){.ta = true, .slot = {A, C, KS_OUT}, .at = {xi(L, 0), xi(L, 0), imul(L, xvar(L, 0), xi(L, d * f))},
+                         .ld = {xi(L, d), xi(L, f), xi(L, f)}, .m = xi(L, d), .n = xi(L, f), .k = xvar(L, full),
+                         .alpha = 1, .beta = 1});
+  else {  // C = A w[o]: [full, d] [d, f]; y[I[i]] = C[i]
+    gemm_call(L, (LCall){.slot = {A, KS_IN1, C}, .at = {xi(L, 0), imul(L, xvar(L, 0), xi(L, d * f)), xi(L, 0)},
+                         .ld = {xi(L, d), xi(L, f), xi(L, f)}, .m = xvar(L, full), .n = xi(L, f), .k = xi(L, d),
+                         .alpha = 1, .beta = 0});
+    int i = for_begin(L, xi(L, 0), xvar(L, full), false, "i");
+    int row = let(L, x1(L, LX_TOI, load(L, I, xvar(L, i))), "row");
+    c = for_begin(L, xi(L, 0), xi(L, f), true, "c");
+    store(L, KS_OUT, iadd(L, imul(L, xvar(L, row), xi(L, f)), xvar(L, c)), load(L, C, iadd(L, imul(L, xvar(L, i), xi(L, f)), xvar(L, c))));
+    for_end(L);
+    for_end(L);
+  }
+  for_end(L);
+  LExpr *next = xsel(L, x2(L, LX_GT, xvar(L, full), xi(L, 0)), xi(L, 0), xvar(L, m1));
+  carry_end(L, gc, &next);
+  if (!rt.fwd) return;
+  // expert 0: y[r] = 0 where the id is outside [0, E)
+  r = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_EQ, xvar(L, 0), xi(L, 0)), R, xi(L, 0)), false, "r");
   LExpr *id = load(L, KS_IN2, xvar(L, r));
   LExpr *routed = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)rt.E)));
-  LExpr *first = rt_inwin(L, q, xvar(L, r), x2(L, LX_EQ, xvar(L, 0), xi(L, 0)));
-  c = for_begin(L, xi(L, 0), xsel(L, routed, xi(L, 0), xsel(L, first, xi(L, f), xi(L, 0))), true, "c");
+  c = for_begin(L, xi(L, 0), xsel(L, rt_inwin(L, q, xvar(L, r), x2(L, LX_EQ, xsel(L, routed, xi(L, 1), xi(L, 0)), xi(L, 0))), xi(L, f), xi(L, 0)), true, "c");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c)), xf(L, 0));
   for_end(L);
-  next = iadd(L, xvar(L, cnt), xsel(L, mine, xi(L, 1), xi(L, 0)));
-  carry_end(L, sc, &next);
+  for_end(L);
 }
 
 // TOPK x [.., n] -> [.., k], a row per outer index: output j is the largest

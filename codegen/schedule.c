@@ -656,14 +656,14 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       SymSize lead = symsize_prod(xs, 0, xs->rank - 2), per = {n->conv == CONV_SCALAR ? d / ct : d, 0, 0, 1};
       k->scratch = add_scratch(s, i, symsize_mul(lead, symsize_mul(per, symsize_of(n->shape.d[0]))));
     }
-    if (n->op == OP_ROUTED_MATMUL || n->op == OP_ROUTED_MATMUL_DW) {  // expert e's rows, gathered: [R, d] | [R, f]
+    if (gpu && (n->op == OP_ROUTED_MATMUL || n->op == OP_ROUTED_MATMUL_DW)) {  // the GPU's: expert e's rows, gathered: [R, d] | [R, f]
       const Shape *xs = &g->nodes[n->in[0]].shape, *ys = &g->nodes[n->in[1]].shape;
       SymSize rows = symsize_prod(xs, 0, xs->rank - 1);
       int64_t w = xs->d[xs->rank - 1].n + ys->d[ys->rank - 1].n;
       k->scratch = add_scratch(s, i, symsize_mul(rows, (SymSize){w, 0, 0, 1}));
       // the GPU's index region (lower_route.c): pos [R], off [E], cnt [E], per-chunk counts [<= R, E]
       int64_t E = n->op == OP_ROUTED_MATMUL ? ys->d[0].n : n->len.n;
-      if (gpu) k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0, 1}));
+      k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0, 1}));
     }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));

@@ -361,6 +361,14 @@ int main(void) {
     check_model("tests/grad/language.xf", NULL, 0, 2, 8, true);
   }
   model_so_forms = LTARGET_CPU;
+  // the CPU's routed products take an expert's rows 128 at a time
+  // (lower_route.c rt_chunk): at B 2, T 300 each of the 4 experts has about
+  // 300 of the 1,200 routed rows, full chunks and a partial one
+  {
+    Define mo[] = {{"context", "300"}};
+    check_model("tests/grad/moe.xf", mo, 1, 2, 300, true);
+    check_model("tests/grad/moe.xf", mo, 1, 2, 300, false);
+  }
   // the CPU's blocked attention (heads of 32 and 16: schedule_att_block):
   // at T 300 the forward's second key block and a partial last query block,
   // at T 70 a partial second query block; grouped queries (G 2), a
