@@ -385,8 +385,8 @@ static void zero(Emit *e, V base, V from, V count) {
 }
 
 // The GEMMs of an LGemm (loops.h) for the kernel's outer indices [lo, hi):
-// batch entries (the rows of [lo, hi) as one GEMM when folded), or the
-// columns of C (split_cols). The step program's variant (Emit.win): rows
+// batch entries (the rows of [lo, hi) as one GEMM when folded), the
+// columns of C (split_cols), or rows of A and C (split_rows: one GEMM). The step program's variant (Emit.win): rows
 // [w0, w1) of each entry; folded, a window of one row is one GEMM over the
 // entries (row w0 of each, m rows apart): the weights are read once for
 // every stream, not once per stream.
@@ -397,6 +397,11 @@ static void emit_gemm(Emit *e, const LGemm *gm) {
   if (gm->split_cols) {  // columns [lo, hi) of C and of B (not transposed)
     call_sgemm(e, gm->ta, gm->tb, m, LLVMBuildSub(e->b, e->hi, e->lo, ""), k, A, lda, gep(e, Bm, e->lo), ldb, 0,
                gep(e, C, e->lo), ldc);
+    return;
+  }
+  if (gm->split_rows && !e->win) {  // rows [lo, hi) of the folded product
+    call_sgemm(e, gm->ta, gm->tb, LLVMBuildSub(e->b, e->hi, e->lo, ""), n, k, gep(e, A, LLVMBuildMul(e->b, e->lo, lda, "")), lda,
+               Bm, ldb, 0, gep(e, C, LLVMBuildMul(e->b, e->lo, ldc, "")), ldc);
     return;
   }
   V row0 = ci64(e, 0);
@@ -800,7 +805,8 @@ static void emit_lowered(Emit *e, const LGemm *gm, const LKernel *lk) {
   }
   V rows = sym(e, gm->m);
   if (!e->win) {
-    emit_lkernel(e, lk, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
+    if (gm->split_rows) emit_lkernel(e, lk, e->lo, e->hi);  // [lo, hi) are rows
+    else emit_lkernel(e, lk, LLVMBuildMul(e->b, e->lo, rows, ""), LLVMBuildMul(e->b, e->hi, rows, ""));
     return;
   }
   Loop lb;
@@ -875,6 +881,11 @@ static V kernel_fn(Emit *e, int ki, bool train, bool win) {
   const LClass *c = &e->mod->cls[k->cls];
   const LKernel *lk = train ? c->train : c->infer;
   e->outer[k->cls] = c->outer;
+  if (win && c->gemm && c->gemm->split_rows) {  // rows [lo, hi): the entries whose first row is among them
+    V m = sym(e, c->gemm->m), m1 = LLVMBuildSub(e->b, m, ci64(e, 1), "");
+    e->lo = LLVMBuildSDiv(e->b, LLVMBuildAdd(e->b, e->lo, m1, ""), m, "");
+    e->hi = LLVMBuildSDiv(e->b, LLVMBuildAdd(e->b, e->hi, m1, ""), m, "");
+  }
   if (c->steps) emit_steps(e, c->steps);
   if (c->gemm) emit_gemm(e, c->gemm);
   if (lk) emit_lowered(e, c->gemm, lk);

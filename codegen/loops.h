@@ -210,8 +210,10 @@ typedef enum { LTARGET_CPU, LTARGET_GPU } LTarget;
 //     computes the entries one at a time (CPU) or as a direct kernel (GPU);
 //   - fold: flat, B shared, A and C batched: the entries' rows are
 //     contiguous, one GEMM of count * m rows;
-//   - the parallel split (the kernel's outer index): batch entries, or for
-//     split_cols the columns of C (a slice of n per thread).
+//   - the parallel split (the kernel's outer index): batch entries, for
+//     split_cols the columns of C (a slice of n per thread), for split_rows
+//     (a CPU's folded product: lower_module) the count * m rows of A and C
+//     (a slice of rows per thread, however few the entries: batch 1).
 // The step program's LW_ROWS window is the rows of op(A) and C.
 enum { LG_A, LG_B, LG_C };
 typedef struct {
@@ -221,7 +223,7 @@ typedef struct {
   int nbatch;
   SymSize batch[IR_MAX_RANK];
   SymSize stride[3][IR_MAX_RANK];
-  bool flat, fold, split_cols;
+  bool flat, fold, split_cols, split_rows;
   SymSize count, flat_stride[3];        // count: the batch entries
 } LGemm;
 

@@ -836,6 +836,12 @@ static LConv *lower_conv_cpu(Arena *a, const Schedule *s, const Kernel *k) {
   return c;
 }
 
+// A CPU's folded product (no steps) is split over its rows (LGemm.split_rows).
+static bool split_rows(LGemm *gm, LTarget tgt, const LSteps *st) {
+  if (tgt == LTARGET_CPU && gm && gm->fold && !gm->ta && !gm->split_cols && !st) gm->split_rows = true;
+  return gm && gm->split_rows;
+}
+
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {
   LModule *m = arena_alloc(a, sizeof *m);
   m->tgt = tgt;
@@ -847,10 +853,12 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     const Node *n = &s->g->nodes[k->node];
     char err[512] = "";
     c->outer = k->outer;
-    c->gemm = lower_gemm(a, s, k);
+    LGemm *gm = lower_gemm(a, s, k);
+    c->gemm = gm;
     c->product_only = k->fusion == FG_WEIGHT_GRAD || n->op == OP_MATMUL;
     c->steps = lower_steps(a, s, k, tgt);
     if (c->steps) c->outer = (SymSize){1, 0, 0, 1};
+    if (split_rows(gm, tgt, c->steps)) c->outer = symsize_mul(gm->count, gm->m);  // a thread's rows
     if (!c->product_only && !c->steps) {
       LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
       c->train = c->infer = lk;
@@ -865,7 +873,12 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
   m->adamw = lower_adamw(a);
   if (time_axis) {
     m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
-    for (int ki = 0; ki < s->nkernels; ki++) m->window[ki] = lower_window(s, time_axis, &s->kernels[ki], tgt);
+    for (int ki = 0; ki < s->nkernels; ki++) {
+      m->window[ki] = lower_window(s, time_axis, &s->kernels[ki], tgt);
+      const LGemm *gm = m->cls[s->kernels[ki].cls].gemm;
+      if (m->window[ki].kind == LW_OUTER && gm && gm->split_rows)  // outer index: a row, m of them per entry
+        m->window[ki].stride = symsize_mul(m->window[ki].stride, gm->m);
+    }
   }
   return m;
 }
@@ -957,7 +970,7 @@ void lgemm_print(FILE *f, const LGemm *gm) {
     fputs("]", f);
   }
   fprintf(f, "%s%s%s\n", gm->flat ? ", strided-batched" : ", entry by entry", gm->fold ? ", rows folded" : "",
-          gm->split_cols ? ", split over columns of C" : "");
+          gm->split_cols ? ", split over columns of C" : gm->split_rows ? ", split over rows" : "");
 }
 
 // ---- the step program's windows ----------------------------------------------------
@@ -1138,6 +1151,7 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
     LGemm *gm = lower_gemm(a, s, k);
     LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
     LSteps *st = lower_steps(a, s, k, tgt);
+    split_rows(gm, tgt, st);
     if (err[0]) return fprintf(stderr, "%s\n", err), 1;
     fprintf(f, "k%d %s %%%d%s\n", ki, k->fusion == FG_WEIGHT_GRAD ? "weight_grad" : ir_op_info[n->op].name, n->id,
             gm || lk ? "" : st ? arena_printf(a, ": chunked, C %d, steps in order", k->chunk) : ": a backend kernel (causal convolution)");
