@@ -17,8 +17,7 @@
 // threads, the calling thread taking chunk 0, each calling
 // xf_gemm_thread_init() once and then, per product, one xf_sgemm on its
 // contiguous block of C's rows, ceil(items / THREADS) items each, an item
-// being one sequence of 128 rows for the 8192-row products (the runtime's
-// parallel_for runs over the batch entries) and one row otherwise; for the
+// being one row (the runtime splits a folded product over its rows); for the
 // weight gradient (trans_a) the blocks are of C's columns instead. The
 // threads are started once and meet at two barriers per product.
 //
@@ -60,8 +59,8 @@ typedef struct {
 } Shape;
 
 static const Shape shapes[] = {
-    {8192, 512, 128, 0, 0, 128, true},  {8192, 128, 128, 0, 0, 128, true}, {8192, 5000, 128, 0, 0, 128, true},
-    {4096, 32, 32, 0, 0, 1, true},      {128, 512, 8192, 1, 0, 1, true},   {8192, 128, 512, 0, 1, 128, true},
+    {8192, 512, 128, 0, 0, 1, true}, {8192, 128, 128, 0, 0, 1, true}, {8192, 5000, 128, 0, 0, 1, true},
+    {4096, 32, 32, 0, 0, 1, true},   {128, 512, 8192, 1, 0, 1, true}, {8192, 128, 512, 0, 1, 1, true},
     {1024, 1024, 1024, 0, 0, 1, false},
 };
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
