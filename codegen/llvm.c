@@ -406,10 +406,11 @@ static void zero(Emit *e, V base, V from, V count) {
 
 // The GEMMs of an LGemm (loops.h) for the kernel's outer indices [lo, hi):
 // batch entries (the rows of [lo, hi) as one GEMM when folded), the
-// columns of C (split_cols), or rows of A and C (split_rows: one GEMM). The step program's variant (Emit.win): rows
-// [w0, w1) of each entry; folded, a window of one row is one GEMM over the
-// entries (row w0 of each, m rows apart): the weights are read once for
-// every stream, not once per stream.
+// columns of C (split_cols), or rows of A and C (split_rows: one GEMM).
+// The step program's variant (Emit.win): rows [w0, w1) of each entry;
+// folded, a window of one row is one GEMM over the entries (row w0 of
+// each, m rows apart): the weights are read once for every stream, not
+// once per stream.
 static void emit_gemm(Emit *e, const LGemm *gm) {
   V A = buf(e, gm->slot[LG_A], false), Bm = buf(e, gm->slot[LG_B], false), C = buf(e, gm->slot[LG_C], false);
   V m = sym(e, gm->m), n = sym(e, gm->n), k = sym(e, gm->k);

@@ -97,10 +97,10 @@ void lower_routed(Lo *L, const Node *n) {
     for_end(L);
   }
   int m1 = let(L, iadd(L, xvar(L, m), xvar(L, mine)), "m1");
-  LExpr *last = x2(L, LX_AND, x2(L, LX_EQ, xvar(L, r), x2(L, LX_SUB, R, xi(L, 1))), x2(L, LX_GT, xvar(L, m1), xi(L, 0)));
+  // full: the chunk's rows when it is full or the rows end, else 0
+  LExpr *last = x2(L, LX_EQ, xvar(L, r), x2(L, LX_SUB, R, xi(L, 1)));
   int full = let(L, xsel(L, x2(L, LX_EQ, xvar(L, m1), xi(L, CH)), xvar(L, m1), xsel(L, last, xvar(L, m1), xi(L, 0))), "full");
-  int z = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, full), xi(L, 0)), xi(L, 1), xi(L, 0)), false, "z");  // a chunk is full
-  (void)z;
+  for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, full), xi(L, 0)), xi(L, 1), xi(L, 0)), false, "z");  // once, if full > 0
   if (!rt.fwd)  // dw[o] += A^T D: [d, full] [full, f]
     gemm_call(L, (LCall){.ta = true, .slot = {A, C, KS_OUT}, .at = {xi(L, 0), xi(L, 0), imul(L, xvar(L, 0), xi(L, d * f))},
                          .ld = {xi(L, d), xi(L, f), xi(L, f)}, .m = xi(L, d), .n = xi(L, f), .k = xvar(L, full),
@@ -124,7 +124,8 @@ void lower_routed(Lo *L, const Node *n) {
   r = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_EQ, xvar(L, 0), xi(L, 0)), R, xi(L, 0)), false, "r");
   LExpr *id = load(L, KS_IN2, xvar(L, r));
   LExpr *routed = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)rt.E)));
-  c = for_begin(L, xi(L, 0), xsel(L, rt_inwin(L, q, xvar(L, r), x2(L, LX_EQ, xsel(L, routed, xi(L, 1), xi(L, 0)), xi(L, 0))), xi(L, f), xi(L, 0)), true, "c");
+  LExpr *win = rt_inwin(L, q, xvar(L, r), NULL);
+  c = for_begin(L, xi(L, 0), xsel(L, routed, xi(L, 0), win ? xsel(L, win, xi(L, f), xi(L, 0)) : xi(L, f)), true, "c");
   store(L, KS_OUT, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c)), xf(L, 0));
   for_end(L);
   for_end(L);
