@@ -40,7 +40,7 @@ static const double SMS = 132, CLOCK = 1.98e9, BW = 3.35e12, FP32 = 67e12, TF32 
 // and a shared-memory read-modify-write, 752 us (92 ns each).
 static const double LAT_GLOBAL = 45e-9, LAT_LOCAL = 25e-9, LAT_ALU = 4e-9, ALU_NS = 0.5e-9;
 static const double LAUNCH = 1e-6, GEMM_FIXED = 4e-6, GEMM_EFF_FLOP = 0.6, GEMM_EFF_BW = 0.7;
-enum { MAX_BLOCKS = 1 << 16, MAX_THREADS_SM = 2048, MAX_BLOCKS_SM = 32, SHMEM_SM = 228 * 1024 };
+enum { COST_SAMPLES = 32, MAX_BLOCKS = 1 << 16, MAX_THREADS_SM = 2048, MAX_BLOCKS_SM = 32, SHMEM_SM = 228 * 1024 };
 
 // ---- evaluation of index expressions ------------------------------------------------
 
@@ -280,12 +280,16 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   int lanes = elem ? 1 : rec->threads / rec->per_block;
   Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32,
             .mma = precision != XF_PRECISION_FP32};
-  // the outer index sampled at 8 evenly spread points and the last one
+  // the outer index sampled at COST_SAMPLES points of the golden-ratio
+  // sequence (evenly spread, and at every residue of an outer index that
+  // packs a block number with a power-of-two count: blk = o mod nb) and the
+  // last one
   double outer = elem ? items / (double)symsize_eval(lk->ninner, B, T) : items;
   double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0;
   int ns = 0;
-  for (int k = 0; k <= 8; k++) {
-    int64_t o = k < 8 ? (int64_t)((k + 0.5) * outer / 8) : (int64_t)outer - 1;
+  for (int k = 0; k <= COST_SAMPLES; k++) {
+    double u = fmod(0.5 + k * 0.6180339887498949, 1.0);
+    int64_t o = k < COST_SAMPLES ? (int64_t)(u * outer) : (int64_t)outer - 1;
     memset(known, 0, sizeof *known * ((size_t)lk->nvars + 1));
     val[0] = o < 0 ? 0 : o, known[0] = true;
     SCost c = walk(&w, lk->body, !elem);
@@ -302,7 +306,7 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
     }
     if (c.chain > chain_max) chain_max = c.chain;
     if (c.chain_iters > iters_max) iters_max = c.chain_iters;
-    if (k < 8) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, ns++;
+    if (k < COST_SAMPLES) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, ns++;
   }
   free(val), free(known);
   double chain_avg = chain_sum / ns;

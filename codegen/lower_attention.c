@@ -999,16 +999,24 @@ static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
-void lower_attention(Lo *L, const Node *n) {
+// The attention node n's description; *tax: q's time axis.
+static Att att_of(Lo *L, const Node *n, int *tax) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
-  int r = qs->rank, tax = r - 2 - (n->axis != 0);  // the time axis
-  bool grad = n->op == OP_ATTENTION_GRAD;
-  int bi = ir_attention_bias(n);
+  int r = qs->rank, bi = ir_attention_bias(n);
+  *tax = r - 2 - (n->axis != 0);
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
-           .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
+           .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[*tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
            .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1};
   Dim tdim;
   a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
+  return a;
+}
+
+void lower_attention(Lo *L, const Node *n) {
+  const Shape *qs = &L->g->nodes[n->in[0]].shape;
+  int tax;
+  bool grad = n->op == OP_ATTENTION_GRAD;
+  Att a = att_of(L, n, &tax);
   L->lk->name = ir_op_info[n->op].name;
   L->lk->shape = LK_ROWS;
   if (n->op == OP_ATTENTION_DBIAS) {  // rows of db (single elements without a key axis)
@@ -1059,4 +1067,235 @@ void lower_attention(Lo *L, const Node *n) {
   a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   if (grad) lower_attention_grad(L, &a, n);
   else lower_attention_fwd(L, &a, n);
+}
+
+// ---- the GPU's blocked gradient in steps (loops.h LSteps) --------------------------
+//
+// Where the blocked form takes the gradient on a GPU (not the small-head
+// form), three launches, each a block of ATT_TEAM threads per (sequence,
+// head, block of ATT_BS rows), so the grid covers every block of queries or
+// keys (the one-launch form ran a block per (sequence, head), its query
+// blocks in turn). The scratch holds the row statistics, [S NH, T] each (S
+// sequences, sh = sequence NH + head): L_i = m_i + log l_i at sh T + i, D_i
+// at (S NH + sh) T + i. With s_ij = scale q_i . k_j + b_ij over the keys
+// row i sees, P_ij = e^(s_ij - L_i), dP_ij = do_i . v_j:
+//   attention_stats  per query block, per key block: S = scale Q K^T + b,
+//                    dP = dO V^T; the online m, l and u = sum_j e^(s_ij - m) dP_ij
+//                    (rescaled as m grows); L_i = m_i + log l_i, D_i = u_i / l_i
+//                    (= sum_j P_ij dP_ij)
+//   attention_dkdv   per key block [k0, k1), per query block from k0 to the
+//                    last query that sees a key of it: P, dS_ij = scale P_ij
+//                    (dP_ij - D_i); dV += P^T dO, dK += dS^T Q (the rows zeroed first)
+//   attention_dq     per query block, per key block: P, dS; dQ += dS K
+// Every product is a team GEMM (LS_GEMM) on [ATT_BS, ATT_BS] blocks of
+// scores in shared memory.
+enum { ATT_BS = 64 };
+
+bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
+  return tgt == LTARGET_GPU && n->op == OP_ATTENTION_GRAD && !lower_att_gpu_form(g, n, tgt);
+}
+
+typedef struct {
+  Att a;
+  int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
+  int rows;                  // variable: S NH T, D's offset in the scratch
+  int64_t nb;                // blocks per (sequence, head)
+} AttStep;
+
+static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, const char *name, AttStep *st) {
+  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, name);
+  const Node *n = &s->g->nodes[k->node];
+  const Shape *qs = &s->g->nodes[n->in[0]].shape;
+  int tax;
+  st->a = att_of(L, n, &tax);
+  int64_t width[3] = {st->a.h, st->a.h, st->a.e};
+  lower_out_parts(L, n, width, st->a.w, st->a.part);
+  st->nb = (s->g->t_max + ATT_BS - 1) / ATT_BS;
+  lk->shape = LK_ROWS, lk->team = ATT_TEAM;
+  lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, st->a.NH * st->nb));
+  lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){st->a.NH * st->nb, 0, 0, 1});
+  st->blk = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, st->nb)), "blk");
+  st->sh = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, st->nb)), "sh");
+  st->hd = let(L, x2(L, LX_REM, xvar(L, st->sh), xi(L, st->a.NH)), "hd");
+  st->r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, st->sh), xi(L, st->a.NH)), st->a.T), "r0");
+  st->kv0 = kv_rows(L, &st->a, st->r0);
+  st->rows = let(L, imul(L, dprod(L, qs, 0, tax + 1), xi(L, st->a.NH)), "rows");
+  return lk;
+}
+
+// Scratch offsets of L_i and D_i, row i of (sequence, head) sh.
+static LExpr *att_lse_at(Lo *L, const AttStep *st, LExpr *i) { return iadd(L, imul(L, xvar(L, st->sh), st->a.T), i); }
+static LExpr *att_d_at(Lo *L, const AttStep *st, LExpr *i) { return iadd(L, xvar(L, st->rows), att_lse_at(L, st, i)); }
+
+// S = scale Q K^T + b and X = dO V^T for query rows [i0, i0 + nq) against
+// keys [k0, k0 + nk), into the locals S and X ([ATT_BS, ATT_BS]).
+static void att_step_products(Lo *L, const AttStep *st, const Node *n, int S, int X, int i0, int nq, int k0, int nk) {
+  const Att *a = &st->a;
+  LExpr *qrow = iadd(L, xvar(L, st->r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st->kv0), xvar(L, k0));
+  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->h, n->fval, 0);
+  att_operand(&c, LC_A, KS_IN0, att_head(L, a, a->h, qrow, st->hd), xi(L, a->NH * a->h));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, krow, st->hd), xi(L, a->NH * a->h));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BS));
+  gemm_call(L, c);
+  att_block_bias(L, a, S, ATT_BS, nq, nk, xvar(L, st->sh), i0, k0);
+  c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->e, 1, 0);
+  att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, a->e, qrow, st->hd), xi(L, a->NH * a->e));
+  att_operand(&c, LC_B, KS_IN2, att_head(L, a, a->e, krow, st->hd), xi(L, a->NH * a->e));
+  att_operand(&c, LC_C, X, xi(L, 0), xi(L, ATT_BS));
+  gemm_call(L, c);
+}
+
+// Over the block's scores, an element per thread: S <- P_ij, X <- dS_ij
+// (0 outside the keys row i sees: j <= i, and the window's first key).
+static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, int i0, int nq, int k0, int nk) {
+  const Att *a = &st->a;
+  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_BS)), true, "x");
+  int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_BS)), "ii"), jj = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_BS)), "jj");
+  int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i"), j = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "j");
+  LExpr *in = x2(L, LX_AND, x2(L, LX_LT, xvar(L, jj), xvar(L, nk)), x2(L, LX_GE, xvar(L, i), xvar(L, j)));
+  if (a->Wmask) in = x2(L, LX_AND, in, x2(L, LX_LT, x2(L, LX_SUB, xvar(L, i), xvar(L, j)), xi(L, a->W)));
+  int inside = let(L, in, "in");
+  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, x)), load(L, KS_SCRATCH, att_lse_at(L, st, xvar(L, i)))));
+  int p = let(L, xsel(L, xvar(L, inside), e, xf(L, 0)), "p");
+  store(L, S, xvar(L, x), xvar(L, p));
+  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, KS_SCRATCH, att_d_at(L, st, xvar(L, i))));
+  store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
+  for_end(L);
+}
+
+// Rows [r, r + nr) of part p (head hd) <- 0.
+static void att_step_zero(Lo *L, const AttStep *st, int p, int r, int nr) {
+  int64_t w = p < 2 ? st->a.h : st->a.e;
+  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nr), xi(L, w)), true, "x");
+  LExpr *row = iadd(L, xvar(L, st->r0), iadd(L, xvar(L, r), x2(L, LX_DIV, xvar(L, x), xi(L, w))));
+  store(L, st->a.part[p].slot, att_part_at(L, &st->a, p, row, st->hd, x2(L, LX_REM, xvar(L, x), xi(L, w))), xf(L, 0));
+  for_end(L);
+}
+
+// The query block's rows [i0, i0 + nq) (nq 0 past T) and its key blocks
+// from the window's first key: the loop over them opened, *k0 and *nk set.
+static void att_step_keys(Lo *L, const AttStep *st, int *i0, int *nq, int *k0, int *nk) {
+  *i0 = let(L, imul(L, xvar(L, st->blk), xi(L, ATT_BS)), "i0");
+  int i1 = let(L, imin(L, iadd(L, xvar(L, *i0), xi(L, ATT_BS)), st->a.T), "i1");
+  *nq = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, *i0))), "nq");
+  int kf = let(L, imin(L, att_first_key(L, &st->a, xvar(L, *i0)), xvar(L, i1)), "kf");
+  LExpr *nkb = x2(L, LX_DIV, iadd(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, kf))), xi(L, ATT_BS - 1)), xi(L, ATT_BS));
+  int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
+  *k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, ATT_BS))), "k0");
+  *nk = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, i1), xvar(L, *k0))), "nk");
+}
+
+static LKernel *att_step_stats(Arena *ar, const Schedule *s, const Kernel *k) {
+  Lo Lw, *L = &Lw;
+  AttStep st;
+  LKernel *lk = att_step_begin(L, ar, s, k, "attention_stats", &st);
+  const Node *n = &s->g->nodes[k->node];
+  const Att *a = &st.a;
+  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), M = local(L, ATT_BS), Ls = local(L, ATT_BS), U = local(L, ATT_BS);
+  int i0, nq, k0, nk;
+  int ii = for_begin(L, xi(L, 0), xi(L, ATT_BS), true, "ii");
+  store(L, M, xvar(L, ii), xf(L, a->Wmask ? ATT_FAR : -INFINITY));  // finite: a block may hold none of a row's keys
+  store(L, Ls, xvar(L, ii), xf(L, 0));
+  store(L, U, xvar(L, ii), xf(L, 0));
+  for_end(L);
+  att_step_keys(L, &st, &i0, &nq, &k0, &nk);
+  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
+  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
+  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), k0);
+  int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BS)), "sb");
+  int jj;
+  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
+  int mt = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mt");
+  int mo = let(L, load(L, M, xvar(L, ii)), "mo");
+  int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
+  int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
+  store(L, M, xvar(L, ii), xvar(L, mn));
+  int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
+  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
+  int u = reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "u");
+  store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
+  store(L, U, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, U, xvar(L, ii)), xvar(L, al)), xvar(L, u)));
+  for_end(L);
+  for_end(L);
+  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i");
+  int l = let(L, load(L, Ls, xvar(L, ii)), "l");
+  store(L, KS_SCRATCH, att_lse_at(L, &st, xvar(L, i)), x2(L, LX_ADD, load(L, M, xvar(L, ii)), x1(L, LX_LOG, xvar(L, l))));
+  store(L, KS_SCRATCH, att_d_at(L, &st, xvar(L, i)), x2(L, LX_DIV, load(L, U, xvar(L, ii)), xvar(L, l)));
+  for_end(L);
+  return lk;
+}
+
+static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
+  Lo Lw, *L = &Lw;
+  AttStep st;
+  LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
+  const Node *n = &s->g->nodes[k->node];
+  const Att *a = &st.a;
+  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS);
+  int k0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "k0");
+  int k1 = let(L, imin(L, iadd(L, xvar(L, k0), xi(L, ATT_BS)), a->T), "k1");
+  int nk = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, k1), xvar(L, k0))), "nk");
+  att_step_zero(L, &st, 1, k0, nk);
+  att_step_zero(L, &st, 2, k0, nk);
+  // queries [k0, qe): the last that sees key k1 - 1 is k1 - 1 + W - 1
+  LExpr *qend = a->W ? imin(L, a->T, iadd(L, xvar(L, k1), xi(L, a->W - 1))) : a->T;
+  int qe = let(L, xsel(L, x2(L, LX_LT, xi(L, 0), xvar(L, nk)), qend, xvar(L, k0)), "qe");
+  LExpr *nqb = x2(L, LX_DIV, iadd(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, qe), xvar(L, k0))), xi(L, ATT_BS - 1)), xi(L, ATT_BS));
+  int qb = for_begin(L, xi(L, 0), nqb, false, "qb");
+  int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, ATT_BS))), "i0");
+  int nq = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
+  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
+  att_step_ds(L, &st, n, S, X, i0, nq, k0, nk);
+  LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st.r0), xvar(L, k0));
+  LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
+  c.k = xvar(L, nq);
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_B, KS_IN0, att_head(L, a, a->h, qrow, st.hd), xi(L, a->NH * a->h));
+  att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[1].w));
+  gemm_call(L, c);
+  c = att_call(L, true, false, xvar(L, nk), xi(L, a->e), 0, 1, 1);  // dV += P^T dO
+  c.k = xvar(L, nq);
+  att_operand(&c, LC_A, S, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, a->e, qrow, st.hd), xi(L, a->NH * a->e));
+  att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[2].w));
+  gemm_call(L, c);
+  for_end(L);
+  return lk;
+}
+
+static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
+  Lo Lw, *L = &Lw;
+  AttStep st;
+  LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
+  const Node *n = &s->g->nodes[k->node];
+  const Att *a = &st.a;
+  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS);
+  int q0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "q0");
+  int nq0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, imin(L, iadd(L, xvar(L, q0), xi(L, ATT_BS)), a->T), xvar(L, q0))), "nq0");
+  att_step_zero(L, &st, 0, q0, nq0);
+  int i0, nq, k0, nk;
+  att_step_keys(L, &st, &i0, &nq, &k0, &nk);
+  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
+  att_step_ds(L, &st, n, S, X, i0, nq, k0, nk);
+  LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
+  c.k = xvar(L, nk);
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, iadd(L, xvar(L, st.kv0), xvar(L, k0)), st.hd), xi(L, a->NH * a->h));
+  att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, st.r0), xvar(L, i0)), st.hd, xi(L, 0)),
+              xi(L, a->NH * a->part[0].w));
+  gemm_call(L, c);
+  for_end(L);
+  return lk;
+}
+
+bool lower_attention_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st) {
+  if (!lower_att_steps(s->g, &s->g->nodes[k->node], LTARGET_GPU)) return false;
+  if (!st) return true;
+  st->lk[st->n++] = att_step_stats(a, s, k);
+  st->lk[st->n++] = att_step_dkdv(a, s, k);
+  st->lk[st->n++] = att_step_dq(a, s, k);
+  return true;
 }

@@ -241,6 +241,9 @@ void lower_topk(Lo *L, const Node *n);
 // index region (Kernel.xscratch[0]), appended to st; with st NULL only
 // whether the kernel has that form.
 bool lower_routed_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st);
+// The GPU's blocked attention gradient (lower_attention.c): its steps into
+// st (st NULL: whether kernel k takes that form).
+bool lower_attention_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st);
 // The window bound LX_WIN of a loop (lower_attention.c).
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.

@@ -301,7 +301,8 @@ static int64_t dw_tile(const Schedule *s, const Kernel *k, LTarget tgt) {
 
 bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt) {
   return tgt == LTARGET_GPU &&
-         (k->chunk || dw_tile(s, k, tgt) || scatter_sorted(s, k, tgt) || lower_routed_steps(NULL, s, k, NULL));
+         (k->chunk || dw_tile(s, k, tgt) || scatter_sorted(s, k, tgt) || lower_routed_steps(NULL, s, k, NULL) ||
+          lower_attention_steps(NULL, s, k, NULL));
 }
 
 LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
@@ -309,7 +310,7 @@ LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   const Node *n = &g->nodes[k->node];
   if (!lower_steps_form(s, k, tgt)) return NULL;
   LSteps *st = arena_alloc(a, sizeof *st);
-  if (lower_routed_steps(a, s, k, st)) return st;
+  if (lower_routed_steps(a, s, k, st) || lower_attention_steps(a, s, k, st)) return st;
   if (scatter_sorted(s, k, tgt)) {
     for (int part = 0; part < 3; part++) st->lk[st->n++] = step_scatter(a, s, k, part);
     return st;

@@ -11,6 +11,7 @@
 // gradients and the other scalar outputs, PROG_EVAL the loss's and the
 // scalar outputs' forward cone, PROG_SAMPLE the logits'.
 #include "kernel.h"
+#include "loops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -664,6 +665,10 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       // the GPU's index region (lower_route.c): pos [R], off [E], cnt [E], per-chunk counts [<= R, E]
       int64_t E = n->op == OP_ROUTED_MATMUL ? ys->d[0].n : n->len.n;
       k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0, 1}));
+    }
+    if (gpu && lower_att_steps(g, n, LTARGET_GPU)) {  // L and D of every query row (lower_attention.c)
+      const Shape *qs = &g->nodes[n->in[0]].shape;
+      k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(qs, 0, qs->rank - 1), (SymSize){2, 0, 0, 1}));
     }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));
