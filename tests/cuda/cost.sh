@@ -19,8 +19,6 @@ declare -A known=(
 # cliffs of one example, and why: [example:kernel]
 declare -A known_in=(
   # the GPT-2-small class at its own size (8 x 1024)
-  [gpt2_small:attention]="the blocked form, its products on the tensor cores (TF32): latency-bound, per block of 64 keys the softmax of 64 rows on half the block's threads, in order of the keys"
-  [gpt2_small:attention_grad]="the blocked form's gradient runs a (sequence, head) per block, 96 blocks, its 64 query blocks in turn: a key-block-parallel form needs the forward's row statistics, not kept"
   [gpt2_small:scatter_first]="a thread per (sequence, vocabulary id) walks the sequence's 1024 ids for its first occurrence"
 )
 fails=0 runs=0
