@@ -97,7 +97,8 @@ typedef struct {
 } XCost;
 
 // Instructions of an operation; a 64-bit integer division or remainder is
-// a routine of about 20 (operands that fit 32 bits, checked at run time).
+// a routine of about 20 (operands that fit 32 bits, checked at run time),
+// by a positive constant 3 (a power of two) or 8 (xcost).
 static double op_weight(LExprKind k, LType t) {
   switch (k) {
   case LX_EXP: return 12;
@@ -122,6 +123,8 @@ static void xcost(const LExpr *x, XCost *c) {
   default: break;
   }
   double w = op_weight(x->kind, x->type);
+  if ((x->kind == LX_DIV || x->kind == LX_REM) && x->type == LT_I64 && x->a[1] && x->a[1]->kind == LX_INT && x->a[1]->ival > 0)
+    w = (x->a[1]->ival & (x->a[1]->ival - 1)) ? 8 : 3;  // by a constant: a multiply-high, or a shift (and a sign fix-up)
   c->ops += w;
   if (x->type == LT_F32) c->flops += w;
   for (int i = 0; i < 3; i++) xcost(x->a[i], c);

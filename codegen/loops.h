@@ -149,7 +149,7 @@ struct LStmt {
   LStmt *next;          // the next statement of the block
 };
 
-#define LK_MAX_LOCALS 8
+#define LK_MAX_LOCALS 16
 enum { LK_LOCAL0 = KS_COUNT };
 
 // How the outer indices and the body are spread over threads: the middle's

@@ -302,11 +302,11 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
 // arrive (the online softmax), in registers through a tile (LS_CARRY) and in
 // local arrays laid out [feature, row] between tiles (consecutive threads,
 // consecutive words).
-enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_LOCAL_BUDGET = 64 * 1024 };
+enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_QT = 32, ATT_KQ = 4, ATT_LOCAL_BUDGET = 64 * 1024 };
 
 // Floats of local arrays of the forward (grad false) or the gradient.
 static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
-  return grad ? tmax * (3 + 2 * h + e) + ATT_TILE * (h + e) : tmax * (2 + e) + ATT_TILE * (h + e);
+  return grad ? tmax * (3 + 2 * h + e) + (ATT_TILE + ATT_QT) * (h + e) + 2 * ATT_QT * ATT_TILE : tmax * (2 + e) + ATT_TILE * (h + e);
 }
 
 // Whether attention node n takes the GPU form on tgt: its block's state fits
@@ -326,14 +326,17 @@ LExpr *lower_xwin(Lo *L, int hi) {
   return e;
 }
 
-// Local tile [ATT_TILE, n] <- rows r0 + [k0, k0 + ATT_TILE) of slot, head hd,
+// Local tile [rows, n] <- rows r0 + [k0, k0 + rows) of slot, head hd,
 // by all threads; rows clamped to hi - 1 (a clamped row is a copy no thread
 // reads: every reader stops at a row < hi).
-static void att_tile(Lo *L, const Att *a, int tile, int slot, int64_t n, int r0, int hd, int k0, int hi) {
-  int x = for_begin(L, xi(L, 0), xi(L, ATT_TILE * n), true, "x");
+static void att_tile_rows(Lo *L, const Att *a, int tile, int slot, int64_t n, int r0, int hd, int k0, int hi, int64_t rows) {
+  int x = for_begin(L, xi(L, 0), xi(L, rows * n), true, "x");
   LExpr *row = imin(L, iadd(L, xvar(L, k0), x2(L, LX_DIV, xvar(L, x), xi(L, n))), x2(L, LX_SUB, xvar(L, hi), xi(L, 1)));
   store(L, tile, xvar(L, x), load(L, slot, att_at(L, a, n, iadd(L, xvar(L, r0), row), hd, x2(L, LX_REM, xvar(L, x), xi(L, n)))));
   for_end(L);
+}
+static void att_tile(Lo *L, const Att *a, int tile, int slot, int64_t n, int r0, int hd, int k0, int hi) {
+  att_tile_rows(L, a, tile, slot, n, r0, hd, k0, hi, ATT_TILE);
 }
 
 // A thread's own row of n features (row r of slot, head hd): its values as
@@ -363,6 +366,27 @@ static LExpr *att_dot(Lo *L, const Att *a, const AttRow *w, int tile, LExpr *t) 
   LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, w->n), &c);
   LExpr *v = load(L, w->slot, att_at(L, a, w->n, w->row, w->hd, xvar(L, c)));
   return xvar(L, reduce_end(L, st, x2(L, LX_MUL, v, load(L, tile, iadd(L, base, xvar(L, c)))), "dot"));
+}
+
+// Row ii of a local tile [rows, n] at base (a variable): its values as
+// variables when n <= 16, else read where used (att_tile_dot).
+static AttRow att_tile_row(Lo *L, int tile, int base, int64_t n, const char *name) {
+  AttRow w = {.slot = tile, .hd = base, .n = n};
+  for (int64_t c = 0; c < n && n <= 16; c++) w.var[c] = let(L, load(L, tile, iadd(L, xvar(L, base), xi(L, c))), name);
+  return w;
+}
+// sum_c row_c tile[t n + c] for a row of att_tile_row.
+static LExpr *att_tile_dot(Lo *L, const AttRow *w, int tile, LExpr *t) {
+  if (w->n > 16) {
+    int tb = let(L, imul(L, t, xi(L, w->n)), "tb");
+    return dot(L, w->slot, w->hd, tile, tb, w->n);
+  }
+  LExpr *base = imul(L, t, xi(L, w->n)), *acc = NULL;
+  for (int64_t c = 0; c < w->n; c++) {
+    LExpr *p = x2(L, LX_MUL, xvar(L, w->var[c]), load(L, tile, iadd(L, base, xi(L, c))));
+    acc = acc ? x2(L, LX_ADD, acc, p) : p;
+  }
+  return acc ? acc : xf(L, 0);
 }
 
 // Row state in registers over one tile: n values loaded from local arrays
@@ -484,7 +508,9 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int r0 = let(L, imul(L, xvar(L, b), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int T = let(L, a->T, "T");
   int M = local(L, tm), Ls = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);
-  int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles; in sweep 3 Q, dO
+  int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles
+  int Qt = local(L, ATT_QT * h), Ot = local(L, ATT_QT * e);        // Q, dO tiles
+  int Pt = local(L, ATT_QT * ATT_TILE), Xt = local(L, ATT_QT * ATT_TILE);  // P, dS of a query tile against a key tile
   int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
   store(L, M, xvar(L, i), xf(L, -INFINITY));
   store(L, Ls, xvar(L, i), xf(L, 0));
@@ -496,7 +522,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, DV, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
   for_end(L);
   LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
-  for (int sweep = 1; sweep <= 2; sweep++) {
+  {  // sweep 1: m_i, l_i and D_i of every query row
     int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
     int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
     att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, T);
@@ -505,65 +531,87 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
     AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
-    int mi = -1, inv = -1, Di = -1;
-    AttState st = att_state(L, 2 + h);
-    int l = -1, d = -1, dq = -1, al = -1, mn = -1;
-    if (sweep == 1) {
-      mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al, xvar(L, 0), k0);
-      l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
-    } else {
-      mi = let(L, load(L, M, xvar(L, i)), "mi");
-      inv = let(L, load(L, Ls, xvar(L, i)), "inv");
-      Di = let(L, load(L, D, xvar(L, i)), "Di");
-      dq = att_state_acc(L, &st, DQ, h, i);
-    }
-    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", sweep == 1 ? xvar(L, al) : NULL);
+    int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al, xvar(L, 0), k0);
+    AttState st = att_state(L, 2);
+    int l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
+    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", xvar(L, al));
     int jj = st.index;
     int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, i),
                               iadd(L, xvar(L, k0), xvar(L, jj))), "s");
     int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
-    if (sweep == 1) {
-      int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
-      st.next[l] = x2(L, LX_ADD, xvar(L, st.var[l]), xvar(L, p));
-      st.next[d] = x2(L, LX_ADD, xvar(L, st.var[d]), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
-    } else {
-      int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mi))), xvar(L, inv)), "p");
-      int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))), "ds");
-      att_state_axpy(L, &st, dq, h, NULL, xvar(L, ds), Kt, xvar(L, jj));
-    }
+    int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
+    st.next[l] = x2(L, LX_ADD, xvar(L, st.var[l]), xvar(L, p));
+    st.next[d] = x2(L, LX_ADD, xvar(L, st.var[d]), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
     att_state_end(L, &st);
     for_end(L);
     for_end(L);
-    if (sweep == 1) {  // l_i <- 1 / l_i, D_i <- D_i / l_i
-      i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
-      int il = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "il");
-      store(L, Ls, xvar(L, i), xvar(L, il));
-      store(L, D, xvar(L, i), x2(L, LX_MUL, load(L, D, xvar(L, i)), xvar(L, il)));
-      for_end(L);
-    }
+    // L_i <- m_i + log l_i, D_i <- D_i / l_i: P_ij = e^(s_ij - L_i)
+    i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+    int lv = let(L, load(L, Ls, xvar(L, i)), "l");
+    store(L, M, xvar(L, i), x2(L, LX_ADD, load(L, M, xvar(L, i)), x1(L, LX_LOG, xvar(L, lv))));
+    store(L, D, xvar(L, i), x2(L, LX_DIV, load(L, D, xvar(L, i)), xvar(L, lv)));
+    for_end(L);
   }
-  // sweep 3: query tiles; key row j takes the tile's rows i >= j
-  int qt = for_begin(L, xi(L, 0), ntile, false, "qt");
-  int q0 = let(L, imul(L, xvar(L, qt), xi(L, ATT_TILE)), "q0");
-  att_tile(L, a, Kt, KS_IN0, h, r0, hd, q0, T);
-  att_tile(L, a, Vt, KS_IN0 + 3, e, r0, hd, q0, T);
-  int j = for_begin(L, xi(L, 0), imin(L, xvar(L, T), iadd(L, xvar(L, q0), xi(L, ATT_TILE))), true, "j");
-  int ilo = let(L, x2(L, LX_SUB, imax(L, xvar(L, j), xvar(L, q0)), xvar(L, q0)), "ilo");
-  int ihi = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_TILE)), "ihi");
-  LExpr *row = iadd(L, xvar(L, kv0), xvar(L, j));
-  AttRow k = att_row(L, a, KS_IN1, h, row, hd, "k"), v = att_row(L, a, KS_IN2, e, row, hd, "v");
-  AttState st = att_state(L, h + e);
-  int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
-  att_state_begin(L, &st, xvar(L, ilo), xvar(L, ihi), "st", NULL);
-  int ii = st.index;
+  // sweep 2: per key tile, per query tile of ATT_QT rows from it: (a) an
+  // element per thread, P_ij and dS_ij into Pt and Xt; (b) a query row per
+  // thread, dq_i += sum_j dS_ij k_j; (c) a key row per thread, dk_j +=
+  // sum_i dS_ij q_i and dv_j += sum_i P_ij do_i
+  int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
+  int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
+  att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, T);
+  att_tile(L, a, Vt, KS_IN2, e, kv0, hd, k0, T);
+  LExpr *nqt = x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, ATT_QT - 1)), xi(L, ATT_QT));
+  int qt = for_begin(L, x2(L, LX_DIV, xvar(L, k0), xi(L, ATT_QT)), nqt, false, "qt");
+  int q0 = let(L, imul(L, xvar(L, qt), xi(L, ATT_QT)), "q0");
+  int nq = let(L, imin(L, x2(L, LX_SUB, xvar(L, T), xvar(L, q0)), xi(L, ATT_QT)), "nq");
+  att_tile_rows(L, a, Qt, KS_IN0, h, r0, hd, q0, T, ATT_QT);
+  att_tile_rows(L, a, Ot, KS_IN0 + 3, e, r0, hd, q0, T, ATT_QT);
+  // (a): a thread per (query row, ATT_TILE / ATT_KQ keys), its rows of Q and dO
+  // in registers for heads of at most 16
+  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_KQ)), true, "x");
+  int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_KQ)), "ii"), kc = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_KQ)), "kc");
   int iq = let(L, iadd(L, xvar(L, q0), xvar(L, ii)), "iq");
-  int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &k, Kt, xvar(L, ii)), xf(L, n->fval)), xvar(L, 0), xvar(L, iq), xvar(L, j)), "s");
-  int p = let(L, x2(L, LX_MUL, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), load(L, M, xvar(L, iq)))), load(L, Ls, xvar(L, iq))), "p");
-  int dp = let(L, att_dot(L, a, &v, Vt, xvar(L, ii)), "dp");
-  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, iq))))), "ds");
-  att_state_axpy(L, &st, dk, h, NULL, xvar(L, ds), Kt, xvar(L, ii));
-  att_state_axpy(L, &st, dv, e, NULL, xvar(L, p), Vt, xvar(L, ii));
-  att_state_end(L, &st);
+  int qb = let(L, imul(L, xvar(L, ii), xi(L, h)), "qb"), ob = let(L, imul(L, xvar(L, ii), xi(L, e)), "ob");
+  int Li = let(L, load(L, M, xvar(L, iq)), "Li"), Di = let(L, load(L, D, xvar(L, iq)), "Di");
+  AttRow qr = att_tile_row(L, Qt, qb, h, "q"), dr = att_tile_row(L, Ot, ob, e, "dy");
+  int t = for_begin(L, xi(L, 0), xi(L, ATT_TILE / ATT_KQ), false, "t");
+  int jj = let(L, iadd(L, imul(L, xvar(L, kc), xi(L, ATT_TILE / ATT_KQ)), xvar(L, t)), "jj");
+  int jk = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "jk");
+  int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_tile_dot(L, &qr, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, iq), xvar(L, jk)), "s");
+  LExpr *seen = x2(L, LX_AND, x2(L, LX_GE, xvar(L, iq), xvar(L, jk)), x2(L, LX_LT, xvar(L, jk), xvar(L, T)));
+  int p = let(L, xsel(L, seen, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, Li))), xf(L, 0)), "p");
+  int dp = let(L, att_tile_dot(L, &dr, Vt, xvar(L, jj)), "dp");
+  int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ATT_TILE)), xvar(L, jj)), "at");
+  store(L, Pt, xvar(L, at), xvar(L, p));
+  store(L, Xt, xvar(L, at), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))));
+  for_end(L);
+  for_end(L);
+  i = for_begin(L, xvar(L, q0), iadd(L, xvar(L, q0), xvar(L, nq)), true, "i");  // (b)
+  {
+    int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+    int xb = let(L, imul(L, x2(L, LX_SUB, xvar(L, i), xvar(L, q0)), xi(L, ATT_TILE)), "xb");
+    AttState st = att_state(L, h);
+    int dq = att_state_acc(L, &st, DQ, h, i);
+    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", NULL);
+    int t = st.index;
+    att_state_axpy(L, &st, dq, h, NULL, load(L, Xt, iadd(L, xvar(L, xb), xvar(L, t))), Kt, xvar(L, t));
+    att_state_end(L, &st);
+  }
+  for_end(L);
+  int j = for_begin(L, xvar(L, k0), imin(L, iadd(L, xvar(L, k0), xi(L, ATT_TILE)), xvar(L, T)), true, "j");  // (c)
+  {
+    int jc = let(L, x2(L, LX_SUB, xvar(L, j), xvar(L, k0)), "jc");
+    int ilo = let(L, x2(L, LX_SUB, imax(L, xvar(L, j), xvar(L, q0)), xvar(L, q0)), "ilo");
+    AttState st = att_state(L, h + e);
+    int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
+    att_state_begin(L, &st, xvar(L, ilo), xvar(L, nq), "st", NULL);
+    int t = st.index;
+    int at = let(L, iadd(L, imul(L, xvar(L, t), xi(L, ATT_TILE)), xvar(L, jc)), "at");
+    att_state_axpy(L, &st, dk, h, NULL, load(L, Xt, xvar(L, at)), Qt, xvar(L, t));
+    att_state_axpy(L, &st, dv, e, NULL, load(L, Pt, xvar(L, at)), Ot, xvar(L, t));
+    att_state_end(L, &st);
+  }
+  for_end(L);
   for_end(L);
   for_end(L);
   // the parts' rows (Att.part): dq, dk, dv of head hd
