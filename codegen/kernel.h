@@ -93,7 +93,8 @@ typedef struct {
   int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
                   // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1
   int terms;      // the buffer of the LAYERNORM_DYXH or RMSNORM_DYXH whose rows the
-                  // kernel of its _DX also writes (slot KS_TERMS), or -1
+                  // kernel of its _DX also writes, or of the ATTENTION_LSE the
+                  // ATTENTION's kernel writes (slot KS_TERMS), or -1
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group

@@ -257,10 +257,7 @@ typedef struct {
 // The steps of kernel k on tgt, or NULL where it is one launch (every kernel
 // but a matrix-kind causal convolution with Kernel.chunk set, on a GPU).
 LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt);
-// Whether attention node n's gradient takes the blocked form in steps on
-// tgt (lower_attention.c: a GPU, heads too wide for the (sequence, head)
-// form): its kernel's scratch holds the row statistics, 2 [S NH, T].
-bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt);
+
 
 // lower.c: the loop description of kernel k (its class), or NULL for a
 // product (lower_gemm) or a causal convolution (lower_steps, or each

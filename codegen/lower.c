@@ -797,7 +797,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: lower_norm(&L, n); break;
   case OP_CROSS_ENTROPY: lower_cross_entropy(&L, n); break;
   case OP_EMBED: lower_embed(&L, n); break;
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: lower_attention(&L, n); break;
+  case OP_ATTENTION: case OP_ATTENTION_LSE: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;
   case OP_ROUTED_MATMUL: case OP_ROUTED_MATMUL_DW: lower_routed(&L, n); break;
   case OP_TOPK: lower_topk(&L, n); break;
@@ -985,7 +985,8 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   int a = time_axis ? time_axis[n->id] : -1, r = n->shape.rank, nouter = r - 1;
   LWindow w = {LW_FULL, {1, 0, 0, 1}, {1, 0, 0, 1}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
-  if (lower_att_gpu_form(g, n, tgt) || (n->op == OP_ATTENTION && lower_att_block(g, n, k, tgt) > 0)) return w.kind = LW_BODY, w;
+  bool fwd = n->op == OP_ATTENTION || n->op == OP_ATTENTION_LSE;
+  if (lower_att_gpu_form(g, n, tgt) || (fwd && lower_att_block(g, n, k, tgt) > 0)) return w.kind = LW_BODY, w;
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
   if (n->op == OP_ROUTED_MATMUL) return w.kind = LW_BODY, w;  // the rows at positions [w0, w1) (lower_route.c)
   if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all
@@ -994,6 +995,7 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   bool inside = false;
   if (mm) sh = &mm->shape, nouter = r - 2, inside = a == r - 2;
   else if (n->op == OP_ATTENTION) nouter = n->axis ? r - 2 : r - 1;  // query rows
+  else if (n->op == OP_ATTENTION_LSE) nouter = n->axis ? r - 1 : r;  // query rows
   else if (n->op == OP_SOFTMAX) sh = xs, nouter = n->axis;
   else if (n->op == OP_SCAN || n->op == OP_SCAN_REV) nouter = n->axis;
   else if (n->op == OP_CAUSAL_CONV && n->conv == CONV_MATRIX) sh = xs, nouter = r - 2, inside = a == r - 2;

@@ -36,6 +36,9 @@ typedef struct {
   int Bl;               // the CPU row form's local [t_max, NH] of a query row's
                         // bias per head (its keys along j, heads side by side), or -1
   bool Bl_kept;         // Bl holds the row already (att_bias_row): att_scores reads it
+  int lse;              // the slot of the rows' L_i = m_i + log l_i (ATTENTION_LSE's
+                        // layout [..., T, NH]: row r, head hd at r NH + hd), or -1
+  bool no_o;            // ATTENTION_LSE alone: the forward writes L only
 } Att;
 
 // The first key rows from query row i on may read: max(0, i - W + 1), or 0.
@@ -186,6 +189,11 @@ static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool
   for_end(L);
 }
 
+// L of row `row`, head hd <- m + log l (nothing without a slot for it).
+static void att_store_lse(Lo *L, const Att *a, LExpr *row, int hd, LExpr *m, LExpr *l) {
+  if (a->lse >= 0) store(L, a->lse, att_at(L, a, 1, row, hd, xi(L, 0)), x2(L, LX_ADD, m, x1(L, LX_LOG, l)));
+}
+
 // Forward, one query row o = (sequence, i) per outer index (so the step
 // program windows it like any row kernel): o_i = (sum_j p_j v_j) / sum_j p_j
 // with p_j = exp(s_j - max s), the exponentials and products in one pass.
@@ -211,8 +219,9 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   for_end(L);
   for_end(L);
   hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  att_store_lse(L, a, xvar(L, o), hd, load(L, a->M, xvar(L, hd)), load(L, a->Ls, xvar(L, hd)));
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
-  for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
+  for (Feat f = feat_begin(L, a->no_o ? 0 : a->e); feat_more(L, &f);) {
     int ao = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
     store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, ao)), xvar(L, inv)));
   }
@@ -306,14 +315,14 @@ enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_QT = 32, ATT_KQ = 4, ATT_LOCAL_BUDGET 
 
 // Floats of local arrays of the forward (grad false) or the gradient.
 static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
-  return grad ? tmax * (3 + 2 * h + e) + (ATT_TILE + ATT_QT) * (h + e) + 2 * ATT_QT * ATT_TILE : tmax * (2 + e) + ATT_TILE * (h + e);
+  return grad ? tmax * (2 + 2 * h + e) + (ATT_TILE + ATT_QT) * (h + e) + 2 * ATT_QT * ATT_TILE : tmax * (2 + e) + ATT_TILE * (h + e);
 }
 
 // Whether attention node n takes the GPU form on tgt: its block's state fits
 // ATT_LOCAL_BUDGET bytes of shared memory (else the CPU's form, a warp per
 // query row or sequence).
 bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
-  if (tgt != LTARGET_GPU || (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD)) return false;
+  if (tgt != LTARGET_GPU || (n->op != OP_ATTENTION && n->op != OP_ATTENTION_LSE && n->op != OP_ATTENTION_GRAD)) return false;
   const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
   int r = qs->rank;
   int64_t loc = att_gpu_locals(g->t_max, qs->d[r - 1].n, vs->d[r - 1].n, n->op == OP_ATTENTION_GRAD);
@@ -489,8 +498,9 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   for_end(L);
   for_end(L);
   i = for_begin(L, xvar(L, lo), xvar(L, hi), true, "i");
+  att_store_lse(L, a, iadd(L, xvar(L, r0), xvar(L, i)), hd, load(L, M, xvar(L, i)), load(L, Ls, xvar(L, i)));
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, i))), "inv");
-  for (Feat f = feat_begin(L, e); feat_more(L, &f);)
+  for (Feat f = feat_begin(L, a->no_o ? 0 : e); feat_more(L, &f);)
     store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), xvar(L, i)), hd, feat_c(L, &f)),
           x2(L, LX_MUL, load(L, A, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i))), xvar(L, inv)));
   for_end(L);
@@ -507,14 +517,11 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
   int r0 = let(L, imul(L, xvar(L, b), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int T = let(L, a->T, "T");
-  int M = local(L, tm), Ls = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);
+  int M = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);  // M: L_i
   int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles
   int Qt = local(L, ATT_QT * h), Ot = local(L, ATT_QT * e);        // Q, dO tiles
   int Pt = local(L, ATT_QT * ATT_TILE), Xt = local(L, ATT_QT * ATT_TILE);  // P, dS of a query tile against a key tile
   int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
-  store(L, M, xvar(L, i), xf(L, -INFINITY));
-  store(L, Ls, xvar(L, i), xf(L, 0));
-  store(L, D, xvar(L, i), xf(L, 0));
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
     store(L, DQ, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
     store(L, DK, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
@@ -522,36 +529,15 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, DV, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
   for_end(L);
   LExpr *ntile = x2(L, LX_DIV, iadd(L, xvar(L, T), xi(L, ATT_TILE - 1)), xi(L, ATT_TILE));
-  {  // sweep 1: m_i, l_i and D_i of every query row
-    int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
-    int k0 = let(L, imul(L, xvar(L, kt), xi(L, ATT_TILE)), "k0");
-    att_tile(L, a, Kt, KS_IN1, h, kv0, hd, k0, T);
-    att_tile(L, a, Vt, KS_IN2, e, kv0, hd, k0, T);
-    i = for_begin(L, xvar(L, k0), xvar(L, T), true, "i");
-    int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
+  // the rows' L_i (the forward's) and D_i = do_i . o_i (= sum_j P_ij dP_ij)
+  i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
+  {
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
-    AttRow q = att_row(L, a, KS_IN0, h, row, hd, "q"), dy = att_row(L, a, KS_IN0 + 3, e, row, hd, "dy");
-    int al, mn = att_tile_max(L, a, &q, Kt, jn, M, i, n->fval, &al, xvar(L, 0), k0);
-    AttState st = att_state(L, 2);
-    int l = att_state_add(&st, Ls, xvar(L, i)), d = att_state_add(&st, D, xvar(L, i));
-    att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", xvar(L, al));
-    int jj = st.index;
-    int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_dot(L, a, &q, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, i),
-                              iadd(L, xvar(L, k0), xvar(L, jj))), "s");
-    int dp = let(L, att_dot(L, a, &dy, Vt, xvar(L, jj)), "dp");
-    int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, mn))), "p");
-    st.next[l] = x2(L, LX_ADD, xvar(L, st.var[l]), xvar(L, p));
-    st.next[d] = x2(L, LX_ADD, xvar(L, st.var[d]), x2(L, LX_MUL, xvar(L, p), xvar(L, dp)));
-    att_state_end(L, &st);
-    for_end(L);
-    for_end(L);
-    // L_i <- m_i + log l_i, D_i <- D_i / l_i: P_ij = e^(s_ij - L_i)
-    i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
-    int lv = let(L, load(L, Ls, xvar(L, i)), "l");
-    store(L, M, xvar(L, i), x2(L, LX_ADD, load(L, M, xvar(L, i)), x1(L, LX_LOG, xvar(L, lv))));
-    store(L, D, xvar(L, i), x2(L, LX_DIV, load(L, D, xvar(L, i)), xvar(L, lv)));
-    for_end(L);
+    store(L, M, xvar(L, i), load(L, KS_IN0 + 4, att_at(L, a, 1, row, hd, xi(L, 0))));
+    int ob = let(L, att_at(L, a, e, row, hd, xi(L, 0)), "ob");
+    store(L, D, xvar(L, i), dot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, e));
   }
+  for_end(L);
   // sweep 2: per key tile, per query tile of ATT_QT rows from it: (a) an
   // element per thread, P_ij and dS_ij into Pt and Xt; (b) a query row per
   // thread, dq_i += sum_j dS_ij k_j; (c) a key row per thread, dk_j +=
@@ -642,11 +628,11 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
 enum { ATT_BK_CPU = 256, ATT_BK_GPU = 64, ATT_BQ_GPU = 64, ATT_GPU_GRAD_BYTES = 160 * 1024 };
 
 int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget tgt) {
-  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_LSE && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
   if (tgt == LTARGET_CPU) return k->att_block;
   if (n->op == OP_ATTENTION_DBIAS) return 0;
   if (lower_att_gpu_form(g, n, tgt)) return 0;
-  if (n->op == OP_ATTENTION) return ATT_BQ_GPU;
+  if (n->op != OP_ATTENTION_GRAD) return ATT_BQ_GPU;
   int64_t bq = ATT_BQ_GPU;
   while (bq > 1 && 2 * bq * g->t_max * (int64_t)sizeof(float) > ATT_GPU_GRAD_BYTES) bq /= 2;
   return 2 * bq * g->t_max * (int64_t)sizeof(float) <= ATT_GPU_GRAD_BYTES ? bq : 0;
@@ -757,8 +743,9 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   gemm_call(L, c);
   for_end(L);
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  att_store_lse(L, a, iadd(L, xvar(L, r0), iadd(L, xvar(L, lo), xvar(L, ii))), hd, load(L, M, xvar(L, ii)), load(L, Ls, xvar(L, ii)));
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, ii))), "inv");
-  for (Feat f = feat_begin(L, e); feat_more(L, &f);)
+  for (Feat f = feat_begin(L, a->no_o ? 0 : e); feat_more(L, &f);)
     store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), iadd(L, xvar(L, lo), xvar(L, ii))), hd, feat_c(L, &f)),
           x2(L, LX_MUL, load(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f))), xvar(L, inv)));
   for_end(L);
@@ -1052,9 +1039,11 @@ static Att att_of(Lo *L, const Node *n, int *tax) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, bi = ir_attention_bias(n);
   *tax = r - 2 - (n->axis != 0);
-  Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = n->shape.d[r - 1].n,
+  bool lse = n->op == OP_ATTENTION_LSE;
+  Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = lse ? 0 : n->shape.d[r - 1].n,
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[*tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
-           .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1};
+           .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1,
+           .lse = lse ? KS_OUT : n->op == OP_ATTENTION && L->k->terms >= 0 ? KS_TERMS : -1, .no_o = lse};
   Dim tdim;
   a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
   return a;
@@ -1120,23 +1109,20 @@ void lower_attention(Lo *L, const Node *n) {
 // ---- the GPU's blocked gradient in steps (loops.h LSteps) --------------------------
 //
 // Where the blocked form takes the gradient on a GPU (not the small-head
-// form), three launches, each a block of ATT_TEAM threads per (sequence,
-// head, block of ATT_BS rows), so the grid covers every block of queries or
-// keys (the one-launch form ran a block per (sequence, head), its query
-// blocks in turn). The scratch holds the row statistics, [S NH, T] each (S
-// sequences, sh = sequence NH + head): L_i = m_i + log l_i at sh T + i, D_i
-// at (S NH + sh) T + i. With s_ij = scale q_i . k_j + b_ij over the keys
-// row i sees, P_ij = e^(s_ij - L_i), dP_ij = do_i . v_j:
-//   attention_stats  per query block, per key block: S = scale Q K^T + b,
-//                    dP = dO V^T; the online m, l and u = sum_j e^(s_ij - m) dP_ij
-//                    (rescaled as m grows); L_i = m_i + log l_i, D_i = u_i / l_i
-//                    (= sum_j P_ij dP_ij)
+// form), two launches, each a block of ATT_TEAM threads per (sequence, head,
+// block of ATT_BS rows), so the grid covers every block of queries or keys
+// (FlashAttention-2's split; the one-launch form ran a block per (sequence,
+// head), its query blocks in turn). With s_ij = scale q_i . k_j + b_ij over
+// the keys row i sees, L_i the forward's (ATTENTION_LSE, input 4), P_ij =
+// e^(s_ij - L_i), dP_ij = do_i . v_j and D_i = do_i . o_i (o input 5; =
+// sum_j P_ij dP_ij), dS_ij = scale P_ij (dP_ij - D_i):
 //   attention_dkdv   per key block [k0, k1), per query block from k0 to the
-//                    last query that sees a key of it: P, dS_ij = scale P_ij
-//                    (dP_ij - D_i); dV += P^T dO, dK += dS^T Q (the rows zeroed first)
-//   attention_dq     per query block, per key block: P, dS; dQ += dS K
+//                    last query that sees a key of it: S = scale Q K^T + b,
+//                    dP = dO V^T, P and dS; dV += P^T dO, dK += dS^T Q (the
+//                    rows zeroed first)
+//   attention_dq     per query block, per key block: S, dP, P, dS; dQ += dS K
 // Every product is a team GEMM (LS_GEMM) on [ATT_BS, ATT_BS] blocks of
-// scores in shared memory.
+// scores in shared memory; each launch writes its rows whole.
 enum { ATT_BS = 64 };
 
 bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
@@ -1146,7 +1132,6 @@ bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
 typedef struct {
   Att a;
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
-  int rows;                  // variable: S NH T, D's offset in the scratch
   int64_t nb;                // blocks per (sequence, head)
 } AttStep;
 
@@ -1167,13 +1152,19 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   st->hd = let(L, x2(L, LX_REM, xvar(L, st->sh), xi(L, st->a.NH)), "hd");
   st->r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, st->sh), xi(L, st->a.NH)), st->a.T), "r0");
   st->kv0 = kv_rows(L, &st->a, st->r0);
-  st->rows = let(L, imul(L, dprod(L, qs, 0, tax + 1), xi(L, st->a.NH)), "rows");
   return lk;
 }
 
-// Scratch offsets of L_i and D_i, row i of (sequence, head) sh.
-static LExpr *att_lse_at(Lo *L, const AttStep *st, LExpr *i) { return iadd(L, imul(L, xvar(L, st->sh), st->a.T), i); }
-static LExpr *att_d_at(Lo *L, const AttStep *st, LExpr *i) { return iadd(L, xvar(L, st->rows), att_lse_at(L, st, i)); }
+// Ll[ii] <- L_i, Dl[ii] <- D_i = do_i . o_i of query rows i0 + ii, ii < nq.
+static void att_step_rows(Lo *L, const AttStep *st, int Ll, int Dl, int i0, int nq) {
+  const Att *a = &st->a;
+  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+  LExpr *row = iadd(L, xvar(L, st->r0), iadd(L, xvar(L, i0), xvar(L, ii)));
+  store(L, Ll, xvar(L, ii), load(L, KS_IN0 + 4, att_at(L, a, 1, row, st->hd, xi(L, 0))));
+  int ob = let(L, att_at(L, a, a->e, row, st->hd, xi(L, 0)), "ob");
+  store(L, Dl, xvar(L, ii), dot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, a->e));
+  for_end(L);
+}
 
 // S = scale Q K^T + b and X = dO V^T for query rows [i0, i0 + nq) against
 // keys [k0, k0 + nk), into the locals S and X ([ATT_BS, ATT_BS]).
@@ -1195,7 +1186,7 @@ static void att_step_products(Lo *L, const AttStep *st, const Node *n, int S, in
 
 // Over the block's scores, an element per thread: S <- P_ij, X <- dS_ij
 // (0 outside the keys row i sees: j <= i, and the window's first key).
-static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, int i0, int nq, int k0, int nk) {
+static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, int Ll, int Dl, int i0, int nq, int k0, int nk) {
   const Att *a = &st->a;
   int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_BS)), true, "x");
   int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_BS)), "ii"), jj = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_BS)), "jj");
@@ -1203,10 +1194,10 @@ static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, i
   LExpr *in = x2(L, LX_AND, x2(L, LX_LT, xvar(L, jj), xvar(L, nk)), x2(L, LX_GE, xvar(L, i), xvar(L, j)));
   if (a->Wmask) in = x2(L, LX_AND, in, x2(L, LX_LT, x2(L, LX_SUB, xvar(L, i), xvar(L, j)), xi(L, a->W)));
   int inside = let(L, in, "in");
-  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, x)), load(L, KS_SCRATCH, att_lse_at(L, st, xvar(L, i)))));
+  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, x)), load(L, Ll, xvar(L, ii))));
   int p = let(L, xsel(L, xvar(L, inside), e, xf(L, 0)), "p");
   store(L, S, xvar(L, x), xvar(L, p));
-  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, KS_SCRATCH, att_d_at(L, st, xvar(L, i))));
+  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, Dl, xvar(L, ii)));
   store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
   for_end(L);
 }
@@ -1233,56 +1224,13 @@ static void att_step_keys(Lo *L, const AttStep *st, int *i0, int *nq, int *k0, i
   *nk = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, i1), xvar(L, *k0))), "nk");
 }
 
-static LKernel *att_step_stats(Arena *ar, const Schedule *s, const Kernel *k) {
-  Lo Lw, *L = &Lw;
-  AttStep st;
-  LKernel *lk = att_step_begin(L, ar, s, k, "attention_stats", &st);
-  const Node *n = &s->g->nodes[k->node];
-  const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), M = local(L, ATT_BS), Ls = local(L, ATT_BS), U = local(L, ATT_BS);
-  int i0, nq, k0, nk;
-  int ii = for_begin(L, xi(L, 0), xi(L, ATT_BS), true, "ii");
-  store(L, M, xvar(L, ii), xf(L, a->Wmask ? ATT_FAR : -INFINITY));  // finite: a block may hold none of a row's keys
-  store(L, Ls, xvar(L, ii), xf(L, 0));
-  store(L, U, xvar(L, ii), xf(L, 0));
-  for_end(L);
-  att_step_keys(L, &st, &i0, &nq, &k0, &nk);
-  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  int jn = let(L, imin(L, xvar(L, nk), x2(L, LX_SUB, iadd(L, xvar(L, i0), xvar(L, ii)), iadd(L, xvar(L, k0), xi(L, -1)))), "jn");
-  int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, ii)), k0);
-  int sb = let(L, imul(L, xvar(L, ii), xi(L, ATT_BS)), "sb");
-  int jj;
-  LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
-  int mt = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "mt");
-  int mo = let(L, load(L, M, xvar(L, ii)), "mo");
-  int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
-  int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
-  store(L, M, xvar(L, ii), xvar(L, mn));
-  int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
-  rd = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
-  LExpr *at = iadd(L, xvar(L, sb), xvar(L, jj));
-  int u = reduce_end(L, rd, x2(L, LX_MUL, load(L, S, at), load(L, X, at)), "u");
-  store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
-  store(L, U, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, U, xvar(L, ii)), xvar(L, al)), xvar(L, u)));
-  for_end(L);
-  for_end(L);
-  ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i");
-  int l = let(L, load(L, Ls, xvar(L, ii)), "l");
-  store(L, KS_SCRATCH, att_lse_at(L, &st, xvar(L, i)), x2(L, LX_ADD, load(L, M, xvar(L, ii)), x1(L, LX_LOG, xvar(L, l))));
-  store(L, KS_SCRATCH, att_d_at(L, &st, xvar(L, i)), x2(L, LX_DIV, load(L, U, xvar(L, ii)), xvar(L, l)));
-  for_end(L);
-  return lk;
-}
-
 static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   Lo Lw, *L = &Lw;
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
   const Node *n = &s->g->nodes[k->node];
   const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS);
+  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
   int k0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "k0");
   int k1 = let(L, imin(L, iadd(L, xvar(L, k0), xi(L, ATT_BS)), a->T), "k1");
   int nk = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, k1), xvar(L, k0))), "nk");
@@ -1295,8 +1243,9 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   int qb = for_begin(L, xi(L, 0), nqb, false, "qb");
   int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, ATT_BS))), "i0");
   int nq = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
+  att_step_rows(L, &st, Ll, Dl, i0, nq);
   att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, i0, nq, k0, nk);
+  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
   LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st.r0), xvar(L, k0));
   LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
@@ -1320,14 +1269,15 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
   const Node *n = &s->g->nodes[k->node];
   const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS);
+  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
   int q0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "q0");
   int nq0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, imin(L, iadd(L, xvar(L, q0), xi(L, ATT_BS)), a->T), xvar(L, q0))), "nq0");
   att_step_zero(L, &st, 0, q0, nq0);
+  att_step_rows(L, &st, Ll, Dl, q0, nq0);
   int i0, nq, k0, nk;
   att_step_keys(L, &st, &i0, &nq, &k0, &nk);
   att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, i0, nq, k0, nk);
+  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
   c.k = xvar(L, nk);
   att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
@@ -1342,7 +1292,6 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
 bool lower_attention_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st) {
   if (!lower_att_steps(s->g, &s->g->nodes[k->node], LTARGET_GPU)) return false;
   if (!st) return true;
-  st->lk[st->n++] = att_step_stats(a, s, k);
   st->lk[st->n++] = att_step_dkdv(a, s, k);
   st->lk[st->n++] = att_step_dq(a, s, k);
   return true;

@@ -244,6 +244,9 @@ bool lower_routed_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st
 // The GPU's blocked attention gradient (lower_attention.c): its steps into
 // st (st NULL: whether kernel k takes that form).
 bool lower_attention_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st);
+// Whether attention node n's gradient takes that form on tgt (a GPU, heads
+// too wide for the (sequence, head) form).
+bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt);
 // The window bound LX_WIN of a loop (lower_attention.c).
 LExpr *lower_xwin(Lo *L, int hi);
 // Whether attention node n takes the GPU's (sequence, head) form on tgt.

@@ -11,7 +11,6 @@
 // gradients and the other scalar outputs, PROG_EVAL the loss's and the
 // scalar outputs' forward cone, PROG_SAMPLE the logits'.
 #include "kernel.h"
-#include "loops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,9 +68,9 @@ static SymSize outer_of(const Graph *g, const Node *n) {
     int ns = ir_attention_seq(g, n, seq, &t);
     return symsize_prod(s, 0, s->rank - (ir_attention_bias_axis(s, ns, ns + 1) >= 0));
   }
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: {  // query rows; sequences, all heads (lower.c)
+  case OP_ATTENTION: case OP_ATTENTION_LSE: case OP_ATTENTION_GRAD: {  // query rows; sequences, all heads (lower.c)
     int tax = x->rank - 2 - (n->axis != 0);
-    return symsize_prod(x, 0, n->op == OP_ATTENTION ? tax + 1 : tax);
+    return symsize_prod(x, 0, n->op == OP_ATTENTION_GRAD ? tax : tax + 1);
   }
   case OP_SUM: case OP_MEAN: case OP_MAX:  // rows of the output (llvm.c: emit_reduce_rows)
     if (ir_reduce_end(n) < x->rank - 1) return symsize_mul(symsize_prod(x, 0, n->axis), symsize_prod(x, ir_reduce_end(n) + 1, x->rank - 1));
@@ -123,7 +122,7 @@ static double att_blocked_cost(int64_t h, int64_t e) {
 }
 
 int schedule_att_block(const Graph *g, const Node *n) {
-  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
+  if (n->op != OP_ATTENTION && n->op != OP_ATTENTION_LSE && n->op != OP_ATTENTION_GRAD && n->op != OP_ATTENTION_DBIAS) return 0;
   const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
   int r = qs->rank;
   int64_t NH = n->axis ? qs->d[r - 2].n : 1, h = qs->d[r - 1].n, e = vs->d[r - 1].n;
@@ -665,10 +664,6 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       // the GPU's index region (lower_route.c): pos [R], off [E], cnt [E], per-chunk counts [<= R, E]
       int64_t E = n->op == OP_ROUTED_MATMUL ? ys->d[0].n : n->len.n;
       k->xscratch[0] = add_scratch(s, i, symsize_mul(rows, (SymSize){E + 3, 0, 0, 1}));
-    }
-    if (gpu && lower_att_steps(g, n, LTARGET_GPU)) {  // L and D of every query row (lower_attention.c)
-      const Shape *qs = &g->nodes[n->in[0]].shape;
-      k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(qs, 0, qs->rank - 1), (SymSize){2, 0, 0, 1}));
     }
     if (schedule_scan_state(n) && n->op == OP_SCAN)  // the state row h_{keep-1} [P, Q] (lower.c lower_scan)
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(&n->shape, 0, n->axis), symsize_prod(&n->shape, n->axis + 1, n->shape.rank)));

@@ -47,7 +47,7 @@ static void history_inputs(const Schedule *s, const int *ta, const Kernel *k, in
         int64_t b = BACK_ALL;
         if (n->op == OP_SHIFT) b = n->start;                                        // x_{t-s}
         if (n->op == OP_CAUSAL_CONV) b = g->nodes[n->in[1]].shape.d[0].n - 1;       // x_{t-L+1} .. x_t
-        if (n->op == OP_ATTENTION && n->start > 0) b = n->start - 1;                // keys i - W < j <= i
+        if ((n->op == OP_ATTENTION || n->op == OP_ATTENTION_LSE) && n->start > 0) b = n->start - 1;  // keys i - W < j <= i
         by[nr] = b, reads[nr++] = n->in[i];
       }
     if (n->op == OP_SHIFT && !(n->start > 0 && ta[n->in[0]] == n->axis)) nr = 0;  // later positions, or none

@@ -445,6 +445,7 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     return true;
   }
   case OP_ATTENTION:
+  case OP_ATTENTION_LSE:
   case OP_ATTENTION_GRAD:
   case OP_ATTENTION_DBIAS: {
     // P_ij = softmax_{i-W<j<=i}(s q_i . k_j + b_ij) (W: Node.start, 0 none); ATTENTION: o_i = sum_j P_ij v_j.
@@ -453,16 +454,18 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     // dv_j = sum_i P_ij do_i; out row i = dq_i | dk_i | dv_i. ATTENTION_DBIAS:
     // db[c(m), i, j] += P_ij (dP_ij - D_i) over the sequences m. b: the score
     // bias, b_ij at boff[m] + i bi + j bj (ir_attention_bias), or 0.
+    // ATTENTION_LSE: L_i = max_j s_ij + log sum_j e^(s_ij - max_j s_ij). The
+    // gradient recomputes P here rather than reading its L and o inputs.
     int bi = ir_attention_bias(n);
-    bool dbias = n->op == OP_ATTENTION_DBIAS;
+    bool dbias = n->op == OP_ATTENTION_DBIAS, lse = n->op == OP_ATTENTION_LSE;
     r = xs->rank;  // q's (ATTENTION_DBIAS's output is b's shape)
-    const double *v = in->val[n->in[2]], *dy = n->op != OP_ATTENTION ? in->val[n->in[3]] : NULL;
+    const double *v = in->val[n->in[2]], *dy = n->op != OP_ATTENTION && !lse ? in->val[n->in[3]] : NULL;
     const double *q = x, *k = y, *bias = bi >= 0 ? in->val[n->in[bi]] : NULL;
     dims(in, &g->nodes[n->in[2]].shape, yd);
     // axis 1 (time-major heads): q [..., T, H, h], sequence m = (lead, head),
     // row i of it at ((lead T + i) H + head) h; axis 0: H = 1.
     int64_t heads = n->axis ? xd[r - 2] : 1, T = xd[r - 2 - (n->axis != 0)], h = xd[r - 1], e = yd[r - 1];
-    int64_t seqs = prod(xd, 0, r - 1) / T, w = dbias ? 0 : od[r - 1], group = ir_attention_group(g, n);
+    int64_t seqs = prod(xd, 0, r - 1) / T, w = dbias || lse ? 0 : od[r - 1], group = ir_attention_group(g, n);
     int64_t *boff = calloc((size_t)seqs, sizeof *boff), bsi = 0, bsj = 0;
     if (bias) {  // the bias's offsets by numpy broadcasting against the scores [seq..., T, T]
       Dim seq[IR_MAX_RANK + 1], td;
@@ -502,6 +505,10 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+        if (lse) {  // row i of sequence m: element first + i heads of [..., T, H]
+          out[first + i * heads] = mx + log(sum);
+          continue;
+        }
         for (int64_t j = 0; j <= i; j++) p[j] /= sum;
         if (!dym) {
           for (int64_t j = 0; j <= i; j++)

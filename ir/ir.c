@@ -153,7 +153,7 @@ int64_t ir_attention_group(const Graph *g, const Node *n) {
 }
 
 int ir_attention_bias(const Node *n) {
-  int at = n->op == OP_ATTENTION ? 3 : n->op == OP_ATTENTION_GRAD || n->op == OP_ATTENTION_DBIAS ? 4 : -1;
+  int at = n->op == OP_ATTENTION || n->op == OP_ATTENTION_LSE ? 3 : n->op == OP_ATTENTION_GRAD ? 6 : n->op == OP_ATTENTION_DBIAS ? 4 : -1;
   return at >= 0 && n->nin > at ? at : -1;
 }
 
@@ -528,6 +528,7 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       return true;
     }
     case OP_ATTENTION:
+    case OP_ATTENTION_LSE:
     case OP_ATTENTION_GRAD:
     case OP_ATTENTION_DBIAS: {
       const Shape *ks = &g->nodes[n->in[1]].shape, *vs = &g->nodes[n->in[2]].shape;
@@ -537,10 +538,16 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       bool group = ok && ir_attention_group(g, n) > 1;  // k, v [..., 1, T, h] against q [..., G, T, h]
       for (int i = 0; ok && i < x->rank - 1; i++)
         ok = (group && i == x->rank - 3) || (dim_eq(x->d[i], ks->d[i]) && dim_eq(x->d[i], vs->d[i]));
-      if (ok && n->op != OP_ATTENTION) {
+      if (ok && n->op != OP_ATTENTION && n->op != OP_ATTENTION_LSE) {
         const Shape *ds = &g->nodes[n->in[3]].shape;
         ok = ds->rank == x->rank && dim_eq(ds->d[x->rank - 1], vs->d[x->rank - 1]);
         for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ds->d[i]);
+      }
+      if (ok && n->op == OP_ATTENTION_GRAD) {  // L: q's rows; o: dy's shape
+        const Shape *ls = &g->nodes[n->in[4]].shape, *os = &g->nodes[n->in[5]].shape, *ds = &g->nodes[n->in[3]].shape;
+        ok = ls->rank == x->rank - 1 && os->rank == x->rank;
+        for (int i = 0; ok && i < x->rank - 1; i++) ok = dim_eq(x->d[i], ls->d[i]);
+        for (int i = 0; ok && i < x->rank; i++) ok = dim_eq(ds->d[i], os->d[i]);
       }
       if (!ok || (n->axis != 0 && (n->axis != 1 || x->rank < 3)))
         return fail(err, errlen, "%s needs q, k [..., T, h] and v [..., T, e] alike, got q %s", ir_op_info[n->op].name, sx);
@@ -553,6 +560,9 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
       }
       if (n->op == OP_ATTENTION_DBIAS) {  // db: b's shape
         *out = g->nodes[n->in[bi]].shape;
+      } else if (n->op == OP_ATTENTION_LSE) {  // a row per query: q's shape without its last axis
+        *out = *x;
+        out->rank--;
       } else {
         *out = *x;
         out->d[x->rank - 1].n = n->op == OP_ATTENTION ? vs->d[x->rank - 1].n : 2 * x->d[x->rank - 1].n + vs->d[x->rank - 1].n;

@@ -214,8 +214,13 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   /* [..., T, H, e] -> [..., T, H, e], one attention per (..., head) over */                     \
   /* T; b: the score bias (ir_attention_bias) */                                                 \
   X(ATTENTION, "attention", 4, OPC_NN, 1, IR_P_HIST(1) | IR_P_HIST(2) | IR_P_OPT_LAST, OWN)      \
-  /* q, k, v, dy[, b] -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                          \
-  X(ATTENTION_GRAD, "attention_grad", 5, OPC_NN, 0, IR_P_OPT_LAST, OWN)                          \
+  /* q, k, v[, b] -> [..., T(, H)]: ATTENTION's row statistics, L_i = */                          \
+  /* log sum_j e^(s_ij) over the keys row i sees (the forward's kernel */                        \
+  /* writes them beside o: passes/fuse_groups.c) */                                              \
+  X(ATTENTION_LSE, "attention_lse", 4, OPC_NN, 0, IR_P_HIST(1) | IR_P_OPT_LAST, OWN)             \
+  /* q, k, v, dy, L, o[, b] -> [..., T, 2h + e]: dq | dk | dv of ATTENTION */                    \
+  /* (L its ATTENTION_LSE, o its value: P_ij = e^(s_ij - L_i), D_i = dy_i . o_i) */               \
+  X(ATTENTION_GRAD, "attention_grad", 7, OPC_NN, 0, IR_P_OPT_LAST, OWN)                          \
   /* q, k, v, dy, b -> db: ATTENTION's score-bias gradient, b's shape */                         \
   X(ATTENTION_DBIAS, "attention_dbias", 5, OPC_NN, 0, 0, OWN)                                    \
   /* x [.., d], w [E, d, f], ids [..] (x's leading axes, f32): row r of x */                     \
@@ -316,7 +321,7 @@ typedef struct {
   double a, b;  // normal: mean, std; uniform: low, high
 } Init;
 
-#define IR_MAX_IN 5
+#define IR_MAX_IN 7
 
 typedef struct {
   int id;

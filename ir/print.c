@@ -55,7 +55,7 @@ void ir_print(FILE *f, const Graph *g) {
     case OP_SHIFT: fprintf(f, " axis=%d by=%lld", n->axis, (long long)n->start); break;
     case OP_SLICE: case OP_PAD: fprintf(f, " axis=%d start=%lld", n->axis, (long long)n->start); break;
     case OP_CAUSAL_MASK: fprintf(f, " fill=%g", n->fval); break;
-    case OP_ATTENTION: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS:
+    case OP_ATTENTION: case OP_ATTENTION_LSE: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS:
       fprintf(f, " scale=%g%s", n->fval, n->axis ? " heads=time_major" : "");
       if (n->start) fprintf(f, " window=%lld", (long long)n->start);
       break;

@@ -265,7 +265,9 @@ static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - oneho
   accumulate(a, IN(0), bin(a, OP_MUL, bin(a, OP_SUB, p, onehot), scale));
 }
 // Fused attention (fuse_attention.c): one ATTENTION_GRAD node recomputes the
-// probabilities row by row and yields dq | dk | dv along the last axis; a
+// probabilities row by row from the rows' log-sum-exp L (ATTENTION_LSE, which
+// the forward's kernel writes) and the output o, and yields dq | dk | dv along
+// the last axis; a
 // score bias that takes a gradient gets ATTENTION_DBIAS's, which recomputes
 // them once more (db = sum over the sequences sharing b of P o (dP - D)).
 static void g_attention(AD *a, const Node *n, int dy) {
@@ -273,7 +275,9 @@ static void g_attention(AD *a, const Node *n, int dy) {
   int r = qs.rank;
   int64_t h = qs.d[r - 1].n, e = vs.d[r - 1].n;
   int bi = ir_attention_bias(n);
-  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = bi >= 0 ? 5 : 4, .in = {IN(0), IN(1), IN(2), dy, bi >= 0 ? IN(bi) : 0},
+  int lse = emit(a, (Node){.op = OP_ATTENTION_LSE, .nin = n->nin, .in = {IN(0), IN(1), IN(2), bi >= 0 ? IN(bi) : 0},
+                           .fval = n->fval, .axis = n->axis, .start = n->start});
+  int gr = emit(a, (Node){.op = OP_ATTENTION_GRAD, .nin = bi >= 0 ? 7 : 6, .in = {IN(0), IN(1), IN(2), dy, lse, n->id, bi >= 0 ? IN(bi) : 0},
                           .fval = n->fval, .axis = n->axis, .start = n->start});
   int64_t start[3] = {0, h, 2 * h}, len[3] = {h, h, e};
   for (int k = 0; k < 3; k++)

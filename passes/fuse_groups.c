@@ -6,8 +6,8 @@
 // gets its own kernel (or computes nothing); kind[r] = the group kind of a
 // root r (FG_NONE for a kernel of its own); stored[r] = the member of r's
 // FG_MAP or FG_MATMUL_MAP group whose value the kernel also stores (read by
-// kernels after it), or -1; terms[r] and after[s], row terms (below), or
-// -1. Groups:
+// kernels after it), or -1; terms[r] and after[s], row terms and an
+// attention's statistics (below), or -1. Groups:
 //   FG_WEIGHT_GRAD  sum(transpose(x) @ dy, axes 0 .. r - 3) with x [.., P, d]
 //                   and dy [.., P, c] of rank r >= 3 (x [B, T, d]): the
 //                   gradient of an unbatched weight, one GEMM [d, R] @ [R, c]
@@ -47,9 +47,9 @@
 //                   axes, dy = p's dy (the bias gradient): two sums over
 //                   the same rows in one kernel, when sum(dy) comes before
 //                   d and nothing but reshapes reads it before d.
-// Every member comes before its root in node order, so the root's kernel
-// runs after every kernel a member reads. One kind of member is not part of
-// its root's value:
+// Every member but an attention's statistics comes before its root in node
+// order, so the root's kernel runs after every kernel a member reads. Two
+// kinds of member are not part of their root's value:
 //   row terms       a LAYERNORM_DYXH or RMSNORM_DYXH p computed by the kernel
 //                   of the matching _DX q (the same x, dy and eps; q alone or
 //                   the row op of an FG_NORM_MAP group rooted at r): terms[r]
@@ -58,6 +58,10 @@
 //                   s comes before r, after[s] = r: s's kernel runs right
 //                   after r's, allowed when nothing but reshapes reads s or
 //                   its stored member before r.
+//   statistics      an ATTENTION_LSE p that autodiff placed after the
+//                   ATTENTION r of the same inputs and attributes: terms[r] =
+//                   p, written by r's kernel from the rows' maximum and sum
+//                   it has (a second output); p reads nothing r does not.
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +185,23 @@ static void row_terms(const Graph *g, const int *users, const int *first, int *i
   }
 }
 
+// An ATTENTION_LSE p (autodiff's, after the forward) with the inputs and
+// attributes of an ATTENTION a: a's kernel writes p as its row statistics.
+static void attention_lse(const Graph *g, int *into, int *terms) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *p = &g->nodes[i];
+    if (p->op != OP_ATTENTION_LSE || into[i] >= 0) continue;
+    for (int r = 0; r < i; r++) {
+      const Node *a = &g->nodes[r];
+      bool same = a->op == OP_ATTENTION && a->nin == p->nin && a->axis == p->axis && a->fval == p->fval && a->start == p->start;
+      for (int k = 0; same && k < p->nin; k++) same = a->in[k] == p->in[k];
+      if (!same || terms[r] >= 0 || into[r] >= 0) continue;
+      into[i] = r, terms[r] = i;
+      break;
+    }
+  }
+}
+
 void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored, int *terms, int *after) {
   int n = g->nnodes;
   int *users = calloc((size_t)n + 1, sizeof(int));
@@ -252,6 +273,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored,
   }
   norm_dg(g, users, first, into, kind, stored);
   row_terms(g, users, first, into, stored, terms, after);
+  attention_lse(g, into, terms);
 done:
   free(users), free(leaves), free(drops), free(first), free(second), free(output);
 }

@@ -273,7 +273,7 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     return;
   }
 
-  case OP_ATTENTION: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: {
+  case OP_ATTENTION: case OP_ATTENTION_LSE: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: {
     // per (sequence, head), as the interpreter: S = T (T + 1) / 2 causal
     // scores (a key window W: W (W + 1) / 2 + (T - W) W), each h products, h - 1 sums and the scale; softmax over them
     // (S exps, S - T sums, S divisions); P v (S e products, (S - T) e sums).
@@ -289,6 +289,10 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     int64_t mul = smul(S, h + 1) + smul(S, e), add = smul(S, h - 1) + (S - t) + smul(S - t, e);
     int64_t ex = S, dv = S;
     if (ir_attention_bias(n) >= 0) add += S;  // the score bias
+    if (n->op == OP_ATTENTION_LSE) {  // the scores and their sum of exps; per row a log and an addition, no P v
+      mul -= smul(S, e), add -= smul(S - t, e) - t, dv = 0;
+      c->other = sadd(c->other, smul(heads, t));
+    }
     if (n->op == OP_ATTENTION_DBIAS) {  // the scores and P recomputed (not P v), dP, P o (dP - D), summed into db
       mul -= smul(S, e), add -= smul(S - t, e);
       mul += smul(S, e) + S, add += smul(S, e - 1) + smul(S, 2) - t + S;
