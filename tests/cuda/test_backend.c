@@ -647,6 +647,14 @@ int main(int argc, char **argv) {
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_FP32);
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_TF32);
   }
+  // heads of 16: at context 128 the (sequence, head) form, at 1024 the
+  // blocked steps (attention_dkdv, attention_dq: 16 key and query blocks)
+  if (!only || strstr("examples/transformer.xf heads of 16", only)) {
+    Define h16[] = {{"layers", "1"}, {"d", "32"}, {"heads", "2"}, {"context", "128"}, {"vocab", "13"}, {"ffn", "24"}, {"dropout", "0"}};
+    check("examples/transformer.xf", h16, 7, 2, 128, true, XF_PRECISION_FP32);
+    h16[3].value = "1024";
+    check("examples/transformer.xf", h16, 7, 1, 1024, true, XF_PRECISION_FP32);
+  }
   if (!only || strstr("tests/fusion/attn_padding.xf", only)) {  // no decoder (a key-padding bias of the tokens):
     Define c6[] = {{"context", "6"}};                                 // the sampler recomputes, within T = context
     check("tests/fusion/attn_padding.xf", c6, 1, 2, 6, true, XF_PRECISION_FP32);
