@@ -108,17 +108,19 @@ got=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_fixed_v.xf | split_coun
 
 # the gain gradients' row terms dy o xhat come from the layernorm_dx kernels
 # (terms=), no kernel of their own (their sums run after those kernels: the
-# codegen test runs the fused schedule in poisoned storage)
-terms_counts() {  # schedule on stdin -> "kernels writing terms, dy_xhat kernels"
-  awk '$1 ~ /^k[0-9]+$/ { for (i = 3; i <= NF; i++) if ($i ~ /^terms=/) t++; if ($2 ~ /_dy_xhat$/) d++ }
-       END { printf "%d %d\n", t, d }'
+# codegen test runs the fused schedule in poisoned storage); the attention
+# gradient's row statistics (attention_lse) from the attention kernels
+terms_counts() {  # schedule on stdin -> "norm kernels writing terms, attention kernels writing them, dy_xhat and attention_lse kernels"
+  awk '$1 ~ /^k[0-9]+$/ { for (i = 3; i <= NF; i++) if ($i ~ /^terms=/) { if ($2 == "attention") a++; else t++ }
+                          if ($2 ~ /_dy_xhat$/ || $2 == "attention_lse") d++ }
+       END { printf "%d %d %d\n", t, a, d }'
 }
 got=$("$xfc" --emit=schedule examples/transformer.xf | terms_counts)
-[ "$got" = "37 0" ] && ok "transformer: 37 layernorm_dx kernels write the gain gradients' terms ($got)" ||
-  bad "transformer: kernels writing terms, dy_xhat kernels: '$got', want '37 0'"
+[ "$got" = "37 18 0" ] && ok "transformer: 37 layernorm_dx kernels write the gain gradients' terms, 18 attention kernels their rows' log-sum-exp ($got)" ||
+  bad "transformer: kernels writing terms (norm, attention), dy_xhat and attention_lse kernels: '$got', want '37 18 0'"
 got=$("$xfc" --emit=schedule --no-fuse examples/transformer.xf | terms_counts)
-[ "$got" = "0 37" ] && ok "--no-fuse: 37 layernorm_dy_xhat kernels of their own" ||
-  bad "--no-fuse: kernels writing terms, dy_xhat kernels: '$got', want '0 37'"
+[ "$got" = "0 0 37" ] && ok "--no-fuse: 37 layernorm_dy_xhat kernels of their own" ||
+  bad "--no-fuse: kernels writing terms (norm, attention), dy_xhat and attention_lse kernels: '$got', want '0 0 37'"
 
 # one function per kernel class: the same count at 2 and 18 layers
 for ex in transformer she rk4; do
