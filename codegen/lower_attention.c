@@ -1,48 +1,17 @@
-// lower_attention.c: fused causal attention (ATTENTION, ATTENTION_GRAD) ->
-// loop descriptions (loops.h), on the CPU and in a GPU's (sequence, head)
-// blocks. Part of the lowering of lower.c (lower_impl.h).
-#include "lower_impl.h"
+// lower_attention.c: fused causal attention (ATTENTION, ATTENTION_LSE,
+// ATTENTION_GRAD, ATTENTION_DBIAS) -> loop descriptions (loops.h), on the CPU
+// and in a GPU's (sequence, head) blocks; the GPU's blocked gradient is in
+// lower_attention_steps.c. Part of the lowering of lower.c (lower_impl.h,
+// lower_att.h).
+#include "lower_att.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 // ---- fused causal attention -------------------------------------------------------
 
-// ATTENTION and ATTENTION_GRAD (interp.c has the equations) in fuse_attention's
-// layouts: row r of [..., T, NH, width] (axis 1, time-major heads) or of
-// [..., T, width] (axis 0, NH = 1), a head's `width` features contiguous. Every
-// loop over heads is a par loop, so a backend works across heads (seed 001's
-// transformer has 32 heads of 4 features) rather than along a head's few
-// features; scores and probabilities of a query row live in a local array
-// [t_max, NH].
-typedef struct {
-  int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
-  int64_t G;            // query sequences per key and value sequence (ir_attention_group)
-  LExpr *T;
-  int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
-  // ATTENTION_GRAD's parts p = dq, dk, dv (out_parts): feature c of row r,
-  // head hd at slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e]
-  // rows in KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each
-  // part in a [..., T, NH, width] buffer of its own (w = h, h, e, off 0)
-  OutPart part[3];
-  int bslot;            // the score bias's slot (ir_attention_bias), or -1
-  const Shape *bs;      // its shape, broadcast against the scores [seq[0 .. ns), T, T]
-  Dim seq[IR_MAX_RANK + 1];
-  int ns;
-  int64_t W;            // the key window (Node.start): keys j <= i - W are
-                        // masked and skipped; 0: none
-  bool Wmask;           // the window is the op's own mask (no bias masks it):
-                        // keys a form reads below the window score ATT_FAR
-  int Bl;               // the CPU row form's local [t_max, NH] of a query row's
-                        // bias per head (its keys along j, heads side by side), or -1
-  bool Bl_kept;         // Bl holds the row already (att_bias_row): att_scores reads it
-  int lse;              // the slot of the rows' L_i = m_i + log l_i (ATTENTION_LSE's
-                        // layout [..., T, NH]: row r, head hd at r NH + hd), or -1
-  bool no_o;            // ATTENTION_LSE alone: the forward writes L only
-} Att;
-
 // The first key rows from query row i on may read: max(0, i - W + 1), or 0.
-static LExpr *att_first_key(Lo *L, const Att *a, LExpr *i) {
+LExpr *att_first_key(Lo *L, const Att *a, LExpr *i) {
   return a->W ? imax(L, xi(L, 0), x2(L, LX_SUB, i, xi(L, a->W - 1))) : xi(L, 0);
 }
 
@@ -89,24 +58,24 @@ static LExpr *att_biased(Lo *L, const Att *a, LExpr *s, LExpr *m, LExpr *i, LExp
 
 // Row 0 of the key and value sequence of the query sequence whose row 0 is
 // r0: r0 itself, or with grouped queries (G > 1) row (r0 / T / G) T.
-static int kv_rows(Lo *L, const Att *a, int r0) {
+int kv_rows(Lo *L, const Att *a, int r0) {
   if (a->G == 1) return r0;
   return let(L, imul(L, x2(L, LX_DIV, x2(L, LX_DIV, xvar(L, r0), a->T), xi(L, a->G)), a->T), "kv0");
 }
 
 // Element (row, head hd, feature c) of slot, rows NH n wide (n per head).
-static LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
+LExpr *att_at(Lo *L, const Att *a, int64_t n, LExpr *row, int hd, LExpr *c) {
   return iadd(L, imul(L, iadd(L, imul(L, row, xi(L, a->NH)), xvar(L, hd)), xi(L, n)), c);
 }
 // Feature c of part p of the gradient, row `row`, head hd (slot a->part[p].slot).
-static LExpr *att_part_at(Lo *L, const Att *a, int p, LExpr *row, int hd, LExpr *c) {
+LExpr *att_part_at(Lo *L, const Att *a, int p, LExpr *row, int hd, LExpr *c) {
   return att_at(L, a, a->part[p].w, row, hd, iadd(L, xi(L, a->part[p].off), c));
 }
 
 
 // sum_{c < len} a[abase + c] * b[bbase + c]: straight-line for short heads,
 // else a reduction.
-static LExpr *dot(Lo *L, int sa, int abase, int sb, int bbase, int64_t len) {
+LExpr *att_vdot(Lo *L, int sa, int abase, int sb, int bbase, int64_t len) {
   if (len <= 16) {
     LExpr *acc = NULL;
     for (int64_t c = 0; c < len; c++) {
@@ -173,7 +142,7 @@ static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
   int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
   LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
-  LExpr *sc = x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
+  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
   int s = let(L, a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd)) : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j)), "s");
   store(L, a->S, LOC_AT(j, hd), xvar(L, s));
   store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
@@ -261,7 +230,7 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, u)));
   int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
   int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
-  int dp = let(L, dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
+  int dp = let(L, att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
   store(L, a->X, LOC_AT(j, hd), xvar(L, dp));
   store(L, D, xvar(L, hd), x2(L, LX_ADD, load(L, D, xvar(L, hd)), x2(L, LX_MUL, xvar(L, u), xvar(L, dp))));
   for_end(L);
@@ -311,7 +280,7 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
 // arrive (the online softmax), in registers through a tile (LS_CARRY) and in
 // local arrays laid out [feature, row] between tiles (consecutive threads,
 // consecutive words).
-enum { ATT_TEAM = 128, ATT_TILE = 64, ATT_QT = 32, ATT_KQ = 4, ATT_LOCAL_BUDGET = 64 * 1024 };
+enum { ATT_TILE = 64, ATT_QT = 32, ATT_KQ = 4, ATT_LOCAL_BUDGET = 64 * 1024 };
 
 // Floats of local arrays of the forward (grad false) or the gradient.
 static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
@@ -388,7 +357,7 @@ static AttRow att_tile_row(Lo *L, int tile, int base, int64_t n, const char *nam
 static LExpr *att_tile_dot(Lo *L, const AttRow *w, int tile, LExpr *t) {
   if (w->n > 16) {
     int tb = let(L, imul(L, t, xi(L, w->n)), "tb");
-    return dot(L, w->slot, w->hd, tile, tb, w->n);
+    return att_vdot(L, w->slot, w->hd, tile, tb, w->n);
   }
   LExpr *base = imul(L, t, xi(L, w->n)), *acc = NULL;
   for (int64_t c = 0; c < w->n; c++) {
@@ -506,12 +475,12 @@ static void lower_attention_fwd_gpu(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
-// Gradient, every row. With P_ij = e^(s_ij - m_i) / l_i, dP_ij = do_i . v_j,
-// D_i = sum_j P_ij dP_ij, dS_ij = scale P_ij (dP_ij - D_i):
-// dq_i = sum_j dS_ij k_j, dk_j = sum_i dS_ij q_i, dv_j = sum_i P_ij do_i,
-// each summed in index order. Sweeps: (1) over key tiles, per query row,
-// m_i, l_i and sum_j u_j dP_ij online; (2) over key tiles, per query row,
-// dq_i; (3) over query tiles (Q and dO), per key row j, dk_j and dv_j.
+// Gradient, every row. With L_i the forward's (input 4), P_ij = e^(s_ij -
+// L_i), dP_ij = do_i . v_j, D_i = do_i . o_i (o input 5; = sum_j P_ij dP_ij),
+// dS_ij = scale P_ij (dP_ij - D_i): dq_i = sum_j dS_ij k_j, dk_j = sum_i
+// dS_ij q_i, dv_j = sum_i P_ij do_i, each summed in index order. One sweep
+// over key tiles, per query tile from it: P and dS of the tile's pairs once
+// into shared memory, then dq by query rows and dk, dv by key rows.
 static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int64_t NH = a->NH, h = a->h, e = a->e, tm = L->g->t_max;
   int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), "b"), hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
@@ -535,11 +504,11 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     LExpr *row = iadd(L, xvar(L, r0), xvar(L, i));
     store(L, M, xvar(L, i), load(L, KS_IN0 + 4, att_at(L, a, 1, row, hd, xi(L, 0))));
     int ob = let(L, att_at(L, a, e, row, hd, xi(L, 0)), "ob");
-    store(L, D, xvar(L, i), dot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, e));
+    store(L, D, xvar(L, i), att_vdot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, e));
   }
   for_end(L);
-  // sweep 2: per key tile, per query tile of ATT_QT rows from it: (a) an
-  // element per thread, P_ij and dS_ij into Pt and Xt; (b) a query row per
+  // per key tile, per query tile of ATT_QT rows from it: (a) P_ij and dS_ij
+  // into Pt and Xt; (b) a query row per
   // thread, dq_i += sum_j dS_ij k_j; (c) a key row per thread, dk_j +=
   // sum_i dS_ij q_i and dv_j += sum_i P_ij do_i
   int kt = for_begin(L, xi(L, 0), ntile, false, "kt");
@@ -639,18 +608,18 @@ int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget 
 }
 
 // Offset of row `row`'s head hd in rows of NH heads of n features.
-static LExpr *att_head(Lo *L, const Att *a, int64_t n, LExpr *row, int hd) { return att_at(L, a, n, row, hd, xi(L, 0)); }
+LExpr *att_head(Lo *L, const Att *a, int64_t n, LExpr *row, int hd) { return att_at(L, a, n, row, hd, xi(L, 0)); }
 
-static LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, double alpha, double beta) {
+LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, double alpha, double beta) {
   return (LCall){.ta = ta, .tb = tb, .m = m, .n = nn, .k = xi(L, k), .alpha = alpha, .beta = beta};
 }
-static void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
+void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld) { c->slot[x] = slot, c->at[x] = at, c->ld[x] = ld; }
 
 // S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj) for ii < nq, jj < nk: the
 // score bias over a block of scores (nothing without one). The blocked
 // forms apply the op's own window as each row's first key (att_row_start),
 // not as scores.
-static void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
+void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0) {
   if (a->bslot < 0) return;
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jj = for_begin(L, xi(L, 0), xvar(L, nk), true, "jj");
@@ -900,9 +869,9 @@ static void lower_attention_dbias(Lo *L, Att *a, const Node *n) {
   j = for_begin(L, xvar(L, jf), xvar(L, jn), true, "j");
   int kb = let(L, att_at(L, a, h, iadd(L, xvar(L, kv0), xvar(L, j)), hd, xi(L, 0)), "kb");
   int vb = let(L, att_at(L, a, e, iadd(L, xvar(L, kv0), xvar(L, j)), hd, xi(L, 0)), "vb");
-  LExpr *sc = x2(L, LX_MUL, dot(L, KS_IN0, qb, KS_IN1, kb, h), xf(L, n->fval));
+  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, h), xf(L, n->fval));
   store(L, S, xvar(L, j), att_biased(L, a, sc, xvar(L, m), xvar(L, i), xvar(L, j)));
-  store(L, X, xvar(L, j), dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));
+  store(L, X, xvar(L, j), att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));
   for_end(L);
   LStmt *rd = reduce_begin(L, LX_MAX, xvar(L, jf), xvar(L, jn), &j);
   int mx = reduce_end(L, rd, load(L, S, xvar(L, j)), "mx");
@@ -1003,7 +972,7 @@ static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
   int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   int yb = let(L, imul(L, iadd(L, imul(L, xvar(L, o), xi(L, NH)), xvar(L, hd)), xi(L, e)), "yb");
   int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
-  store(L, X, LOC_AT(j, hd), dot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));  // dP_j = do_i . v_j
+  store(L, X, LOC_AT(j, hd), att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e));  // dP_j = do_i . v_j
   for_end(L);
   for_end(L);
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
@@ -1035,7 +1004,7 @@ static void lower_attention_dbias_heads(Lo *L, Att *a, const Node *n) {
 }
 
 // The attention node n's description; *tax: q's time axis.
-static Att att_of(Lo *L, const Node *n, int *tax) {
+Att att_of(Lo *L, const Node *n, int *tax) {
   const Shape *qs = &L->g->nodes[n->in[0]].shape, *vs = &L->g->nodes[n->in[2]].shape;
   int r = qs->rank, bi = ir_attention_bias(n);
   *tax = r - 2 - (n->axis != 0);
@@ -1104,195 +1073,4 @@ void lower_attention(Lo *L, const Node *n) {
   a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   if (grad) lower_attention_grad(L, &a, n);
   else lower_attention_fwd(L, &a, n);
-}
-
-// ---- the GPU's blocked gradient in steps (loops.h LSteps) --------------------------
-//
-// Where the blocked form takes the gradient on a GPU (not the small-head
-// form), two launches, each a block of ATT_TEAM threads per (sequence, head,
-// block of ATT_BS rows), so the grid covers every block of queries or keys
-// (FlashAttention-2's split; the one-launch form ran a block per (sequence,
-// head), its query blocks in turn). With s_ij = scale q_i . k_j + b_ij over
-// the keys row i sees, L_i the forward's (ATTENTION_LSE, input 4), P_ij =
-// e^(s_ij - L_i), dP_ij = do_i . v_j and D_i = do_i . o_i (o input 5; =
-// sum_j P_ij dP_ij), dS_ij = scale P_ij (dP_ij - D_i):
-//   attention_dkdv   per key block [k0, k1), per query block from k0 to the
-//                    last query that sees a key of it: S = scale Q K^T + b,
-//                    dP = dO V^T, P and dS; dV += P^T dO, dK += dS^T Q (the
-//                    rows zeroed first)
-//   attention_dq     per query block, per key block: S, dP, P, dS; dQ += dS K
-// Every product is a team GEMM (LS_GEMM) on [ATT_BS, ATT_BS] blocks of
-// scores in shared memory; each launch writes its rows whole.
-enum { ATT_BS = 64 };
-
-bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
-  return tgt == LTARGET_GPU && n->op == OP_ATTENTION_GRAD && !lower_att_gpu_form(g, n, tgt);
-}
-
-typedef struct {
-  Att a;
-  int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
-  int64_t nb;                // blocks per (sequence, head)
-} AttStep;
-
-static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, const char *name, AttStep *st) {
-  LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, name);
-  const Node *n = &s->g->nodes[k->node];
-  const Shape *qs = &s->g->nodes[n->in[0]].shape;
-  int tax;
-  st->a = att_of(L, n, &tax);
-  int64_t width[3] = {st->a.h, st->a.h, st->a.e};
-  lower_out_parts(L, n, width, st->a.w, st->a.part);
-  st->nb = (s->g->t_max + ATT_BS - 1) / ATT_BS;
-  lk->shape = LK_ROWS, lk->team = ATT_TEAM;
-  lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, st->a.NH * st->nb));
-  lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){st->a.NH * st->nb, 0, 0, 1});
-  st->blk = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, st->nb)), "blk");
-  st->sh = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, st->nb)), "sh");
-  st->hd = let(L, x2(L, LX_REM, xvar(L, st->sh), xi(L, st->a.NH)), "hd");
-  st->r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, st->sh), xi(L, st->a.NH)), st->a.T), "r0");
-  st->kv0 = kv_rows(L, &st->a, st->r0);
-  return lk;
-}
-
-// Ll[ii] <- L_i, Dl[ii] <- D_i = do_i . o_i of query rows i0 + ii, ii < nq.
-static void att_step_rows(Lo *L, const AttStep *st, int Ll, int Dl, int i0, int nq) {
-  const Att *a = &st->a;
-  int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
-  LExpr *row = iadd(L, xvar(L, st->r0), iadd(L, xvar(L, i0), xvar(L, ii)));
-  store(L, Ll, xvar(L, ii), load(L, KS_IN0 + 4, att_at(L, a, 1, row, st->hd, xi(L, 0))));
-  int ob = let(L, att_at(L, a, a->e, row, st->hd, xi(L, 0)), "ob");
-  store(L, Dl, xvar(L, ii), dot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, a->e));
-  for_end(L);
-}
-
-// S = scale Q K^T + b and X = dO V^T for query rows [i0, i0 + nq) against
-// keys [k0, k0 + nk), into the locals S and X ([ATT_BS, ATT_BS]).
-static void att_step_products(Lo *L, const AttStep *st, const Node *n, int S, int X, int i0, int nq, int k0, int nk) {
-  const Att *a = &st->a;
-  LExpr *qrow = iadd(L, xvar(L, st->r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st->kv0), xvar(L, k0));
-  LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->h, n->fval, 0);
-  att_operand(&c, LC_A, KS_IN0, att_head(L, a, a->h, qrow, st->hd), xi(L, a->NH * a->h));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, krow, st->hd), xi(L, a->NH * a->h));
-  att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BS));
-  gemm_call(L, c);
-  att_block_bias(L, a, S, ATT_BS, nq, nk, xvar(L, st->sh), i0, k0);
-  c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->e, 1, 0);
-  att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, a->e, qrow, st->hd), xi(L, a->NH * a->e));
-  att_operand(&c, LC_B, KS_IN2, att_head(L, a, a->e, krow, st->hd), xi(L, a->NH * a->e));
-  att_operand(&c, LC_C, X, xi(L, 0), xi(L, ATT_BS));
-  gemm_call(L, c);
-}
-
-// Over the block's scores, an element per thread: S <- P_ij, X <- dS_ij
-// (0 outside the keys row i sees: j <= i, and the window's first key).
-static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, int Ll, int Dl, int i0, int nq, int k0, int nk) {
-  const Att *a = &st->a;
-  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_BS)), true, "x");
-  int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_BS)), "ii"), jj = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_BS)), "jj");
-  int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i"), j = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "j");
-  LExpr *in = x2(L, LX_AND, x2(L, LX_LT, xvar(L, jj), xvar(L, nk)), x2(L, LX_GE, xvar(L, i), xvar(L, j)));
-  if (a->Wmask) in = x2(L, LX_AND, in, x2(L, LX_LT, x2(L, LX_SUB, xvar(L, i), xvar(L, j)), xi(L, a->W)));
-  int inside = let(L, in, "in");
-  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, x)), load(L, Ll, xvar(L, ii))));
-  int p = let(L, xsel(L, xvar(L, inside), e, xf(L, 0)), "p");
-  store(L, S, xvar(L, x), xvar(L, p));
-  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, Dl, xvar(L, ii)));
-  store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
-  for_end(L);
-}
-
-// Rows [r, r + nr) of part p (head hd) <- 0.
-static void att_step_zero(Lo *L, const AttStep *st, int p, int r, int nr) {
-  int64_t w = p < 2 ? st->a.h : st->a.e;
-  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nr), xi(L, w)), true, "x");
-  LExpr *row = iadd(L, xvar(L, st->r0), iadd(L, xvar(L, r), x2(L, LX_DIV, xvar(L, x), xi(L, w))));
-  store(L, st->a.part[p].slot, att_part_at(L, &st->a, p, row, st->hd, x2(L, LX_REM, xvar(L, x), xi(L, w))), xf(L, 0));
-  for_end(L);
-}
-
-// The query block's rows [i0, i0 + nq) (nq 0 past T) and its key blocks
-// from the window's first key: the loop over them opened, *k0 and *nk set.
-static void att_step_keys(Lo *L, const AttStep *st, int *i0, int *nq, int *k0, int *nk) {
-  *i0 = let(L, imul(L, xvar(L, st->blk), xi(L, ATT_BS)), "i0");
-  int i1 = let(L, imin(L, iadd(L, xvar(L, *i0), xi(L, ATT_BS)), st->a.T), "i1");
-  *nq = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, *i0))), "nq");
-  int kf = let(L, imin(L, att_first_key(L, &st->a, xvar(L, *i0)), xvar(L, i1)), "kf");
-  LExpr *nkb = x2(L, LX_DIV, iadd(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, kf))), xi(L, ATT_BS - 1)), xi(L, ATT_BS));
-  int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
-  *k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, ATT_BS))), "k0");
-  *nk = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, i1), xvar(L, *k0))), "nk");
-}
-
-static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
-  Lo Lw, *L = &Lw;
-  AttStep st;
-  LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
-  const Node *n = &s->g->nodes[k->node];
-  const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
-  int k0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "k0");
-  int k1 = let(L, imin(L, iadd(L, xvar(L, k0), xi(L, ATT_BS)), a->T), "k1");
-  int nk = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, k1), xvar(L, k0))), "nk");
-  att_step_zero(L, &st, 1, k0, nk);
-  att_step_zero(L, &st, 2, k0, nk);
-  // queries [k0, qe): the last that sees key k1 - 1 is k1 - 1 + W - 1
-  LExpr *qend = a->W ? imin(L, a->T, iadd(L, xvar(L, k1), xi(L, a->W - 1))) : a->T;
-  int qe = let(L, xsel(L, x2(L, LX_LT, xi(L, 0), xvar(L, nk)), qend, xvar(L, k0)), "qe");
-  LExpr *nqb = x2(L, LX_DIV, iadd(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, qe), xvar(L, k0))), xi(L, ATT_BS - 1)), xi(L, ATT_BS));
-  int qb = for_begin(L, xi(L, 0), nqb, false, "qb");
-  int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, ATT_BS))), "i0");
-  int nq = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
-  att_step_rows(L, &st, Ll, Dl, i0, nq);
-  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
-  LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st.r0), xvar(L, k0));
-  LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
-  c.k = xvar(L, nq);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
-  att_operand(&c, LC_B, KS_IN0, att_head(L, a, a->h, qrow, st.hd), xi(L, a->NH * a->h));
-  att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[1].w));
-  gemm_call(L, c);
-  c = att_call(L, true, false, xvar(L, nk), xi(L, a->e), 0, 1, 1);  // dV += P^T dO
-  c.k = xvar(L, nq);
-  att_operand(&c, LC_A, S, xi(L, 0), xi(L, ATT_BS));
-  att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, a->e, qrow, st.hd), xi(L, a->NH * a->e));
-  att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[2].w));
-  gemm_call(L, c);
-  for_end(L);
-  return lk;
-}
-
-static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
-  Lo Lw, *L = &Lw;
-  AttStep st;
-  LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
-  const Node *n = &s->g->nodes[k->node];
-  const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
-  int q0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "q0");
-  int nq0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, imin(L, iadd(L, xvar(L, q0), xi(L, ATT_BS)), a->T), xvar(L, q0))), "nq0");
-  att_step_zero(L, &st, 0, q0, nq0);
-  att_step_rows(L, &st, Ll, Dl, q0, nq0);
-  int i0, nq, k0, nk;
-  att_step_keys(L, &st, &i0, &nq, &k0, &nk);
-  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
-  LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
-  c.k = xvar(L, nk);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, iadd(L, xvar(L, st.kv0), xvar(L, k0)), st.hd), xi(L, a->NH * a->h));
-  att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, st.r0), xvar(L, i0)), st.hd, xi(L, 0)),
-              xi(L, a->NH * a->part[0].w));
-  gemm_call(L, c);
-  for_end(L);
-  return lk;
-}
-
-bool lower_attention_steps(Arena *a, const Schedule *s, const Kernel *k, LSteps *st) {
-  if (!lower_att_steps(s->g, &s->g->nodes[k->node], LTARGET_GPU)) return false;
-  if (!st) return true;
-  st->lk[st->n++] = att_step_dkdv(a, s, k);
-  st->lk[st->n++] = att_step_dq(a, s, k);
-  return true;
 }
