@@ -93,8 +93,10 @@ typedef struct {
   int stored;     // FG_MAP, FG_MATMUL_MAP, FG_NORM_DG: the member whose value
                   // the kernel also writes, to slot KS_SCRATCH (buffer scratch), or -1
   int terms;      // the buffer of the LAYERNORM_DYXH or RMSNORM_DYXH whose rows the
-                  // kernel of its _DX also writes, or of the ATTENTION_LSE the
-                  // ATTENTION's kernel writes (slot KS_TERMS), or -1
+                  // kernel of its _DX also writes, of the ATTENTION_LSE the
+                  // ATTENTION's kernel writes, or of the ATTENTION_DBIAS the CPU
+                  // row form of ATTENTION_GRAD writes (schedule_att_dbias_heads)
+                  // (slot kernel_terms_slot), or -1
   int fusion;     // FG_NONE, or the group kind (passes.h) this kernel computes
   int dropout;    // the dropout node it computes (alone or in its group), or -1
   int matmul;     // FG_MATMUL_MAP: the product inside the group
@@ -130,8 +132,9 @@ enum {
 };
 // The slot of part p of a kernel's output.
 static inline int kernel_out_slot(int p) { return p ? KS_OUT1 + p - 1 : KS_OUT; }
-// The slot of a kernel's row terms (Kernel.terms; such a kernel has nout 1).
-enum { KS_TERMS = KS_OUT1 };
+// The slot of a kernel's terms (Kernel.terms): KS_OUT1 for a kernel of one
+// output, KS_SCRATCH for ATTENTION_GRAD's parts (nout 3, no scratch).
+static inline int kernel_terms_slot(const Kernel *k) { return k->nout > 1 ? KS_SCRATCH : KS_OUT1; }
 // The scratch of a convolution's chunked form (Kernel.chunk; nout 1): the
 // unfolded rows U, the per-chunk products Y (or dW's shifted dy, S), the
 // per-lag transposed weights W_k^T (CONV_DX only).
@@ -187,6 +190,9 @@ int schedule_conv_chunk(const Graph *g, const Node *n);
 // between them), or 0 where the row form costs less or the block's scratch
 // does not fit (schedule.c has the cost rule).
 int schedule_att_block(const Graph *g, const Node *n);
+// The head group HG of the CPU row form of ATTENTION_GRAD node n that also
+// writes its score bias's gradient (schedule.c), or 0 where it does not.
+int schedule_att_dbias_heads(const Graph *g, const Node *n);
 // The column tile CT of the GPU's two-step CONV_DW of the scalar and vector
 // kinds (lower.c lower_steps; its partial sums in the kernel's scratch): 8,
 // or the largest divisor of a constant width d below it; 0 for any other node

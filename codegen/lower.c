@@ -622,7 +622,7 @@ static void lower_norm(Lo *L, const Node *n) {
     if (a1 >= 0) t = x2(L, LX_SUB, t, xvar(L, a1));
     t = x2(L, LX_SUB, t, x2(L, LX_MUL, xhat(L, &w, c), xvar(L, a2)));
     row_store(L, n, &w, c, x2(L, LX_DIV, t, xvar(L, w.sigma)));
-    if (L->k->terms >= 0) store(L, KS_TERMS, iadd(L, xvar(L, w.base), xvar(L, c)), x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c)));
+    if (L->k->terms >= 0) store(L, kernel_terms_slot(L->k), iadd(L, xvar(L, w.base), xvar(L, c)), x2(L, LX_MUL, at(L, &w, w.dy, c), xhat(L, &w, c)));
     for_end(L);
     break;
   }

@@ -39,6 +39,13 @@ typedef struct {
   int lse;              // the slot of the rows' L_i = m_i + log l_i (ATTENTION_LSE's
                         // layout [..., T, NH]: row r, head hd at r NH + hd), or -1
   bool no_o;            // ATTENTION_LSE alone: the forward writes L only
+  int hv;               // the CPU row form's heads [h0, h0 + HG): h0 a variable
+  int64_t HG;           // (-1: 0) and HG (NH: every head)
+  int Bg, Gg;           // the row gradient of a head group (schedule_att_dbias_heads):
+                        // locals [t_max, t_max, HG] of the group's bias, read
+                        // once, and of its gradient summed over the sequences, or -1
+  int dbias;            // the slot of the ATTENTION_DBIAS the gradient's kernel
+                        // writes (Kernel.terms), or -1
 } Att;
 
 // Threads of a GPU block working on one attention (LKernel.team).

@@ -114,6 +114,18 @@ static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var
 #define LOC(slot, j, hd) load(L, slot, iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd)))
 #define LOC_AT(j, hd) iadd(L, imul(L, xvar(L, j), xi(L, a->NH)), xvar(L, hd))
 
+// The par loop over the row form's heads [h0, h0 + HG) (Att.hv, Att.HG).
+static int att_heads(Lo *L, const Att *a) {
+  int k = for_begin(L, xi(L, 0), xi(L, a->HG), true, "hd");  // a constant trip count
+  return a->hv >= 0 ? let(L, iadd(L, xvar(L, a->hv), xvar(L, k)), "hd") : k;
+}
+// Element (i, j, hd - h0) of a head group's local [t_max, t_max, HG] (Att.Bg, Gg).
+static LExpr *att_group_at(Lo *L, const Att *a, LExpr *i, LExpr *j, int hd) {
+  LExpr *h0 = a->hv >= 0 ? xvar(L, a->hv) : xi(L, 0);
+  LExpr *ij = iadd(L, imul(L, i, xi(L, L->g->t_max)), j);
+  return iadd(L, imul(L, ij, xi(L, a->HG)), x2(L, LX_SUB, xvar(L, hd), h0));
+}
+
 // A bias per head: row i of every head's block for row o into Bl [j, hd],
 // read along j per head (nothing without one).
 static void att_bias_row(Lo *L, Att *a, int o, int i) {
@@ -131,26 +143,29 @@ static void att_bias_row(Lo *L, Att *a, int o, int i) {
 // and their maximum per head into M; then (probs) p_j = exp(s_j - M) into S
 // and sum p_j into Ls.
 static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool probs) {
-  int hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  int hd = att_heads(L, a);
   store(L, a->M, xvar(L, hd), xf(L, -INFINITY));
   store(L, a->Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
-  if (!a->Bl_kept) att_bias_row(L, a, o, i);
+  if (!a->Bl_kept && a->Bg < 0) att_bias_row(L, a, o, i);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int kr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
-  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  hd = att_heads(L, a);
   int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
   int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
   LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
   LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
-  int s = let(L, a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd)) : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j)), "s");
+  LExpr *sb = a->Bg >= 0  ? x2(L, LX_ADD, sc, load(L, a->Bg, att_group_at(L, a, xvar(L, i), xvar(L, j), hd)))
+              : a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd))
+                           : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j));
+  int s = let(L, sb, "s");
   store(L, a->S, LOC_AT(j, hd), xvar(L, s));
   store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
   for_end(L);
   for_end(L);
   if (!probs) return;
   j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  hd = for_begin(L, xi(L, 0), xi(L, a->NH), true, "hd");
+  hd = att_heads(L, a);
   int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "p");
   store(L, a->S, LOC_AT(j, hd), xvar(L, p));
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
@@ -197,34 +212,44 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   for_end(L);
 }
 
-// Gradient, one sequence per outer index, query rows i in order: the rows of
-// its dq, dk, dv parts (Att.part) zeroed, then for each i,
-// with u_j = exp(s_j - max s), l = sum_j u_j, P_ij = u_j / l:
+// Gradient of the sequence whose rows are r0 .. r0 + T, the row form's heads
+// (att_heads), query rows i in order: the rows of its dq, dk, dv parts
+// (Att.part) zeroed, then for each i, with u_j = exp(s_j - max s),
+// l = sum_j u_j, P_ij = u_j / l:
 // dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij = (sum_j u_j dP_ij) / l,
 // dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j, dk_j += dS_ij q_i,
 // dv_j += P_ij do_i, each output element accumulated in the order of i,
-// then j. Three passes over j per row: scores; u, l, dP; the updates.
-static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
+// then j; with a head group's db (Att.Gg), G_ij += P_ij (dP_ij - D_i).
+// Three passes over j per row: scores; u, l, dP; the updates.
+static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int64_t NH = a->NH, h = a->h, e = a->e;
-  int r0 = let(L, imul(L, xvar(L, 0), a->T), "r0");
-  a->X = local(L, L->g->t_max * NH);  // dP
   int D = local(L, NH);
   for (int pt = 0; pt < 3 && (pt == 0 || a->part[pt].slot != a->part[0].slot); pt++) {  // one buffer: zeroed whole
     int64_t pw = a->part[pt].w;
-    int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * pw)), true, "x");
-    store(L, a->part[pt].slot, iadd(L, imul(L, xvar(L, r0), xi(L, NH * pw)), xvar(L, x)), xf(L, 0));
+    if (a->hv < 0) {  // every head: the sequence's rows
+      int x = for_begin(L, xi(L, 0), imul(L, a->T, xi(L, NH * pw)), true, "x");
+      store(L, a->part[pt].slot, iadd(L, imul(L, xvar(L, r0), xi(L, NH * pw)), xvar(L, x)), xf(L, 0));
+      for_end(L);
+      continue;
+    }
+    int i = for_begin(L, xi(L, 0), a->T, true, "i");
+    int hd = att_heads(L, a);
+    int c = for_begin(L, xi(L, 0), xi(L, pw), true, "c");
+    store(L, a->part[pt].slot, att_at(L, a, pw, iadd(L, xvar(L, r0), xvar(L, i)), hd, xvar(L, c)), xf(L, 0));
+    for_end(L);
+    for_end(L);
     for_end(L);
   }
   int kv0 = kv_rows(L, a, r0);
   int i = for_begin(L, xi(L, 0), a->T, false, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   att_scores(L, a, n, o, i, kv0, false);
-  int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  int hd = att_heads(L, a);
   store(L, D, xvar(L, hd), xf(L, 0));
   for_end(L);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, NH * e)), "vrow");
-  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  hd = att_heads(L, a);
   int u = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "u");
   store(L, a->S, LOC_AT(j, hd), xvar(L, u));
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, u)));
@@ -235,7 +260,7 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   store(L, D, xvar(L, hd), x2(L, LX_ADD, load(L, D, xvar(L, hd)), x2(L, LX_MUL, xvar(L, u), xvar(L, dp))));
   for_end(L);
   for_end(L);
-  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");  // M <- 1 / l, D <- D / l
+  hd = att_heads(L, a);  // M <- 1 / l, D <- D / l
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
   store(L, a->M, xvar(L, hd), xvar(L, inv));
   store(L, D, xvar(L, hd), x2(L, LX_MUL, load(L, D, xvar(L, hd)), xvar(L, inv)));
@@ -243,9 +268,14 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
   j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");  // dk, dv: the query sequence's rows
   int jk = a->G == 1 ? jr : let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");  // k: its key sequence's
-  hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
+  hd = att_heads(L, a);
   int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
-  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd))))), "ds");
+  int pd = let(L, x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd)))), "pd");
+  int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), xvar(L, pd)), "ds");
+  if (a->Gg >= 0) {
+    int at = let(L, att_group_at(L, a, xvar(L, i), xvar(L, j), hd), "g");
+    store(L, a->Gg, xvar(L, at), x2(L, LX_ADD, load(L, a->Gg, xvar(L, at)), xvar(L, pd)));
+  }
   int oq = let(L, att_part_at(L, a, 0, xvar(L, o), hd, xi(L, 0)), "oq");
   int ok = let(L, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, 0)), "ok");
   int ov = let(L, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, 0)), "ov");
@@ -264,6 +294,51 @@ static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
     int dv = let(L, iadd(L, xvar(L, ov), c), "dv");
     store(L, sv, xvar(L, dv), x2(L, LX_ADD, load(L, sv, xvar(L, dv)), x2(L, LX_MUL, xvar(L, p), load(L, KS_IN0 + 3, iadd(L, xvar(L, yb), c)))));
   }
+  for_end(L);
+  for_end(L);
+  for_end(L);
+}
+
+// Gradient, one sequence per outer index (att_grad_seq, every head).
+static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
+  a->X = local(L, L->g->t_max * a->NH);  // dP
+  att_grad_seq(L, a, n, let(L, imul(L, xvar(L, 0), a->T), "r0"));
+}
+
+static LExpr *att_seq_of(Lo *L, const Att *a, LExpr *c, LExpr *u, LExpr **nfree);
+
+// Gradient with the score bias's (schedule_att_dbias_heads: b [.., NH, T, T]
+// broadcast along the other sequence axes): one group of HG heads
+// [h0, h0 + HG) per outer index, h0 = o HG. The group's bias rows into Bg
+// [i, j, hd - h0] and G = 0; every sequence of those heads in order
+// (att_grad_seq, which adds P_ij (dP_ij - D_i) into G); then db of the
+// group's heads: G, 0 after the diagonal.
+static void lower_attention_grad_heads(Lo *L, Att *a, const Node *n, int64_t HG) {
+  int64_t NH = a->NH, tm = L->g->t_max;
+  a->X = local(L, tm * NH);
+  a->HG = HG;
+  a->hv = let(L, imul(L, xvar(L, 0), xi(L, HG)), "h0");
+  a->Bg = local(L, tm * tm * HG), a->Gg = local(L, tm * tm * HG);
+  int i = for_begin(L, xi(L, 0), a->T, true, "i");
+  int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), true, "j");
+  int hd = att_heads(L, a);
+  int at = let(L, att_group_at(L, a, xvar(L, i), xvar(L, j), hd), "g");
+  store(L, a->Bg, xvar(L, at), att_biased(L, a, xf(L, 0), xvar(L, hd), xvar(L, i), xvar(L, j)));  // sequence hd reads head hd's block
+  store(L, a->Gg, xvar(L, at), xf(L, 0));
+  for_end(L);
+  for_end(L);
+  for_end(L);
+  LExpr *nfree;
+  att_seq_of(L, a, NULL, NULL, &nfree);
+  int u = for_begin(L, xi(L, 0), nfree, false, "u");
+  int m0 = let(L, att_seq_of(L, a, xvar(L, a->hv), xvar(L, u), &nfree), "m0");  // head h0's u-th sequence
+  att_grad_seq(L, a, n, let(L, imul(L, x2(L, LX_DIV, xvar(L, m0), xi(L, NH)), a->T), "r0"));
+  for_end(L);
+  hd = att_heads(L, a);
+  i = for_begin(L, xi(L, 0), a->T, true, "i");
+  j = for_begin(L, xi(L, 0), a->T, true, "j");
+  LExpr *g = load(L, a->Gg, att_group_at(L, a, xvar(L, i), imin(L, xvar(L, j), xvar(L, i)), hd));
+  store(L, a->dbias, att_bias_at(L, a, xvar(L, hd), xvar(L, i), xvar(L, j)), xsel(L, x2(L, LX_LT, xvar(L, i), xvar(L, j)), xf(L, 0), g));
   for_end(L);
   for_end(L);
   for_end(L);
@@ -1012,7 +1087,9 @@ Att att_of(Lo *L, const Node *n, int *tax) {
   Att a = {.NH = n->axis ? qs->d[r - 2].n : 1, .h = qs->d[r - 1].n, .e = vs->d[r - 1].n, .w = lse ? 0 : n->shape.d[r - 1].n,
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[*tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
            .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1,
-           .lse = lse ? KS_OUT : n->op == OP_ATTENTION && L->k->terms >= 0 ? KS_TERMS : -1, .no_o = lse};
+           .lse = lse ? KS_OUT : n->op == OP_ATTENTION && L->k->terms >= 0 ? kernel_terms_slot(L->k) : -1, .no_o = lse, .hv = -1,
+           .HG = n->axis ? qs->d[r - 2].n : 1, .Bg = -1, .Gg = -1,
+           .dbias = n->op == OP_ATTENTION_GRAD && L->k->terms >= 0 ? kernel_terms_slot(L->k) : -1};
   Dim tdim;
   a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
   return a;
@@ -1066,6 +1143,18 @@ void lower_attention(Lo *L, const Node *n) {
     L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0, 1});
     if (grad) lower_attention_grad_blocked(L, &a, n, BQ);
     else lower_attention_fwd_blocked(L, &a, n, BQ);
+    return;
+  }
+  int64_t HG = a.dbias >= 0 && L->tgt == LTARGET_CPU ? schedule_att_dbias_heads(L->g, n) : 0;
+  if (HG > 0) {  // a group of HG heads per outer index
+    L->own_outer = true;
+    L->lk->outer = xi(L, a.NH / HG), L->lk->nouter = (SymSize){a.NH / HG, 0, 0, 1};
+    a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
+    lower_attention_grad_heads(L, &a, n, HG);
+    return;
+  }
+  if (a.dbias >= 0) {
+    unlowered(L, n);  // only the CPU row form writes the bias's gradient too
     return;
   }
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows

@@ -394,6 +394,14 @@ int main(void) {
     Define ab[] = {{"d", "64"}, {"context", "150"}};
     check_model("tests/fusion/attn_bias.xf", ab, 2, 2, 150, true);
   }
+  // the CPU row form's gradient of a bias per head inside the attention's
+  // gradient (schedule_att_dbias_heads): 32 heads of 4 at context 12, two
+  // groups of 16 heads, each over both sequences (the relative bias's w)
+  {
+    Define hg[] = {{"d", "128"}, {"heads", "32"}};
+    check_model("tests/grad/attention_variants.xf", hg, 2, 2, 12, true);
+    check_model("tests/grad/attention_variants.xf", hg, 2, 2, 7, true);  // T < context
+  }
   // heads of 4 in the CPU's blocked form (schedule_att_block: BQ 64) with a
   // per-head temperature and a bias of positions in the score expression
   {
