@@ -28,7 +28,10 @@ bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
 
 typedef struct {
   Att a;
+  const Node *n;
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
+  int b0, nb0;               // variables: the block's first row and its rows (0 past T)
+  int S, X, Ll, Dl;          // locals: S and X [ATT_BS, ATT_BS], L_i and D_i [ATT_BS]
   int64_t nb;                // blocks per (sequence, head)
 } AttStep;
 
@@ -38,6 +41,7 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   const Shape *qs = &s->g->nodes[n->in[0]].shape;
   int tax;
   st->a = att_of(L, n, &tax);
+  st->n = n;
   int64_t width[3] = {st->a.h, st->a.h, st->a.e};
   lower_out_parts(L, n, width, st->a.w, st->a.part);
   st->nb = (s->g->t_max + ATT_BS - 1) / ATT_BS;
@@ -49,11 +53,16 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   st->hd = let(L, x2(L, LX_REM, xvar(L, st->sh), xi(L, st->a.NH)), "hd");
   st->r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, st->sh), xi(L, st->a.NH)), st->a.T), "r0");
   st->kv0 = kv_rows(L, &st->a, st->r0);
+  st->b0 = let(L, imul(L, xvar(L, st->blk), xi(L, ATT_BS)), "b0");
+  LExpr *b1 = imin(L, iadd(L, xvar(L, st->b0), xi(L, ATT_BS)), st->a.T);
+  st->nb0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, b1, xvar(L, st->b0))), "nb0");
+  st->S = local(L, ATT_BS * ATT_BS), st->X = local(L, ATT_BS * ATT_BS), st->Ll = local(L, ATT_BS), st->Dl = local(L, ATT_BS);
   return lk;
 }
 
 // Ll[ii] <- L_i, Dl[ii] <- D_i = do_i . o_i of query rows i0 + ii, ii < nq.
-static void att_step_rows(Lo *L, const AttStep *st, int Ll, int Dl, int i0, int nq) {
+static void att_step_rows(Lo *L, const AttStep *st, int i0, int nq) {
+  int Ll = st->Ll, Dl = st->Dl;
   const Att *a = &st->a;
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   LExpr *row = iadd(L, xvar(L, st->r0), iadd(L, xvar(L, i0), xvar(L, ii)));
@@ -65,8 +74,10 @@ static void att_step_rows(Lo *L, const AttStep *st, int Ll, int Dl, int i0, int 
 
 // S = scale Q K^T + b and X = dO V^T for query rows [i0, i0 + nq) against
 // keys [k0, k0 + nk), into the locals S and X ([ATT_BS, ATT_BS]).
-static void att_step_products(Lo *L, const AttStep *st, const Node *n, int S, int X, int i0, int nq, int k0, int nk) {
+static void att_step_products(Lo *L, const AttStep *st, int i0, int nq, int k0, int nk) {
   const Att *a = &st->a;
+  const Node *n = st->n;
+  int S = st->S, X = st->X;
   LExpr *qrow = iadd(L, xvar(L, st->r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st->kv0), xvar(L, k0));
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->h, n->fval, 0);
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, a->h, qrow, st->hd), xi(L, a->NH * a->h));
@@ -83,8 +94,9 @@ static void att_step_products(Lo *L, const AttStep *st, const Node *n, int S, in
 
 // Over the block's scores, an element per thread: S <- P_ij, X <- dS_ij
 // (0 outside the keys row i sees: j <= i, and the window's first key).
-static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, int Ll, int Dl, int i0, int nq, int k0, int nk) {
+static void att_step_ds(Lo *L, const AttStep *st, int i0, int nq, int k0, int nk) {
   const Att *a = &st->a;
+  int S = st->S, X = st->X, Ll = st->Ll, Dl = st->Dl;
   int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_BS)), true, "x");
   int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_BS)), "ii"), jj = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_BS)), "jj");
   int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i"), j = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "j");
@@ -95,7 +107,7 @@ static void att_step_ds(Lo *L, const AttStep *st, const Node *n, int S, int X, i
   int p = let(L, xsel(L, xvar(L, inside), e, xf(L, 0)), "p");
   store(L, S, xvar(L, x), xvar(L, p));
   LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, Dl, xvar(L, ii)));
-  store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
+  store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, st->n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
   for_end(L);
 }
 
@@ -108,13 +120,11 @@ static void att_step_zero(Lo *L, const AttStep *st, int p, int r, int nr) {
   for_end(L);
 }
 
-// The query block's rows [i0, i0 + nq) (nq 0 past T) and its key blocks
-// from the window's first key: the loop over them opened, *k0 and *nk set.
-static void att_step_keys(Lo *L, const AttStep *st, int *i0, int *nq, int *k0, int *nk) {
-  *i0 = let(L, imul(L, xvar(L, st->blk), xi(L, ATT_BS)), "i0");
-  int i1 = let(L, imin(L, iadd(L, xvar(L, *i0), xi(L, ATT_BS)), st->a.T), "i1");
-  *nq = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, *i0))), "nq");
-  int kf = let(L, imin(L, att_first_key(L, &st->a, xvar(L, *i0)), xvar(L, i1)), "kf");
+// The key blocks of the query block (rows [b0, b0 + nb0)) from the window's
+// first key: the loop over them opened, *k0 and *nk set.
+static void att_step_keys(Lo *L, const AttStep *st, int *k0, int *nk) {
+  int i1 = let(L, imin(L, iadd(L, xvar(L, st->b0), xi(L, ATT_BS)), st->a.T), "i1");
+  int kf = let(L, imin(L, att_first_key(L, &st->a, xvar(L, st->b0)), xvar(L, i1)), "kf");
   LExpr *nkb = x2(L, LX_DIV, iadd(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, i1), xvar(L, kf))), xi(L, ATT_BS - 1)), xi(L, ATT_BS));
   int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
   *k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, ATT_BS))), "k0");
@@ -125,12 +135,9 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   Lo Lw, *L = &Lw;
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
-  const Node *n = &s->g->nodes[k->node];
   const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
-  int k0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "k0");
-  int k1 = let(L, imin(L, iadd(L, xvar(L, k0), xi(L, ATT_BS)), a->T), "k1");
-  int nk = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, xvar(L, k1), xvar(L, k0))), "nk");
+  int k0 = st.b0, nk = st.nb0;  // the key block
+  int k1 = let(L, iadd(L, xvar(L, k0), xvar(L, nk)), "k1");
   att_step_zero(L, &st, 1, k0, nk);
   att_step_zero(L, &st, 2, k0, nk);
   // queries [k0, qe): the last that sees key k1 - 1 is k1 - 1 + W - 1
@@ -140,19 +147,19 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   int qb = for_begin(L, xi(L, 0), nqb, false, "qb");
   int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, ATT_BS))), "i0");
   int nq = let(L, imin(L, xi(L, ATT_BS), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
-  att_step_rows(L, &st, Ll, Dl, i0, nq);
-  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
+  att_step_rows(L, &st, i0, nq);
+  att_step_products(L, &st, i0, nq, k0, nk);
+  att_step_ds(L, &st, i0, nq, k0, nk);
   LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st.r0), xvar(L, k0));
   LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, ATT_BS));
   att_operand(&c, LC_B, KS_IN0, att_head(L, a, a->h, qrow, st.hd), xi(L, a->NH * a->h));
   att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[1].w));
   gemm_call(L, c);
   c = att_call(L, true, false, xvar(L, nk), xi(L, a->e), 0, 1, 1);  // dV += P^T dO
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, S, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.S, xi(L, 0), xi(L, ATT_BS));
   att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, a->e, qrow, st.hd), xi(L, a->NH * a->e));
   att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[2].w));
   gemm_call(L, c);
@@ -164,20 +171,17 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
   Lo Lw, *L = &Lw;
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
-  const Node *n = &s->g->nodes[k->node];
   const Att *a = &st.a;
-  int S = local(L, ATT_BS * ATT_BS), X = local(L, ATT_BS * ATT_BS), Ll = local(L, ATT_BS), Dl = local(L, ATT_BS);
-  int q0 = let(L, imul(L, xvar(L, st.blk), xi(L, ATT_BS)), "q0");
-  int nq0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, imin(L, iadd(L, xvar(L, q0), xi(L, ATT_BS)), a->T), xvar(L, q0))), "nq0");
-  att_step_zero(L, &st, 0, q0, nq0);
-  att_step_rows(L, &st, Ll, Dl, q0, nq0);
-  int i0, nq, k0, nk;
-  att_step_keys(L, &st, &i0, &nq, &k0, &nk);
-  att_step_products(L, &st, n, S, X, i0, nq, k0, nk);
-  att_step_ds(L, &st, n, S, X, Ll, Dl, i0, nq, k0, nk);
+  int i0 = st.b0, nq = st.nb0;  // the query block
+  att_step_zero(L, &st, 0, i0, nq);
+  att_step_rows(L, &st, i0, nq);
+  int k0, nk;
+  att_step_keys(L, &st, &k0, &nk);
+  att_step_products(L, &st, i0, nq, k0, nk);
+  att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
   c.k = xvar(L, nk);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, ATT_BS));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, iadd(L, xvar(L, st.kv0), xvar(L, k0)), st.hd), xi(L, a->NH * a->h));
   att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, st.r0), xvar(L, i0)), st.hd, xi(L, 0)),
               xi(L, a->NH * a->part[0].w));
