@@ -39,8 +39,8 @@ typedef struct {
   int lse;              // the slot of the rows' L_i = m_i + log l_i (ATTENTION_LSE's
                         // layout [..., T, NH]: row r, head hd at r NH + hd), or -1
   bool no_o;            // ATTENTION_LSE alone: the forward writes L only
-  int hv;               // the CPU row form's heads [h0, h0 + HG): h0 a variable
-  int64_t HG;           // (-1: 0) and HG (NH: every head)
+  int hv;               // the CPU row form's heads: [h0, h0 + HG) with h0 the
+  int64_t HG;           // variable hv, or every head (hv -1; HG unused)
   int Bg, Gg;           // the row gradient of a head group (schedule_att_dbias_heads):
                         // locals [t_max, t_max, HG] of the group's bias, read
                         // once, and of its gradient summed over the sequences, or -1

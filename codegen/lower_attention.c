@@ -116,7 +116,7 @@ static LExpr *feat_c(Lo *L, const Feat *f) { return f->var >= 0 ? xvar(L, f->var
 
 // The par loop over the row form's heads [h0, h0 + HG) (Att.hv, Att.HG).
 static int att_heads(Lo *L, const Att *a) {
-  int k = for_begin(L, xi(L, 0), xi(L, a->HG), true, "hd");  // a constant trip count
+  int k = for_begin(L, xi(L, 0), xi(L, a->hv >= 0 ? a->HG : a->NH), true, "hd");  // a constant trip count
   return a->hv >= 0 ? let(L, iadd(L, xvar(L, a->hv), xvar(L, k)), "hd") : k;
 }
 // Element (i, j, hd - h0) of a head group's local [t_max, t_max, HG] (Att.Bg, Gg).
@@ -1088,7 +1088,7 @@ Att att_of(Lo *L, const Node *n, int *tax) {
            .G = ir_attention_group(L->g, n), .T = xdim(L, qs->d[*tax]), .bslot = bi >= 0 ? lower_in_slot(L, n, bi) : -1,
            .bs = bi >= 0 ? &L->g->nodes[n->in[bi]].shape : NULL, .W = n->start, .Wmask = n->start > 0 && bi < 0, .Bl = -1,
            .lse = lse ? KS_OUT : n->op == OP_ATTENTION && L->k->terms >= 0 ? kernel_terms_slot(L->k) : -1, .no_o = lse, .hv = -1,
-           .HG = n->axis ? qs->d[r - 2].n : 1, .Bg = -1, .Gg = -1,
+           .Bg = -1, .Gg = -1,
            .dbias = n->op == OP_ATTENTION_GRAD && L->k->terms >= 0 ? kernel_terms_slot(L->k) : -1};
   Dim tdim;
   a.ns = ir_attention_seq(L->g, n, a.seq, &tdim);
@@ -1145,11 +1145,11 @@ void lower_attention(Lo *L, const Node *n) {
     else lower_attention_fwd_blocked(L, &a, n, BQ);
     return;
   }
+  a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   int64_t HG = a.dbias >= 0 && L->tgt == LTARGET_CPU ? schedule_att_dbias_heads(L->g, n) : 0;
   if (HG > 0) {  // a group of HG heads per outer index
     L->own_outer = true;
     L->lk->outer = xi(L, a.NH / HG), L->lk->nouter = (SymSize){a.NH / HG, 0, 0, 1};
-    a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
     lower_attention_grad_heads(L, &a, n, HG);
     return;
   }
@@ -1159,7 +1159,6 @@ void lower_attention(Lo *L, const Node *n) {
   }
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows
   L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = symsize_prod(qs, 0, nouter);
-  a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   if (grad) lower_attention_grad(L, &a, n);
   else lower_attention_fwd(L, &a, n);
 }

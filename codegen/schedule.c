@@ -185,10 +185,10 @@ static void att_dbias_terms(const Graph *g, int *into, int *terms) {
     if (p->op != OP_ATTENTION_DBIAS || into[i] >= 0) continue;
     for (int r = 0; r < i; r++) {
       const Node *a = &g->nodes[r];
-      if (a->op != OP_ATTENTION_GRAD || terms[r] >= 0 || into[r] >= 0 || !schedule_att_dbias_heads(g, a)) continue;
+      if (a->op != OP_ATTENTION_GRAD || terms[r] >= 0 || into[r] >= 0) continue;
       bool same = a->axis == p->axis && a->fval == p->fval && a->start == p->start && a->in[6] == p->in[4];
       for (int k = 0; same && k < 4; k++) same = a->in[k] == p->in[k];
-      if (!same) continue;
+      if (!same || !schedule_att_dbias_heads(g, a)) continue;
       into[i] = r, terms[r] = i;
       break;
     }
