@@ -362,15 +362,32 @@ static int64_t att_gpu_locals(int64_t tmax, int64_t h, int64_t e, bool grad) {
   return grad ? tmax * (2 + 2 * h + e) + (ATT_TILE + ATT_QT) * (h + e) + 2 * ATT_QT * ATT_TILE : tmax * (2 + e) + ATT_TILE * (h + e);
 }
 
-// Whether attention node n takes the GPU form on tgt: its block's state fits
-// ATT_LOCAL_BUDGET bytes of shared memory (else the CPU's form, a warp per
-// query row or sequence).
+// Whether attention node n takes the GPU's (sequence, head) form on tgt:
+// its block's state fits ATT_LOCAL_BUDGET bytes of shared memory and the
+// cost rule prefers it to the blocked forms on the tensor cores (else those,
+// lower_att_block). Per score pair, in units of --emit=cost's estimates
+// (codegen/cuda_cost.c, H100, TF32, 8,192 tokens per step, no GPU timing):
+//   rows     a thread per query row, its dot products serial:
+//            0.35 (h + e) + 0.4
+//   blocked  64-row tiles through mma (h, e padded to 8), the online
+//            softmax over the tile and the diagonal's partial tiles:
+//            2.6 + 0.1 max(0, h + e - 16) + 190 / T
+// Estimated per layer (forward and gradient, us): heads of 4 at T 128 rows
+// 95 against blocked 138, at 512 442 against 400; of 2 at 512 515 against
+// 793; of 8 at 128 87 against 72; of 16 at 128 83 against 52; of 32 at 128
+// the forward alone 177 against 17. The rule picks rows, blocked, rows,
+// blocked, blocked, blocked.
+static bool att_gpu_rows_win(int64_t h, int64_t e, int64_t T) {
+  double hw = (double)(h + e), rows = 0.35 * hw + 0.4, blocked = 2.6 + 0.1 * (hw > 16 ? hw - 16 : 0) + 190.0 / (double)T;
+  return rows < blocked;
+}
 bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   if (tgt != LTARGET_GPU || (n->op != OP_ATTENTION && n->op != OP_ATTENTION_LSE && n->op != OP_ATTENTION_GRAD)) return false;
   const Shape *qs = &g->nodes[n->in[0]].shape, *vs = &g->nodes[n->in[2]].shape;
   int r = qs->rank;
-  int64_t loc = att_gpu_locals(g->t_max, qs->d[r - 1].n, vs->d[r - 1].n, n->op == OP_ATTENTION_GRAD);
-  return loc * (int64_t)sizeof(float) <= ATT_LOCAL_BUDGET;
+  int64_t h = qs->d[r - 1].n, e = vs->d[r - 1].n;
+  int64_t loc = att_gpu_locals(g->t_max, h, e, n->op == OP_ATTENTION_GRAD);
+  return loc * (int64_t)sizeof(float) <= ATT_LOCAL_BUDGET && att_gpu_rows_win(h, e, g->t_max);
 }
 
 LExpr *lower_xwin(Lo *L, int hi) {
