@@ -175,7 +175,12 @@ static const Tol bf16_tol = {.loss = 0x1p-8, .curve = 0x1p-8, .values = 0x1p-5, 
 static const Tol tf32_tol = {.loss = 0x1p-11, .curve = 0x1p-11, .values = 0x1p-8, .logit_floor = 1, .grad_floor = 1,
                              .at_least = 1e-6};
 
-static void check(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse, int precision) {
+// A model's CPU code against its CUDA source (emulated or real): the eval
+// loss, the logits, one training step's loss and every gradient, then a
+// loss curve of `steps` steps and, with program, the step program fed T + 2
+// times; `steps` 1 and no program check the forward and gradient forms only.
+static void check_steps(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse, int precision,
+                        int steps, bool program) {
   char so[64], err[1024];
   if (!build(path, defs, ndefs, fuse, precision, so, err, sizeof err)) {
     printf("FAIL %s: %s\n", path, err);
@@ -232,7 +237,7 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
   ok = ok && e_loss <= tol->loss && e_grad <= tol->values;
   // 20 steps: the loss curves
   double e_curve = 0;
-  for (int step = 1; step < 20; step++) {
+  for (int step = 1; step < steps; step++) {
     set_tokens(cpu, n, vocab, step), set_tokens(gpu, n, vocab, step);
     float lc2 = xf_train_step(cpu), lg2 = xf_train_step(gpu);
     double e = fabs((double)lc2 - lg2) / fabs((double)lc2);
@@ -245,7 +250,7 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
   double e_step = 0;
   XfSampler *sc = xf_sampler_open(cpu, B, true, err, sizeof err), *sg = sc ? xf_sampler_open(gpu, B, true, err, sizeof err) : NULL;
   bool inc = sc && sg && xf_sampler_incremental(sc) == xf_sampler_incremental(sg);
-  for (int f = 0; inc && f < (int)T + 2; f++) {
+  for (int f = 0; program && inc && f < (int)T + 2; f++) {
     int32_t tok[64];
     int64_t len = f == 0 ? 3 : 1;
     for (int64_t q = 0; q < B * len; q++) tok[q] = (int32_t)((q * 3 + 5 * f + 1) % vocab);
@@ -259,16 +264,20 @@ static void check(const char *path, const Define *defs, int ndefs, int64_t B, in
   }
   if (!sc || !sg) printf("  sampler: %s\n", err);
   ok = ok && inc && e_step <= tol->values;
-  bool witnessed = e_logits >= tol->at_least && e_grad >= tol->at_least && e_step >= tol->at_least;
+  bool witnessed = e_logits >= tol->at_least && e_grad >= tol->at_least && (!program || e_step >= tol->at_least);
   ok = ok && (witnessed || strcmp(device_name, "cuda-emulation"));
-  printf("%s %-40s %-9s eval %.1e logits %.1e loss %.1e grads %.1e (%s) 20-step curve %.1e step program%s %.1e%s\n",
+  printf("%s %-40s %-9s eval %.1e logits %.1e loss %.1e grads %.1e (%s) %d-step curve %.1e step program%s %.1e%s\n",
          ok ? "ok  " : "FAIL", path, precision == XF_PRECISION_BF16 ? "bf16" : precision == XF_PRECISION_TF32 ? "tf32" : fuse ? "fused" : "--no-fuse", e_eval, e_logits,
-         e_loss, e_grad, worst, e_curve, sg && xf_sampler_incremental(sg) ? "" : " (recompute)", e_step,
+         e_loss, e_grad, worst, steps, e_curve, !program ? " (not run)" : sg && xf_sampler_incremental(sg) ? "" : " (recompute)", e_step,
          witnessed ? "" : " (no rounding seen)");
   xf_sampler_close(sc), xf_sampler_close(sg);
   ok ? passed++ : failed++;
   xf_close(cpu);
   xf_close(gpu);
+}
+
+static void check(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse, int precision) {
+  check_steps(path, defs, ndefs, B, T, fuse, precision, 20, true);
 }
 
 static void serial_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed,
@@ -647,13 +656,26 @@ int main(int argc, char **argv) {
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_FP32);
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_TF32);
   }
-  // heads of 16: at context 128 the (sequence, head) form, at 1024 the
-  // blocked steps (attention_dkdv, attention_dq: 16 key and query blocks)
+  // heads of 16 in float32: the blocked forms (att_gpu_rows_win) at context
+  // 128 (2 query blocks) and 1024 (attention_dkdv, attention_dq: 16 key and
+  // query blocks)
   if (!only || strstr("examples/transformer.xf heads of 16", only)) {
     Define h16[] = {{"layers", "1"}, {"d", "32"}, {"heads", "2"}, {"context", "128"}, {"vocab", "13"}, {"ffn", "24"}, {"dropout", "0"}};
     check("examples/transformer.xf", h16, 7, 2, 128, true, XF_PRECISION_FP32);
     h16[3].value = "1024";
     check("examples/transformer.xf", h16, 7, 1, 1024, true, XF_PRECISION_FP32);
+  }
+  // the tensor-core (TF32) forms for heads of 16, 64 and 128 at contexts 128
+  // and 1024 (one head of d = 16, 64, 128): the forward and one step's
+  // gradients (the step program's decoding reads no blocked form)
+  if (!only || strstr("examples/transformer.xf tensor cores at 128 and 1024", only)) {
+    static const char *const widths[] = {"16", "64", "128"}, *const contexts[] = {"128", "1024"};
+    for (int w = 0; w < 3; w++)
+      for (int c = 0; c < 2; c++) {
+        Define tc[] = {{"layers", "1"}, {"d", widths[w]}, {"heads", "1"}, {"context", contexts[c]}, {"vocab", "13"},
+                       {"ffn", "24"}, {"dropout", "0"}};
+        check_steps("examples/transformer.xf", tc, 7, 1, atoi(contexts[c]), true, XF_PRECISION_TF32, 2, false);
+      }
   }
   if (!only || strstr("tests/fusion/attn_padding.xf", only)) {  // no decoder (a key-padding bias of the tokens):
     Define c6[] = {{"context", "6"}};                                 // the sampler recomputes, within T = context
