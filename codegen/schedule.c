@@ -108,7 +108,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
 // against blocked 31,600; of 8 (NH 16) 35,428 against 36,189; of 16 (NH 8)
 // 23,957 against 38,161. The rule picks rows, blocked, blocked.
 // The blocked gradient holds the scores and dP of BQ query rows against
-// every key: 2 BQ t_max floats on the stack; the blocked gradient of a
+// every key: 2 BQ att_score_ld(t_max) floats on the stack; the blocked gradient of a
 // score bias (ATTENTION_DBIAS with a query and a key axis) a third array,
 // the bias's rows summed over the sequences reading them.
 enum { ATT_BQ = 64, ATT_BQ_MIN = 16, ATT_STACK_FLOATS = 1 << 18 };
@@ -137,12 +137,13 @@ int schedule_att_block(const Graph *g, const Node *n) {
     if (ir_attention_bias_axis(bs, ns, ns) < 0 || ir_attention_bias_axis(bs, ns, ns + 1) < 0) return 0;
     arrays = 3;
   }
-  int64_t bq = ATT_BQ;
-  while (bq > ATT_BQ_MIN && arrays * bq * g->t_max > ATT_STACK_FLOATS) bq /= 2;
-  // a key window W (Node.start): a block reads W + BQ - 1 keys for its rows'
-  // W, so BQ <= W / 4 (at most a quarter more; W 128: 32 rows)
+  int64_t bq = ATT_BQ, ld = att_score_ld(g->t_max);
+  while (bq > ATT_BQ_MIN && arrays * bq * ld > ATT_STACK_FLOATS) bq /= 2;
+  // a key window W (Node.start): a block reads W + BQ keys for its rows'
+  // W (att_block_first_key), so BQ <= W / 4 (at most a quarter more; W 128:
+  // 32 rows)
   while (n->start > 0 && bq > ATT_BQ_MIN && 4 * bq > n->start) bq /= 2;
-  return arrays * bq * g->t_max <= ATT_STACK_FLOATS ? (int)bq : 0;
+  return arrays * bq * ld <= ATT_STACK_FLOATS ? (int)bq : 0;
 }
 
 // The CPU row form's gradient of a score bias inside the attention's
