@@ -67,4 +67,22 @@ void xf_gemm_thread_init(void);
 void xf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
               const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+// bf16 products (xfc --precision=bf16 on the CPU, gemm_bf16.c): the same
+// C = alpha op(A) op(B) + beta C with every element of A and B rounded to
+// bf16 (to nearest even) and float32 sums, through oneDNN's bf16 GEMM (about
+// twice dnnl_sgemm's rate on AVX512_BF16). The operands are converted into
+// the caller's scratch of `cap` bf16 elements (one per thread: the runtime
+// allocates XF_BF16_SCRATCH per pool thread up front), in panels of k, m
+// and n when they do not fit whole.
+enum { XF_BF16_SCRATCH = 1 << 23 };
+typedef struct {
+  uint16_t *buf;
+  int64_t cap;
+} XfBf16Scratch;
+// Whether xf_sgemm_bf16 can run here; else why not (the runtime then runs
+// float32 GEMMs and says so).
+bool xf_gemm_bf16_ready(char *why, size_t len);
+void xf_sgemm_bf16(XfBf16Scratch *s, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
 #endif

@@ -3,7 +3,10 @@
 // leading dimensions wider than the matrices, beta 0 (C not read: NaN there
 // stays out), beta 1 and 0.5, k = 0, against a double-precision oracle; and
 // the same products split over two threads by rows, as the runtime's pool
-// splits them, each thread after xf_gemm_thread_init.
+// splits them, each thread after xf_gemm_thread_init. The bf16 products
+// (xf_sgemm_bf16) against a double-precision oracle of the operands rounded
+// to bf16 (to nearest even), with scratches small enough to split k, m and
+// n into panels; skipped, saying why, where xf_gemm_bf16_ready says no.
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,6 +93,48 @@ static void one(const char *prov, int ta, int tb, int64_t m, int64_t n, int64_t 
   free(a), free(b), free(c0), free(c);
 }
 
+// x rounded to bf16, to nearest even (the oracle's rounding)
+static float bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+// values with more than bf16's 8 significant bits
+static float val_fine(int64_t i, int salt) { return val(i, salt) + (float)((i * 13 + salt) % 7) * 1.37e-3f; }
+
+static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int pad, int64_t cap) {
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+  size_t na = (size_t)(ar * lda), nb = (size_t)(br * ldb), nc = (size_t)(m * ldc);
+  float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb), *ra = malloc(sizeof(float) * na),
+        *rb = malloc(sizeof(float) * nb), *c0 = malloc(sizeof(float) * nc), *c = malloc(sizeof(float) * nc);
+  XfBf16Scratch s = {.buf = malloc(sizeof(uint16_t) * (size_t)cap), .cap = cap};
+  if (!a || !b || !ra || !rb || !c0 || !c || !s.buf) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  for (size_t i = 0; i < na; i++) a[i] = val_fine((int64_t)i, 1), ra[i] = bf16_round(a[i]);
+  for (size_t i = 0; i < nb; i++) b[i] = val_fine((int64_t)i, 2), rb[i] = bf16_round(b[i]);
+  for (size_t i = 0; i < nc; i++) c0[i] = beta == 0 ? NAN : val((int64_t)i, 3);
+  memcpy(c, c0, sizeof(float) * nc);
+  xf_sgemm_bf16(&s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  double e = check(ta, tb, m, n, k, alpha, ra, lda, rb, ldb, beta, c0, c, ldc);   // against the rounded operands
+  double e32 = check(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, c, ldc);  // against float32's: the rounding seen
+  bool pad_ok = true;
+  for (int64_t i = 0; i < m && beta != 0; i++)
+    for (int64_t jj = n; jj < ldc; jj++) pad_ok &= c[i * ldc + jj] == c0[i * ldc + jj];
+  bool ok = e < 1e-5 && e32 > 1e-4 && pad_ok;
+  printf("%s bf16     %c%c m %3lld n %3lld k %3lld alpha %4.1f beta %3.1f pad %d scratch %6lld: max rel err %.2e "
+         "(against float32 operands %.2e)%s\n",
+         ok ? "ok  " : "FAIL", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)m, (long long)n, (long long)k, alpha, beta, pad,
+         (long long)cap, e, e32, pad_ok ? "" : ", padding written");
+  failures += !ok;
+  free(a), free(b), free(ra), free(rb), free(c0), free(c), free(s.buf);
+}
+
 int main(void) {
   char avail[64], err[200];
   snprintf(avail, sizeof avail, "%s", xf_gemm_available());
@@ -115,6 +160,18 @@ int main(void) {
     one(p, 0, 0, 8, 8, 0, 1, 0, 0, false);     // k = 0, beta 0: C = 0
   }
   if (nprov == 0) printf("FAIL no GEMM provider in the build\n"), failures++;
+  char why[160];
+  if (!xf_gemm_bf16_ready(why, sizeof why)) {
+    printf("skip bf16 products: %s\n", why);
+  } else {
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        one_bf16(ta, tb, 37, 29, 53, 1, 0, 0, 1 << 20);      // whole
+        one_bf16(ta, tb, 64, 96, 200, -0.5f, 1, 3, 160 * 64);  // k in panels of 64 (beta on the first)
+        one_bf16(ta, tb, 130, 70, 40, 1, 0.5f, 5, 60 * 40);   // k in panels of 16, m in halves
+        one_bf16(ta, tb, 300, 33, 70, 1, 0, 2, 40 * 16);      // k in panels of 16, m in 16 chunks, n in 2
+      }
+  }
   printf("%d failures\n", failures);
   return failures != 0;
 }
