@@ -22,7 +22,7 @@ typedef struct {
   const unsigned char *sass[2];  // XfCuda.sass: CUBINs for sass_sm[i] (size 0: none)
   size_t sass_size[2];
   int sass_sm[2];
-  int precision;                 // XfCuda.precision: XF_PRECISION_*
+  int precision;                 // XfModel.precision and XfCuda.precision: XF_PRECISION_*
   // the step program (incremental decoding): time_axis from causal_analyze,
   // or NULL with step_note saying why there is none
   const int *time_axis;

@@ -144,7 +144,8 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                             [XF_MODEL_F_step_cache] = step_cache, [XF_MODEL_F_step_first] = step_first,
                             [XF_MODEL_F_step_last] = step_last, [XF_MODEL_F_step_frame] = ci64(e, nstep > 0 ? frame : 0),
                             [XF_MODEL_F_t_multiple] = ci64(e, ir_t_multiple(e->s->g)),
-                            [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0)});
+                            [XF_MODEL_F_train_ops] = LLVMConstReal(e->f64, o ? o->train_ops : 0),
+                            [XF_MODEL_F_precision] = ci32(e, o ? o->precision : XF_PRECISION_FP32)});
   V gv = LLVMAddGlobal(e->M, emit_abi_type(e, XF_MODEL), "xf_model");
   LLVMSetInitializer(gv, init);
   LLVMSetGlobalConstant(gv, 1);

@@ -533,9 +533,10 @@ static bool st_llvm(Pipeline *p) {
     close(fd);
   }
   LlvmOptions lo = {.opt_level = o->opt_level, .llvm_ir = o->emit ? stdout : NULL, .object_path = o->output ? p->obj : NULL,
-                    .train_ops = p->train_ops, .time_axis = p->time_axis, .step_note = p->step_note, .module = p->cpu};
+                    .train_ops = p->train_ops, .time_axis = p->time_axis, .step_note = p->step_note, .module = p->cpu,
+                    .precision = o->precision};
   if (p->cuda) {
-    lo.cuda = p->cuda, lo.ptx = p->ptx, lo.gpu_arch = o->gpu_arch, lo.precision = o->precision;
+    lo.cuda = p->cuda, lo.ptx = p->ptx, lo.gpu_arch = o->gpu_arch;
     for (int i = 0; i < 2; i++) lo.sass_sm[i] = sass_sm[i], lo.sass[i] = p->sass[i], lo.sass_size[i] = p->sass_size[i];
   }
   if (llvm_compile(p->s, &lo, err, sizeof err)) return true;

@@ -349,8 +349,10 @@ static void train_banner(const Args *a, XfRuntime *rt, uint32_t first) {
     fprintf(stderr, "xfrun: learning rate: %s from %g to %g over %lld steps, %lld of warm-up%s\n", lr_names[a->schedule],
             a->lr, a->schedule == LR_CONSTANT ? a->lr : a->min_lr, (long long)a->steps, (long long)a->warmup,
             a->schedule == LR_WSD ? ", the decay in the last --cooldown steps" : "");
-  char acc[64] = "";
+  char acc[128] = "";
   if (mem.accum) snprintf(acc, sizeof acc, ", gradient sums %.1f MiB", (double)mem.accum / MiB);
+  if (mem.gemm)
+    snprintf(acc + strlen(acc), sizeof acc - strlen(acc), ", bf16 GEMM operands %.1f MiB", (double)mem.gemm / MiB);
   fprintf(stderr, "xfrun: memory: activations and outputs %.1f MiB, parameters, gradients, inputs %.1f MiB, "
           "AdamW moments %.1f MiB%s, total %.1f MiB\n", (double)mem.planned / MiB, (double)mem.persistent / MiB,
           (double)mem.moments / MiB, acc, (double)mem.total / MiB);
@@ -854,6 +856,8 @@ static int run_start(Args *a, Run *r) {
   if (root && !strcmp(a->cmd, "train") && !a->save)
     fprintf(stderr, "xfrun: warning: no --save: the trained parameters will not be kept (give --save FILE)\n");
   if (xf_device_note(rt) && root) fprintf(stderr, "xfrun: %s\n", xf_device_note(rt));
+  if (root && !strcmp(xf_device(rt), "cpu") && xf_model(rt)->precision == XF_PRECISION_BF16)
+    fprintf(stderr, "xfrun: CPU GEMMs: %s\n", xf_cpu_gemms(rt));
   if (root && strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: device: %s\n", xf_device_desc(rt));
   else if (strcmp(xf_device(rt), "cpu")) fprintf(stderr, "xfrun: rank %d: device: %s\n", g_dist.rank, xf_device_desc(rt));
   if (root && strcmp(xf_device(rt), "cuda")) gemm_line(stderr, xf_options(rt)->threads);

@@ -11,6 +11,11 @@ typedef struct {
   int index;
 } Worker;
 
+// The calling thread's index in its pool: 0 for the thread that runs
+// xf_pool_for (and any other), i for worker i.
+static _Thread_local int t_index;
+int xf_pool_index(void) { return t_index; }
+
 static void run_chunk(Pool *p, int index) {
   int64_t per = (p->n + p->nthreads - 1) / p->nthreads;
   int64_t lo = per * index, hi = lo + per < p->n ? lo + per : p->n;
@@ -54,6 +59,7 @@ static bool all_done(Pool *p, uint64_t unused) {
 static void *worker_main(void *arg) {
   Worker *w = arg;
   Pool *p = w->pool;
+  t_index = w->index;
   xf_gemm_thread_init();
   uint64_t seen = 0;
   for (;;) {

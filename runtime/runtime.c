@@ -27,6 +27,14 @@ static void api_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, in
   xf_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// XfApi.sgemm under xfc --precision=bf16: bf16 products into the calling
+// thread's scratch (one per pool thread, XfRuntime.bf16).
+static void api_sgemm_bf16(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  const Pool *p = api->ctx;
+  xf_sgemm_bf16(&p->rt->bf16[xf_pool_index()], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 // ---- the runtime ------------------------------------------------------------------
 
 
@@ -67,6 +75,7 @@ const char *xf_device(const XfRuntime *rt) { return rt->gpu ? rt->gpu->name : "c
 const char *xf_device_desc(const XfRuntime *rt) { return rt->gpu ? rt->gpu->desc : "the CPU"; }
 void *xf_device_stream(const XfRuntime *rt) { return rt->gpu ? rt->gpu->stream : NULL; }
 const char *xf_device_note(const XfRuntime *rt) { return rt->note[0] ? rt->note : NULL; }
+const char *xf_cpu_gemms(const XfRuntime *rt) { return rt->gemms[0] ? rt->gemms : "float32"; }
 int xf_nparams(const XfRuntime *rt) { return rt->nparams; }
 int32_t *xf_tokens(XfRuntime *rt) { return rt->bufs[rt->tokens]; }
 int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targets] : NULL; }
@@ -75,7 +84,7 @@ size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
 XfMemory xf_memory(const XfRuntime *rt) {
   return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->accum_at - rt->moments_at,
-                    .accum = rt->bytes - rt->accum_at, .total = rt->bytes};
+                    .accum = rt->bytes - rt->accum_at, .gemm = rt->bf16_bytes, .total = rt->bytes + rt->bf16_bytes};
 }
 double xf_grad_norm(const XfRuntime *rt) { return rt->grad_norm; }
 void xf_set_row0(XfRuntime *rt, int64_t row0) { rt->api.row0 = row0; }
@@ -427,9 +436,25 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   for (int p = 0; rt->opt.accum > 1 && p < rt->nparams; p++)
     if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
+  bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16;
+  char why[160] = "";
+  snprintf(rt->gemms, sizeof rt->gemms, "float32");
+  if (bf16 && !xf_gemm_bf16_ready(why, sizeof why)) {
+    snprintf(rt->gemms, sizeof rt->gemms, "float32 (model.so asks for bf16 products, but %s)", why);
+  } else if (bf16) {
+    int nt = rt->opt.threads;
+    rt->bf16_bytes = (size_t)nt * XF_BF16_SCRATCH * sizeof(uint16_t);
+    rt->bf16 = calloc((size_t)nt, sizeof *rt->bf16);
+    if (!rt->bf16) return fail(err, errlen, "out of memory");
+    for (int t = 0; t < nt; t++) {
+      rt->bf16[t] = (XfBf16Scratch){.buf = aligned_alloc(64, XF_BF16_SCRATCH * sizeof(uint16_t)), .cap = XF_BF16_SCRATCH};
+      if (!rt->bf16[t].buf) return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)rt->bf16_bytes / (1 << 20));
+    }
+    snprintf(rt->gemms, sizeof rt->gemms, "%s", xf_precision_name(XF_PRECISION_BF16));
+  }
   xf_gemm_thread_init();
   if (!xf_pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
-  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = xf_pool_for, .sgemm = api_sgemm,
+  rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = xf_pool_for, .sgemm = rt->bf16 ? api_sgemm_bf16 : api_sgemm,
                     .kernel_done = rt->dead_at ? poison_dead : NULL};
   rt->pool.rt = rt;
   return true;
@@ -451,6 +476,8 @@ void xf_close(XfRuntime *rt) {
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
   free(rt->prof_s), free(rt->prof_n);
+  for (int t = 0; rt->bf16 && t < rt->opt.threads; t++) free(rt->bf16[t].buf);
+  free(rt->bf16);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   if (rt->lib) dlclose(rt->lib);
   free(rt);

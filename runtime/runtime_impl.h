@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gemm.h"
 #include "gpu.h"
 #include "xf.h"
 
@@ -52,6 +53,9 @@ bool xf_pool_start(Pool *p, int nthreads);
 void xf_pool_stop(Pool *p);
 // XfApi.parallel_for: fn over [0, n) in contiguous chunks, api->ctx a Pool.
 void xf_pool_for(const XfApi *api, XfKernelFn fn, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t n);
+// The calling thread's index in the pool it works for: 0..nthreads - 1 (0:
+// the thread that calls xf_pool_for).
+int xf_pool_index(void);
 // CLOCK_MONOTONIC in nanoseconds.
 int64_t xf_now_ns(void);
 
@@ -66,6 +70,12 @@ struct XfRuntime {
   XfOptions opt;
   Pool pool;
   XfApi api;
+  // xfc --precision=bf16 on the CPU: one scratch per pool thread for the
+  // GEMMs' bf16 operands (gemm.h), allocated by xf_allocate; NULL: float32
+  // GEMMs. gemms: what the CPU's GEMMs compute (xf_cpu_gemms).
+  XfBf16Scratch *bf16;
+  size_t bf16_bytes;
+  char gemms[200];
   void **bufs;       // per buffer, aliases resolved
   int64_t *numel;    // per buffer
   int64_t step_b, step_t;  // B and T of the training and eval steps (xf_set_shape)

@@ -84,6 +84,10 @@ void *xf_device_stream(const XfRuntime *rt);
 // the CPU runs it ("no NVIDIA GPU or driver on this machine (...): running on
 // the CPU"); else NULL.
 const char *xf_device_note(const XfRuntime *rt);
+// What the CPU's GEMMs compute (after xf_allocate): "float32", the bf16
+// products xfc --precision=bf16 asks for (xf_precision_name), or float32
+// with the reason bf16 cannot run here.
+const char *xf_cpu_gemms(const XfRuntime *rt);
 // The vocabulary: the model's `vocab` config value, else its token limit.
 int64_t xf_vocab(const XfRuntime *rt);
 
@@ -187,12 +191,14 @@ void xf_set_step(XfRuntime *rt, uint32_t step);
 // xf_allocate: nothing else grows with the model, batch or seq.
 size_t xf_memory_bytes(const XfRuntime *rt);
 // The same, broken down as `xfc --stats` prints it (each buffer rounded up
-// to 64 bytes): total = planned + persistent + moments + accum.
+// to 64 bytes): total = planned + persistent + moments + accum + gemm.
 typedef struct {
   size_t planned;     // activations and outputs, sharing storage by lifetime
   size_t persistent;  // parameters, gradients, inputs
   size_t moments;     // AdamW's two moments per parameter
   size_t accum;       // XfOptions.accum > 1: the sum of the micro-batches' gradients
+  size_t gemm;        // xfc --precision=bf16 on the CPU: the GEMMs' bf16 operands, one
+                      // scratch per thread (allocated by xf_allocate, 0 before)
   size_t total;
 } XfMemory;
 XfMemory xf_memory(const XfRuntime *rt);

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 20u
+#define XF_ABI_VERSION 21u
 
 struct XfApi;
 
@@ -349,7 +349,11 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, I64, t_multiple)                                                                                          \
   /* training (forward + backward) operations per token at T = context, as                                      \
      xfc --stats counts them (its stats.c): model FLOP/s = train_ops x tokens/s */                              \
-  F(P, F64, train_ops)
+  F(P, F64, train_ops)                                                                                           \
+  /* xfc --precision (XF_PRECISION_*): on the CPU, bf16 means every GEMM's                                      \
+     operands rounded to bf16 with float32 sums and storage (gemm.h                                              \
+     xf_sgemm_bf16), tf32 and fp32 float32 GEMMs; XfCuda.precision the same */                                  \
+  F(P, I32, precision)
 
 // Every struct of the ABI, S(C type, prefix of its field list), each after
 // the structs its fields hold by value.
