@@ -436,7 +436,7 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   for (int p = 0; rt->opt.accum > 1 && p < rt->nparams; p++)
     if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
-  bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16;
+  bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16 && !rt->opt.fp32_gemms;
   char why[160] = "";
   snprintf(rt->gemms, sizeof rt->gemms, "float32");
   if (bf16 && !xf_gemm_bf16_ready(why, sizeof why)) {

@@ -36,6 +36,8 @@ typedef struct {
   int accum;              // micro-batches per optimizer step, their gradients averaged (0, 1: none)
   double clip;            // clip the gradients to this global L2 norm before AdamW (0: none)
   bool decay_matrices;    // weight decay only on parameters of rank >= 2 (false: on every one)
+  bool fp32_gemms;        // float32 GEMMs on the CPU also where model.so asks for bf16
+                          // products (XfModel.precision): the oracle of the tests
 } XfOptions;
 
 // XF_DEVICE_AUTO: CUDA when the model has CUDA code and a device opens, else

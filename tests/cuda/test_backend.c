@@ -188,7 +188,7 @@ static void check_steps(const char *path, const Define *defs, int ndefs, int64_t
     return;
   }
   const Tol *tol = precision == XF_PRECISION_BF16 ? &bf16_tol : precision == XF_PRECISION_TF32 ? &tf32_tol : &fp32_tol;
-  XfOptions o = {.batch = B, .seq = T, .threads = 1, .seed = 7, .device = XF_DEVICE_CPU};
+  XfOptions o = {.batch = B, .seq = T, .threads = 1, .seed = 7, .device = XF_DEVICE_CPU, .fp32_gemms = true};
   XfRuntime *cpu = xf_open(so, &o, err, sizeof err), *gpu = NULL;
   o.device = XF_DEVICE_CUDA;
   if (cpu) gpu = xf_open(so, &o, err, sizeof err);

@@ -72,4 +72,38 @@ python3 -c "import sys; sys.stdout.write('the cat sat on the mat. ' * 400)" > "$
 grep -q '^xfrun: GEMM: .*, 2 threads (CPU: ' "$tmp/train.err" && ok "xfrun train prints: $(grep -m1 'GEMM:' "$tmp/train.err")" ||
   bad "xfrun train prints no GEMM line: $(cat "$tmp/train.err")"
 expect_usage "xfrun train --gemm bogus" "--gemm bogus: expected" "$xfrun" train "$tmp/me.so" --gemm bogus
+
+# --precision=bf16 on the CPU: bf16 products where the CPU has AVX512_BF16
+# (the curve within 2^-8 of float32's over 30 steps, and not equal to it;
+# the scratch in the memory line), else float32 and the reason, the curve
+# float32's bit for bit
+small=(-D layers=2 -D d=32 -D ffn=64 -D heads=4 -D vocab=256 -D context=32)
+"$xfc" examples/transformer.xf "${small[@]}" --precision=bf16 -o "$tmp/bf16.so" &&
+  "$xfc" examples/transformer.xf "${small[@]}" -o "$tmp/fp32.so" || bad "compile the transformer"
+for pr in bf16 fp32; do
+  "$xfrun" train "$tmp/$pr.so" --data "$tmp/text.txt" --tokenizer bytes --steps 30 --batch 8 --threads 2 --seed 3 \
+    --log "$tmp/$pr.csv" 2> "$tmp/$pr.err" > /dev/null || bad "train --precision=$pr: $(tail -2 "$tmp/$pr.err")"
+done
+worst=$(python3 - "$tmp/bf16.csv" "$tmp/fp32.csv" <<'PY'
+import csv, sys
+a = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
+b = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))]
+assert len(a) == len(b) == 30, (len(a), len(b))
+print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))
+PY
+)
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  grep -q '^xfrun: CPU GEMMs: bf16 (float32 storage and sums)$' "$tmp/bf16.err" &&
+    grep -q 'bf16 GEMM operands 32.0 MiB' "$tmp/bf16.err" && ok "--precision=bf16: bf16 products, 2 scratches of 16 MiB" ||
+    bad "--precision=bf16 on a CPU with AVX512_BF16: $(grep -E 'CPU GEMMs|memory' "$tmp/bf16.err")"
+  awk -v w="$worst" 'BEGIN { exit !(w > 1e-7 && w < 3.9e-3) }' &&
+    ok "--precision=bf16: the 30-step curve within 2^-8 of float32's and rounded ($worst)" ||
+    bad "--precision=bf16: the curve against float32's: $worst (expected in (1e-7, 3.9e-3))"
+else
+  grep -q '^xfrun: CPU GEMMs: float32 (model.so asks for bf16 products, but ' "$tmp/bf16.err" &&
+    ok "--precision=bf16 without AVX512_BF16: $(grep 'CPU GEMMs' "$tmp/bf16.err")" ||
+    bad "--precision=bf16 without AVX512_BF16 does not say so: $(head -3 "$tmp/bf16.err")"
+  [ "$worst" = "0.00e+00" ] && ok "--precision=bf16 without AVX512_BF16: float32's curve" || bad "the curve moved: $worst"
+fi
+grep -q 'CPU GEMMs' "$tmp/fp32.err" && bad "the default precision names the CPU's GEMMs" || ok "the default precision: no GEMM note"
 finish
