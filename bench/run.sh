@@ -13,7 +13,8 @@
 # product the models run at THREADS threads split as the runtime splits them,
 # and "rate", their geometric mean), and torch.mm's rate for reference.
 #
-# For every example and layer count it prints, and writes to out/bench/results.md:
+# For every example and layer count it prints, and writes to out/bench/results.md
+# (results-bf16.md under PRECISION=bf16):
 #   xf, torch eager and torch.compile tokens/s over STEPS steady-state training
 #     steps (not timed: xf's first step, PyTorch's first 3, which compile and
 #     settle the allocator), the best torch (the higher of eager and compile),
@@ -36,11 +37,20 @@
 #   env: LAYERS (default "2 18"), STEPS (timed steps, default 3),
 #        THREADS (default: all cores), BATCH (default 64),
 #        GPT2 (the batch x seq shapes of examples/gpt2_small.xf's rows, default
-#        "4x256 1x1024"; empty: none)
+#        "4x256 1x1024"; empty: none), PRECISION (fp32, the default: float32
+#        everywhere; bf16: xfc --precision=bf16, bf16 GEMM products with
+#        float32 storage and sums, against torch eager and compiled under
+#        torch.autocast(bfloat16); results in out/bench/results-bf16.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers_list=${LAYERS:-2 18} steps=${STEPS:-3} threads=${THREADS:-$(nproc)} batch=${BATCH:-64} seq=128
 gpt2=${GPT2-4x256 1x1024}
+precision=${PRECISION:-fp32}
+case $precision in
+  fp32) xf_prec=() torch_prec=() results=results.md suffix= ;;
+  bf16) xf_prec=(--precision=bf16) torch_prec=(--bf16) results=results-bf16.md suffix=-bf16 ;;
+  *) echo "bench: PRECISION=$precision: expected fp32 or bf16" >&2; exit 2 ;;
+esac
 examples=${*:-transformer she he we me macaron macaron_she postnorm rk4}
 out=out/bench venv=bench/.venv py=bench/.venv/bin/python
 for ex in $examples; do
@@ -114,7 +124,7 @@ row() { printf '| %-11s | %2s | %8s | %11s | %13s | %10s | %8s | %10s | %7s | %1
 # else "fail - -"; its log in $base.MODE.log.
 torch_run() {
   local flag=; [ "$1" = compile ] && flag=--compile
-  OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$2" $flag --layers "$3" --batch "$4" \
+  OMP_NUM_THREADS=$threads "$py" bench/torch_ref.py "$2" $flag "${torch_prec[@]}" --layers "$3" --batch "$4" \
     --seq "$5" --steps "$steps" --threads "$threads" 2>"$base.$1.log" || {
     local rc=$?
     # a process killed by a signal (the kernel's out-of-memory killer) leaves no message
@@ -134,6 +144,7 @@ echo
 header="xf $(git describe --always --dirty 2>/dev/null || echo "?") against torch $torch_version; $threads threads, batch $batch x $seq tokens,"
 header+=" $steps timed steps; GEMM rate (xf-gemm-bench, geometric mean over the model products): $sgemm GFLOP/s;"
 header+=" model FLOPs: xfc --stats, training (forward + backward) ops per token at T = $seq"
+[ "$precision" = bf16 ] && header+="; xf with --precision=bf16 (bf16 GEMM products, float32 storage and sums), torch eager and compiled under torch.autocast(bfloat16); the GEMM rate is float32's"
 echo "$header"
 echo
 table=$(row example L "xf tok/s" "eager tok/s" "compile tok/s" "best torch" "xf/eager" "xf/compile" "xf/best" "xf plan MiB" \
@@ -146,12 +157,12 @@ echo "$table"
 # table's row in $ROW, LABEL in its second column (in this shell, so that notes are kept).
 bench_row() {
   local ex=$1 layers=$2 batch=$3 seq=$4 label=$5
-  base=$out/$ex-L$layers-${batch}x$seq
+  base=$out/$ex-L$layers-${batch}x$seq$suffix
   local xf=fail plan=- xf_rss=- ops=- gflops=- frac=- xf_gemm
   # xf: compile, count ops, train STEPS + 1 steps on the bundled books (BPE 5000, cached)
   ops=$(build-release/xfc --stats "examples/$ex.xf" -D layers="$layers" 2>/dev/null |
         awk -F': ' '/^training .*ops per token/ { print $2 }') || true
-  if ! build-release/xfc "examples/$ex.xf" -D layers="$layers" -o "$base.so" 2>"$base.xf.log"; then
+  if ! build-release/xfc "examples/$ex.xf" -D layers="$layers" "${xf_prec[@]}" -o "$base.so" 2>"$base.xf.log"; then
     note "$ex L$layers: xfc: $(grep -m1 error "$base.xf.log")"
   else
     rm -f "$base.csv"
@@ -165,6 +176,8 @@ bench_row() {
     fi
     plan=$(grep -o -m1 -E '[0-9.]+ MiB (planned|for batch)' "$base.xf.log" | cut -d' ' -f1) || plan=-
     [ -z "$plan" ] && plan=-
+    [ "$precision" = bf16 ] && ! grep -q '^xfrun: CPU GEMMs: bf16' "$base.xf.log" &&
+      note "$ex L$layers: $(grep -m1 'CPU GEMMs' "$base.xf.log" || echo "no CPU GEMMs line")"
     # xfrun's own GEMM line must be the one the GEMM rate was measured on
     xf_gemm=$(grep -o -m1 'GEMM: .*' "$base.xf.log") || true
     [ -n "$xf_gemm" ] && [ "$xf_gemm" != "$gemm_line" ] && note "$ex L$layers: xfrun ran on '$xf_gemm', the GEMM rate is of '$gemm_line'"
@@ -250,5 +263,5 @@ fi
     echo
     printf -- '- %s\n' "${notes[@]}"
   fi
-} >"$out/results.md"
-echo "bench: wrote $out/results.md"
+} >"$out/$results"
+echo "bench: wrote $out/$results"
