@@ -75,7 +75,7 @@ struct XfRuntime {
   // GEMMs. gemms: what the CPU's GEMMs compute (xf_cpu_gemms).
   XfBf16Scratch *bf16;
   size_t bf16_bytes;
-  char gemms[200];
+  char gemms[256];
   void **bufs;       // per buffer, aliases resolved
   int64_t *numel;    // per buffer
   int64_t step_b, step_t;  // B and T of the training and eval steps (xf_set_shape)
