@@ -837,23 +837,23 @@ typedef struct {
 } AttRows;
 static AttRows att_block_rows(Lo *L, Att *a, const Node *n, int S, int X, LExpr *qrow, int hd, int kv0, int ks, int nq, int nk,
                               LExpr *m, int i0) {
-  int64_t NH = a->NH, h = a->h, e = a->e, tm = att_score_ld(L->g->t_max);  // the score rows' stride
+  int64_t NH = a->NH, h = a->h, e = a->e, sld = att_score_ld(L->g->t_max);  // the score rows' stride
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
-  att_operand(&c, LC_C, S, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, sld));
   gemm_call(L, c);
-  att_block_bias(L, a, S, tm, nq, nk, m, i0, ks);
+  att_block_bias(L, a, S, sld, nq, nk, m, i0, ks);
   c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), e, 1, 0);  // dP = dO V^T
   att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
   att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * e));
-  att_operand(&c, LC_C, X, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_C, X, xi(L, 0), xi(L, sld));
   gemm_call(L, c);
   AttRows r;
   r.ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   int jn = let(L, x2(L, LX_SUB, iadd(L, iadd(L, xvar(L, i0), xvar(L, r.ii)), xi(L, 1)), xvar(L, ks)), "jn");
   int js = att_row_start(L, a, iadd(L, xvar(L, i0), xvar(L, r.ii)), ks);  // the row's first key, < jn
-  r.sb = let(L, imul(L, xvar(L, r.ii), xi(L, tm)), "sb");
+  r.sb = let(L, imul(L, xvar(L, r.ii), xi(L, sld)), "sb");
   int jj;
   LStmt *rd = reduce_begin(L, LX_MAX, js >= 0 ? xvar(L, js) : xi(L, 0), xvar(L, jn), &jj);
   int mx = reduce_end(L, rd, load(L, S, iadd(L, xvar(L, r.sb), xvar(L, jj))), "m");
@@ -871,11 +871,11 @@ static AttRows att_block_rows(Lo *L, Att *a, const Node *n, int S, int X, LExpr 
 // D_i = sum_j P_ij dP_ij, dS_ij = scale P_ij (dP_ij - D_i);
 // dQ = dS K, dK += dS^T Q, dV += P^T dO (the blocks in order of i0).
 static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
-  int64_t NH = a->NH, h = a->h, e = a->e, tm = att_score_ld(L->g->t_max);  // the score rows' stride
+  int64_t NH = a->NH, h = a->h, e = a->e, sld = att_score_ld(L->g->t_max);  // the score rows' stride
   int hd = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, NH)), "hd");
   int r0 = let(L, imul(L, x2(L, LX_DIV, xvar(L, 0), xi(L, NH)), a->T), "r0"), kv0 = kv_rows(L, a, r0);
   int T = let(L, a->T, "T");
-  int S = local(L, BQ * tm), X = local(L, BQ * tm);
+  int S = local(L, BQ * sld), X = local(L, BQ * sld);
   int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
   for (int p = 1; p < 3; p++)
     for (Feat f = feat_begin(L, p == 1 ? h : e); feat_more(L, &f);)
@@ -900,19 +900,19 @@ static void lower_attention_grad_blocked(Lo *L, Att *a, const Node *n, int64_t B
   for (int pt = 0; pt < 3; pt++) ld[pt] = NH * a->part[pt].w;
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, h), 0, 1, 0);  // dQ = dS K
   c.k = xvar(L, nk);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, sld));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, ks)), hd), xi(L, NH * h));
   att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, qrow, hd, xi(L, 0)), xi(L, ld[0]));
   gemm_call(L, c);
   c = att_call(L, true, false, xvar(L, nk), xi(L, h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, X, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_A, X, xi(L, 0), xi(L, sld));
   att_operand(&c, LC_B, KS_IN0, att_head(L, a, h, qrow, hd), xi(L, NH * h));
   att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, iadd(L, xvar(L, r0), xvar(L, ks)), hd, xi(L, 0)), xi(L, ld[1]));
   gemm_call(L, c);
   c = att_call(L, true, false, xvar(L, nk), xi(L, e), 0, 1, 1);  // dV += P^T dO
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, S, xi(L, 0), xi(L, tm));
+  att_operand(&c, LC_A, S, xi(L, 0), xi(L, sld));
   att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, e, qrow, hd), xi(L, NH * e));
   att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, iadd(L, xvar(L, r0), xvar(L, ks)), hd, xi(L, 0)), xi(L, ld[2]));
   gemm_call(L, c);
