@@ -82,9 +82,13 @@ int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targ
 uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
+// The bf16 GEMM operands' scratches: XF_BF16_SCRATCH per pool thread, or none.
+static size_t bf16_bytes(const XfRuntime *rt) {
+  return rt->bf16 ? (size_t)rt->opt.threads * XF_BF16_SCRATCH * sizeof(uint16_t) : 0;
+}
 XfMemory xf_memory(const XfRuntime *rt) {
   return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->accum_at - rt->moments_at,
-                    .accum = rt->bytes - rt->accum_at, .gemm = rt->bf16_bytes, .total = rt->bytes + rt->bf16_bytes};
+                    .accum = rt->bytes - rt->accum_at, .gemm = bf16_bytes(rt), .total = rt->bytes + bf16_bytes(rt)};
 }
 double xf_grad_norm(const XfRuntime *rt) { return rt->grad_norm; }
 void xf_set_row0(XfRuntime *rt, int64_t row0) { rt->api.row0 = row0; }
@@ -438,17 +442,15 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
   bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16 && !rt->opt.fp32_gemms;
   char why[160] = "";
-  snprintf(rt->gemms, sizeof rt->gemms, "float32");
   if (bf16 && !xf_gemm_bf16_ready(why, sizeof why)) {
     snprintf(rt->gemms, sizeof rt->gemms, "float32 (model.so asks for bf16 products, but %s)", why);
   } else if (bf16) {
     int nt = rt->opt.threads;
-    rt->bf16_bytes = (size_t)nt * XF_BF16_SCRATCH * sizeof(uint16_t);
     rt->bf16 = calloc((size_t)nt, sizeof *rt->bf16);
     if (!rt->bf16) return fail(err, errlen, "out of memory");
     for (int t = 0; t < nt; t++) {
       rt->bf16[t] = (XfBf16Scratch){.buf = aligned_alloc(64, XF_BF16_SCRATCH * sizeof(uint16_t)), .cap = XF_BF16_SCRATCH};
-      if (!rt->bf16[t].buf) return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)rt->bf16_bytes / (1 << 20));
+      if (!rt->bf16[t].buf) return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)bf16_bytes(rt) / (1 << 20));
     }
     snprintf(rt->gemms, sizeof rt->gemms, "%s", xf_precision_name(XF_PRECISION_BF16));
   }

@@ -74,7 +74,6 @@ struct XfRuntime {
   // GEMMs' bf16 operands (gemm.h), allocated by xf_allocate; NULL: float32
   // GEMMs. gemms: what the CPU's GEMMs compute (xf_cpu_gemms).
   XfBf16Scratch *bf16;
-  size_t bf16_bytes;
   char gemms[256];
   void **bufs;       // per buffer, aliases resolved
   int64_t *numel;    // per buffer
