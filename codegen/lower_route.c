@@ -45,18 +45,25 @@ static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
   return rt_in(L, r, j, ef, x2(L, LX_ADD, ef, xf(L, 1)));
 }
 
-// The rows of ROUTED_MATMUL(_DW) node n with expert o (outer index) are
-// those whose id lies in [o, o + 1) (the id truncated). They are taken in
-// row order, CH at a time (rt_chunk), into the calling thread's locals:
-//   ROUTED_MATMUL     x [R, d], w [E, d, f], ids [R] -> y [R, f]:
-//                     A [CH, d] = the chunk's rows of x, I [CH] their row
-//                     numbers (f32: R < 2^24), C [CH, f] = A w[o], then
-//                     y[I[i]] = C[i]; expert 0 also writes 0 to the rows of
-//                     an id outside [0, E)
-//   ROUTED_MATMUL_DW  x [R, d], dy [R, f], ids [R] -> dw [E, d, f]:
-//                     dw[o] = 0, then per chunk A [CH, d] and D [CH, f] =
-//                     its rows of x and dy, dw[o] += A^T D
-// so the gathered rows and products stay in cache (no [R, d + f] scratch).
+// Outer index o = s E + e: expert e, part s < ROUTE_SPLIT (kernel.h). The
+// rows with expert e are those whose id lies in [e, e + 1) (the id
+// truncated), taken in row order, CH at a time (rt_chunk): a scan of the
+// ids stores each row's number in I [CH] (f32: R < 2^24) and keeps it when
+// the row is e's; a full chunk is gathered into the calling thread's locals
+// (the rows' addresses known before their loads, so the loads overlap), then
+//   ROUTED_MATMUL     x [R, d], w [E, d, f], ids [R] -> y [R, f]; part s:
+//                     the rows [s R / S, (s + 1) R / S): A [CH, d] = the
+//                     chunk's rows of x, C [CH, f] = A w[e], y[I[i]] = C[i];
+//                     expert 0 also writes 0 to the part's rows of an id
+//                     outside [0, E)
+//   ROUTED_MATMUL_DW  x [R, d], dy [R, f], ids [R] -> dw [E, d, f]; part s:
+//                     columns [s c, min((s + 1) c, n)) of dw[e]'s longer
+//                     axis (n = d or f, c = ceil(n / S)): that block of
+//                     dw[e] = 0, then per chunk A [CH, d'] and D [CH, f'] =
+//                     its rows of x and dy on the part's columns,
+//                     dw[e][part] += A^T D
+// so the gathered rows and products stay in cache (no [R, d + f] scratch),
+// and every part sums its rows in the same order whatever the thread count.
 // Every row test keeps to the step program's window (lower_window LW_BODY).
 enum { RT_LOCAL_FLOATS = 64 * 1024 };
 static int64_t rt_chunk(int64_t d, int64_t f) {
@@ -68,49 +75,68 @@ static int64_t rt_chunk(int64_t d, int64_t f) {
 void lower_routed(Lo *L, const Node *n) {
   Route rt = route_of(L->g, n);
   const Route *q = &rt;
-  int64_t d = rt.d, f = rt.f, CH = rt_chunk(d, f);
+  int64_t d = rt.d, f = rt.f, S = ROUTE_SPLIT;
   LExpr *R = rt_rows(L, q);
   LKernel *lk = L->lk;
   lk->name = rt.fwd ? "routed_matmul" : "routed_matmul_dw";
   lk->shape = LK_ROWS;
-  lk->outer = xi(L, rt.E), lk->nouter = (SymSize){rt.E, 0, 0, 1};
-  int A = local(L, CH * d), C = local(L, CH * f), I = rt.fwd ? local(L, CH) : -1;
-  if (!rt.fwd) {  // dw[o] = 0
-    int c = for_begin(L, xi(L, 0), xi(L, d * f), true, "c");
-    store(L, KS_OUT, iadd(L, imul(L, xvar(L, 0), xi(L, d * f)), xvar(L, c)), xf(L, 0));
+  lk->outer = xi(L, rt.E * S), lk->nouter = (SymSize){rt.E * S, 0, 0, 1};
+  int e = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, rt.E)), "e"), s = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, rt.E)), "s");
+  // the part: rows [r0, r1) of the ids; columns [dc0, dc0 + dn) of x, [fc0, fc0 + fn) of dy
+  int r0 = let(L, rt.fwd ? x2(L, LX_DIV, imul(L, xvar(L, s), R), xi(L, S)) : xi(L, 0), "r0");
+  int r1 = let(L, rt.fwd ? x2(L, LX_DIV, imul(L, iadd(L, xvar(L, s), xi(L, 1)), R), xi(L, S)) : R, "r1");
+  bool split_d = !rt.fwd && d >= f;
+  int64_t dw_ = split_d ? (d + S - 1) / S : d, fw = !rt.fwd && !split_d ? (f + S - 1) / S : f;  // local widths
+  int c0 = let(L, imul(L, xvar(L, s), xi(L, split_d ? dw_ : fw)), "c0");
+  LExpr *nlong = xi(L, split_d ? d : f);
+  int cn = let(L, rt.fwd ? xi(L, f) : x2(L, LX_SUB, imin(L, iadd(L, xvar(L, c0), xi(L, split_d ? dw_ : fw)), nlong), imin(L, xvar(L, c0), nlong)), "cn");
+  LExpr *dc0 = split_d ? xvar(L, c0) : xi(L, 0), *dn = split_d ? xvar(L, cn) : xi(L, d);
+  LExpr *fc0 = rt.fwd || split_d ? xi(L, 0) : xvar(L, c0), *fn = rt.fwd || split_d ? xi(L, f) : xvar(L, cn);
+  int64_t CH = rt_chunk(dw_, fw);
+  int A = local(L, CH * dw_), C = local(L, CH * fw), I = local(L, CH);
+  LExpr *wbase = iadd(L, imul(L, xvar(L, e), xi(L, d * f)), iadd(L, imul(L, dc0, xi(L, f)), fc0));  // dw[e][dc0, fc0]
+  if (!rt.fwd) {  // dw[e][part] = 0
+    int i = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, cn), xi(L, 0)), dn, xi(L, 0)), true, "i");
+    int c = for_begin(L, xi(L, 0), fn, true, "c");
+    store(L, KS_OUT, iadd(L, wbase, iadd(L, imul(L, xvar(L, i), xi(L, f)), xvar(L, c))), xf(L, 0));
+    for_end(L);
     for_end(L);
   }
   LExpr *zero = xi(L, 0);
   int m, r;
-  LStmt *gc = carry_begin(L, xi(L, 0), R, 1, &zero, (const char *const[]){"m"}, &m, &r);
-  int mine = let(L, xsel(L, rt_mine(L, q, xvar(L, r), xvar(L, 0)), xi(L, 1), xi(L, 0)), "mine");
-  int c = for_begin(L, xi(L, 0), imul(L, xvar(L, mine), xi(L, d)), true, "c");  // A[m] = x[r]
-  store(L, A, iadd(L, imul(L, xvar(L, m), xi(L, d)), xvar(L, c)), load(L, KS_IN0, iadd(L, imul(L, xvar(L, r), xi(L, d)), xvar(L, c))));
-  for_end(L);
-  if (rt.fwd) {  // I[m] = r
-    c = for_begin(L, xi(L, 0), xvar(L, mine), false, "c");
-    store(L, I, xvar(L, m), x1(L, LX_TOF, xvar(L, r)));
-    for_end(L);
-  } else {  // C[m] = dy[r] (D)
-    c = for_begin(L, xi(L, 0), imul(L, xvar(L, mine), xi(L, f)), true, "c");
-    store(L, C, iadd(L, imul(L, xvar(L, m), xi(L, f)), xvar(L, c)), load(L, KS_IN1, iadd(L, imul(L, xvar(L, r), xi(L, f)), xvar(L, c))));
-    for_end(L);
-  }
+  // no rows for an empty part (more parts than columns)
+  LExpr *rend = rt.fwd ? xvar(L, r1) : xsel(L, x2(L, LX_GT, xvar(L, cn), xi(L, 0)), xvar(L, r1), xvar(L, r0));
+  LStmt *gc = carry_begin(L, xvar(L, r0), rend, 1, &zero, (const char *const[]){"m"}, &m, &r);
+  int mine = let(L, xsel(L, rt_mine(L, q, xvar(L, r), xvar(L, e)), xi(L, 1), xi(L, 0)), "mine");
+  store(L, I, xvar(L, m), x1(L, LX_TOF, xvar(L, r)));  // I[m] = r, kept only when mine
   int m1 = let(L, iadd(L, xvar(L, m), xvar(L, mine)), "m1");
-  // full: the chunk's rows when it is full or the rows end, else 0
-  LExpr *last = x2(L, LX_EQ, xvar(L, r), x2(L, LX_SUB, R, xi(L, 1)));
+  // full: the chunk's rows when it is full or the part's rows end, else 0
+  LExpr *last = x2(L, LX_EQ, xvar(L, r), x2(L, LX_SUB, xvar(L, r1), xi(L, 1)));
   int full = let(L, xsel(L, x2(L, LX_EQ, xvar(L, m1), xi(L, CH)), xvar(L, m1), xsel(L, last, xvar(L, m1), xi(L, 0))), "full");
   for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, full), xi(L, 0)), xi(L, 1), xi(L, 0)), false, "z");  // once, if full > 0
-  if (!rt.fwd)  // dw[o] += A^T D: [d, full] [full, f]
-    gemm_call(L, (LCall){.ta = true, .slot = {A, C, KS_OUT}, .at = {xi(L, 0), xi(L, 0), imul(L, xvar(L, 0), xi(L, d * f))},
-                         .ld = {xi(L, d), xi(L, f), xi(L, f)}, .m = xi(L, d), .n = xi(L, f), .k = xvar(L, full),
+  int i = for_begin(L, xi(L, 0), xvar(L, full), true, "i");  // A[i] = x[I[i]] (and D[i] = dy[I[i]] into C)
+  int row = let(L, x1(L, LX_TOI, load(L, I, xvar(L, i))), "row");
+  int c = for_begin(L, xi(L, 0), dn, true, "c");
+  store(L, A, iadd(L, imul(L, xvar(L, i), xi(L, dw_)), xvar(L, c)),
+        load(L, KS_IN0, iadd(L, imul(L, xvar(L, row), xi(L, d)), iadd(L, dc0, xvar(L, c)))));
+  for_end(L);
+  if (!rt.fwd) {
+    c = for_begin(L, xi(L, 0), fn, true, "c");
+    store(L, C, iadd(L, imul(L, xvar(L, i), xi(L, fw)), xvar(L, c)),
+          load(L, KS_IN1, iadd(L, imul(L, xvar(L, row), xi(L, f)), iadd(L, fc0, xvar(L, c)))));
+    for_end(L);
+  }
+  for_end(L);
+  if (!rt.fwd)  // dw[e][part] += A^T D: [dn, full] [full, fn]
+    gemm_call(L, (LCall){.ta = true, .slot = {A, C, KS_OUT}, .at = {xi(L, 0), xi(L, 0), wbase},
+                         .ld = {xi(L, dw_), xi(L, fw), xi(L, f)}, .m = dn, .n = fn, .k = xvar(L, full),
                          .alpha = 1, .beta = 1});
-  else {  // C = A w[o]: [full, d] [d, f]; y[I[i]] = C[i]
-    gemm_call(L, (LCall){.slot = {A, KS_IN1, C}, .at = {xi(L, 0), imul(L, xvar(L, 0), xi(L, d * f)), xi(L, 0)},
+  else {  // C = A w[e]: [full, d] [d, f]; y[I[i]] = C[i]
+    gemm_call(L, (LCall){.slot = {A, KS_IN1, C}, .at = {xi(L, 0), imul(L, xvar(L, e), xi(L, d * f)), xi(L, 0)},
                          .ld = {xi(L, d), xi(L, f), xi(L, f)}, .m = xvar(L, full), .n = xi(L, f), .k = xi(L, d),
                          .alpha = 1, .beta = 0});
-    int i = for_begin(L, xi(L, 0), xvar(L, full), false, "i");
-    int row = let(L, x1(L, LX_TOI, load(L, I, xvar(L, i))), "row");
+    i = for_begin(L, xi(L, 0), xvar(L, full), true, "i");
+    row = let(L, x1(L, LX_TOI, load(L, I, xvar(L, i))), "row");
     c = for_begin(L, xi(L, 0), xi(L, f), true, "c");
     store(L, KS_OUT, iadd(L, imul(L, xvar(L, row), xi(L, f)), xvar(L, c)), load(L, C, iadd(L, imul(L, xvar(L, i), xi(L, f)), xvar(L, c))));
     for_end(L);
@@ -121,7 +147,7 @@ void lower_routed(Lo *L, const Node *n) {
   carry_end(L, gc, &next);
   if (!rt.fwd) return;
   // expert 0: y[r] = 0 where the id is outside [0, E)
-  r = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_EQ, xvar(L, 0), xi(L, 0)), R, xi(L, 0)), false, "r");
+  r = for_begin(L, xvar(L, r0), xsel(L, x2(L, LX_EQ, xvar(L, e), xi(L, 0)), xvar(L, r1), xvar(L, r0)), false, "r");
   LExpr *id = load(L, KS_IN2, xvar(L, r));
   LExpr *routed = x2(L, LX_AND, x2(L, LX_GE, id, xf(L, 0)), x2(L, LX_LT, id, xf(L, (double)rt.E)));
   LExpr *win = rt_inwin(L, q, xvar(L, r), NULL);

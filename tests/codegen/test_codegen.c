@@ -367,12 +367,14 @@ int main(void) {
   }
   model_so_forms = LTARGET_CPU;
   // the CPU's routed products take an expert's rows 128 at a time
-  // (lower_route.c rt_chunk): at B 2, T 300 each of the 4 experts has about
-  // 300 of the 1,200 routed rows, full chunks and a partial one
+  // (lower_route.c rt_chunk) in each of ROUTE_SPLIT parts of the rows: at
+  // B 2, T 600 each of the 4 experts has about 150 of a part's 600 routed
+  // rows, a full chunk and a partial one; the weight gradient's parts split
+  // ffn 12 in columns of 3
   {
-    Define mo[] = {{"context", "300"}};
-    check_model("tests/grad/moe.xf", mo, 1, 2, 300, true);
-    check_model("tests/grad/moe.xf", mo, 1, 2, 300, false);
+    Define mo[] = {{"context", "600"}};
+    check_model("tests/grad/moe.xf", mo, 1, 2, 600, true);
+    check_model("tests/grad/moe.xf", mo, 1, 2, 600, false);
   }
   // the CPU's blocked attention (heads of 32 and 16: schedule_att_block):
   // at T 300 the forward's second key block and a partial last query block,
