@@ -210,8 +210,9 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
   for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
     int ai = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
+    int xa = a->e <= 8 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ai;
     LExpr *vv = load(L, KS_IN2, iadd(L, xvar(L, vr), xvar(L, ai)));
-    store(L, a->X, xvar(L, ai), x2(L, LX_ADD, load(L, a->X, xvar(L, ai)), x2(L, LX_MUL, xvar(L, p), vv)));
+    store(L, a->X, xvar(L, xa), x2(L, LX_ADD, load(L, a->X, xvar(L, xa)), x2(L, LX_MUL, xvar(L, p), vv)));
   }
   for_end(L);
   for_end(L);
@@ -220,20 +221,21 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
   for (Feat f = feat_begin(L, a->no_o ? 0 : a->e); feat_more(L, &f);) {
     int ao = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
-    store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, ao)), xvar(L, inv)));
+    int xa = a->e <= 8 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ao;
+    store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, xa)), xvar(L, inv)));
   }
   for_end(L);
 }
 
 // Gradient of the sequence whose rows are r0 .. r0 + T, the row form's heads
 // (att_heads), query rows i in order: the rows of its dq, dk, dv parts
-// (Att.part) zeroed, then for each i, with u_j = exp(s_j - max s),
-// l = sum_j u_j, P_ij = u_j / l:
-// dP_ij = do_i . v_j, D_i = sum_j P_ij dP_ij = (sum_j u_j dP_ij) / l,
-// dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j, dk_j += dS_ij q_i,
-// dv_j += P_ij do_i, each output element accumulated in the order of i,
-// then j; with a head group's db (Att.Gg), G_ij += P_ij (dP_ij - D_i).
-// Three passes over j per row: scores; u, l, dP; the updates.
+// (Att.part) zeroed, then for each i, from the forward's L_i = m_i + log l_i
+// (KS_IN0 + 4) and output o_i (KS_IN0 + 5), in one pass over j:
+// P_ij = exp(s_ij - L_i), dP_ij = do_i . v_j, D_i = do_i . o_i
+// (= sum_j P_ij dP_ij), dS_ij = scale P_ij (dP_ij - D_i); dq_i += dS_ij k_j,
+// dk_j += dS_ij q_i, dv_j += P_ij do_i, each output element accumulated in
+// the order of i, then j; with a head group's db (Att.Gg), G_ij += P_ij
+// (dP_ij - D_i).
 static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int64_t NH = a->NH, h = a->h, e = a->e;
   int D = local(L, NH);
@@ -256,34 +258,28 @@ static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int kv0 = kv_rows(L, a, r0);
   int i = for_begin(L, xi(L, 0), a->T, false, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
-  att_scores(L, a, n, o, i, kv0, false);
-  int hd = att_heads(L, a);
-  store(L, D, xvar(L, hd), xf(L, 0));
+  if (!a->Bl_kept && a->Bg < 0) att_bias_row(L, a, o, i);
+  int hd = att_heads(L, a);  // M <- L_i, D <- do_i . o_i
+  int ob = let(L, att_head(L, a, e, xvar(L, o), hd), "ob");
+  store(L, a->M, xvar(L, hd), load(L, KS_IN0 + 4, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0))));
+  store(L, D, xvar(L, hd), att_vdot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, e));
   for_end(L);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int vr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, NH * e)), "vrow");
-  hd = att_heads(L, a);
-  int u = let(L, x1(L, LX_EXP, x2(L, LX_SUB, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd)))), "u");
-  store(L, a->S, LOC_AT(j, hd), xvar(L, u));
-  store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, u)));
-  int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
-  int vb = let(L, iadd(L, xvar(L, vr), imul(L, xvar(L, hd), xi(L, e))), "vb");
-  int dp = let(L, att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
-  store(L, a->X, LOC_AT(j, hd), xvar(L, dp));
-  store(L, D, xvar(L, hd), x2(L, LX_ADD, load(L, D, xvar(L, hd)), x2(L, LX_MUL, xvar(L, u), xvar(L, dp))));
-  for_end(L);
-  for_end(L);
-  hd = att_heads(L, a);  // M <- 1 / l, D <- D / l
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
-  store(L, a->M, xvar(L, hd), xvar(L, inv));
-  store(L, D, xvar(L, hd), x2(L, LX_MUL, load(L, D, xvar(L, hd)), xvar(L, inv)));
-  for_end(L);
-  j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");  // dk, dv: the query sequence's rows
   int jk = a->G == 1 ? jr : let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");  // k: its key sequence's
   hd = att_heads(L, a);
-  int p = let(L, x2(L, LX_MUL, LOC(a->S, j, hd), load(L, a->M, xvar(L, hd))), "p");
-  int pd = let(L, x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, LOC(a->X, j, hd), load(L, D, xvar(L, hd)))), "pd");
+  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
+  int kb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
+  int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
+  int vb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "vb");
+  LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, NH)), xvar(L, hd));
+  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, h), xf(L, n->fval));
+  LExpr *sb = a->Bg >= 0  ? x2(L, LX_ADD, sc, load(L, a->Bg, att_group_at(L, a, xvar(L, i), xvar(L, j), hd)))
+              : a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd))
+                           : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j));
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, sb, load(L, a->M, xvar(L, hd)))), "p");
+  int dp = let(L, att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
+  int pd = let(L, x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, hd)))), "pd");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), xvar(L, pd)), "ds");
   if (a->Gg >= 0) {
     int at = let(L, att_group_at(L, a, xvar(L, i), xvar(L, j), hd), "g");
@@ -292,9 +288,6 @@ static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int oq = let(L, att_part_at(L, a, 0, xvar(L, o), hd, xi(L, 0)), "oq");
   int ok = let(L, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, 0)), "ok");
   int ov = let(L, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, 0)), "ov");
-  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
-  int kb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
-  yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
   int sq = a->part[0].slot, sk = a->part[1].slot, sv = a->part[2].slot;
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
     LExpr *c = feat_c(L, &f);
@@ -314,7 +307,6 @@ static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
 
 // Gradient, one sequence per outer index (att_grad_seq, every head).
 static void lower_attention_grad(Lo *L, Att *a, const Node *n) {
-  a->X = local(L, L->g->t_max * a->NH);  // dP
   att_grad_seq(L, a, n, let(L, imul(L, xvar(L, 0), a->T), "r0"));
 }
 
@@ -1191,6 +1183,7 @@ void lower_attention(Lo *L, const Node *n) {
   }
   int nouter = grad ? tax : tax + 1;  // sequences, or query rows
   L->lk->outer = dprod(L, qs, 0, nouter), L->lk->nouter = symsize_prod(qs, 0, nouter);
-  if (grad) lower_attention_grad(L, &a, n);
+  if (grad && att_grad_keys_form(&a, L->tgt, L->g->t_max)) lower_attention_grad_keys(L, &a, n);
+  else if (grad) lower_attention_grad(L, &a, n);
   else lower_attention_fwd(L, &a, n);
 }

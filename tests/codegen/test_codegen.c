@@ -404,6 +404,17 @@ int main(void) {
     check_model("tests/grad/attention_variants.xf", hg, 2, 2, 12, true);
     check_model("tests/grad/attention_variants.xf", hg, 2, 2, 7, true);  // T < context
   }
+  // the CPU row form's keys-outer gradient (lower_attention_keys.c: at least
+  // 8 heads of at most 8 features, no score bias): 16 heads of 4, grouped
+  // queries (G 2 and 4), a temperature, the window of 3 (queries past it
+  // skipped) beside the biased variants' one-pass row gradient; T < context
+  {
+    Define kf[] = {{"d", "64"}, {"heads", "16"}, {"context", "40"}};
+    check_model("tests/grad/attention_variants.xf", kf, 3, 2, 40, true);
+    check_model("tests/grad/attention_variants.xf", kf, 3, 3, 23, true);
+    Define tf[] = {{"layers", "2"}, {"d", "64"}, {"heads", "16"}, {"context", "33"}, {"vocab", "11"}, {"ffn", "12"}, {"dropout", "0"}};
+    check_model("examples/transformer.xf", tf, 7, 2, 33, true);
+  }
   // heads of 4 in the CPU's blocked form (schedule_att_block: BQ 64) with a
   // per-head temperature and a bias of positions in the score expression
   {
