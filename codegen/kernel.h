@@ -133,12 +133,15 @@ static inline int64_t att_score_ld(int64_t n) {
 }
 
 // The CPU's ROUTED_MATMUL(_DW) kernels (lower_route.c) split each expert's
-// work in ROUTE_SPLIT parts, outer index o = s E + e (expert e, part s), so
-// that the pool's contiguous ranges of outer indices give each of up to
-// ROUTE_SPLIT threads a share of every expert whatever the experts' loads
-// (an expert per outer index: 2 threads ran the routed GEMMs at 0.69 of
-// the GEMM rate against 0.80 on one, AMD EPYC).
-enum { ROUTE_SPLIT = 4 };
+// work in parts, outer index o = s E + e (expert e, part s), so that the
+// pool's contiguous ranges of outer indices give each thread a share of
+// every expert whatever the experts' loads (an expert per outer index: 2
+// threads ran the routed GEMMs at 0.69 of the GEMM rate against 0.80 on
+// one, AMD EPYC): ROUTE_SPLIT parts of the rows forward; ROUTE_SPLIT_DW of
+// the weight gradient's longer axis, each part gathering all of its rows'
+// shorter operand (4 parts: 27 ms for Table 1's two weight gradients per
+// layer on 2 threads and 58 on one; 2 parts: 25 and 50).
+enum { ROUTE_SPLIT = 4, ROUTE_SPLIT_DW = 2 };
 
 // Operand slots of a kernel call: what a backend passes for kernel k. A
 // kernel's code refers to its operands only through these slots, so one

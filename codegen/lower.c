@@ -986,7 +986,8 @@ LWindow lower_window(const Schedule *s, const int *time_axis, const Kernel *k, L
   LWindow w = {LW_FULL, {1, 0, 0, 1}, {1, 0, 0, 1}};
   if (a < 0 || k->fusion == FG_WEIGHT_GRAD) return w;
   bool fwd = n->op == OP_ATTENTION || n->op == OP_ATTENTION_LSE;
-  if (lower_att_gpu_form(g, n, tgt) || (fwd && lower_att_block(g, n, k, tgt) > 0)) return w.kind = LW_BODY, w;
+  if (lower_att_gpu_form(g, n, tgt) || (fwd && (lower_att_block(g, n, k, tgt) > 0 || lower_att_short_fwd(g, n, k, tgt))))
+    return w.kind = LW_BODY, w;
   if (n->op == OP_SCAN && a == n->axis) return w.kind = LW_BODY, w;  // positions [w0, w1) from h_{w0-1}
   if (n->op == OP_ROUTED_MATMUL) return w.kind = LW_BODY, w;  // the rows at positions [w0, w1) (lower_route.c)
   if (n->op == OP_SCAN_READ) return w.kind = a == n->axis ? LW_BODY : LW_FULL, w;  // from S_{w0-1}, or all

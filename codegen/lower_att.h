@@ -50,9 +50,9 @@ typedef struct {
 
 // Threads of a GPU block working on one attention (LKernel.team).
 enum { ATT_TEAM = 128 };
-// The most floats of locals the keys-outer gradient takes (512 KiB of a
-// pool thread's stack).
-enum { ATT_KEYS_FLOATS = 128 * 1024 };
+// The most floats of locals the short-head forms take (512 KiB of a pool
+// thread's stack); the forward's parts of a sequence's query rows.
+enum { ATT_KEYS_FLOATS = 128 * 1024, ATT_SHORT_PARTS = 4 };
 
 // The attention node n's description; *tax: q's time axis.
 Att att_of(Lo *L, const Node *n, int *tax);
@@ -75,11 +75,14 @@ void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld);
 // S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj), ii < nq, jj < nk.
 void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0);
 
-// Whether ATTENTION_GRAD a takes the keys-outer form (lower_attention_keys.c):
+// Whether ATTENTION_GRAD a takes the keys-outer form (lower_attention_short.c):
 // the CPU, heads of at most 8 features, at least 8 heads, no score bias,
 // its locals within ATT_KEYS_FLOATS at t_max.
 bool att_grad_keys_form(const Att *a, LTarget tgt, int64_t t_max);
 // That form: one sequence per outer index.
 void lower_attention_grad_keys(Lo *L, Att *a, const Node *n);
+// The short-head forward (lower_att_short_fwd): a part of a sequence's query
+// rows per outer index (sequences x ATT_SHORT_PARTS).
+void lower_attention_fwd_short(Lo *L, Att *a, const Node *n);
 
 #endif

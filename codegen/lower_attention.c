@@ -1169,6 +1169,13 @@ void lower_attention(Lo *L, const Node *n) {
     else lower_attention_fwd_blocked(L, &a, n, BQ);
     return;
   }
+  if (!grad && lower_att_short_fwd(L->g, n, L->k, L->tgt)) {  // (sequence, part of its query rows) per outer index
+    L->own_outer = true;
+    L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, ATT_SHORT_PARTS));
+    L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){ATT_SHORT_PARTS, 0, 0, 1});
+    lower_attention_fwd_short(L, &a, n);
+    return;
+  }
   a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
   int64_t HG = a.dbias >= 0 && L->tgt == LTARGET_CPU ? schedule_att_dbias_heads(L->g, n) : 0;
   if (HG > 0) {  // a group of HG heads per outer index

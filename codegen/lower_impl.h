@@ -256,6 +256,10 @@ bool lower_att_gpu_form(const Graph *g, const Node *n, LTarget tgt);
 // (sequence, head) form does not fit (long contexts, wide heads), with the
 // team's GEMMs (LS_GEMM in a block of threads).
 int64_t lower_att_block(const Graph *g, const Node *n, const Kernel *k, LTarget tgt);
+// Whether the forward (ATTENTION, ATTENTION_LSE) n takes the CPU's short-head
+// form (lower_attention_short.c): not blocked, at least 8 heads of at most 8
+// features, no score bias, its stack arrays within ATT_KEYS_FLOATS.
+bool lower_att_short_fwd(const Graph *g, const Node *n, const Kernel *k, LTarget tgt);
 // ATTENTION and ATTENTION_GRAD (lower_attention.c).
 void lower_attention(Lo *L, const Node *n);
 

@@ -45,7 +45,8 @@ static LExpr *rt_mine(Lo *L, const Route *r, LExpr *j, LExpr *e) {
   return rt_in(L, r, j, ef, x2(L, LX_ADD, ef, xf(L, 1)));
 }
 
-// Outer index o = s E + e: expert e, part s < ROUTE_SPLIT (kernel.h). The
+// Outer index o = s E + e: expert e, part s < S (kernel.h: ROUTE_SPLIT
+// forward, ROUTE_SPLIT_DW for the weight gradient). The
 // rows with expert e are those whose id lies in [e, e + 1) (the id
 // truncated), taken in row order, CH at a time (rt_chunk): a scan of the
 // ids stores each row's number in I [CH] (f32: R < 2^24) and keeps it when
@@ -75,7 +76,7 @@ static int64_t rt_chunk(int64_t d, int64_t f) {
 void lower_routed(Lo *L, const Node *n) {
   Route rt = route_of(L->g, n);
   const Route *q = &rt;
-  int64_t d = rt.d, f = rt.f, S = ROUTE_SPLIT;
+  int64_t d = rt.d, f = rt.f, S = rt.fwd ? ROUTE_SPLIT : ROUTE_SPLIT_DW;
   LExpr *R = rt_rows(L, q);
   LKernel *lk = L->lk;
   lk->name = rt.fwd ? "routed_matmul" : "routed_matmul_dw";

@@ -80,9 +80,9 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: return read_sequences(g, n);  // one sequence (p, m) each
   case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0, 1};                       // serial
-  case OP_ROUTED_MATMUL:  // a part of an expert each (kernel.h ROUTE_SPLIT)
+  case OP_ROUTED_MATMUL:  // a part of an expert each (kernel.h ROUTE_SPLIT, _DW)
     return symsize_mul(symsize_of(g->nodes[n->in[1]].shape.d[0]), (SymSize){ROUTE_SPLIT, 0, 0, 1});
-  case OP_ROUTED_MATMUL_DW: return symsize_mul(symsize_of(n->len), (SymSize){ROUTE_SPLIT, 0, 0, 1});
+  case OP_ROUTED_MATMUL_DW: return symsize_mul(symsize_of(n->len), (SymSize){ROUTE_SPLIT_DW, 0, 0, 1});
   case OP_CONV_DW: return symsize_of(n->shape.d[0]);                      // one lag each
   case OP_CAUSAL_CONV: case OP_CONV_DX:                               // matrix kind: one sequence each
     if (n->conv == CONV_MATRIX) return symsize_prod(x, 0, x->rank - 2);

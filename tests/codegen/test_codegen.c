@@ -370,7 +370,7 @@ int main(void) {
   // (lower_route.c rt_chunk) in each of ROUTE_SPLIT parts of the rows: at
   // B 2, T 600 each of the 4 experts has about 150 of a part's 600 routed
   // rows, a full chunk and a partial one; the weight gradient's parts split
-  // ffn 12 in columns of 3
+  // ffn 12 in columns of 6
   {
     Define mo[] = {{"context", "600"}};
     check_model("tests/grad/moe.xf", mo, 1, 2, 600, true);

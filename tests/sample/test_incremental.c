@@ -166,6 +166,10 @@ int main(int argc, char **argv) {
   // the CPU's blocked attention (heads of 32) over two query blocks of 64
   check(xfc, "examples/transformer.xf", "-D layers=1 -D d=64 -D context=70 -D vocab=29 -D ffn=24 -D heads=2");
   check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D context=70");  // heads of 16, G 2 and 4
+  // the CPU's short-head forward (16 heads of 4: lower_attention_short.c), the
+  // step program's window of query rows in its parts; a window of 4
+  check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D heads=16 -D context=20");
+  check(xfc, "examples/sliding_window.xf", "-D layers=2 -D d=64 -D heads=16 -D context=12 -D vocab=29 -D ffn=24 -D window=4");
   // not causal: no step program, and xfc says which op and where
   char so[] = "/tmp/xf-inc-near-XXXXXX.so", log[2048];
   int fd = mkstemps(so, 3);
