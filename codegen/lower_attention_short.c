@@ -164,7 +164,7 @@ void lower_attention_fwd_short(Lo *L, Att *a, const Node *n) {
   // the part's first row at or after w0: w0 + ((part - w0) mod QP)
   int i0 = let(L, iadd(L, xvar(L, w0), x2(L, LX_REM, iadd(L, x2(L, LX_SUB, xvar(L, part), xvar(L, w0)), xi(L, QP * tm)), xi(L, QP))), "i0");
   LExpr *nrows = x2(L, LX_DIV, iadd(L, x2(L, LX_SUB, xvar(L, w1), xvar(L, i0)), xi(L, QP - 1)), xi(L, QP));
-  int t = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_LT, xvar(L, i0), xvar(L, w1)), nrows, xi(L, 0)), true, "t");
+  int t = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_LT, xvar(L, i0), xvar(L, w1)), nrows, xi(L, 0)), false, "t");
   int i = let(L, iadd(L, xvar(L, i0), imul(L, xvar(L, t), xi(L, QP))), "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   int j0 = let(L, att_first_key(L, a, xvar(L, i)), "j0");
