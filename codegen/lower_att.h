@@ -19,7 +19,7 @@ typedef struct {
   int64_t NH, h, e, w;  // heads; features of q and k, of v, of the output
   int64_t G;            // query sequences per key and value sequence (ir_attention_group)
   LExpr *T;
-  int S, M, Ls, X;      // locals: scores [t_max NH]; max, sum [NH]; output or dP
+  int S, M, Ls, X;      // the row forward's locals: scores [t_max NH]; max, sum [NH]; output
   // ATTENTION_GRAD's parts p = dq, dk, dv (out_parts): feature c of row r,
   // head hd at slot[p][(r NH + hd) w + off + c]: the [..., T, NH, 2h + e]
   // rows in KS_OUT (w = 2h + e, off 0, h, 2h), or with Kernel.nout 3 each

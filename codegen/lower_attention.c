@@ -152,6 +152,18 @@ static void att_bias_row(Lo *L, Att *a, int o, int i) {
   for_end(L);
 }
 
+// The row form's score of query row o (position i) and key j, head hd, at
+// key row kr: scale q_o . k_kr plus the bias's element (the head group's Bg,
+// the row's Bl, or read where it lies), ATT_FAR below the op's own window.
+static LExpr *att_row_score(Lo *L, Att *a, const Node *n, int o, int i, int j, LExpr *kr, int hd) {
+  int qb = let(L, att_head(L, a, a->h, xvar(L, o), hd), "qb"), kb = let(L, att_head(L, a, a->h, kr, hd), "kb");
+  LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
+  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
+  return a->Bg >= 0  ? x2(L, LX_ADD, sc, load(L, a->Bg, att_group_at(L, a, xvar(L, i), xvar(L, j), hd)))
+         : a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd))
+                      : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j));
+}
+
 // Row o's scores s_j = scale q_o . k_j over j <= i (key rows kv0 + j) into S
 // and their maximum per head into M; then (probs) p_j = exp(s_j - M) into S
 // and sum p_j into Ls.
@@ -162,16 +174,9 @@ static void att_scores(Lo *L, Att *a, const Node *n, int o, int i, int kv0, bool
   for_end(L);
   if (!a->Bl_kept && a->Bg < 0) att_bias_row(L, a, o, i);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
-  int kr = let(L, imul(L, iadd(L, xvar(L, kv0), xvar(L, j)), xi(L, a->NH * a->h)), "krow");
+  int kr = let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "krow");
   hd = att_heads(L, a);
-  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->h)), imul(L, xvar(L, hd), xi(L, a->h))), "qb");
-  int kb = let(L, iadd(L, xvar(L, kr), imul(L, xvar(L, hd), xi(L, a->h))), "kb");
-  LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, a->NH)), xvar(L, hd));
-  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, a->h), xf(L, n->fval));
-  LExpr *sb = a->Bg >= 0  ? x2(L, LX_ADD, sc, load(L, a->Bg, att_group_at(L, a, xvar(L, i), xvar(L, j), hd)))
-              : a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd))
-                           : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j));
-  int s = let(L, sb, "s");
+  int s = let(L, att_row_score(L, a, n, o, i, j, xvar(L, kr), hd), "s");
   store(L, a->S, LOC_AT(j, hd), xvar(L, s));
   store(L, a->M, xvar(L, hd), x2(L, LX_MAX, xvar(L, s), load(L, a->M, xvar(L, hd))));
   for_end(L);
@@ -210,7 +215,7 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   store(L, a->Ls, xvar(L, hd), x2(L, LX_ADD, load(L, a->Ls, xvar(L, hd)), xvar(L, p)));
   for (Feat f = feat_begin(L, a->e); feat_more(L, &f);) {
     int ai = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
-    int xa = a->e <= 8 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ai;
+    int xa = f.var < 0 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ai;
     LExpr *vv = load(L, KS_IN2, iadd(L, xvar(L, vr), xvar(L, ai)));
     store(L, a->X, xvar(L, xa), x2(L, LX_ADD, load(L, a->X, xvar(L, xa)), x2(L, LX_MUL, xvar(L, p), vv)));
   }
@@ -221,7 +226,7 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, a->Ls, xvar(L, hd))), "inv");
   for (Feat f = feat_begin(L, a->no_o ? 0 : a->e); feat_more(L, &f);) {
     int ao = let(L, iadd(L, imul(L, xvar(L, hd), xi(L, a->e)), feat_c(L, &f)), "ai");
-    int xa = a->e <= 8 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ao;
+    int xa = f.var < 0 ? let(L, iadd(L, imul(L, feat_c(L, &f), xi(L, a->NH)), xvar(L, hd)), "xa") : ao;
     store(L, KS_OUT, iadd(L, imul(L, xvar(L, o), xi(L, a->NH * a->e)), xvar(L, ao)), x2(L, LX_MUL, load(L, a->X, xvar(L, xa)), xvar(L, inv)));
   }
   for_end(L);
@@ -238,7 +243,7 @@ static void lower_attention_fwd(Lo *L, Att *a, const Node *n) {
 // (dP_ij - D_i).
 static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int64_t NH = a->NH, h = a->h, e = a->e;
-  int D = local(L, NH);
+  int Lr = local(L, NH), D = local(L, NH);  // L_i, D_i per head
   for (int pt = 0; pt < 3 && (pt == 0 || a->part[pt].slot != a->part[0].slot); pt++) {  // one buffer: zeroed whole
     int64_t pw = a->part[pt].w;
     if (a->hv < 0) {  // every head: the sequence's rows
@@ -259,25 +264,19 @@ static void att_grad_seq(Lo *L, Att *a, const Node *n, int r0) {
   int i = for_begin(L, xi(L, 0), a->T, false, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   if (!a->Bl_kept && a->Bg < 0) att_bias_row(L, a, o, i);
-  int hd = att_heads(L, a);  // M <- L_i, D <- do_i . o_i
+  int hd = att_heads(L, a);  // Lr <- L_i, D <- do_i . o_i
   int ob = let(L, att_head(L, a, e, xvar(L, o), hd), "ob");
-  store(L, a->M, xvar(L, hd), load(L, KS_IN0 + 4, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0))));
+  store(L, Lr, xvar(L, hd), load(L, KS_IN0 + 4, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0))));
   store(L, D, xvar(L, hd), att_vdot(L, KS_IN0 + 3, ob, KS_IN0 + 5, ob, e));
   for_end(L);
   int j = for_begin(L, xi(L, 0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");  // dk, dv: the query sequence's rows
   int jk = a->G == 1 ? jr : let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");  // k: its key sequence's
   hd = att_heads(L, a);
-  int qb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "qb");
-  int kb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * h)), imul(L, xvar(L, hd), xi(L, h))), "kb");
-  int yb = let(L, iadd(L, imul(L, xvar(L, o), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "yb");
-  int vb = let(L, iadd(L, imul(L, xvar(L, jk), xi(L, NH * e)), imul(L, xvar(L, hd), xi(L, e))), "vb");
-  LExpr *m = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, o), a->T), xi(L, NH)), xvar(L, hd));
-  LExpr *sc = x2(L, LX_MUL, att_vdot(L, KS_IN0, qb, KS_IN1, kb, h), xf(L, n->fval));
-  LExpr *sb = a->Bg >= 0  ? x2(L, LX_ADD, sc, load(L, a->Bg, att_group_at(L, a, xvar(L, i), xvar(L, j), hd)))
-              : a->Bl >= 0 ? x2(L, LX_ADD, sc, LOC(a->Bl, j, hd))
-                           : att_biased(L, a, sc, m, xvar(L, i), xvar(L, j));
-  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, sb, load(L, a->M, xvar(L, hd)))), "p");
+  LExpr *sb = att_row_score(L, a, n, o, i, j, xvar(L, jk), hd);
+  int qb = let(L, att_head(L, a, h, xvar(L, o), hd), "qb"), kb = let(L, att_head(L, a, h, xvar(L, jk), hd), "kb");
+  int yb = let(L, att_head(L, a, e, xvar(L, o), hd), "yb"), vb = let(L, att_head(L, a, e, xvar(L, jk), hd), "vb");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, sb, load(L, Lr, xvar(L, hd)))), "p");
   int dp = let(L, att_vdot(L, KS_IN0 + 3, yb, KS_IN2, vb, e), "dp");
   int pd = let(L, x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), load(L, D, xvar(L, hd)))), "pd");
   int ds = let(L, x2(L, LX_MUL, xf(L, n->fval), xvar(L, pd)), "ds");
@@ -320,7 +319,6 @@ static LExpr *att_seq_of(Lo *L, const Att *a, LExpr *c, LExpr *u, LExpr **nfree)
 // group's heads: G, 0 after the diagonal.
 static void lower_attention_grad_heads(Lo *L, Att *a, const Node *n, int64_t HG) {
   int64_t NH = a->NH, tm = L->g->t_max;
-  a->X = local(L, tm * NH);
   a->HG = HG;
   a->hv = let(L, imul(L, xvar(L, 0), xi(L, HG)), "h0");
   a->Bg = local(L, tm * tm * HG), a->Gg = local(L, tm * tm * HG);
@@ -1176,7 +1174,7 @@ void lower_attention(Lo *L, const Node *n) {
     lower_attention_fwd_short(L, &a, n);
     return;
   }
-  a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);
+  if (!grad) a.S = local(L, L->g->t_max * a.NH), a.M = local(L, a.NH), a.Ls = local(L, a.NH);  // the row forward's
   int64_t HG = a.dbias >= 0 && L->tgt == LTARGET_CPU ? schedule_att_dbias_heads(L->g, n) : 0;
   if (HG > 0) {  // a group of HG heads per outer index
     L->own_outer = true;
