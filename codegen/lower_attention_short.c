@@ -42,8 +42,21 @@ bool att_grad_keys_form(const Att *a, LTarget tgt, int64_t t_max) {
 static LExpr *fm(Lo *L, const Att *a, LExpr *t, int64_t nf, int64_t c, int hd) {
   return iadd(L, imul(L, t, xi(L, nf * a->NH)), iadd(L, xi(L, c * a->NH), xvar(L, hd)));
 }
-static LExpr *ld(Lo *L, int slot, LExpr *at) { return load(L, slot, at); }
 static void add_to(Lo *L, int slot, LExpr *at, LExpr *v) { store(L, slot, at, x2(L, LX_ADD, load(L, slot, at), v)); }
+// Row t of local dst [.., nf, NH], head hd <- row `row` of slot (rows of NH
+// heads of nf features).
+static void fm_copy(Lo *L, const Att *a, int dst, LExpr *t, int64_t nf, int slot, int row, int hd) {
+  for (int64_t c = 0; c < nf; c++) store(L, dst, fm(L, a, t, nf, c, hd), load(L, slot, att_at(L, a, nf, xvar(L, row), hd, xi(L, c))));
+}
+// sum_c x[tx, c, hd] y[ty, c, hd] over c < nf (features-major locals).
+static LExpr *fm_dot(Lo *L, const Att *a, int x, LExpr *tx, int y, LExpr *ty, int64_t nf, int hd) {
+  LExpr *s = NULL;
+  for (int64_t c = 0; c < nf; c++) {
+    LExpr *t = x2(L, LX_MUL, load(L, x, fm(L, a, tx, nf, c, hd)), load(L, y, fm(L, a, ty, nf, c, hd)));
+    s = s ? x2(L, LX_ADD, s, t) : t;
+  }
+  return s ? s : xf(L, 0);
+}
 
 // One sequence per outer index (rows r0 .. r0 + T). Its query rows into the
 // locals: Qt, Yt (do), Lt (the forward's L_i = m_i + log l_i, KS_IN0 + 4),
@@ -67,18 +80,16 @@ void lower_attention_grad_keys(Lo *L, Att *a, const Node *n) {
   int i = for_begin(L, xi(L, 0), a->T, true, "i");
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  for (int64_t c = 0; c < h; c++) {
-    store(L, Qt, fm(L, a, xvar(L, i), h, c, hd), ld(L, KS_IN0, att_at(L, a, h, xvar(L, o), hd, xi(L, c))));
-    store(L, dQt, fm(L, a, xvar(L, i), h, c, hd), xf(L, 0));
-  }
+  fm_copy(L, a, Qt, xvar(L, i), h, KS_IN0, o, hd);
+  for (int64_t c = 0; c < h; c++) store(L, dQt, fm(L, a, xvar(L, i), h, c, hd), xf(L, 0));
   LExpr *dsum = NULL;
   for (int64_t c = 0; c < e; c++) {
-    int y = let(L, ld(L, KS_IN0 + 3, att_at(L, a, e, xvar(L, o), hd, xi(L, c))), "y");
+    int y = let(L, load(L, KS_IN0 + 3, att_at(L, a, e, xvar(L, o), hd, xi(L, c))), "y");
     store(L, Yt, fm(L, a, xvar(L, i), e, c, hd), xvar(L, y));
-    LExpr *t = x2(L, LX_MUL, xvar(L, y), ld(L, KS_IN0 + 5, att_at(L, a, e, xvar(L, o), hd, xi(L, c))));
+    LExpr *t = x2(L, LX_MUL, xvar(L, y), load(L, KS_IN0 + 5, att_at(L, a, e, xvar(L, o), hd, xi(L, c))));
     dsum = dsum ? x2(L, LX_ADD, dsum, t) : t;
   }
-  store(L, Lt, fm(L, a, xvar(L, i), 1, 0, hd), ld(L, KS_IN0 + 4, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0))));
+  store(L, Lt, fm(L, a, xvar(L, i), 1, 0, hd), load(L, KS_IN0 + 4, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0))));
   store(L, Dt, fm(L, a, xvar(L, i), 1, 0, hd), dsum ? dsum : xf(L, 0));
   for_end(L);
   for_end(L);
@@ -87,51 +98,39 @@ void lower_attention_grad_keys(Lo *L, Att *a, const Node *n) {
   int jr = let(L, iadd(L, xvar(L, r0), xvar(L, j)), "jr");  // dk, dv: the query sequence's rows
   int jk = a->G == 1 ? jr : let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");  // k, v: its key sequence's
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  for (int64_t c = 0; c < h; c++) {
-    store(L, Kj, fm(L, a, xi(L, 0), h, c, hd), ld(L, KS_IN1, att_at(L, a, h, xvar(L, jk), hd, xi(L, c))));
-    store(L, dKj, fm(L, a, xi(L, 0), h, c, hd), xf(L, 0));
-  }
-  for (int64_t c = 0; c < e; c++) {
-    store(L, Vj, fm(L, a, xi(L, 0), e, c, hd), ld(L, KS_IN2, att_at(L, a, e, xvar(L, jk), hd, xi(L, c))));
-    store(L, dVj, fm(L, a, xi(L, 0), e, c, hd), xf(L, 0));
-  }
+  fm_copy(L, a, Kj, xi(L, 0), h, KS_IN1, jk, hd);
+  fm_copy(L, a, Vj, xi(L, 0), e, KS_IN2, jk, hd);
+  for (int64_t c = 0; c < h; c++) store(L, dKj, fm(L, a, xi(L, 0), h, c, hd), xf(L, 0));
+  for (int64_t c = 0; c < e; c++) store(L, dVj, fm(L, a, xi(L, 0), e, c, hd), xf(L, 0));
   for_end(L);
   LExpr *iend = a->W > 0 && a->Wmask ? imin(L, iadd(L, xvar(L, j), xi(L, a->W)), a->T) : a->T;
   i = for_begin(L, xvar(L, j), iend, false, "i");
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  LExpr *s = NULL, *dp = NULL;
-  for (int64_t c = 0; c < h; c++) {
-    LExpr *t = x2(L, LX_MUL, ld(L, Qt, fm(L, a, xvar(L, i), h, c, hd)), ld(L, Kj, fm(L, a, xi(L, 0), h, c, hd)));
-    s = s ? x2(L, LX_ADD, s, t) : t;
-  }
-  for (int64_t c = 0; c < e; c++) {
-    LExpr *t = x2(L, LX_MUL, ld(L, Yt, fm(L, a, xvar(L, i), e, c, hd)), ld(L, Vj, fm(L, a, xi(L, 0), e, c, hd)));
-    dp = dp ? x2(L, LX_ADD, dp, t) : t;
-  }
-  LExpr *sc = x2(L, LX_MUL, s ? s : xf(L, 0), xf(L, scale));
-  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, sc, ld(L, Lt, fm(L, a, xvar(L, i), 1, 0, hd)))), "p");
-  LExpr *pd = x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, dp ? dp : xf(L, 0), ld(L, Dt, fm(L, a, xvar(L, i), 1, 0, hd))));
+  LExpr *sc = x2(L, LX_MUL, fm_dot(L, a, Qt, xvar(L, i), Kj, xi(L, 0), h, hd), xf(L, scale));
+  LExpr *dp = fm_dot(L, a, Yt, xvar(L, i), Vj, xi(L, 0), e, hd);
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, sc, load(L, Lt, fm(L, a, xvar(L, i), 1, 0, hd)))), "p");
+  LExpr *pd = x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, dp, load(L, Dt, fm(L, a, xvar(L, i), 1, 0, hd))));
   int ds = let(L, x2(L, LX_MUL, xf(L, scale), pd), "ds");
   for (int64_t c = 0; c < h; c++) {
-    add_to(L, dQt, fm(L, a, xvar(L, i), h, c, hd), x2(L, LX_MUL, xvar(L, ds), ld(L, Kj, fm(L, a, xi(L, 0), h, c, hd))));
-    add_to(L, dKj, fm(L, a, xi(L, 0), h, c, hd), x2(L, LX_MUL, xvar(L, ds), ld(L, Qt, fm(L, a, xvar(L, i), h, c, hd))));
+    add_to(L, dQt, fm(L, a, xvar(L, i), h, c, hd), x2(L, LX_MUL, xvar(L, ds), load(L, Kj, fm(L, a, xi(L, 0), h, c, hd))));
+    add_to(L, dKj, fm(L, a, xi(L, 0), h, c, hd), x2(L, LX_MUL, xvar(L, ds), load(L, Qt, fm(L, a, xvar(L, i), h, c, hd))));
   }
   for (int64_t c = 0; c < e; c++)
-    add_to(L, dVj, fm(L, a, xi(L, 0), e, c, hd), x2(L, LX_MUL, xvar(L, p), ld(L, Yt, fm(L, a, xvar(L, i), e, c, hd))));
+    add_to(L, dVj, fm(L, a, xi(L, 0), e, c, hd), x2(L, LX_MUL, xvar(L, p), load(L, Yt, fm(L, a, xvar(L, i), e, c, hd))));
   for_end(L);
   for_end(L);
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");  // dk_j, dv_j
   for (int64_t c = 0; c < h; c++)
-    store(L, a->part[1].slot, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, c)), ld(L, dKj, fm(L, a, xi(L, 0), h, c, hd)));
+    store(L, a->part[1].slot, att_part_at(L, a, 1, xvar(L, jr), hd, xi(L, c)), load(L, dKj, fm(L, a, xi(L, 0), h, c, hd)));
   for (int64_t c = 0; c < e; c++)
-    store(L, a->part[2].slot, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, c)), ld(L, dVj, fm(L, a, xi(L, 0), e, c, hd)));
+    store(L, a->part[2].slot, att_part_at(L, a, 2, xvar(L, jr), hd, xi(L, c)), load(L, dVj, fm(L, a, xi(L, 0), e, c, hd)));
   for_end(L);
   for_end(L);
 
   i = for_begin(L, xi(L, 0), a->T, true, "i");  // dq
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   for (int64_t c = 0; c < h; c++)
-    store(L, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, r0), xvar(L, i)), hd, xi(L, c)), ld(L, dQt, fm(L, a, xvar(L, i), h, c, hd)));
+    store(L, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, r0), xvar(L, i)), hd, xi(L, c)), load(L, dQt, fm(L, a, xvar(L, i), h, c, hd)));
   for_end(L);
   for_end(L);
 }
@@ -155,10 +154,8 @@ void lower_attention_fwd_short(Lo *L, Att *a, const Node *n) {
   int j = for_begin(L, xi(L, 0), xvar(L, w1), true, "j");
   int jk = let(L, iadd(L, xvar(L, kv0), xvar(L, j)), "jk");
   int hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  for (int64_t c = 0; c < h; c++)
-    store(L, Kt, fm(L, a, xvar(L, j), h, c, hd), ld(L, KS_IN1, att_at(L, a, h, xvar(L, jk), hd, xi(L, c))));
-  for (int64_t c = 0; c < e; c++)
-    store(L, Vt, fm(L, a, xvar(L, j), e, c, hd), ld(L, KS_IN2, att_at(L, a, e, xvar(L, jk), hd, xi(L, c))));
+  fm_copy(L, a, Kt, xvar(L, j), h, KS_IN1, jk, hd);
+  fm_copy(L, a, Vt, xvar(L, j), e, KS_IN2, jk, hd);
   for_end(L);
   for_end(L);
   // the part's first row at or after w0: w0 + ((part - w0) mod QP)
@@ -169,36 +166,31 @@ void lower_attention_fwd_short(Lo *L, Att *a, const Node *n) {
   int o = let(L, iadd(L, xvar(L, r0), xvar(L, i)), "o");
   int j0 = let(L, att_first_key(L, a, xvar(L, i)), "j0");
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  for (int64_t c = 0; c < h; c++) store(L, Qi, fm(L, a, xi(L, 0), h, c, hd), ld(L, KS_IN0, att_at(L, a, h, xvar(L, o), hd, xi(L, c))));
+  fm_copy(L, a, Qi, xi(L, 0), h, KS_IN0, o, hd);
   for (int64_t c = 0; c < e; c++) store(L, X, fm(L, a, xi(L, 0), e, c, hd), xf(L, 0));
   store(L, M, xvar(L, hd), xf(L, -INFINITY));
   store(L, Ls, xvar(L, hd), xf(L, 0));
   for_end(L);
   j = for_begin(L, xvar(L, j0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  LExpr *s = NULL;
-  for (int64_t c = 0; c < h; c++) {
-    LExpr *q = x2(L, LX_MUL, ld(L, Qi, fm(L, a, xi(L, 0), h, c, hd)), ld(L, Kt, fm(L, a, xvar(L, j), h, c, hd)));
-    s = s ? x2(L, LX_ADD, s, q) : q;
-  }
-  int sv = let(L, x2(L, LX_MUL, s ? s : xf(L, 0), xf(L, scale)), "s");
+  int sv = let(L, x2(L, LX_MUL, fm_dot(L, a, Qi, xi(L, 0), Kt, xvar(L, j), h, hd), xf(L, scale)), "s");
   store(L, S, fm(L, a, xvar(L, j), 1, 0, hd), xvar(L, sv));
-  store(L, M, xvar(L, hd), x2(L, LX_MAX, xvar(L, sv), ld(L, M, xvar(L, hd))));
+  store(L, M, xvar(L, hd), x2(L, LX_MAX, xvar(L, sv), load(L, M, xvar(L, hd))));
   for_end(L);
   for_end(L);
   j = for_begin(L, xvar(L, j0), iadd(L, xvar(L, i), xi(L, 1)), false, "j");
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
-  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, ld(L, S, fm(L, a, xvar(L, j), 1, 0, hd)), ld(L, M, xvar(L, hd)))), "p");
+  int p = let(L, x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, fm(L, a, xvar(L, j), 1, 0, hd)), load(L, M, xvar(L, hd)))), "p");
   add_to(L, Ls, xvar(L, hd), xvar(L, p));
-  for (int64_t c = 0; c < e; c++) add_to(L, X, fm(L, a, xi(L, 0), e, c, hd), x2(L, LX_MUL, xvar(L, p), ld(L, Vt, fm(L, a, xvar(L, j), e, c, hd))));
+  for (int64_t c = 0; c < e; c++) add_to(L, X, fm(L, a, xi(L, 0), e, c, hd), x2(L, LX_MUL, xvar(L, p), load(L, Vt, fm(L, a, xvar(L, j), e, c, hd))));
   for_end(L);
   for_end(L);
   hd = for_begin(L, xi(L, 0), xi(L, NH), true, "hd");
   if (a->lse >= 0)
-    store(L, a->lse, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0)), x2(L, LX_ADD, ld(L, M, xvar(L, hd)), x1(L, LX_LOG, ld(L, Ls, xvar(L, hd)))));
-  int inv = let(L, x2(L, LX_DIV, xf(L, 1), ld(L, Ls, xvar(L, hd))), "inv");
+    store(L, a->lse, att_at(L, a, 1, xvar(L, o), hd, xi(L, 0)), x2(L, LX_ADD, load(L, M, xvar(L, hd)), x1(L, LX_LOG, load(L, Ls, xvar(L, hd)))));
+  int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, hd))), "inv");
   for (int64_t c = 0; !a->no_o && c < e; c++)
-    store(L, KS_OUT, att_at(L, a, e, xvar(L, o), hd, xi(L, c)), x2(L, LX_MUL, ld(L, X, fm(L, a, xi(L, 0), e, c, hd)), xvar(L, inv)));
+    store(L, KS_OUT, att_at(L, a, e, xvar(L, o), hd, xi(L, c)), x2(L, LX_MUL, load(L, X, fm(L, a, xi(L, 0), e, c, hd)), xvar(L, inv)));
   for_end(L);
   for_end(L);
 }
