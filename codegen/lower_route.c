@@ -87,14 +87,15 @@ void lower_routed(Lo *L, const Node *n) {
   int r0 = let(L, rt.fwd ? x2(L, LX_DIV, imul(L, xvar(L, s), R), xi(L, S)) : xi(L, 0), "r0");
   int r1 = let(L, rt.fwd ? x2(L, LX_DIV, imul(L, iadd(L, xvar(L, s), xi(L, 1)), R), xi(L, S)) : R, "r1");
   bool split_d = !rt.fwd && d >= f;
-  int64_t dw_ = split_d ? (d + S - 1) / S : d, fw = !rt.fwd && !split_d ? (f + S - 1) / S : f;  // local widths
-  int c0 = let(L, imul(L, xvar(L, s), xi(L, split_d ? dw_ : fw)), "c0");
+  int64_t dl = split_d ? (d + S - 1) / S : d, fl = !rt.fwd && !split_d ? (f + S - 1) / S : f;  // local widths
+  int64_t cw = split_d ? dl : fl;  // a part's columns of the split axis
+  int c0 = let(L, imul(L, xvar(L, s), xi(L, cw)), "c0");
   LExpr *nlong = xi(L, split_d ? d : f);
-  int cn = let(L, rt.fwd ? xi(L, f) : x2(L, LX_SUB, imin(L, iadd(L, xvar(L, c0), xi(L, split_d ? dw_ : fw)), nlong), imin(L, xvar(L, c0), nlong)), "cn");
+  int cn = let(L, rt.fwd ? xi(L, f) : x2(L, LX_SUB, imin(L, iadd(L, xvar(L, c0), xi(L, cw)), nlong), imin(L, xvar(L, c0), nlong)), "cn");
   LExpr *dc0 = split_d ? xvar(L, c0) : xi(L, 0), *dn = split_d ? xvar(L, cn) : xi(L, d);
   LExpr *fc0 = rt.fwd || split_d ? xi(L, 0) : xvar(L, c0), *fn = rt.fwd || split_d ? xi(L, f) : xvar(L, cn);
-  int64_t CH = rt_chunk(dw_, fw);
-  int A = local(L, CH * dw_), C = local(L, CH * fw), I = local(L, CH);
+  int64_t CH = rt_chunk(dl, fl);
+  int A = local(L, CH * dl), C = local(L, CH * fl), I = local(L, CH);
   LExpr *wbase = iadd(L, imul(L, xvar(L, e), xi(L, d * f)), iadd(L, imul(L, dc0, xi(L, f)), fc0));  // dw[e][dc0, fc0]
   if (!rt.fwd) {  // dw[e][part] = 0
     int i = for_begin(L, xi(L, 0), xsel(L, x2(L, LX_GT, xvar(L, cn), xi(L, 0)), dn, xi(L, 0)), true, "i");
@@ -118,19 +119,19 @@ void lower_routed(Lo *L, const Node *n) {
   int i = for_begin(L, xi(L, 0), xvar(L, full), true, "i");  // A[i] = x[I[i]] (and D[i] = dy[I[i]] into C)
   int row = let(L, x1(L, LX_TOI, load(L, I, xvar(L, i))), "row");
   int c = for_begin(L, xi(L, 0), dn, true, "c");
-  store(L, A, iadd(L, imul(L, xvar(L, i), xi(L, dw_)), xvar(L, c)),
+  store(L, A, iadd(L, imul(L, xvar(L, i), xi(L, dl)), xvar(L, c)),
         load(L, KS_IN0, iadd(L, imul(L, xvar(L, row), xi(L, d)), iadd(L, dc0, xvar(L, c)))));
   for_end(L);
   if (!rt.fwd) {
     c = for_begin(L, xi(L, 0), fn, true, "c");
-    store(L, C, iadd(L, imul(L, xvar(L, i), xi(L, fw)), xvar(L, c)),
+    store(L, C, iadd(L, imul(L, xvar(L, i), xi(L, fl)), xvar(L, c)),
           load(L, KS_IN1, iadd(L, imul(L, xvar(L, row), xi(L, f)), iadd(L, fc0, xvar(L, c)))));
     for_end(L);
   }
   for_end(L);
   if (!rt.fwd)  // dw[e][part] += A^T D: [dn, full] [full, fn]
     gemm_call(L, (LCall){.ta = true, .slot = {A, C, KS_OUT}, .at = {xi(L, 0), xi(L, 0), wbase},
-                         .ld = {xi(L, dw_), xi(L, fw), xi(L, f)}, .m = dn, .n = fn, .k = xvar(L, full),
+                         .ld = {xi(L, dl), xi(L, fl), xi(L, f)}, .m = dn, .n = fn, .k = xvar(L, full),
                          .alpha = 1, .beta = 1});
   else {  // C = A w[e]: [full, d] [d, f]; y[I[i]] = C[i]
     gemm_call(L, (LCall){.slot = {A, KS_IN1, C}, .at = {xi(L, 0), imul(L, xvar(L, e), xi(L, d * f)), xi(L, 0)},
