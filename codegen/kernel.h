@@ -119,6 +119,8 @@ typedef struct {
                     // convolution's, the sorted scatter's U), or -1
   int att_block;  // ATTENTION(_GRAD): the query block of the CPU's blocked
                   // form (schedule_att_block), 0: its row form
+  int scan_chunk; // SCAN_READ(_GRAD): the chunk C of lower_scan_chunk.c's
+                  // form (schedule_scan_chunk), 0: the sequential form
 } Kernel;
 
 // The leading dimension of a block of attention scores with n key columns
@@ -212,6 +214,23 @@ int schedule_conv_chunk(const Graph *g, const Node *n);
 // between them), or 0 where the row form costs less or the block's scratch
 // does not fit (schedule.c has the cost rule).
 int schedule_att_block(const Graph *g, const Node *n);
+// The chunk C of the chunked form of SCAN_READ(_GRAD) node n
+// (lower_scan_chunk.c; Kernel.scan_chunk), 0 for the sequential form and
+// every other node. A config value scan_chunk of the model (xfc
+// --scan-chunk) decides where there is one: 0 the sequential form, C > 0
+// that chunk on every target; else on a GPU (gpu) the largest of 64, 32, 16
+// whose local arrays fit SCAN_CHUNK_FLOATS and that is not longer than the
+// sequence (at least 16), and on a CPU the sequential form (its state's
+// columns on vector lanes; a chunk's products are too small for the GEMM
+// library: docs/architecture.md).
+int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu);
+// A GPU block's shared memory for the chunked form's local arrays: 44 KiB.
+enum { SCAN_CHUNK_FLOATS = 11264 };
+// The chunked form's local arrays of chunk C (the gradient's; the forward's
+// are fewer) and whether a decay of shape as varies along k's key rows
+// (lower_scan_chunk.c).
+int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key);
+bool scan_decay_per_key(const Shape *as, const Shape *ks);
 // The head group HG of the CPU row form of ATTENTION_GRAD node n that also
 // writes its score bias's gradient (schedule.c), or 0 where it does not.
 int schedule_att_dbias_heads(const Graph *g, const Node *n);

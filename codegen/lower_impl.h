@@ -227,6 +227,23 @@ int lower_in_slot(Lo *L, const Node *n, int i);
 // SCAN and SCAN_READ / SCAN_READ_GRAD (lower_scan.c).
 void lower_scan(Lo *L, const Node *n);
 void lower_scan_read(Lo *L, const Node *n);
+// A SCAN_READ(_GRAD) node's operands as lower_scan.c reads them: one outer
+// index per sequence (p, m) of k [P.., K, M.., dk, 1] (row t of it is
+// (p K + t) M + m).
+typedef struct {
+  const Shape *ks, *as;
+  int axis, p, m;        // the sequence's coordinates (variables)
+  int64_t dk, dv;
+  LExpr *K, *M;
+  OutPart part[3];       // SCAN_READ_GRAD's dq, dk, dv
+} Rd;
+// The offset of the decay a (broadcast to k) at position t, row i.
+LExpr *rd_a(Lo *L, const Rd *d, LExpr *t, LExpr *i);
+// The row of position t of the sequence: (p K + t) M + m (a variable).
+int rd_row(Lo *L, const Rd *d, LExpr *t);
+// The chunked forms of SCAN_READ and SCAN_READ_GRAD (lower_scan_chunk.c),
+// chunk C = Kernel.scan_chunk.
+void lower_scan_read_chunked(Lo *L, Rd *d, const Node *n, int64_t C);
 // Whether kernel k is computed in steps on tgt (lower_steps.c).
 bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 

@@ -106,22 +106,15 @@ void lower_scan(Lo *L, const Node *n) {
 //                   G = a_{t+1} o G + q_t^T dy_t, dk_t[i] = G[i, :] . v_t,
 //                   dv_t = sum_i k_t[i] G[i, :] (accumulated as rows are made)
 // Every sum runs over i (or j) in index order.
-typedef struct {
-  const Shape *ks, *as;
-  int axis, p, m;        // the sequence's coordinates (variables)
-  int64_t dk, dv;
-  LExpr *K, *M;
-  OutPart part[3];       // SCAN_READ_GRAD's dq, dk, dv
-} Rd;
 
 // The offset of the decay a (broadcast to k) at position t, row i: scan_bcast
 // over k's shape, whose axes after the time axis are (m, i) and a last of 1.
-static LExpr *rd_a(Lo *L, const Rd *d, LExpr *t, LExpr *i) {
+LExpr *rd_a(Lo *L, const Rd *d, LExpr *t, LExpr *i) {
   return scan_bcast(L, d->as, d->ks, d->axis, xvar(L, d->p), t, iadd(L, imul(L, xvar(L, d->m), xi(L, d->dk)), i));
 }
 
 // Row t of the sequence: (p K + t) M + m.
-static int rd_row(Lo *L, const Rd *d, LExpr *t) {
+int rd_row(Lo *L, const Rd *d, LExpr *t) {
   return let(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, d->p), d->K), t), d->M), xvar(L, d->m)), "row");
 }
 
@@ -240,10 +233,14 @@ void lower_scan_read(Lo *L, const Node *n) {
   L->lk->nouter = symsize_mul(symsize_prod(ks, 0, n->axis), symsize_prod(ks, n->axis + 1, r - 2));
   d.p = let(L, x2(L, LX_DIV, xvar(L, 0), d.M), "p");
   d.m = let(L, x2(L, LX_REM, xvar(L, 0), d.M), "m");
+  int64_t C = L->k->scan_chunk;
   if (n->op == OP_SCAN_READ) {
-    lower_scan_read_fwd(L, &d, n);
+    if (C > 0) lower_scan_read_chunked(L, &d, n, C);
+    else lower_scan_read_fwd(L, &d, n);
     return;
   }
   int64_t width[3] = {d.dk, d.dk, d.dv};
-  if (lower_out_parts(L, n, width, 2 * d.dk + d.dv, d.part)) lower_scan_read_grad(L, &d, n);
+  if (!lower_out_parts(L, n, width, 2 * d.dk + d.dv, d.part)) return;
+  if (C > 0) lower_scan_read_chunked(L, &d, n, C);
+  else lower_scan_read_grad(L, &d, n);
 }

@@ -227,6 +227,23 @@ bool schedule_scatter_sorted(const Graph *g, const Node *n) {
          g->nodes[n->in[1]].shape.rank >= 1;
 }
 
+int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu) {
+  if (n->op != OP_SCAN_READ && n->op != OP_SCAN_READ_GRAD) return 0;
+  for (int i = g->nconfig - 1; i >= 0; i--)
+    if (!strcmp(g->config[i].name, "scan_chunk")) return g->config[i].value > 0 ? (int)g->config[i].value : 0;
+  if (!gpu) return 0;
+  const Shape *ks = &g->nodes[n->in[1]].shape, *as = &g->nodes[n->in[3]].shape;
+  int r = ks->rank;
+  int64_t dk = ks->d[r - 2].n, dv = g->nodes[n->in[2]].shape.d[r - 1].n;
+  Dim t = ks->d[n->axis];
+  int64_t K = t.kind == DIM_CONST ? t.n : g->t_max;
+  static const int64_t chunks[] = {64, 32, 16};
+  for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++)
+    if ((chunks[i] <= K || chunks[i] == 16) && scan_chunk_floats(chunks[i], dk, dv, scan_decay_per_key(as, ks)) <= SCAN_CHUNK_FLOATS)
+      return (int)chunks[i];
+  return 0;
+}
+
 bool schedule_scan_state(const Node *n) {
   return (n->op == OP_SCAN || n->op == OP_SCAN_READ) && n->shape.d[n->axis].kind == DIM_T;
 }
@@ -450,7 +467,8 @@ static void sig_expr(char **p, char *end, const Schedule *s, const Kernel *k, in
 // everything it computes; not its buffers and not dropout's stream (KS_IMM).
 static char *kernel_sig(Arena *a, const Schedule *s, const Kernel *k) {
   char buf[8192], *p = buf, *end = buf + sizeof buf - 1;
-  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0, k->chunk, k->att_block);
+  p += snprintf(p, (size_t)(end - p), "k%d.%d.%d.%d.%d.%d.%d.%d ", k->fusion, k->phase, k->tb, k->nout, k->terms >= 0, k->chunk, k->att_block,
+                k->scan_chunk);
   if (k->fusion == FG_WEIGHT_GRAD) {
     sig_node(&p, end, s->g, &s->g->nodes[k->node]);
     for (int i = 0; i < k->nin && p < end; i++) {
@@ -566,6 +584,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     for (int i = 0; i < 2; i++)
       if (kn->xscratch[i] >= 0) fprintf(f, ",b%d", kn->xscratch[i]);
     if (kn->chunk) fprintf(f, " chunk=%d", kn->chunk);
+    if (kn->scan_chunk) fprintf(f, " scan_chunk=%d", kn->scan_chunk);
     if (kn->att_block) fprintf(f, " blocked=%d", kn->att_block);
     if (kn->terms >= 0) fprintf(f, " terms=b%d", kn->terms);
     if (kn->fusion != FG_NONE && kn->fusion != FG_WEIGHT_GRAD) {
@@ -696,6 +715,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     }
     k->chunk = gpu ? schedule_conv_chunk(g, n) : 0;
     k->att_block = schedule_att_block(g, n);
+    k->scan_chunk = schedule_scan_chunk(g, n, gpu);
     if (k->chunk) conv_scratch(s, k);
     if (gpu && schedule_scatter_sorted(g, n)) {  // lower.c's sorted scatter: F [lead, V] in scratch, U [rows, d]
       const Shape *is = &g->nodes[n->in[1]].shape;

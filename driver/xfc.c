@@ -122,6 +122,7 @@ struct Options {
   int precision;          // --precision: XF_PRECISION_*
   bool no_fuse;
   bool remat;
+  int64_t scan_chunk;     // --scan-chunk: -1 the schedule's choice
   bool stats;
   int64_t batch, seq;
   CheckOptions check;
@@ -379,6 +380,10 @@ static bool st_remat(Pipeline *p) {
 
 // The kernels of the compiled graph, for --stats' memory and the code.
 static bool st_schedule(Pipeline *p) {
+  if (p->o->scan_chunk >= 0) {  // the config value schedule_scan_chunk reads
+    if (p->code == p->g) p->code = ir_graph_clone(&p->arena, p->g);
+    ir_config_add(p->code, "scan_chunk", false, (double)p->o->scan_chunk);
+  }
   if (p->o->stats || wants_codegen(p->o)) p->s = schedule_build(&p->arena, p->code, !p->o->no_fuse, p->o->cuda);
   return true;
 }
@@ -655,13 +660,13 @@ static int compile(const Options *o) {
 
 // The options of xfc, in the order of --help.
 enum {
-  O_OUTPUT, O_OPT, O_NO_FUSE, O_REMAT, O_TARGET, O_GPU_ARCH, O_PRECISION, O_DEFINE, O_INCLUDE, O_STDLIB, O_EMIT,
+  O_OUTPUT, O_OPT, O_NO_FUSE, O_REMAT, O_SCAN_CHUNK, O_TARGET, O_GPU_ARCH, O_PRECISION, O_DEFINE, O_INCLUDE, O_STDLIB, O_EMIT,
   O_BATCH, O_SEQ, O_STATS, O_CHECK_GRAD, O_CHECK_BATCH, O_CHECK_SEQ, O_CHECK_DROPOUT, O_SEED, O_H, O_HELP, O_VERSION,
   O_COUNT
 };
 static const CliOption xfc_options[O_COUNT] = {
     [O_OUTPUT] = {"o", true},          [O_OPT] = {"O", true},           [O_NO_FUSE] = {"no-fuse", false},
-    [O_REMAT] = {"remat", false},      [O_TARGET] = {"target", true},   [O_GPU_ARCH] = {"gpu-arch", true},
+    [O_REMAT] = {"remat", false},      [O_SCAN_CHUNK] = {"scan-chunk", true}, [O_TARGET] = {"target", true},   [O_GPU_ARCH] = {"gpu-arch", true},
     [O_PRECISION] = {"precision", true}, [O_DEFINE] = {"D", true},      [O_INCLUDE] = {"I", true},
     [O_STDLIB] = {"stdlib", true},     [O_EMIT] = {"emit", true},       [O_BATCH] = {"batch", true},
     [O_SEQ] = {"seq", true},           [O_STATS] = {"stats", false},    [O_CHECK_GRAD] = {"check-grad", false},
@@ -677,6 +682,7 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
   o->check = (CheckOptions){.batch = 2, .seed = 1};
   o->opt_level = 2;
   o->batch = 64;
+  o->scan_chunk = -1;
   o->gpu_arch = "compute_80";
   o->precision = XF_PRECISION_TF32;
   o->stdlib_dir = getenv("XF_STDLIB");
@@ -734,6 +740,9 @@ static int parse_args(int argc, char **argv, Arena *a, Options *o) {
     case O_OUTPUT: o->output = v; break;
     case O_NO_FUSE: o->no_fuse = true; break;
     case O_REMAT: o->remat = true; break;
+    case O_SCAN_CHUNK:
+      if (!parse_count(v, &o->scan_chunk) || o->scan_chunk > 128) return die_usage("--scan-chunk=%s: expected a chunk of 0 to 128 positions", v);
+      break;
     case O_OPT:
       if (strcmp(v, "0") && strcmp(v, "2")) return die_usage("-O%s: expected -O0 or -O2", v);
       o->opt_level = v[0] - '0';

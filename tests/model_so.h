@@ -18,6 +18,9 @@ static bool model_so_remat;
 // The forms of codegen/lower.c the CPU code prints (LlvmOptions.module):
 // LTARGET_GPU runs the GPU's descriptions on the CPU.
 static LTarget model_so_forms = LTARGET_CPU;
+// >= 0: the chunk of scan_read's chunked form (xfc --scan-chunk; 0 the
+// sequential form); -1 the schedule's choice.
+static int model_so_scan_chunk = -1;
 
 // Returns the graph (with its schedule in *sched and the library's path in
 // so, which the caller unlinks), or NULL with a message in err.
@@ -34,6 +37,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   if (fuse) fuse_attention(g, NULL, 0, NULL), fuse_scan(g);
   if (!autodiff(g, err, errlen)) return NULL;
   if (model_so_remat) remat(g);
+  if (model_so_scan_chunk >= 0) ir_config_add(g, "scan_chunk", false, model_so_scan_chunk);
   *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);
   char obj[] = "/tmp/xf-test-XXXXXX.o";
   int fd = mkstemps(obj, 2);

@@ -94,7 +94,11 @@ static double rel_err(const float *got, const double *want, int64_t n) {
   return maxw > 0 ? maxe / maxw : maxe;
 }
 
+// With an argument, test_codegen runs only the model checks whose path contains it.
+static const char *only;
+
 static void check_model(const char *path, const Define *defs, int ndefs, int64_t B, int64_t T, bool fuse) {
+  if (only && !strstr(path, only)) return;
   char err[1024], so[64];
   Arena a = {0};
   Schedule *s;
@@ -280,7 +284,8 @@ static void check_unlowered(void) {
   arena_free(&a);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  only = argc > 1 ? argv[1] : NULL;
   check_abi_layout();
   check_unlowered();
   static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
@@ -353,6 +358,34 @@ int main(void) {
       check_model("examples/linear_attention.xf", la, 7, 2, 257, true);
       check_model("examples/linear_attention.xf", la, 7, 1, 300, false);
     }
+  }
+  // the chunked scan_read (lower_scan_chunk.c) against the interpreter's
+  // step-by-step recurrences, in the CPU's and the GPU's forms: chunks of 4
+  // (T 2: one partial chunk; T 23: six, the last of 3) and 16 (T 23: a full
+  // chunk and one of 7); one decay per position (retention, linear
+  // attention's 1) and one per key row (GLA's sigmoid gates); constant
+  // decays of either sign, 0 and -1.15 (tests/fusion/scan_signs.xf) at chunks
+  // of 4, 5 and 8
+  {
+    Define sc[] = {{"layers", "1"}, {"d", "16"}, {"context", "24"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
+                   {"dropout", "0"}};
+    static const char *const rec[] = {"examples/retnet.xf", "examples/gla.xf", "examples/linear_attention.xf"};
+    static const int chunk[] = {4, 16};
+    for (int m = 0; m < 3; m++)
+      for (int c = 0; c < 2; c++) {
+        model_so_scan_chunk = chunk[c];
+        model_so_forms = c ? LTARGET_GPU : LTARGET_CPU;
+        check_model(rec[m], sc, 7, 2, c ? 23 : 2, true);
+        check_model(rec[m], sc, 7, 3, 23, true);
+      }
+    for (int c = 4; c <= 8; c++) {
+      if (c == 6 || c == 7) continue;
+      model_so_scan_chunk = c;
+      model_so_forms = c == 5 ? LTARGET_GPU : LTARGET_CPU;
+      check_model("tests/fusion/scan_signs.xf", NULL, 0, 2, 23, true);
+    }
+    model_so_scan_chunk = -1;
+    model_so_forms = LTARGET_CPU;
   }
   for (int form = 0; form < 2; form++) {  // the attention variants of stdlib/attention.xf; score biases
     model_so_forms = form ? LTARGET_GPU : LTARGET_CPU;
