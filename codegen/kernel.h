@@ -220,9 +220,11 @@ int schedule_att_block(const Graph *g, const Node *n);
 // --scan-chunk) decides where there is one: 0 the sequential form, C > 0
 // that chunk on every target; else on a GPU (gpu) the largest of 64, 32, 16
 // whose local arrays fit SCAN_CHUNK_FLOATS and that is not longer than the
-// sequence (at least 16), and on a CPU the sequential form (its state's
-// columns on vector lanes; a chunk's products are too small for the GEMM
-// library: docs/architecture.md).
+// sequence (at least 16), at most 16 for a decay per key row (whose sums
+// over a chunk's pairs are loops, C^2 dk / 2 terms: --emit=cost puts GLA's
+// two kernels at 88 us per layer at 16, 128 at 32), and on a CPU the
+// sequential form (its state's columns on vector lanes; a chunk's products
+// are too small for the GEMM library: docs/architecture.md).
 int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu);
 // A GPU block's shared memory for the chunked form's local arrays: 44 KiB.
 enum { SCAN_CHUNK_FLOATS = 11264 };

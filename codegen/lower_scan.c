@@ -46,7 +46,7 @@ void lower_scan(Lo *L, const Node *n) {
   L->lk->shape = LK_ROWS;
   // an outer index per (sequence p, block of JB states): the states of a
   // position are independent, so wide ones spread over threads (warps)
-  int64_t JB = L->tgt == LTARGET_GPU ? 64 : 256;
+  int64_t JB = L->tgt == LTARGET_GPU ? 32 : 256;
   int64_t NJ = Q->kind == LX_INT && Q->ival > JB ? (Q->ival + JB - 1) / JB : 1;
   L->own_outer = NJ > 1;
   L->lk->outer = imul(L, dprod(L, s, 0, n->axis), xi(L, NJ));

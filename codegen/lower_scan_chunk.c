@@ -38,8 +38,9 @@ typedef struct {
   Rd *d;
   int64_t C, dk, dv;
   bool per_key;           // the decay varies along the key rows; else one per position
+  bool pos;               // the decay is positive (an exp or a sigmoid, a positive constant): g = 1
   int sa;                 // the decay's slot
-  int Lg, Sg;             // locals [C, dk] (per_key) or [C]: l and g above
+  int Lg, Sg;             // locals [C, dk] (per_key) or [C]: l and g above (Sg: none when pos)
   int t0, nc;             // variables: the chunk's first position, its length
 } Ck;
 
@@ -47,6 +48,14 @@ typedef struct {
 // Yr, W, P, R, D, DV.
 int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key) {
   return dk * dv + 2 * C * (per_key ? dk : 1) + 4 * C * dk + 3 * C * dv + 2 * C * C;
+}
+
+// Whether the value of node id is positive by construction: an exp or a
+// sigmoid (passes/fuse_scan.c's decays), a positive constant, through moves.
+static bool positive(const Graph *g, int id) {
+  const Node *n = &g->nodes[id];
+  while (n->op == OP_RESHAPE || n->op == OP_TRANSPOSE || n->op == OP_EXPAND) n = &g->nodes[n->in[0]];
+  return n->op == OP_EXP || n->op == OP_SIGMOID || (n->op == OP_CONST && n->fval > 0);
 }
 
 // Whether a decay of shape as broadcast to k's shape ks varies along its key rows (axis rank - 2).
@@ -61,12 +70,13 @@ static LExpr *lg_at(Lo *L, const Ck *c, int slot, LExpr *tt, LExpr *i) {
 }
 // E_i(t, s) = g_t g_s e^(l_t - l_s)
 static LExpr *dec_pair(Lo *L, const Ck *c, LExpr *t, LExpr *s, LExpr *i) {
-  LExpr *g = x2(L, LX_MUL, lg_at(L, c, c->Sg, t, i), lg_at(L, c, c->Sg, s, i));
-  return x2(L, LX_MUL, g, x1(L, LX_EXP, x2(L, LX_SUB, lg_at(L, c, c->Lg, t, i), lg_at(L, c, c->Lg, s, i))));
+  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, lg_at(L, c, c->Lg, t, i), lg_at(L, c, c->Lg, s, i)));
+  return c->pos ? e : x2(L, LX_MUL, x2(L, LX_MUL, lg_at(L, c, c->Sg, t, i), lg_at(L, c, c->Sg, s, i)), e);
 }
 // F_i(t) = g_t e^(l_t)
 static LExpr *dec_to(Lo *L, const Ck *c, LExpr *t, LExpr *i) {
-  return x2(L, LX_MUL, lg_at(L, c, c->Sg, t, i), x1(L, LX_EXP, lg_at(L, c, c->Lg, t, i)));
+  LExpr *e = x1(L, LX_EXP, lg_at(L, c, c->Lg, t, i));
+  return c->pos ? e : x2(L, LX_MUL, lg_at(L, c, c->Sg, t, i), e);
 }
 static LExpr *last(Lo *L, const Ck *c) { return x2(L, LX_SUB, xvar(L, c->nc), xi(L, 1)); }
 
@@ -100,12 +110,12 @@ static void decays(Lo *L, const Ck *c) {
   int i = for_begin(L, xi(L, 0), xi(L, c->per_key ? c->dk : 1), true, "i"), tt, v[2];
   LStmt *st = carry_begin(L, xi(L, 0), xvar(L, c->nc), 2, (LExpr *[]){xf(L, 0), xf(L, 1)}, (const char *const[]){"l", "g"}, v, &tt);
   int av = let(L, load(L, c->sa, rd_a(L, c->d, iadd(L, xvar(L, c->t0), xvar(L, tt)), xvar(L, i))), "a");
-  LExpr *mag = x2(L, LX_MAX, xvar(L, av), x1(L, LX_NEG, xvar(L, av)));
+  LExpr *mag = c->pos ? xvar(L, av) : x2(L, LX_MAX, xvar(L, av), x1(L, LX_NEG, xvar(L, av)));
   int l = let(L, x2(L, LX_ADD, xvar(L, v[0]), x2(L, LX_MAX, xf(L, SCAN_LOG_MIN), x1(L, LX_LOG, mag))), "ln");
-  int g = let(L, xsel(L, x2(L, LX_LT, xvar(L, av), xf(L, 0)), x1(L, LX_NEG, xvar(L, v[1])), xvar(L, v[1])), "gn");
+  int g = c->pos ? v[1] : let(L, xsel(L, x2(L, LX_LT, xvar(L, av), xf(L, 0)), x1(L, LX_NEG, xvar(L, v[1])), xvar(L, v[1])), "gn");
   LExpr *at = c->per_key ? iadd(L, imul(L, xvar(L, tt), xi(L, c->dk)), xvar(L, i)) : xvar(L, tt);
   store(L, c->Lg, at, xvar(L, l));
-  store(L, c->Sg, at, xvar(L, g));
+  if (!c->pos) store(L, c->Sg, at, xvar(L, g));
   carry_end(L, st, (LExpr *[]){xvar(L, l), xvar(L, g)});
   for_end(L);
 }
@@ -296,10 +306,12 @@ static void chunked_grad(Lo *L, Ck *c, const Node *n) {
 }
 
 void lower_scan_read_chunked(Lo *L, Rd *d, const Node *n, int64_t C) {
-  Ck c = {.d = d, .C = C, .dk = d->dk, .dv = d->dv, .per_key = scan_decay_per_key(d->as, d->ks), .sa = lower_in_slot(L, n, 3)};
+  Ck c = {.d = d, .C = C, .dk = d->dk, .dv = d->dv, .per_key = scan_decay_per_key(d->as, d->ks), .pos = positive(L->g, n->in[3]),
+          .sa = lower_in_slot(L, n, 3), .Sg = -1};
   int64_t w = c.per_key ? C * c.dk : C;
   if (L->tgt == LTARGET_GPU) L->lk->team = SCAN_TEAM;
-  c.Lg = local(L, w), c.Sg = local(L, w);
+  c.Lg = local(L, w);
+  if (!c.pos) c.Sg = local(L, w);
   if (n->op == OP_SCAN_READ) chunked_fwd(L, &c, n);
   else chunked_grad(L, &c, n);
 }
