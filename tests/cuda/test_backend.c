@@ -624,6 +624,18 @@ int main(int argc, char **argv) {
     ch[2].value = "40";
     check("examples/she.xf", ch, 6, 3, 27, true, XF_PRECISION_FP32);
   }
+  // scan_read's chunked form (lower_scan_chunk.c), the GPU's default, over
+  // several chunks: context 40, T 37: one decay per position in chunks of 32
+  // (linear attention; retention with bf16 products: the team GEMMs on the
+  // tensor cores), one per key row in chunks of 16 (GLA); the step program's
+  // runs cut where it keeps the state
+  if (!only || strstr("examples/linear_attention.xf examples/gla.xf examples/retnet.xf scan chunks", only)) {
+    Define rc[] = {{"layers", "1"}, {"d", "16"}, {"context", "40"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
+                   {"dropout", "0.1"}};
+    check("examples/linear_attention.xf", rc, 7, 2, 37, true, XF_PRECISION_FP32);
+    check("examples/gla.xf", rc, 7, 2, 37, true, XF_PRECISION_FP32);
+    check("examples/retnet.xf", rc, 7, 2, 37, true, XF_PRECISION_BF16);
+  }
   // the two-step conv_dw of the scalar and vector kinds (lower.c step_dw_*):
   // width 12 (column tiles of 6, two of them), T 11 of 16 lags (lags past
   // T sum nothing); the sorted embedding gradient over 3 sequences
