@@ -170,6 +170,12 @@ int main(int argc, char **argv) {
   // step program's window of query rows in its parts; a window of 4
   check(xfc, "tests/grad/attention_variants.xf", "-D d=64 -D heads=16 -D context=20");
   check(xfc, "examples/sliding_window.xf", "-D layers=2 -D d=64 -D heads=16 -D context=12 -D vocab=29 -D ffn=24 -D window=4");
+  // scan_read's chunked form (xfc --scan-chunk; the GPU's default): runs of
+  // the step program cut where it keeps the state, chunks of 4 and 5 over
+  // context 12; decays of either sign
+  check(xfc, "examples/linear_attention.xf", "-D layers=2 -D d=16 -D context=12 -D vocab=29 -D ffn=24 -D heads=2 --scan-chunk=4");
+  check(xfc, "examples/gla.xf", "-D layers=2 -D d=16 -D context=12 -D vocab=29 -D ffn=24 -D heads=2 --scan-chunk=5");
+  check(xfc, "tests/fusion/scan_signs.xf", "--scan-chunk=4");
   // not causal: no step program, and xfc says which op and where
   char so[] = "/tmp/xf-inc-near-XXXXXX.so", log[2048];
   int fd = mkstemps(so, 3);
