@@ -348,7 +348,7 @@ int main(int argc, char **argv) {
   // recurrences: fused (scan_read, a [16, 16] state per head in a local
   // array) at T 2 and 257, and with --no-fuse at T 300, a scan of 512
   // states per position (2 heads of 16 x 16): two outer blocks of 256
-  // states per sequence on a CPU, eight of 64 on a GPU
+  // states per sequence on a CPU, sixteen of 32 on a GPU
   {
     Define la[] = {{"layers", "1"}, {"d", "32"}, {"context", "300"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                    {"dropout", "0"}};
