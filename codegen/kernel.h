@@ -232,7 +232,7 @@ enum { SCAN_CHUNK_FLOATS = 11264 };
 // are fewer) and whether a decay of shape as varies along k's key rows
 // (lower_scan_chunk.c).
 int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key);
-bool scan_decay_per_key(const Shape *as, const Shape *ks);
+bool scan_decay_per_key(const Shape *as);
 // The head group HG of the CPU row form of ATTENTION_GRAD node n that also
 // writes its score bias's gradient (schedule.c), or 0 where it does not.
 int schedule_att_dbias_heads(const Graph *g, const Node *n);

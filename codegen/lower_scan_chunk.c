@@ -58,10 +58,9 @@ static bool positive(const Graph *g, int id) {
   return n->op == OP_EXP || n->op == OP_SIGMOID || (n->op == OP_CONST && n->fval > 0);
 }
 
-// Whether a decay of shape as broadcast to k's shape ks varies along its key rows (axis rank - 2).
-bool scan_decay_per_key(const Shape *as, const Shape *ks) {
+// Whether a decay of shape as (broadcast to k [.., dk, 1]) varies along the key rows (its axis rank - 2).
+bool scan_decay_per_key(const Shape *as) {
   int ax = as->rank - 2;
-  (void)ks;
   return ax >= 0 && !(as->d[ax].kind == DIM_CONST && as->d[ax].n == 1);
 }
 
@@ -108,15 +107,15 @@ static void copy_out(Lo *L, const Ck *c, int slot, int64_t w, int64_t off, int64
 // Lg, Sg: per key row (or once), the running sums of log|a| and products of signs.
 static void decays(Lo *L, const Ck *c) {
   int i = for_begin(L, xi(L, 0), xi(L, c->per_key ? c->dk : 1), true, "i"), tt, v[2];
-  LStmt *st = carry_begin(L, xi(L, 0), xvar(L, c->nc), 2, (LExpr *[]){xf(L, 0), xf(L, 1)}, (const char *const[]){"l", "g"}, v, &tt);
+  LStmt *st = carry_begin(L, xi(L, 0), xvar(L, c->nc), c->pos ? 1 : 2, (LExpr *[]){xf(L, 0), xf(L, 1)}, (const char *const[]){"l", "g"}, v, &tt);
   int av = let(L, load(L, c->sa, rd_a(L, c->d, iadd(L, xvar(L, c->t0), xvar(L, tt)), xvar(L, i))), "a");
   LExpr *mag = c->pos ? xvar(L, av) : x2(L, LX_MAX, xvar(L, av), x1(L, LX_NEG, xvar(L, av)));
   int l = let(L, x2(L, LX_ADD, xvar(L, v[0]), x2(L, LX_MAX, xf(L, SCAN_LOG_MIN), x1(L, LX_LOG, mag))), "ln");
-  int g = c->pos ? v[1] : let(L, xsel(L, x2(L, LX_LT, xvar(L, av), xf(L, 0)), x1(L, LX_NEG, xvar(L, v[1])), xvar(L, v[1])), "gn");
+  int g = c->pos ? -1 : let(L, xsel(L, x2(L, LX_LT, xvar(L, av), xf(L, 0)), x1(L, LX_NEG, xvar(L, v[1])), xvar(L, v[1])), "gn");
   LExpr *at = c->per_key ? iadd(L, imul(L, xvar(L, tt), xi(L, c->dk)), xvar(L, i)) : xvar(L, tt);
   store(L, c->Lg, at, xvar(L, l));
   if (!c->pos) store(L, c->Sg, at, xvar(L, g));
-  carry_end(L, st, (LExpr *[]){xvar(L, l), xvar(L, g)});
+  carry_end(L, st, (LExpr *[]){xvar(L, l), c->pos ? NULL : xvar(L, g)});
   for_end(L);
 }
 
@@ -306,7 +305,7 @@ static void chunked_grad(Lo *L, Ck *c, const Node *n) {
 }
 
 void lower_scan_read_chunked(Lo *L, Rd *d, const Node *n, int64_t C) {
-  Ck c = {.d = d, .C = C, .dk = d->dk, .dv = d->dv, .per_key = scan_decay_per_key(d->as, d->ks), .pos = positive(L->g, n->in[3]),
+  Ck c = {.d = d, .C = C, .dk = d->dk, .dv = d->dv, .per_key = scan_decay_per_key(d->as), .pos = positive(L->g, n->in[3]),
           .sa = lower_in_slot(L, n, 3), .Sg = -1};
   int64_t w = c.per_key ? C * c.dk : C;
   if (L->tgt == LTARGET_GPU) L->lk->team = SCAN_TEAM;

@@ -237,7 +237,7 @@ int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu) {
   int64_t dk = ks->d[r - 2].n, dv = g->nodes[n->in[2]].shape.d[r - 1].n;
   Dim t = ks->d[n->axis];
   int64_t K = t.kind == DIM_CONST ? t.n : g->t_max;
-  bool per_key = scan_decay_per_key(as, ks);
+  bool per_key = scan_decay_per_key(as);
   static const int64_t chunks[] = {64, 32, 16};
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++)
     if ((chunks[i] <= K || chunks[i] == 16) && (!per_key || chunks[i] <= 16) &&
