@@ -139,16 +139,27 @@ static void rd_update(Lo *L, const Rd *d, int M, int i, int a, int x, int sy, in
   for_end(L);
 }
 
-// Part `out` of the gradient at row `row`, element i < dk: M[i, :] . y[row, :]
-// (y: slot sy, rows of dv), each in a loop of its own after the rows' updates:
-// LLVM 14's loop vectoriser miscompiles a row's update and its reload in one
-// iteration (dv 4).
-static void rd_dots(Lo *L, const Rd *d, int M, int sy, int row, const OutPart *out) {
-  int i = for_begin(L, xi(L, 0), xi(L, d->dk), false, "i"), c;
-  LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xi(L, d->dv), &c);
-  LExpr *yc = load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, d->dv)), xvar(L, c)));
-  int v = reduce_end(L, st, x2(L, LX_MUL, load(L, M, iadd(L, imul(L, xvar(L, i), xi(L, d->dv)), xvar(L, c))), yc), "dot");
-  store(L, out->slot, iadd(L, imul(L, xvar(L, row), xi(L, out->w)), iadd(L, xi(L, out->off), xvar(L, i))), xvar(L, v));
+// Row j of a transposed state M^T [dv, dk] (local MT) as a par loop over
+// its columns i: MT[j, i] = a_i MT[j, i] + y x[row, i] (x: slot sx, rows of
+// dk; a_i the decay at position ta, 0 where !has), and acc[i] += z MT[j, i]
+// (y, z: variables): a column of the gradient summed over j with the lanes
+// on i, where M's rows would need a dot product per i.
+static void rd_update_t(Lo *L, const Rd *d, int MT, int j, int sa, int ta, int has, int y, int sx, int row, int acc, int z) {
+  int i = for_begin(L, xi(L, 0), xi(L, d->dk), true, "i");
+  int si = let(L, iadd(L, imul(L, xvar(L, j), xi(L, d->dk)), xvar(L, i)), "si");
+  LExpr *a = load(L, sa, rd_a(L, d, xvar(L, ta), xvar(L, i)));
+  if (has >= 0) a = xsel(L, xvar(L, has), a, xf(L, 0));
+  LExpr *xi_ = load(L, sx, iadd(L, imul(L, xvar(L, row), xi(L, d->dk)), xvar(L, i)));
+  int mn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, a, load(L, MT, xvar(L, si))), x2(L, LX_MUL, xvar(L, y), xi_)), "s");
+  store(L, MT, xvar(L, si), xvar(L, mn));
+  store(L, acc, xvar(L, i), x2(L, LX_ADD, load(L, acc, xvar(L, i)), x2(L, LX_MUL, xvar(L, z), xvar(L, mn))));
+  for_end(L);
+}
+
+// Part `out` of the gradient at row `row` <- local X [w].
+static void rd_store(Lo *L, int X, int64_t w, int row, const OutPart *out) {
+  int i = for_begin(L, xi(L, 0), xi(L, w), true, "i");
+  store(L, out->slot, iadd(L, imul(L, xvar(L, row), xi(L, out->w)), iadd(L, xi(L, out->off), xvar(L, i))), load(L, X, xvar(L, i)));
   for_end(L);
 }
 
@@ -188,38 +199,44 @@ static void lower_scan_read_fwd(Lo *L, Rd *d, const Node *n) {
 static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int sq = lower_in_slot(L, n, 0), sk = lower_in_slot(L, n, 1), sv = lower_in_slot(L, n, 2), sa = lower_in_slot(L, n, 3), sy = lower_in_slot(L, n, 4);
   int64_t dk = d->dk, dv = d->dv;
-  int S = local(L, dk * dv), DV = local(L, dv);
-  // dq, in order
-  rd_fill(L, S, dk * dv, NULL);
+  int S = local(L, dk * dv), ST = local(L, dv * dk), DK = local(L, dk), DV = local(L, dv);
+  // dq, in order: S^T, dq_t = sum_j dy_t[j] S_t^T[j, :]
+  rd_fill(L, ST, dv * dk, NULL);
   int t = for_begin(L, xi(L, 0), d->K, false, "t");
   int row = rd_row(L, d, xvar(L, t));
-  int i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
-  int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
-  int av = let(L, load(L, sa, rd_a(L, d, xvar(L, t), xvar(L, i))), "a");
-  int kv = let(L, load(L, sk, xvar(L, ki)), "k");
-  rd_update(L, d, S, i, av, kv, sv, row, -1, -1);
+  rd_fill(L, DK, dk, NULL);
+  int j = for_begin(L, xi(L, 0), xi(L, dv), false, "j");
+  int vj = let(L, load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "v");
+  int yj = let(L, load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "dy");
+  rd_update_t(L, d, ST, j, sa, t, -1, vj, sk, row, DK, yj);
   for_end(L);
-  rd_dots(L, d, S, sy, row, &d->part[0]);
+  rd_store(L, DK, dk, row, &d->part[0]);
   for_end(L);
-  // G, dk, dv, from the last position down
+  // G and G^T, dk, dv, from the last position down: G = a_{t+1} o G + q_t^T
+  // dy_t; dv_t = sum_i k_t[i] G[i, :] (rows of G), dk_t = sum_j v_t[j] G^T[j, :]
   rd_fill(L, S, dk * dv, NULL);
+  rd_fill(L, ST, dv * dk, NULL);
   int s = for_begin(L, xi(L, 0), d->K, false, "s");
   t = let(L, x2(L, LX_SUB, x2(L, LX_SUB, d->K, xi(L, 1)), xvar(L, s)), "t");
   int has = let(L, x2(L, LX_LT, iadd(L, xvar(L, t), xi(L, 1)), d->K), "has");
   int tn = let(L, xsel(L, xvar(L, has), iadd(L, xvar(L, t), xi(L, 1)), xvar(L, t)), "tn");  // in bounds either way
   row = rd_row(L, d, xvar(L, t));
   rd_fill(L, DV, dv, NULL);
-  i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
-  ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
-  av = let(L, xsel(L, xvar(L, has), load(L, sa, rd_a(L, d, xvar(L, tn), xvar(L, i))), xf(L, 0)), "an");
-  kv = let(L, load(L, sk, xvar(L, ki)), "k");
+  rd_fill(L, DK, dk, NULL);
+  int i = for_begin(L, xi(L, 0), xi(L, dk), false, "i");
+  int ki = let(L, iadd(L, imul(L, xvar(L, row), xi(L, dk)), xvar(L, i)), "ki");
+  int av = let(L, xsel(L, xvar(L, has), load(L, sa, rd_a(L, d, xvar(L, tn), xvar(L, i))), xf(L, 0)), "an");
+  int kv = let(L, load(L, sk, xvar(L, ki)), "k");
   int qv = let(L, load(L, sq, xvar(L, ki)), "q");
-  rd_update(L, d, S, i, av, qv, sy, row, DV, kv);  // G = a_{t+1} G + q^T dy; DV += k G
+  rd_update(L, d, S, i, av, qv, sy, row, DV, kv);
   for_end(L);
-  rd_dots(L, d, S, sv, row, &d->part[1]);
-  int j = for_begin(L, xi(L, 0), xi(L, dv), true, "j");
-  store(L, d->part[2].slot, iadd(L, imul(L, xvar(L, row), xi(L, d->part[2].w)), iadd(L, xi(L, d->part[2].off), xvar(L, j))), load(L, DV, xvar(L, j)));
+  j = for_begin(L, xi(L, 0), xi(L, dv), false, "j");
+  vj = let(L, load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "v");
+  yj = let(L, load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "dy");
+  rd_update_t(L, d, ST, j, sa, tn, has, yj, sq, row, DK, vj);
   for_end(L);
+  rd_store(L, DK, dk, row, &d->part[1]);
+  rd_store(L, DV, dv, row, &d->part[2]);
   for_end(L);
 }
 
