@@ -61,17 +61,45 @@ static LExpr *coord(Lo *L, Map *m, int a) {
   return xvar(L, m->c[a]);
 }
 
-// Offset of x (shape xs) at the element, numpy-broadcast (axes aligned right).
+static bool dim_one(Dim d) { return d.kind == DIM_CONST && d.n == 1; }
+
+// The flat index of the element within output axes [k0, k1] (k1 the last
+// of a run of axes x shares with the output): one division and remainder
+// for the run, not one per axis (a division by T per element and axis was
+// most of an expand's time).
+static LExpr *run_coord(Lo *L, Map *m, int k0, int k1) {
+  const Shape *os = m->os;
+  int r = os->rank;
+  if (k0 == k1) return coord(L, m, k0);
+  if (k1 == r - 1) {  // (row % prod(os[k0 .. r-2])) * last + j
+    LExpr *row = k0 > 0 ? x2(L, LX_REM, xvar(L, m->row), dprod(L, os, k0, r - 1)) : xvar(L, m->row);
+    return iadd(L, imul(L, row, xdim(L, os->d[r - 1])), xvar(L, m->j));
+  }
+  LExpr *q = x2(L, LX_DIV, xvar(L, m->row), dprod(L, os, k1 + 1, r - 1));
+  if (k0 > 0) q = x2(L, LX_REM, q, dprod(L, os, k0, k1 + 1));
+  return q;
+}
+
+// Offset of x (shape xs) at the element, numpy-broadcast (axes aligned
+// right): each run of axes x has whole (axes of size 1 in both belong to
+// any run) indexed by one flat coordinate.
 static LExpr *bcast_offset(Lo *L, Map *m, const Shape *xs) {
   const Shape *os = m->os;
   if (shape_eq(xs, os)) return xvar(L, m->o);
   LExpr *off = xi(L, 0), *stride = xi(L, 1);
-  for (int k = os->rank - 1; k >= 0; k--) {
-    int i = k - (os->rank - xs->rank);
-    if (i < 0) break;
-    bool one = xs->d[i].kind == DIM_CONST && xs->d[i].n == 1;
-    if (!one) off = iadd(L, off, imul(L, coord(L, m, k), stride));
-    stride = imul(L, stride, xdim(L, xs->d[i]));
+  int r = os->rank, lead = r - xs->rank;
+  for (int k = r - 1; k >= lead;) {
+    if (dim_one(xs->d[k - lead])) {  // broadcast (or 1 in both): no coordinate
+      k--;
+      continue;
+    }
+    int k1 = k;
+    LExpr *run = xi(L, 1);
+    while (k >= lead && (!dim_one(xs->d[k - lead]) || dim_one(os->d[k]))) run = imul(L, run, xdim(L, xs->d[k - lead])), k--;
+    int k0 = k + 1;
+    while (k0 < k1 && dim_one(os->d[k0])) k0++;  // the run's outer axes of size 1 add nothing
+    off = iadd(L, off, imul(L, run_coord(L, m, k0, k1), stride));
+    stride = imul(L, stride, run);
   }
   return off;
 }
