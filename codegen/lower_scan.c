@@ -139,16 +139,23 @@ static void rd_update(Lo *L, const Rd *d, int M, int i, int a, int x, int sy, in
   for_end(L);
 }
 
+// local A [dk] <- the decay at position ta (0 where has >= 0 and !has).
+static void rd_decay_row(Lo *L, const Rd *d, int A, int sa, int ta, int has) {
+  int i = for_begin(L, xi(L, 0), xi(L, d->dk), true, "i");
+  LExpr *a = load(L, sa, rd_a(L, d, xvar(L, ta), xvar(L, i)));
+  store(L, A, xvar(L, i), has >= 0 ? xsel(L, xvar(L, has), a, xf(L, 0)) : a);
+  for_end(L);
+}
+
 // Row j of a transposed state M^T [dv, dk] (local MT) as a par loop over
-// its columns i: MT[j, i] = a_i MT[j, i] + y x[row, i] (x: slot sx, rows of
-// dk; a_i the decay at position ta, 0 where !has), and acc[i] += z MT[j, i]
-// (y, z: variables): a column of the gradient summed over j with the lanes
-// on i, where M's rows would need a dot product per i.
-static void rd_update_t(Lo *L, const Rd *d, int MT, int j, int sa, int ta, int has, int y, int sx, int row, int acc, int z) {
+// its columns i: MT[j, i] = A[i] MT[j, i] + y x[row, i] (x: slot sx, rows of
+// dk; A: local, rd_decay_row), and acc[i] += z MT[j, i] (y, z: variables):
+// a column of the gradient summed over j with the lanes on i, where M's
+// rows would need a dot product per i.
+static void rd_update_t(Lo *L, const Rd *d, int MT, int j, int A, int y, int sx, int row, int acc, int z) {
   int i = for_begin(L, xi(L, 0), xi(L, d->dk), true, "i");
   int si = let(L, iadd(L, imul(L, xvar(L, j), xi(L, d->dk)), xvar(L, i)), "si");
-  LExpr *a = load(L, sa, rd_a(L, d, xvar(L, ta), xvar(L, i)));
-  if (has >= 0) a = xsel(L, xvar(L, has), a, xf(L, 0));
+  LExpr *a = load(L, A, xvar(L, i));
   LExpr *xi_ = load(L, sx, iadd(L, imul(L, xvar(L, row), xi(L, d->dk)), xvar(L, i)));
   int mn = let(L, x2(L, LX_ADD, x2(L, LX_MUL, a, load(L, MT, xvar(L, si))), x2(L, LX_MUL, xvar(L, y), xi_)), "s");
   store(L, MT, xvar(L, si), xvar(L, mn));
@@ -199,16 +206,17 @@ static void lower_scan_read_fwd(Lo *L, Rd *d, const Node *n) {
 static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int sq = lower_in_slot(L, n, 0), sk = lower_in_slot(L, n, 1), sv = lower_in_slot(L, n, 2), sa = lower_in_slot(L, n, 3), sy = lower_in_slot(L, n, 4);
   int64_t dk = d->dk, dv = d->dv;
-  int S = local(L, dk * dv), ST = local(L, dv * dk), DK = local(L, dk), DV = local(L, dv);
+  int S = local(L, dk * dv), ST = local(L, dv * dk), DK = local(L, dk), DV = local(L, dv), A = local(L, dk);
   // dq, in order: S^T, dq_t = sum_j dy_t[j] S_t^T[j, :]
   rd_fill(L, ST, dv * dk, NULL);
   int t = for_begin(L, xi(L, 0), d->K, false, "t");
   int row = rd_row(L, d, xvar(L, t));
   rd_fill(L, DK, dk, NULL);
+  rd_decay_row(L, d, A, sa, t, -1);
   int j = for_begin(L, xi(L, 0), xi(L, dv), false, "j");
   int vj = let(L, load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "v");
   int yj = let(L, load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "dy");
-  rd_update_t(L, d, ST, j, sa, t, -1, vj, sk, row, DK, yj);
+  rd_update_t(L, d, ST, j, A, vj, sk, row, DK, yj);
   for_end(L);
   rd_store(L, DK, dk, row, &d->part[0]);
   for_end(L);
@@ -230,10 +238,11 @@ static void lower_scan_read_grad(Lo *L, Rd *d, const Node *n) {
   int qv = let(L, load(L, sq, xvar(L, ki)), "q");
   rd_update(L, d, S, i, av, qv, sy, row, DV, kv);
   for_end(L);
+  rd_decay_row(L, d, A, sa, tn, has);
   j = for_begin(L, xi(L, 0), xi(L, dv), false, "j");
   vj = let(L, load(L, sv, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "v");
   yj = let(L, load(L, sy, iadd(L, imul(L, xvar(L, row), xi(L, dv)), xvar(L, j))), "dy");
-  rd_update_t(L, d, ST, j, sa, tn, has, yj, sq, row, DK, vj);
+  rd_update_t(L, d, ST, j, A, yj, sq, row, DK, vj);
   for_end(L);
   rd_store(L, DK, dk, row, &d->part[1]);
   rd_store(L, DV, dv, row, &d->part[2]);
