@@ -218,16 +218,19 @@ int schedule_att_block(const Graph *g, const Node *n);
 // (lower_scan_chunk.c; Kernel.scan_chunk), 0 for the sequential form and
 // every other node. A config value scan_chunk of the model (xfc
 // --scan-chunk) decides where there is one: 0 the sequential form, C > 0
-// that chunk on every target; else on a GPU (gpu) the largest of 64, 32, 16
-// whose local arrays fit SCAN_CHUNK_FLOATS and that is not longer than the
-// sequence (at least 16), at most 16 for a decay per key row (whose sums
-// over a chunk's pairs are loops, C^2 dk / 2 terms: --emit=cost puts GLA's
-// two kernels at 88 us per layer at 16, 128 at 32), and on a CPU the
-// sequential form (its state's columns on vector lanes; a chunk's products
-// are too small for the GEMM library: docs/architecture.md).
+// that chunk on every target (halved until its arrays fit); else on a GPU
+// (gpu) the largest of 64, 32, 16, 8, 4 whose local arrays fit
+// SCAN_CHUNK_FLOATS and that is at most 16 or the sequence's length, and
+// at most 16 for a decay per key row (whose sums over a chunk's pairs are
+// loops, C^2 dk / 2 terms: --emit=cost puts GLA's two kernels at 88 us per
+// layer at 16, 128 at 32); a CPU takes the sequential form (its state's
+// columns on vector lanes; a chunk's products are too small for the GEMM
+// library: docs/recurrences.md).
 int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu);
-// A GPU block's shared memory for the chunked form's local arrays: 44 KiB.
-enum { SCAN_CHUNK_FLOATS = 11264 };
+// The chunked form's local arrays: a GPU block's shared memory, 44 KiB; a
+// CPU thread's stack, 512 KiB. A chunk asked for (scan_chunk) is halved
+// until they fit.
+enum { SCAN_CHUNK_FLOATS = 11264, SCAN_CHUNK_CPU_FLOATS = 1 << 17 };
 // The chunked form's local arrays of chunk C (the gradient's; the forward's
 // are fewer) and whether a decay of shape as varies along k's key rows
 // (lower_scan_chunk.c).

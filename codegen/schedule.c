@@ -229,18 +229,22 @@ bool schedule_scatter_sorted(const Graph *g, const Node *n) {
 
 int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu) {
   if (n->op != OP_SCAN_READ && n->op != OP_SCAN_READ_GRAD) return 0;
-  for (int i = g->nconfig - 1; i >= 0; i--)
-    if (!strcmp(g->config[i].name, "scan_chunk")) return g->config[i].value > 0 ? (int)g->config[i].value : 0;
-  if (!gpu) return 0;
   const Shape *ks = &g->nodes[n->in[1]].shape, *as = &g->nodes[n->in[3]].shape;
   int r = ks->rank;
   int64_t dk = ks->d[r - 2].n, dv = g->nodes[n->in[2]].shape.d[r - 1].n;
+  bool per_key = scan_decay_per_key(as);
+  for (int i = g->nconfig - 1; i >= 0; i--) {
+    if (strcmp(g->config[i].name, "scan_chunk")) continue;
+    int64_t C = g->config[i].value > 0 ? (int64_t)g->config[i].value : 0;  // halved until the arrays fit
+    while (C > 1 && scan_chunk_floats(C, dk, dv, per_key) > (gpu ? SCAN_CHUNK_FLOATS : SCAN_CHUNK_CPU_FLOATS)) C /= 2;
+    return (int)C;
+  }
+  if (!gpu) return 0;
   Dim t = ks->d[n->axis];
   int64_t K = t.kind == DIM_CONST ? t.n : g->t_max;
-  bool per_key = scan_decay_per_key(as);
-  static const int64_t chunks[] = {64, 32, 16};
+  static const int64_t chunks[] = {64, 32, 16, 8, 4};
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++)
-    if ((chunks[i] <= K || chunks[i] == 16) && (!per_key || chunks[i] <= 16) &&
+    if ((chunks[i] <= K || chunks[i] <= 16) && (!per_key || chunks[i] <= 16) &&
         scan_chunk_floats(chunks[i], dk, dv, per_key) <= SCAN_CHUNK_FLOATS)
       return (int)chunks[i];
   return 0;
