@@ -102,11 +102,14 @@ void lower_scan(Lo *L, const Node *n) {
 //                   in the state row H [P M, dk dv] (slot KS_SCRATCH, a
 //                   cache) and copies S into it after position wk - 1;
 //                   elsewhere [w0, w1) = [0, K) from S = 0
-//   SCAN_READ_GRAD  in order: S as above, dq_t[i] = S_t[i, :] . dy_t; then
-//                   from t = K - 1 down, with G in the same local array,
-//                   G = a_{t+1} o G + q_t^T dy_t, dk_t[i] = G[i, :] . v_t,
-//                   dv_t = sum_i k_t[i] G[i, :] (accumulated as rows are made)
-// Every sum runs over i (or j) in index order.
+//   SCAN_READ_GRAD  in order: S^T [dv, dk] (rows j), dq_t = sum_j dy_t[j]
+//                   S_t^T[j, :]; then from t = K - 1 down G [dk, dv] and G^T
+//                   beside it, G = a_{t+1} o G + q_t^T dy_t, dv_t = sum_i
+//                   k_t[i] G[i, :], dk_t = sum_j v_t[j] G^T[j, :] (each
+//                   accumulated as the rows are made, a vector of the other
+//                   axis: no dot product per row)
+// Every sum runs over i (or j) in index order. The chunked forms are
+// lower_scan_chunk.c's (Kernel.scan_chunk).
 
 // The offset of the decay a (broadcast to k) at position t, row i: scan_bcast
 // over k's shape, whose axes after the time axis are (m, i) and a last of 1.
