@@ -683,9 +683,14 @@ static void lower_cross_entropy(Lo *L, const Node *n) {
   L->lk->outer = rows, L->lk->nouter = symsize_prod(xs, 0, xs->rank - 1);
   int base = let(L, imul(L, xvar(L, 0), V), "base"), mx, sum;
   softmax_stats(L, KS_IN0, base, V, &mx, &sum);
-  LExpr *lse = x2(L, LX_ADD, xvar(L, mx), x1(L, LX_LOG, xvar(L, sum)));
+  int lse = let(L, x2(L, LX_ADD, xvar(L, mx), x1(L, LX_LOG, xvar(L, sum))), "lse");
+  if (n->op == OP_CROSS_ENTROPY_LSE) {  // alone (--no-fuse): the rows' statistics only
+    store(L, KS_OUT, xvar(L, 0), xvar(L, lse));
+    return;
+  }
   LExpr *xid = load(L, KS_IN0, iadd(L, xvar(L, base), load(L, KS_IN1, xvar(L, 0))));
-  store(L, KS_SCRATCH, xvar(L, 0), x2(L, LX_SUB, lse, xid));
+  store(L, KS_SCRATCH, xvar(L, 0), x2(L, LX_SUB, xvar(L, lse), xid));
+  if (L->k->terms >= 0) store(L, kernel_terms_slot(L->k), xvar(L, 0), xvar(L, lse));  // CROSS_ENTROPY_LSE's
 }
 
 // out[r, c] = w[ids[r], c]
@@ -823,7 +828,7 @@ LKernel *lower_kernel(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt,
   case OP_SUM: case OP_MEAN: case OP_MAX: case OP_SOFTMAX: lower_axis(&L, n); break;
   case OP_LAYERNORM: case OP_LAYERNORM_DX: case OP_LAYERNORM_DYXH:
   case OP_RMSNORM: case OP_RMSNORM_DX: case OP_RMSNORM_DYXH: lower_norm(&L, n); break;
-  case OP_CROSS_ENTROPY: lower_cross_entropy(&L, n); break;
+  case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_LSE: lower_cross_entropy(&L, n); break;
   case OP_EMBED: lower_embed(&L, n); break;
   case OP_ATTENTION: case OP_ATTENTION_LSE: case OP_ATTENTION_GRAD: case OP_ATTENTION_DBIAS: lower_attention(&L, n); break;
   case OP_SCATTER_ADD: lower_scatter_add(&L, n); break;

@@ -78,7 +78,7 @@ static SymSize outer_of(const Graph *g, const Node *n) {
   case OP_SOFTMAX: return symsize_prod(x, 0, n->axis);
   case OP_SCAN: case OP_SCAN_REV: return symsize_prod(s, 0, n->axis);  // one sequence of states each
   case OP_SCAN_READ: case OP_SCAN_READ_GRAD: return read_sequences(g, n);  // one sequence (p, m) each
-  case OP_CROSS_ENTROPY: return symsize_prod(x, 0, x->rank - 1);          // phase 0: rows
+  case OP_CROSS_ENTROPY: case OP_CROSS_ENTROPY_LSE: return symsize_prod(x, 0, x->rank - 1);  // phase 0: rows
   case OP_SCATTER_ADD: return (SymSize){1, 0, 0, 1};                       // serial
   case OP_ROUTED_MATMUL:  // a part of an expert each (kernel.h ROUTE_SPLIT, _DW)
     return symsize_mul(symsize_of(g->nodes[n->in[1]].shape.d[0]), (SymSize){ROUTE_SPLIT, 0, 0, 1});
@@ -756,7 +756,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       k->scratch = add_scratch(s, i, k->outer);
       Kernel *k2 = &s->kernels[s->nkernels++];
       *k2 = *k;
-      k2->phase = 1;
+      k2->phase = 1, k2->terms = -1;  // the row statistics are phase 0's
       k2->outer = (SymSize){1, 0, 0, 1};
     }
   }

@@ -321,6 +321,17 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     }
     return true;
   }
+  case OP_CROSS_ENTROPY_LSE: {  // per row m + log sum_c e^(x_c - m), m its maximum
+    int64_t V = xd[xs->rank - 1], rows = V ? in->numel[n->in[0]] / V : 0;
+    for (int64_t i = 0; i < rows; i++) {
+      const double *row = x + i * V;
+      double mx = -INFINITY, s = 0;
+      for (int64_t c = 0; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+      for (int64_t c = 0; c < V; c++) s += exp(row[c] - mx);
+      out[i] = mx + log(s);
+    }
+    return true;
+  }
   case OP_SOFTMAX: {
     int64_t outer = prod(xd, 0, n->axis), k = xd[n->axis], inner = prod(xd, n->axis + 1, r);
     for (int64_t o = 0; o < outer; o++)

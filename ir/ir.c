@@ -696,6 +696,11 @@ bool ir_infer(const Graph *g, const Node *n, Shape *out, DType *dt, char *err, s
         return fail(err, errlen, "dropout probability %g is not in [0, 1)", n->fval);
       *out = *x;
       return want_f32(g, n, 0, err, errlen);
+    case OP_CROSS_ENTROPY_LSE:
+      if (x->rank < 1) return fail(err, errlen, "cross_entropy_lse needs logits [..., V], got %s", sx);
+      *out = *x;
+      out->d[x->rank - 1] = (Dim){DIM_CONST, 1};
+      return want_f32(g, n, 0, err, errlen);
     case OP_CROSS_ENTROPY: {
       if (!want_f32(g, n, 0, err, errlen)) return false;
       if (g->nodes[n->in[1]].dtype != DT_I32)

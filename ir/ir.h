@@ -208,6 +208,9 @@ typedef enum { IR_COST_CAT, IR_COST_ADD, IR_COST_MUL, IR_COST_DIV, IR_COST_EXP, 
   /* q, k, v, a, dy -> [.., 2 dk + dv]: dq | dk | dv of SCAN_READ */                             \
   X(SCAN_READ_GRAD, "scan_read_grad", 5, OPC_NN, 0, 0, OWN)                                      \
   X(CROSS_ENTROPY, "cross_entropy", 2, OPC_NN, 1, 0, OWN) /* logits, ids -> [] mean */           \
+  /* logits [..., V] -> [..., 1]: log sum_c e^(x_c), cross_entropy's row */                       \
+  /* statistics for its gradient (its kernel writes them: fuse_groups.c) */                       \
+  X(CROSS_ENTROPY_LSE, "cross_entropy_lse", 1, OPC_NN, 0, 0, OWN)                                \
   /* fused causal attention (passes/fuse_attention.c), q, k [..., T, h], */                      \
   /* v [..., T, e][, b]: softmax(causal_mask(q k^T fval + b)) v -> */                            \
   /* [..., T, e]; axis 1: time-major heads, q, k [..., T, H, h], v */                            \

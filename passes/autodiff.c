@@ -252,7 +252,10 @@ static void g_shift(AD *a, const Node *n, int dy) {
 static void g_dropout(AD *a, const Node *n, int dy) {  // the same mask, the same scale 1/(1-p)
   accumulate(a, IN(0), emit(a, (Node){.op = OP_DROPOUT, .nin = 1, .in = {dy}, .fval = n->fval, .seed = n->seed}));
 }
-static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - onehot) dy / N
+// (softmax - onehot) dy / N, the softmax e^(x - L) from the rows' log-sum-exp
+// L (CROSS_ENTROPY_LSE, which the forward's kernel writes): one pass over
+// the logits, not three.
+static void g_cross_entropy(AD *a, const Node *n, int dy) {
   Shape x = shape(a, IN(0)), ids = shape(a, IN(1));
   int count = -1;
   for (int i = 0; i < ids.rank; i++) {
@@ -260,7 +263,8 @@ static void g_cross_entropy(AD *a, const Node *n, int dy) {  // (softmax - oneho
     count = count < 0 ? s : bin(a, OP_MUL, count, s);
   }
   int scale = count < 0 ? dy : bin(a, OP_DIV, dy, count);
-  int p = emit(a, (Node){.op = OP_SOFTMAX, .nin = 1, .in = {IN(0)}, .axis = x.rank - 1});
+  int lse = un(a, OP_CROSS_ENTROPY_LSE, IN(0));
+  int p = un(a, OP_EXP, bin(a, OP_SUB, IN(0), lse));
   int onehot = emit(a, (Node){.op = OP_ONEHOT, .nin = 1, .in = {IN(1)}, .len = x.d[x.rank - 1]});
   accumulate(a, IN(0), bin(a, OP_MUL, bin(a, OP_SUB, p, onehot), scale));
 }

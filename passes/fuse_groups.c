@@ -59,9 +59,11 @@
 //                   after r's, allowed when nothing but reshapes reads s or
 //                   its stored member before r.
 //   statistics      an ATTENTION_LSE p that autodiff placed after the
-//                   ATTENTION r of the same inputs and attributes: terms[r] =
-//                   p, written by r's kernel from the rows' maximum and sum
-//                   it has (a second output); p reads nothing r does not.
+//                   ATTENTION r of the same inputs and attributes, or a
+//                   CROSS_ENTROPY_LSE p after the CROSS_ENTROPY r of the same
+//                   logits: terms[r] = p, written by r's kernel from the
+//                   rows' maximum and sum it has (a second output); p reads
+//                   nothing r does not.
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,14 +188,17 @@ static void row_terms(const Graph *g, const int *users, const int *first, int *i
 }
 
 // An ATTENTION_LSE p (autodiff's, after the forward) with the inputs and
-// attributes of an ATTENTION a: a's kernel writes p as its row statistics.
-static void attention_lse(const Graph *g, int *into, int *terms) {
+// attributes of an ATTENTION a, or a CROSS_ENTROPY_LSE p with the logits of
+// a CROSS_ENTROPY a: a's kernel writes p as its row statistics.
+static void row_statistics(const Graph *g, int *into, int *terms) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *p = &g->nodes[i];
-    if (p->op != OP_ATTENTION_LSE || into[i] >= 0) continue;
+    if ((p->op != OP_ATTENTION_LSE && p->op != OP_CROSS_ENTROPY_LSE) || into[i] >= 0) continue;
     for (int r = 0; r < i; r++) {
       const Node *a = &g->nodes[r];
-      bool same = a->op == OP_ATTENTION && a->nin == p->nin && a->axis == p->axis && a->fval == p->fval && a->start == p->start;
+      bool same = p->op == OP_ATTENTION_LSE ? a->op == OP_ATTENTION && a->nin == p->nin && a->axis == p->axis && a->fval == p->fval &&
+                                                  a->start == p->start
+                                            : a->op == OP_CROSS_ENTROPY;
       for (int k = 0; same && k < p->nin; k++) same = a->in[k] == p->in[k];
       if (!same || terms[r] >= 0 || into[r] >= 0) continue;
       into[i] = r, terms[r] = i;
@@ -273,7 +278,7 @@ void fuse_groups(const Graph *g, bool enable, int *into, int *kind, int *stored,
   }
   norm_dg(g, users, first, into, kind, stored);
   row_terms(g, users, first, into, stored, terms, after);
-  attention_lse(g, into, terms);
+  row_statistics(g, into, terms);
 done:
   free(users), free(leaves), free(drops), free(first), free(second), free(output);
 }

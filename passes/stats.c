@@ -264,6 +264,13 @@ static void count(const Graph *g, const Node *n, int64_t T, const bool *tri_out,
     }
     return;
   }
+  case OP_CROSS_ENTROPY_LSE: {  // per row: the maximum, the sum of exps of the differences, a log and an addition
+    int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
+    c->exp = sadd(c->exp, smul(rows, v));
+    c->add = sadd(c->add, smul(rows, 2 * v));
+    c->other = sadd(c->other, sadd(smul(rows, v - 1), rows));
+    return;
+  }
   case OP_CROSS_ENTROPY: {
     int64_t v = dimv(x->d[x->rank - 1], T), rows = numel(x, T) / v;
     c->exp = sadd(c->exp, smul(rows, v));
