@@ -75,10 +75,26 @@ void xf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 // allocates XF_BF16_SCRATCH per pool thread up front), in panels of k, m
 // and n when they do not fit whole.
 enum { XF_BF16_SCRATCH = 1 << 23 };
+// bf16 copies of float32 arrays that products read again and again (the
+// runtime's: the parameters, read by every step's forward and input-gradient
+// products), kept current by their owner: an operand lying wholly inside
+// src[i] is read from copy[i] at the same element offset, not converted.
+// Sorted by address, disjoint.
+typedef struct {
+  int n;
+  const float **src;       // [n]
+  const int64_t *len;      // [n] elements
+  const uint16_t **copy;   // [n]
+} XfBf16Copies;
 typedef struct {
   uint16_t *buf;
   int64_t cap;
+  const XfBf16Copies *copies;  // or NULL
 } XfBf16Scratch;
+// dst[i] = bf16(src[i]) for i < n, to nearest even (vcvtneps2bf16): what a
+// product converts, for the owner of an XfBf16Copies. Only where
+// xf_gemm_bf16_ready.
+void xf_bf16_convert(uint16_t *dst, const float *src, int64_t n);
 // Whether xf_sgemm_bf16 can run here; else why not (the runtime then runs
 // float32 GEMMs and says so).
 bool xf_gemm_bf16_ready(char *why, size_t len);

@@ -69,6 +69,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_b
   }
 }
 
+void xf_bf16_convert(uint16_t *dst, const float *src, int64_t n) { to_bf16(dst, src, 1, n, n); }
+
+// The copy of the operand at p whose last element is p[last], or NULL.
+static const uint16_t *find_copy(const XfBf16Copies *c, const float *p, int64_t last) {
+  if (!c) return NULL;
+  int lo = 0, hi = c->n;  // the last src at or below p
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (c->src[mid] <= p) lo = mid;
+    else hi = mid;
+  }
+  if (c->n == 0 || p < c->src[lo] || p - c->src[lo] + last >= c->len[lo]) return NULL;
+  return c->copy[lo] + (p - c->src[lo]);
+}
+
 // The panels: the whole of k while (min(m, 256) + min(n, 256)) k fits the
 // scratch, else k halved (multiples of 16); then m and n halved, the larger
 // first, until (mc + nc) kp fits. Each panel's operands are converted once
@@ -80,6 +95,9 @@ void xf_sgemm_bf16(XfBf16Scratch *s, int ta, int tb, int64_t m, int64_t n, int64
     xf_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  // an operand with a copy is read in place (its panels are offsets in it)
+  const uint16_t *ca = find_copy(s->copies, a, ta ? (k - 1) * lda + m - 1 : (m - 1) * lda + k - 1);
+  const uint16_t *cb = find_copy(s->copies, b, tb ? (n - 1) * ldb + k - 1 : (k - 1) * ldb + n - 1);
   int64_t kp = k, mc = m, nc = n;
   int64_t m0 = m < 256 ? m : 256, n0 = n < 256 ? n : 256;
   while (kp > 16 && (m0 + n0) * kp > s->cap) kp = (kp / 2 + 15) / 16 * 16;
@@ -99,14 +117,16 @@ void xf_sgemm_bf16(XfBf16Scratch *s, int ta, int tb, int64_t m, int64_t n, int64
     for (int64_t j0 = 0; j0 < n; j0 += nc) {
       int64_t nn = n - j0 < nc ? n - j0 : nc;
       // op(B) rows [k0, k0 + kn), columns [j0, j0 + nn): stored k x n, or n x k
-      if (tb) to_bf16(pb, b + j0 * ldb + k0, nn, kn, ldb);
-      else to_bf16(pb, b + k0 * ldb + j0, kn, nn, ldb);
+      int64_t ob = tb ? j0 * ldb + k0 : k0 * ldb + j0;
+      const uint16_t *qb = cb ? cb + ob : pb;
+      if (!cb) to_bf16(pb, b + ob, tb ? nn : kn, tb ? kn : nn, ldb);
       for (int64_t i0 = 0; i0 < m; i0 += mc) {
         int64_t mm = m - i0 < mc ? m - i0 : mc;
-        if (ta) to_bf16(pa, a + k0 * lda + i0, kn, mm, lda);
-        else to_bf16(pa, a + i0 * lda + k0, mm, kn, lda);
-        int st = g_bf16.fn(ta ? 'T' : 'N', tb ? 'T' : 'N', mm, nn, kn, alpha, pa, ta ? mm : kn, pb, tb ? kn : nn, bt,
-                           c + i0 * ldc + j0, ldc);
+        int64_t oa = ta ? k0 * lda + i0 : i0 * lda + k0;
+        const uint16_t *qa = ca ? ca + oa : pa;
+        if (!ca) to_bf16(pa, a + oa, ta ? kn : mm, ta ? mm : kn, lda);
+        int st = g_bf16.fn(ta ? 'T' : 'N', tb ? 'T' : 'N', mm, nn, kn, alpha, qa, ca ? lda : ta ? mm : kn, qb,
+                           cb ? ldb : tb ? kn : nn, bt, c + i0 * ldc + j0, ldc);
         if (st != 0) {
           fprintf(stderr, "xf: internal error: dnnl_gemm_bf16bf16f32(%c%c, m %lld, n %lld, k %lld) failed with status %d\n",
                   ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)mm, (long long)nn, (long long)kn, st);

@@ -84,7 +84,51 @@ size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
 // The bf16 GEMM operands' scratches: XF_BF16_SCRATCH per pool thread, or none.
 static size_t bf16_bytes(const XfRuntime *rt) {
-  return rt->bf16 ? (size_t)rt->opt.threads * XF_BF16_SCRATCH * sizeof(uint16_t) : 0;
+  return rt->bf16 ? (size_t)rt->opt.threads * XF_BF16_SCRATCH * sizeof(uint16_t) + rt->copy_bytes : 0;
+}
+
+// The parameters' bf16 copies: per parameter, its elements [lo, hi) (slot
+// 0 the float32 values, slot 1 the copy).
+static void convert_chunk(void **slot, int64_t B, int64_t T, uint64_t seed, uint32_t step, int64_t lo, int64_t hi,
+                          const XfApi *api) {
+  (void)B, (void)T, (void)seed, (void)step, (void)api;
+  xf_bf16_convert((uint16_t *)slot[1] + lo, (const float *)slot[0] + lo, hi - lo);
+}
+
+void xf_bf16_current(XfRuntime *rt) {
+  if (!rt->copies_stale) return;
+  for (int i = 0; i < rt->copies.n; i++) {
+    void *slot[2] = {(void *)rt->copies.src[i], (void *)rt->copies.copy[i]};
+    int64_t n = rt->copies.len[i];
+    if (n < 65536) convert_chunk(slot, 0, 0, 0, 0, 0, n, &rt->api);
+    else xf_pool_for(&rt->api, convert_chunk, slot, 0, 0, 0, 0, n);
+  }
+  rt->copies_stale = false;
+}
+
+// The copies of every parameter, in address order (the order of rt->params:
+// load_descriptor places them ascending), allocated at once.
+static bool alloc_copies(XfRuntime *rt, char *err, size_t errlen) {
+  int n = rt->nparams;
+  rt->copies.src = calloc((size_t)n + 1, sizeof *rt->copies.src);
+  int64_t *len = calloc((size_t)n + 1, sizeof *len);
+  rt->copies.len = len;
+  rt->copies.copy = calloc((size_t)n + 1, sizeof *rt->copies.copy);
+  if (!rt->copies.src || !len || !rt->copies.copy) return fail(err, errlen, "out of memory");
+  size_t bytes = 0;
+  for (int p = 0; p < n; p++) bytes += ((size_t)rt->numel[rt->params[p]] * 2 + 63) & ~(size_t)63;
+  rt->copy_mem = aligned_alloc(64, bytes ? bytes : 64);
+  if (!rt->copy_mem) return fail(err, errlen, "cannot allocate %.1f MiB for the parameters' bf16 copies", (double)bytes / (1 << 20));
+  char *at = (char *)rt->copy_mem;
+  for (int p = 0; p < n; p++) {
+    const float *w = rt->bufs[rt->params[p]];
+    if (p > 0 && w <= rt->copies.src[p - 1]) return fail(err, errlen, "internal error: parameters out of address order");
+    rt->copies.src[p] = w, len[p] = rt->numel[rt->params[p]], rt->copies.copy[p] = (const uint16_t *)at;
+    at += ((size_t)len[p] * 2 + 63) & ~(size_t)63;
+  }
+  rt->copies.n = n, rt->copy_bytes = bytes, rt->copies_stale = true;
+  for (int t = 0; t < rt->opt.threads; t++) rt->bf16[t].copies = &rt->copies;
+  return true;
 }
 XfMemory xf_memory(const XfRuntime *rt) {
   return (XfMemory){.planned = rt->moments_at - rt->persist, .persistent = rt->persist, .moments = rt->accum_at - rt->moments_at,
@@ -97,6 +141,7 @@ static void host_sync(XfRuntime *rt, bool write);
 
 float *xf_param(XfRuntime *rt, int i, const char **name, int64_t *numel) {
   host_sync(rt, true);
+  rt->copies_stale = true;  // the caller may write it
   int b = rt->params[i];
   if (name) *name = rt->m->buffers[b].name;
   if (numel) *numel = rt->numel[b];
@@ -452,6 +497,7 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
       rt->bf16[t] = (XfBf16Scratch){.buf = aligned_alloc(64, XF_BF16_SCRATCH * sizeof(uint16_t)), .cap = XF_BF16_SCRATCH};
       if (!rt->bf16[t].buf) return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)bf16_bytes(rt) / (1 << 20));
     }
+    if (!alloc_copies(rt, err, errlen)) return false;
     snprintf(rt->gemms, sizeof rt->gemms, "%s", xf_precision_name(XF_PRECISION_BF16));
   }
   xf_gemm_thread_init();
@@ -480,6 +526,7 @@ void xf_close(XfRuntime *rt) {
   free(rt->prof_s), free(rt->prof_n);
   for (int t = 0; rt->bf16 && t < rt->opt.threads; t++) free(rt->bf16[t].buf);
   free(rt->bf16);
+  free(rt->copies.src), free((void *)rt->copies.len), free(rt->copies.copy), free(rt->copy_mem);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);
   if (rt->lib) dlclose(rt->lib);
   free(rt);
@@ -500,7 +547,7 @@ void xf_init_params(XfRuntime *rt, uint64_t seed) {
     memset(rt->adam_v[p], 0, sizeof(float) * (size_t)rt->numel[rt->params[p]]);
   }
   rt->step = 0;
-  rt->host_dirty = true, rt->dev_newer = false;
+  rt->host_dirty = true, rt->dev_newer = false, rt->copies_stale = true;
 }
 
 // Whether parameter p takes weight decay: every one, or with
@@ -548,6 +595,7 @@ static void adamw(XfRuntime *rt) {
     if (n < 65536) rt->m->adamw(slot, 0, 0, 0, 0, 0, n, &rt->api);
     else xf_pool_for(&rt->api, rt->m->adamw, slot, 0, 0, 0, 0, n);
   }
+  rt->copies_stale = true;
 }
 
 // ---- the CUDA device ---------------------------------------------------------------
@@ -814,6 +862,7 @@ static void finish_reduction(XfRuntime *rt, float *loss, bool every) {
 // program), AdamW.
 static float train_micro(XfRuntime *rt) {
   xf_profile_mark(rt);
+  xf_bf16_current(rt);
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   float *loss = rt->bufs[rt->loss], mine = loss[0];
   int n = rt->opt.accum;
@@ -846,6 +895,7 @@ float xf_train_step(XfRuntime *rt) {
   if (rt->opt.accum > 1) return train_micro(rt);
   rt->in_train = true;
   xf_profile_mark(rt);
+  xf_bf16_current(rt);
   rt->m->programs[XF_PROG_TRAIN](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   rt->in_train = false;
   float *loss = rt->bufs[rt->loss];
@@ -927,6 +977,7 @@ float xf_eval_step(XfRuntime *rt) {
     return ((float *)rt->bufs[rt->loss])[0];
   }
   xf_profile_mark(rt);
+  xf_bf16_current(rt);
   rt->m->programs[XF_PROG_EVAL](&rt->api, rt->bufs, rt->step_b, rt->step_t, rt->opt.seed, rt->step);
   return ((float *)rt->bufs[rt->loss])[0];
 }
@@ -951,6 +1002,7 @@ const float *xf_forward(XfRuntime *rt, int64_t batch, int64_t seq) {
     return rt->bufs[rt->logits];
   }
   xf_profile_mark(rt);
+  xf_bf16_current(rt);
   rt->m->programs[XF_PROG_SAMPLE](&rt->api, rt->bufs, batch, seq, rt->opt.seed, rt->step);
   return rt->bufs[rt->logits];
 }

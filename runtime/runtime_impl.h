@@ -61,6 +61,12 @@ int64_t xf_now_ns(void);
 
 // ---- the runtime (runtime.c) ------------------------------------------------------
 
+struct XfRuntime;
+// The parameters' bf16 copies made current (XfRuntime.copies); nothing
+// without bf16 products or when they are current. Called before every CPU
+// program runs (runtime.c, sampler.c).
+void xf_bf16_current(struct XfRuntime *rt);
+
 enum { PIN_NORM = 32 };  // the pinned staging's gradient norm (a double), after the XfStepVars
 _Static_assert(sizeof(XfStepVars) <= PIN_NORM && PIN_NORM + sizeof(double) <= 64, "the pinned staging's first 64 bytes");
 
@@ -74,6 +80,14 @@ struct XfRuntime {
   // GEMMs' bf16 operands (gemm.h), allocated by xf_allocate; NULL: float32
   // GEMMs. gemms: what the CPU's GEMMs compute (xf_cpu_gemms).
   XfBf16Scratch *bf16;
+  // with bf16: the parameters' bf16 copies, which the products read in
+  // place of converting them (gemm.h XfBf16Copies); stale after anything
+  // that may write a parameter (AdamW, xf_param, xf_init_params), made
+  // current by xf_bf16_current before a program runs
+  XfBf16Copies copies;
+  uint16_t *copy_mem;
+  size_t copy_bytes;
+  bool copies_stale;
   char gemms[256];
   void **bufs;       // per buffer, aliases resolved
   int64_t *numel;    // per buffer

@@ -195,6 +195,7 @@ static void frame_feed(XfSampler *s, int64_t from, int64_t T) {
         xf_device_fail(rt);
     } else {
       s->api.win_lo = r, s->api.win_hi = r + 1, s->api.win_keep = r + 1, s->api.pos0 = s->fbase;
+      xf_bf16_current(rt);
       rt->m->step(&s->api, s->bufs, s->nseq, F, rt->opt.seed, rt->step);
     }
     for (int64_t i = 0; i < s->nseq; i++)
@@ -272,6 +273,7 @@ const float *xf_sampler_feed_each(XfSampler *s, const int32_t *tokens, const int
     int32_t *tok = s->bufs[rt->tokens];
     for (int64_t i = 0; i < s->nseq; i++) memcpy(tok + i * ctx, s->hist + i * ctx, sizeof(int32_t) * (size_t)T);
     s->api.win_lo = from, s->api.win_hi = T;
+    xf_bf16_current(rt);
     rt->m->step(&s->api, s->bufs, s->nseq, ctx, rt->opt.seed, rt->step);
     const float *lg = s->bufs[rt->logits];
     for (int64_t i = 0; i < s->nseq; i++) memcpy(s->out + i * V, lg + (i * ctx + s->lens[i] - 1) * V, sizeof(float) * (size_t)V);

@@ -105,7 +105,20 @@ static float bf16_round(float x) {
 // values with more than bf16's 8 significant bits
 static float val_fine(int64_t i, int salt) { return val(i, salt) + (float)((i * 13 + salt) % 7) * 1.37e-3f; }
 
-static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int pad, int64_t cap) {
+// The bf16 bits of x rounded to nearest even.
+static uint16_t bf16_bits(float x) {
+  x = bf16_round(x);
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)(u >> 16);
+}
+
+enum { COPY_B = 1, COPY_A = 2, COPY_SHORT = 4 };
+// copies (COPY_*): A and/or B also given as bf16 copies (XfBf16Copies)
+// holding the rounded values times -1 (A) and 2 (B), so that the result
+// shows which was read: the copies when they cover the operand, the float32
+// values when they stop one element short of its last (COPY_SHORT).
+static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int pad, int64_t cap, int copies) {
   int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
   size_t na = (size_t)(ar * lda), nb = (size_t)(br * ldb), nc = (size_t)(m * ldc);
@@ -120,19 +133,42 @@ static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alph
   for (size_t i = 0; i < nb; i++) b[i] = val_fine((int64_t)i, 2), rb[i] = bf16_round(b[i]);
   for (size_t i = 0; i < nc; i++) c0[i] = beta == 0 ? NAN : val((int64_t)i, 3);
   memcpy(c, c0, sizeof(float) * nc);
+  // the copies, in address order, each of the whole array (or one short of it)
+  uint16_t *copy_a = malloc(sizeof(uint16_t) * na), *copy_b = malloc(sizeof(uint16_t) * nb);
+  const float *src[2];
+  int64_t len[2];
+  const uint16_t *cp[2];
+  XfBf16Copies cs = {0, src, len, cp};
+  bool short_ = copies & COPY_SHORT;
+  if (!copy_a || !copy_b) exit(1);
+  for (size_t i = 0; i < na; i++) copy_a[i] = bf16_bits(-a[i]);
+  for (size_t i = 0; i < nb; i++) copy_b[i] = bf16_bits(2 * b[i]);
+  for (int w = 0; w < 2; w++) {
+    bool first_a = (const void *)a < (const void *)b;
+    bool is_a = w == 0 ? first_a : !first_a;
+    if (!(copies & (is_a ? COPY_A : COPY_B))) continue;
+    src[cs.n] = is_a ? a : b, len[cs.n] = (int64_t)(is_a ? na : nb) - short_ - (is_a ? (ta ? lda - m : lda - k) : (tb ? ldb - k : ldb - n));
+    cp[cs.n++] = is_a ? copy_a : copy_b;
+  }
+  s.copies = &cs;
+  for (size_t i = 0; !short_ && (copies & COPY_A) && i < na; i++) ra[i] = -ra[i];
+  for (size_t i = 0; !short_ && (copies & COPY_B) && i < nb; i++) rb[i] = 2 * rb[i];
   xf_sgemm_bf16(&s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   double e = check(ta, tb, m, n, k, alpha, ra, lda, rb, ldb, beta, c0, c, ldc);   // against the rounded operands
+  for (size_t i = 0; !short_ && (copies & COPY_A) && i < na; i++) a[i] = -a[i];
+  for (size_t i = 0; !short_ && (copies & COPY_B) && i < nb; i++) b[i] = 2 * b[i];
   double e32 = check(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, c, ldc);  // against float32's: the rounding seen
   bool pad_ok = true;
   for (int64_t i = 0; i < m && beta != 0; i++)
     for (int64_t jj = n; jj < ldc; jj++) pad_ok &= c[i * ldc + jj] == c0[i * ldc + jj];
   bool ok = e < 1e-5 && e32 > 1e-4 && pad_ok;
-  printf("%s bf16     %c%c m %3lld n %3lld k %3lld alpha %4.1f beta %3.1f pad %d scratch %6lld: max rel err %.2e "
+  printf("%s bf16     %c%c m %3lld n %3lld k %3lld alpha %4.1f beta %3.1f pad %d scratch %6lld copies %s%s%s: max rel err %.2e "
          "(against float32 operands %.2e)%s\n",
          ok ? "ok  " : "FAIL", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)m, (long long)n, (long long)k, alpha, beta, pad,
-         (long long)cap, e, e32, pad_ok ? "" : ", padding written");
+         (long long)cap, copies & COPY_A ? "A" : "", copies & COPY_B ? "B" : "", !(copies & 3) ? "-" : short_ ? " (short)" : "",
+         e, e32, pad_ok ? "" : ", padding written");
   failures += !ok;
-  free(a), free(b), free(ra), free(rb), free(c0), free(c), free(s.buf);
+  free(a), free(b), free(ra), free(rb), free(c0), free(c), free(s.buf), free(copy_a), free(copy_b);
 }
 
 int main(void) {
@@ -166,10 +202,15 @@ int main(void) {
   } else {
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
-        one_bf16(ta, tb, 37, 29, 53, 1, 0, 0, 1 << 20);      // whole
-        one_bf16(ta, tb, 64, 96, 200, -0.5f, 1, 3, 160 * 64);  // k in panels of 64 (beta on the first)
-        one_bf16(ta, tb, 130, 70, 40, 1, 0.5f, 5, 60 * 40);   // k in panels of 16, m in halves
-        one_bf16(ta, tb, 300, 33, 70, 1, 0, 2, 40 * 16);      // k in panels of 16, m in 16 chunks, n in 2
+        one_bf16(ta, tb, 37, 29, 53, 1, 0, 0, 1 << 20, 0);      // whole
+        one_bf16(ta, tb, 64, 96, 200, -0.5f, 1, 3, 160 * 64, 0);  // k in panels of 64 (beta on the first)
+        one_bf16(ta, tb, 130, 70, 40, 1, 0.5f, 5, 60 * 40, 0);   // k in panels of 16, m in halves
+        one_bf16(ta, tb, 300, 33, 70, 1, 0, 2, 40 * 16, 0);      // k in panels of 16, m in 16 chunks, n in 2
+        for (int cp = COPY_B; cp <= (COPY_A | COPY_B); cp++) {   // copies read in place, whole or in panels
+          one_bf16(ta, tb, 37, 29, 53, 1, 0, 2, 1 << 20, cp);
+          one_bf16(ta, tb, 130, 70, 40, 1, 0.5f, 5, 60 * 40, cp);
+          one_bf16(ta, tb, 37, 29, 53, 1, 0, 2, 1 << 20, cp | COPY_SHORT);  // not covered: converted
+        }
       }
   }
   printf("%d failures\n", failures);
