@@ -109,18 +109,20 @@ got=$("$xfc" --emit=schedule --batch=2 tests/fusion/attn_fixed_v.xf | split_coun
 # the gain gradients' row terms dy o xhat come from the layernorm_dx kernels
 # (terms=), no kernel of their own (their sums run after those kernels: the
 # codegen test runs the fused schedule in poisoned storage); the attention
-# gradient's row statistics (attention_lse) from the attention kernels
-terms_counts() {  # schedule on stdin -> "norm kernels writing terms, attention kernels writing them, dy_xhat and attention_lse kernels"
-  awk '$1 ~ /^k[0-9]+$/ { for (i = 3; i <= NF; i++) if ($i ~ /^terms=/) { if ($2 == "attention") a++; else t++ }
-                          if ($2 ~ /_dy_xhat$/ || $2 == "attention_lse") d++ }
-       END { printf "%d %d %d\n", t, a, d }'
+# gradient's row statistics (attention_lse) from the attention kernels, the
+# cross-entropy gradient's (cross_entropy_lse) from the cross_entropy kernel
+terms_counts() {  # schedule on stdin -> "norm, attention and cross_entropy kernels writing terms, dy_xhat and *_lse kernels"
+  awk '$1 ~ /^k[0-9]+$/ { for (i = 3; i <= NF; i++) if ($i ~ /^terms=/) { if ($2 == "attention") a++; else if ($2 == "cross_entropy") c++; else t++ }
+                          if ($2 ~ /_dy_xhat$/ || $2 ~ /_lse$/) d++ }
+       END { printf "%d %d %d %d\n", t, a, c, d }'
 }
 got=$("$xfc" --emit=schedule examples/transformer.xf | terms_counts)
-[ "$got" = "37 18 0" ] && ok "transformer: 37 layernorm_dx kernels write the gain gradients' terms, 18 attention kernels their rows' log-sum-exp ($got)" ||
-  bad "transformer: kernels writing terms (norm, attention), dy_xhat and attention_lse kernels: '$got', want '37 18 0'"
+[ "$got" = "37 18 1 0" ] &&
+  ok "transformer: 37 layernorm_dx kernels write the gain gradients' terms, 18 attention kernels and the cross_entropy kernel their rows' log-sum-exp ($got)" ||
+  bad "transformer: kernels writing terms (norm, attention, cross_entropy), dy_xhat and *_lse kernels: '$got', want '37 18 1 0'"
 got=$("$xfc" --emit=schedule --no-fuse examples/transformer.xf | terms_counts)
-[ "$got" = "0 0 37" ] && ok "--no-fuse: 37 layernorm_dy_xhat kernels of their own" ||
-  bad "--no-fuse: kernels writing terms (norm, attention), dy_xhat and attention_lse kernels: '$got', want '0 0 37'"
+[ "$got" = "0 0 0 38" ] && ok "--no-fuse: 37 layernorm_dy_xhat kernels and a cross_entropy_lse kernel of their own" ||
+  bad "--no-fuse: kernels writing terms (norm, attention, cross_entropy), dy_xhat and *_lse kernels: '$got', want '0 0 0 38'"
 
 # one function per kernel class: the same count at 2 and 18 layers
 for ex in transformer she rk4; do
