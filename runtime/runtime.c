@@ -82,7 +82,8 @@ int32_t *xf_targets(XfRuntime *rt) { return rt->targets >= 0 ? rt->bufs[rt->targ
 uint32_t xf_step_count(const XfRuntime *rt) { return rt->step; }
 size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 
-// The bf16 GEMM operands' scratches: XF_BF16_SCRATCH per pool thread, or none.
+// The bf16 GEMM operands: XF_BF16_SCRATCH per pool thread and the
+// parameters' copies, or none.
 static size_t bf16_bytes(const XfRuntime *rt) {
   return rt->bf16 ? (size_t)rt->opt.threads * XF_BF16_SCRATCH * sizeof(uint16_t) + rt->copy_bytes : 0;
 }
@@ -116,7 +117,7 @@ static bool alloc_copies(XfRuntime *rt, char *err, size_t errlen) {
   rt->copies.copy = calloc((size_t)n + 1, sizeof *rt->copies.copy);
   if (!rt->copies.src || !len || !rt->copies.copy) return fail(err, errlen, "out of memory");
   size_t bytes = 0;
-  for (int p = 0; p < n; p++) bytes += ((size_t)rt->numel[rt->params[p]] * 2 + 63) & ~(size_t)63;
+  for (int p = 0; p < n; p++) bytes += (size_t)xf_plan_round(rt->numel[rt->params[p]] * 2);
   rt->copy_mem = aligned_alloc(64, bytes ? bytes : 64);
   if (!rt->copy_mem) return fail(err, errlen, "cannot allocate %.1f MiB for the parameters' bf16 copies", (double)bytes / (1 << 20));
   char *at = (char *)rt->copy_mem;
@@ -124,7 +125,7 @@ static bool alloc_copies(XfRuntime *rt, char *err, size_t errlen) {
     const float *w = rt->bufs[rt->params[p]];
     if (p > 0 && w <= rt->copies.src[p - 1]) return fail(err, errlen, "internal error: parameters out of address order");
     rt->copies.src[p] = w, len[p] = rt->numel[rt->params[p]], rt->copies.copy[p] = (const uint16_t *)at;
-    at += ((size_t)len[p] * 2 + 63) & ~(size_t)63;
+    at += xf_plan_round(len[p] * 2);
   }
   rt->copies.n = n, rt->copy_bytes = bytes, rt->copies_stale = true;
   for (int t = 0; t < rt->opt.threads; t++) rt->bf16[t].copies = &rt->copies;
