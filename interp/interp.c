@@ -169,6 +169,14 @@ static void ln_stats(const double *row, int64_t d, double eps, double *mu, doubl
   *mu = m, *sigma = sqrt(var / (double)d + eps);
 }
 
+// log sum_c e^(row_c) over row [V], as m + log sum_c e^(row_c - m), m its maximum
+static double row_lse(const double *row, int64_t V) {
+  double mx = -INFINITY, s = 0;
+  for (int64_t c = 0; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+  for (int64_t c = 0; c < V; c++) s += exp(row[c] - mx);
+  return mx + log(s);
+}
+
 static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   const Graph *g = in->g;
   const Node *n = &g->nodes[id];
@@ -311,25 +319,15 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
     } else {  // mean over rows of logsumexp(row) - row[id]
       double total = 0;
       for (int64_t i = 0; i < nids; i++) {
-        const double *row = x + i * V;
-        double mx = -INFINITY, s = 0;
-        for (int64_t c = 0; c < V; c++) mx = row[c] > mx ? row[c] : mx;
-        for (int64_t c = 0; c < V; c++) s += exp(row[c] - mx);
-        total += mx + log(s) - row[(int64_t)ids[i]];
+        total += row_lse(x + i * V, V) - x[i * V + (int64_t)ids[i]];
       }
       out[0] = total / (double)nids;
     }
     return true;
   }
-  case OP_CROSS_ENTROPY_LSE: {  // per row m + log sum_c e^(x_c - m), m its maximum
+  case OP_CROSS_ENTROPY_LSE: {
     int64_t V = xd[xs->rank - 1], rows = V ? in->numel[n->in[0]] / V : 0;
-    for (int64_t i = 0; i < rows; i++) {
-      const double *row = x + i * V;
-      double mx = -INFINITY, s = 0;
-      for (int64_t c = 0; c < V; c++) mx = row[c] > mx ? row[c] : mx;
-      for (int64_t c = 0; c < V; c++) s += exp(row[c] - mx);
-      out[i] = mx + log(s);
-    }
+    for (int64_t i = 0; i < rows; i++) out[i] = row_lse(x + i * V, V);
     return true;
   }
   case OP_SOFTMAX: {
