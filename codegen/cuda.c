@@ -529,6 +529,9 @@ static void lx(LP *p, const LExpr *e) {
     lx(p, e->a[0]);
     out(r, ", XF_STEP(a)) >= %.17g)", e->fval);
     return;
+  case LX_BF16:  // bf16 storage is the CPU's (storage.c); lower_module refuses it for a GPU
+    out(r, "\n#error \"xfc: internal error: a bf16 rounding (LX_BF16) in CUDA code\"\n");
+    return;
   case LX_COUNT: break;
   }
   out(r, "0");

@@ -47,10 +47,16 @@ typedef struct {
   int node;           // the IR node whose value it holds
   const char *name;   // params, grads, inputs, outputs
   int alias_of;       // >= 0: shares the storage of that buffer
+  bool bf16;          // stored as bf16, 2 bytes per element (storage.c: an
+                      // activation under --precision=bf16 on the CPU); else
+                      // 4 bytes (float32, int32)
   int first, last;    // kernels that first write and last read it (storage
                       // roots only); -1, -1: no kernel touches it.
                       // BUF_OUTPUT: last = nkernels (read back after the step)
 } Buffer;
+
+// Bytes per element of b's storage.
+static inline int64_t buffer_esize(const Buffer *b) { return b->bf16 ? 2 : 4; }
 
 // Params, gradients and inputs keep their own storage across steps; the
 // rest is planned (runtime/plan.c).

@@ -83,6 +83,7 @@ Ty emit_tag_type(Emit *e, XfAbiTag tag) {
   case XF_TAG_FN_KERNEL: return LLVMPointerType(e->kernel_t, 0);
   case XF_TAG_FN_PARALLEL_FOR: return LLVMPointerType(e->pfor_t, 0);
   case XF_TAG_FN_SGEMM: return LLVMPointerType(e->sgemm_t, 0);
+  case XF_TAG_FN_GEMM_EX: return LLVMPointerType(e->gemm_ex_t, 0);
   case XF_TAG_FN_KERNEL_DONE: return LLVMPointerType(e->done_t, 0);
   case XF_TAG_FN_PROGRAM: return LLVMPointerType(e->program_t, 0);
   case XF_NTAGS: break;
@@ -183,6 +184,13 @@ static V buf(Emit *e, int slot, bool is_int) {
   return LLVMBuildBitCast(e->b, p, is_int ? e->i32p : e->f32p, "");
 }
 
+// Pointer to the bf16 elements (i16) of operand `slot`.
+static V buf_bf16(Emit *e, int slot) {
+  V idx = ci64(e, slot);
+  V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
+  return LLVMBuildBitCast(e->b, p, e->i16p, "");
+}
+
 // The call's immediate operand (KS_IMM) as an i32.
 static V imm32(Emit *e) {
   V idx = ci64(e, KS_IMM);
@@ -197,6 +205,31 @@ static V load_i(Emit *e, V base, V idx) {
   return LLVMBuildLoad2(e->b, e->i32, LLVMBuildGEP2(e->b, e->i32, base, &idx, 1, ""), "");
 }
 static V store(Emit *e, V base, V idx, V v) { return LLVMBuildStore(e->b, v, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, "")); }
+
+// bf16 storage (Buffer.bf16): an element is the upper half of a float32.
+// Widening is exact; narrowing rounds to nearest even, and a NaN stays a
+// quiet NaN (as vcvtneps2bf16 and runtime/gemm_bf16.c).
+static V load_bf16(Emit *e, V base, V idx, V *inst) {
+  V h = *inst = LLVMBuildLoad2(e->b, e->i16, LLVMBuildGEP2(e->b, e->i16, base, &idx, 1, ""), "");
+  V w = LLVMBuildShl(e->b, LLVMBuildZExt(e->b, h, e->i32, ""), LLVMConstInt(e->i32, 16, 0), "");
+  return LLVMBuildBitCast(e->b, w, e->f32, "");
+}
+// The bf16 bits of f32 v (in the low half of an i32).
+static V bf16_bits(Emit *e, V v) {
+  LLVMBuilderRef b = e->b;
+  V u = LLVMBuildBitCast(b, v, e->i32, ""), hi = LLVMBuildLShr(b, u, LLVMConstInt(e->i32, 16, 0), "");
+  V odd = LLVMBuildAnd(b, hi, LLVMConstInt(e->i32, 1, 0), "");
+  V r = LLVMBuildLShr(b, LLVMBuildAdd(b, u, LLVMBuildAdd(b, odd, LLVMConstInt(e->i32, 0x7fff, 0), ""), ""), LLVMConstInt(e->i32, 16, 0), "");
+  V nan = LLVMBuildICmp(b, LLVMIntUGT, LLVMBuildAnd(b, u, LLVMConstInt(e->i32, 0x7fffffff, 0), ""), LLVMConstInt(e->i32, 0x7f800000, 0), "");
+  return LLVMBuildSelect(b, nan, LLVMBuildOr(b, hi, LLVMConstInt(e->i32, 0x40, 0), ""), r, "");
+}
+static V store_bf16(Emit *e, V base, V idx, V v) {
+  return LLVMBuildStore(e->b, LLVMBuildTrunc(e->b, bf16_bits(e, v), e->i16, ""), LLVMBuildGEP2(e->b, e->i16, base, &idx, 1, ""));
+}
+// LX_BF16: v rounded to bf16, widened back.
+static V round_bf16(Emit *e, V v) {
+  return LLVMBuildBitCast(e->b, LLVMBuildShl(e->b, bf16_bits(e, v), LLVMConstInt(e->i32, 16, 0), ""), e->f32, "");
+}
 
 // A float variable: an alloca in the entry block (mem2reg makes it a register).
 static V var(Emit *e, Ty t) {
@@ -386,7 +419,17 @@ static V api_field(Emit *e, V api, int f) {
 }
 
 // api->sgemm(api, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+// With bf16 operands (Emit.gemm_types: XF_GEMM_*_BF16 bits):
+// api->gemm_ex(api, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, types).
 static void call_sgemm_a(Emit *e, int ta, int tb, V m, V n, V k, float alpha, V a, V lda, V b, V ldb, float beta, V c, V ldc) {
+  if (e->gemm_types) {
+    V fn = api_field(e, e->api, XF_API_F_gemm_ex);
+    V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, alpha), LLVMBuildBitCast(e->b, a, e->i8p, ""), lda,
+                LLVMBuildBitCast(e->b, b, e->i8p, ""), ldb, cf32(e, beta), LLVMBuildBitCast(e->b, c, e->i8p, ""), ldc,
+                ci32(e, e->gemm_types)};
+    LLVMBuildCall2(e->b, e->gemm_ex_t, fn, args, 15, "");
+    return;
+  }
   V fn = api_field(e, e->api, XF_API_F_sgemm);
   V args[] = {e->api, ci32(e, ta), ci32(e, tb), m, n, k, cf32(e, alpha), a, lda, b, ldb, cf32(e, beta), c, ldc};
   LLVMBuildCall2(e->b, e->sgemm_t, fn, args, 14, "");
@@ -395,7 +438,8 @@ static void call_sgemm(Emit *e, int ta, int tb, V m, V n, V k, V a, V lda, V b, 
   call_sgemm_a(e, ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc);
 }
 
-static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, e->f32, base, &off, 1, ""); }
+// &base[off], in elements of base's type (f32, or i16 for bf16 storage).
+static V gep(Emit *e, V base, V off) { return LLVMBuildGEP2(e->b, LLVMGetElementType(LLVMTypeOf(base)), base, &off, 1, ""); }
 
 static void zero(Emit *e, V base, V from, V count) {
   Loop lz;
@@ -411,8 +455,16 @@ static void zero(Emit *e, V base, V from, V count) {
 // folded, a window of one row is one GEMM over the entries (row w0 of
 // each, m rows apart): the weights are read once for every stream, not
 // once per stream.
+static void emit_gemm_calls(Emit *e, const LGemm *gm);
 static void emit_gemm(Emit *e, const LGemm *gm) {
-  V A = buf(e, gm->slot[LG_A], false), Bm = buf(e, gm->slot[LG_B], false), C = buf(e, gm->slot[LG_C], false);
+  e->gemm_types = (gm->bf16[LG_A] ? XF_GEMM_A_BF16 : 0) | (gm->bf16[LG_B] ? XF_GEMM_B_BF16 : 0) | (gm->bf16[LG_C] ? XF_GEMM_C_BF16 : 0);
+  emit_gemm_calls(e, gm);
+  e->gemm_types = 0;
+}
+static void emit_gemm_calls(Emit *e, const LGemm *gm) {
+  V A = gm->bf16[LG_A] ? buf_bf16(e, gm->slot[LG_A]) : buf(e, gm->slot[LG_A], false);
+  V Bm = gm->bf16[LG_B] ? buf_bf16(e, gm->slot[LG_B]) : buf(e, gm->slot[LG_B], false);
+  V C = gm->bf16[LG_C] ? buf_bf16(e, gm->slot[LG_C]) : buf(e, gm->slot[LG_C], false);
   V m = sym(e, gm->m), n = sym(e, gm->n), k = sym(e, gm->k);
   V lda = sym(e, gm->ld[LG_A]), ldb = sym(e, gm->ld[LG_B]), ldc = sym(e, gm->ld[LG_C]);
   if (gm->split_cols) {  // columns [lo, hi) of C and of B (not transposed)
@@ -591,6 +643,7 @@ static void emit_conv_dw(Emit *e, const LConv *cv) {
 // straight-line code at each use.
 
 typedef struct {
+  const LKernel *lk;
   V *vals;           // [nvars]: each variable's value where it is visible
   V slot[LK_LOCAL0 + LK_MAX_LOCALS];  // operand pointers (f32*, i32* where slot_int)
                      // of the slots the kernel reads or writes, loaded before its
@@ -607,17 +660,18 @@ static _Noreturn void lk_internal(const char *what, int n) {
 // token ids. A kernel's slots hold one or the other, never both in one
 // buffer, so a float store cannot change an id: a load of an id stays out of
 // the loops that store floats, and they vectorise.
-static void lk_tbaa(Emit *e, V inst, bool is_int) {
+static void lk_tbaa(Emit *e, V inst, int kind) {
   if (!e->tbaa[0]) {
     LLVMMetadataRef root = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){LLVMMDStringInContext2(e->C, "xf", 2)}, 1);
     LLVMMetadataRef zero = LLVMValueAsMetadata(ci64(e, 0));
-    for (int i = 0; i < 2; i++) {
-      LLVMMetadataRef name = LLVMMDStringInContext2(e->C, i ? "int32" : "float32", i ? 5 : 7);
+    static const char *const names[3] = {"float32", "int32", "bf16"};
+    for (int i = 0; i < 3; i++) {
+      LLVMMetadataRef name = LLVMMDStringInContext2(e->C, names[i], strlen(names[i]));
       LLVMMetadataRef type = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){name, root, zero}, 3);
       e->tbaa[i] = LLVMMDNodeInContext2(e->C, (LLVMMetadataRef[]){type, type, zero}, 3);
     }
   }
-  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "tbaa", 4), LLVMMetadataAsValue(e->C, e->tbaa[is_int]));
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(e->C, "tbaa", 4), LLVMMetadataAsValue(e->C, e->tbaa[kind]));
 }
 
 // Marks an access to operand slot s (< KS_IMM) as disjoint from every other
@@ -674,10 +728,12 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
     if (x->ival == 2) return e->win ? e->wk : ci64(e, 0);
     return e->win ? (x->ival ? e->w1 : e->w0) : x->ival ? e->T : ci64(e, 0);
   case LX_LOAD: {
-    bool is_int = x->type == LT_I64;
-    V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : load(e, lslot(p, x->slot), a[0]);
-    lk_tbaa(e, v, is_int);
-    lk_noalias(e, v, x->slot);
+    bool is_int = x->type == LT_I64, half = x->slot < KS_COUNT && p->lk->slot_bf16[x->slot];
+    V inst = NULL;
+    V v = is_int ? load_i(e, lslot(p, x->slot), a[0]) : half ? load_bf16(e, lslot(p, x->slot), a[0], &inst) : load(e, lslot(p, x->slot), a[0]);
+    if (!half) inst = v;
+    lk_tbaa(e, inst, is_int ? 1 : half ? 2 : 0);
+    lk_noalias(e, inst, x->slot);
     return is_int ? LLVMBuildSExt(b, v, e->i64, "") : v;
   }
   case LX_NEG: return f ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildNeg(b, a[0], "");
@@ -702,6 +758,7 @@ static V lexpr(Emit *e, LPrint *p, const LExpr *x) {
   case LX_SELECT: return select_f(e, a[0], a[1], a[2]);
   case LX_TOF: return LLVMBuildSIToFP(b, a[0], e->f32, "");
   case LX_TOI: return LLVMBuildFPToSI(b, a[0], e->i64, "");
+  case LX_BF16: return round_bf16(e, a[0]);
   case LX_KEEP:  // in double, as runtime/rng.h
     return LLVMBuildFCmp(b, LLVMRealOGE, philox_uniform(e, e->seed, p->imm, a[0], e->step), LLVMConstReal(e->f64, x->fval), "");
   case LX_COUNT: break;
@@ -741,8 +798,9 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
     case LS_LET: p->vals[s->var] = lexpr(e, p, s->val); continue;
     case LS_STORE: {
       V idx = lexpr(e, p, s->idx), v = lexpr(e, p, s->val);
-      V st = store(e, lslot(p, s->slot), idx, v);
-      lk_tbaa(e, st, false);
+      bool half = s->slot < KS_COUNT && p->lk->slot_bf16[s->slot];
+      V st = half ? store_bf16(e, lslot(p, s->slot), idx, v) : store(e, lslot(p, s->slot), idx, v);
+      lk_tbaa(e, st, half ? 2 : 0);
       lk_noalias(e, st, s->slot);
       continue;
     }
@@ -800,9 +858,9 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
 
 // lk's body for each outer index in [lo, hi), into the current function.
 static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
-  LPrint p = {.vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
+  LPrint p = {.lk = lk, .vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
   for (int s = 0; s < KS_IMM; s++)
-    if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = buf(e, s, lk->slot_int[s]);
+    if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = lk->slot_bf16[s] ? buf_bf16(e, s) : buf(e, s, lk->slot_int[s]);
   for (int i = 0; i < lk->nlocals; i++)
     p.slot[LK_LOCAL0 + i] = LLVMBuildBitCast(e->b, var(e, LLVMArrayType(e->f32, (unsigned)lk->local_size[i])), e->f32p, "");
   if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
@@ -1102,12 +1160,15 @@ static void emit_types(Emit *e, LLVMContextRef C) {
   e->f32 = LLVMFloatTypeInContext(C), e->f64 = LLVMDoubleTypeInContext(C);
   e->i8p = LLVMPointerType(e->i8, 0), e->i8pp = LLVMPointerType(e->i8p, 0);
   e->f32p = LLVMPointerType(e->f32, 0), e->i32p = LLVMPointerType(e->i32, 0);
+  e->i16 = LLVMInt16TypeInContext(C), e->i16p = LLVMPointerType(e->i16, 0);
   e->kernel_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8pp, e->i64, e->i64, e->i64, e->i32, e->i64, e->i64, e->i8p}, 8, 0);
   e->program_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i8pp, e->i64, e->i64, e->i64, e->i32}, 6, 0);
   e->pfor_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, LLVMPointerType(e->kernel_t, 0), e->i8pp, e->i64, e->i64, e->i64, e->i32, e->i64}, 8, 0);
   e->done_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i32}, 2, 0);
   e->sgemm_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i64, e->i64, e->f32, e->f32p, e->i64, e->f32p,
                                                   e->i64, e->f32, e->f32p, e->i64}, 14, 0);
+  e->gemm_ex_t = LLVMFunctionType(e->void_t, (Ty[]){e->i8p, e->i32, e->i32, e->i64, e->i64, e->i64, e->f32, e->i8p, e->i64, e->i8p,
+                                                    e->i64, e->f32, e->i8p, e->i64, e->i32}, 15, 0);
 }
 
 bool llvm_abi_check(LLVMContextRef C, LLVMTargetDataRef dl, char *err, size_t errlen) {

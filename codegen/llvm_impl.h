@@ -36,8 +36,8 @@ typedef struct {
   LLVMBuilderRef b;
   const Schedule *s;
   const Graph *g;
-  Ty void_t, i1, i8, i32, i64, f32, f64, i8p, i8pp, f32p, i32p;
-  Ty kernel_t, program_t, pfor_t, sgemm_t, done_t;
+  Ty void_t, i1, i8, i16, i32, i64, f32, f64, i8p, i8pp, f32p, i32p, i16p;
+  Ty kernel_t, program_t, pfor_t, sgemm_t, gemm_ex_t, done_t;
   Ty abi[ABI_NSTRUCTS];  // LLVM types of the ABI structs, built on first use (abi_type)
   V fn;                // function being emitted
   const Kernel *k;     // kernel being emitted
@@ -50,7 +50,8 @@ typedef struct {
   V w0, w1, wk;
   LLVMBasicBlockRef entry;
   Arena arena;    // the LKernels of lower_kernel and the printer's tables
-  LLVMMetadataRef tbaa[2];  // access tags of float32 values and int32 ids (lk_tbaa)
+  int gemm_types;           // the product being printed: XF_GEMM_*_BF16 of its bf16 operands (emit_gemm)
+  LLVMMetadataRef tbaa[3];  // access tags of float32 values, int32 ids and bf16 values (lk_tbaa)
   // per operand slot: !alias.scope {its scope} and !noalias {every other
   // slot's} (lk_noalias)
   LLVMMetadataRef slot_scope[KS_IMM], slot_noalias[KS_IMM];

@@ -74,6 +74,10 @@ typedef enum {
               // load under either must be in bounds whatever a[0] is
   LX_TOF,     // i64 -> f32
   LX_TOI,     // f32 -> i64, truncating: an index a kernel stored as f32 (exact below 2^24)
+  LX_BF16,    // f32 -> f32: a[0] rounded to bf16's 8 significant bits (to
+              // nearest even; a NaN stays NaN): what a store to a bf16 slot
+              // keeps, for the kernel's own uses of a value it stores there
+              // (lower_module), so that they see what every later kernel reads
   LX_KEEP,    // bool: dropout's draw: uniform(seed, KS_IMM, a[0], step) >= fval,
               // Philox4x32-10 of runtime/rng.h in double; only in training kernels
   LX_COUNT
@@ -180,6 +184,10 @@ typedef struct {
                         // (LX_KEEP), the inference one is the identity; a
                         // backend makes both (lower_kernel's train)
   bool slot_int[KS_COUNT];  // slot holds int32 token ids
+  bool slot_bf16[KS_COUNT];  // slot's buffer is stored in bf16 (Buffer.bf16): an
+                        // LX_LOAD widens its element to f32, an LS_STORE rounds
+                        // the value to nearest even (lower_module, from the
+                        // class's representative kernel)
   bool slot_read[KS_COUNT], slot_written[KS_COUNT];  // every operand slot an
                         // LX_LOAD or LS_STORE names is marked (locals are not)
   // Local arrays: f32 scratch of constant sizes, private to one outer index
@@ -225,6 +233,9 @@ typedef struct {
   SymSize stride[3][IR_MAX_RANK];
   bool flat, fold, split_cols, split_rows;
   SymSize count, flat_stride[3];        // count: the batch entries
+  bool bf16[3];                         // A, B, C stored in bf16 (Buffer.bf16;
+                                        // lower_module): the products read bf16,
+                                        // sum in f32, round C to bf16
 } LGemm;
 
 // The GEMMs of kernel k (a product, the product inside an FG_MATMUL_MAP, a
@@ -370,5 +381,10 @@ typedef struct {
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis);
 // AdamW's update of one element (lower_optim.c), the same for every target.
 LKernel *lower_adamw(Arena *a);
+// storage.c: bf16 storage for the activations of s whose every access
+// converts (xfc --precision=bf16, a CPU-only schedule): sets Buffer.bf16 and
+// splits the kernel classes by their slots' storage. Returns the storage
+// roots stored in bf16.
+int schedule_storage(Arena *a, Schedule *s);
 
 #endif

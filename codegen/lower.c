@@ -875,6 +875,63 @@ static bool split_rows(LGemm *gm, LTarget tgt, const LSteps *st) {
   return gm && gm->split_rows;
 }
 
+// x, wherever it is used, becomes bf16(x) (LX_BF16 of a copy of it).
+static void round_in_place(Arena *a, LExpr *x) {
+  if (x->kind == LX_BF16) return;
+  LExpr *copy = arena_alloc(a, sizeof *copy);
+  *copy = *x;
+  *x = (LExpr){.kind = LX_BF16, .type = LT_F32, .a = {copy}};
+}
+
+// The LS_LET defining var, in the statements from st on or inside them, rounded.
+static void round_let(Arena *a, LStmt *st, int var) {
+  for (; st; st = st->next) {
+    if (st->kind == LS_LET && st->var == var && st->val->type == LT_F32) round_in_place(a, st->val);
+    if (st->body) round_let(a, st->body, var);
+  }
+}
+
+// Every value the statements from st on store to a bf16 slot is rounded
+// where it is computed, so that the kernel's other uses of it (a fused
+// group's member that is also stored, FG_MAP's `stored`) see the value
+// the store keeps: a fused kernel computes what the unfused ones would.
+// A stored variable's defining LS_LET is rounded (LS_REDUCE and LS_CARRY
+// results are not: reductions keep float32, storage.c).
+static void round_stored(Arena *a, const LKernel *lk, LStmt *st) {
+  for (; st; st = st->next) {
+    if (st->kind == LS_STORE && st->slot < KS_COUNT && lk->slot_bf16[st->slot] && st->val->type == LT_F32) {
+      LExpr *x = st->val;
+      if (x->kind == LX_VAR) round_let(a, lk->body, x->var);
+      else round_in_place(a, x);
+    }
+    if (st->body) round_stored(a, lk, st->body);
+  }
+}
+
+// The storage of the class's slots, from its representative kernel k
+// (Buffer.bf16, storage.c): LKernel.slot_bf16 and LGemm.bf16. Only the CPU's
+// element-wise accesses and products convert; a bf16 slot elsewhere is an
+// error in err.
+static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, const LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
+                         char *err, size_t errlen) {
+  int slot[KS_IMM];
+  kernel_slots(s, k, slot);
+  bool bf[KS_COUNT] = {false}, any = false;
+  for (int j = 0; j < KS_IMM; j++) any |= bf[j] = slot[j] >= 0 && s->bufs[slot[j]].bf16;
+  if (!any || err[0]) return;
+  const Node *n = &s->g->nodes[k->node];
+  if (tgt == LTARGET_GPU || c->steps || c->conv) {
+    snprintf(err, errlen, "%s:%d:%d: error: the %s backend has no bf16 storage for op '%s' (node %%%d)",
+             n->loc.file ? n->loc.file : "<compiler>", n->loc.line, n->loc.col, tgt == LTARGET_GPU ? "CUDA" : "CPU",
+             ir_op_info[n->op].name, n->id);
+    return;
+  }
+  if (gm)
+    for (int x = 0; x < 3; x++) gm->bf16[x] = bf[gm->slot[x]];
+  for (int i = 0; i < 2; i++)
+    if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
+}
+
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {
   LModule *m = arena_alloc(a, sizeof *m);
   m->tgt = tgt;
@@ -892,14 +949,16 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     c->steps = lower_steps(a, s, k, tgt);
     if (c->steps) c->outer = (SymSize){1, 0, 0, 1};
     if (split_rows(gm, tgt, c->steps)) c->outer = symsize_mul(gm->count, gm->m);  // a thread's rows
+    LKernel *lk = NULL, *infer = NULL;
     if (!c->product_only && !c->steps) {
-      LKernel *lk = lower_kernel(a, s, k, tgt, true, err, sizeof err);
-      c->train = c->infer = lk;
-      if (lk && lk->dropout) c->infer = lower_kernel(a, s, k, tgt, false, err, sizeof err);
+      lk = infer = lower_kernel(a, s, k, tgt, true, err, sizeof err);
+      if (lk && lk->dropout) infer = lower_kernel(a, s, k, tgt, false, err, sizeof err);
+      c->train = lk, c->infer = infer;
       if (lk && !c->gemm) c->outer = lk->nouter;  // a form may choose its own (the GPU's attention)
       if (!lk && !err[0] && tgt == LTARGET_CPU) c->conv = lower_conv_cpu(a, s, k);
       if (!lk && !err[0] && !c->conv) kernel_unlowered(err, sizeof err, tgt == LTARGET_GPU ? "CUDA" : "CPU", n);
     }
+    mark_storage(a, s, k, c, gm, (LKernel *[]){lk, infer}, tgt, err, sizeof err);
     if (err[0]) c->err = arena_strdup(a, err);
     if (c->err && !m->err) m->err = c->err;
   }
@@ -1051,7 +1110,7 @@ static const char *kind_name[LX_COUNT] = {
     [LX_NEG] = "neg", [LX_EXP] = "exp", [LX_LOG] = "log", [LX_SQRT] = "sqrt", [LX_SIN] = "sin", [LX_COS] = "cos",
     [LX_TANH] = "tanh", [LX_ERF] = "erf", [LX_ADD] = "+", [LX_SUB] = "-", [LX_MUL] = "*", [LX_DIV] = "/",
     [LX_REM] = "%", [LX_MAX] = "max", [LX_LT] = "<", [LX_GT] = ">", [LX_GE] = ">=", [LX_EQ] = "==", [LX_AND] = "&&",
-    [LX_TOF] = "float", [LX_TOI] = "int", [LX_KEEP] = "keep"};
+    [LX_TOF] = "float", [LX_TOI] = "int", [LX_BF16] = "bf16", [LX_KEEP] = "keep"};
 
 static void print_var(FILE *f, const LKernel *lk, int v) { fprintf(f, "%s_%d", lk->names[v][0] ? lk->names[v] : "v", v); }
 

@@ -531,9 +531,9 @@ static void assign_lifetimes(Schedule *s) {
 
 // Bytes of a buffer at B, T, saturated at 2^40 (sizes from hostile -D values
 // must not overflow the plan's sums).
-static int64_t sym_bytes(SymSize z, int64_t B, int64_t T) {
+static int64_t sym_bytes(SymSize z, int64_t esize, int64_t B, int64_t T) {
   const int64_t cap = (int64_t)1 << 40;
-  int64_t v = 4;
+  int64_t v = esize;
   if (__builtin_mul_overflow(v, z.coef, &v) || v > cap) return cap;
   for (int i = 0; i < z.pb; i++)
     if (__builtin_mul_overflow(v, B, &v) || v > cap) return cap;
@@ -547,7 +547,7 @@ int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets,
   int64_t pers = 0;
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *u = &s->bufs[b];
-    int64_t bytes = sym_bytes(u->size, B, T);
+    int64_t bytes = sym_bytes(u->size, buffer_esize(u), B, T);
     if (u->alias_of >= 0) continue;
     if (buffer_persistent(u->role)) pers += (bytes + 63) / 64 * 64;
     else items[b] = (PlanItem){bytes, u->first, u->last};
@@ -614,7 +614,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
           (double)pers / (1 << 20));
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *u = &s->bufs[b];
-    int64_t bytes = sym_bytes(u->size, B, T);
+    int64_t bytes = sym_bytes(u->size, buffer_esize(u), B, T);
     fprintf(f, "  b%-5d %-6s %%%d %10lld B", b, role_name(u->role), u->node, (long long)bytes);
     if (u->alias_of >= 0) fprintf(f, "  alias of b%d", schedule_root(s, b));
     else if (buffer_persistent(u->role)) fprintf(f, "  persistent");
@@ -622,6 +622,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     else fprintf(f, "  live k%d..%s%d  offset %lld", u->first, u->last == s->nkernels ? "end/k" : "k", u->last,
                  (long long)off[b]);
     if (u->name && *u->name) fprintf(f, "  %s", u->name);
+    if (u->bf16) fprintf(f, "  bf16");
     fputc('\n', f);
   }
   free(off);

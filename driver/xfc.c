@@ -51,11 +51,12 @@ static void usage(FILE *f) {
         "  --target=cuda   also CUDA kernels: CUDA C compiled by NVRTC to PTX, embedded with\n"
         "                  the source in model.so beside the CPU code (xfrun --device picks)\n"
         "  --gpu-arch=A    the virtual architecture of the PTX (default compute_80)\n"
-        "  --precision=P   the GEMMs: tf32 (default: float32 storage, TF32 tensor-core\n"
-        "                  products on a GPU, float32 on the CPU), bf16 (float32 storage\n"
-        "                  and sums, bf16 products: tensor cores on a GPU, AVX512_BF16 on\n"
-        "                  the CPU, else float32 and xfrun says why) or fp32 (float32\n"
-        "                  throughout: the oracle the tests use)\n"
+        "  --precision=P   tf32 (default: float32 storage, TF32 tensor-core products on a\n"
+        "                  GPU, float32 on the CPU), bf16 (bf16 products: tensor cores on a\n"
+        "                  GPU, AVX512_BF16 on the CPU, else float32 and xfrun says why;\n"
+        "                  on the CPU activations stored in bf16 too, parameters, moments,\n"
+        "                  statistics and sums float32; float32 storage on a GPU) or fp32\n"
+        "                  (float32 throughout: the oracle the tests use)\n"
         "  -D name=value   override a config value of the model (repeatable)\n"
         "  -I dir          also look for imports in dir (repeatable)\n"
         "  --stdlib=dir    the standard library (default: $XF_STDLIB, else the built-in path)\n"
@@ -153,7 +154,8 @@ static void print_step_memory(const Graph *g, const Schedule *s, const int *ta) 
   if (frame) T = frame;
   if (n > 0 && items && cached && ofs) {
     for (int i = 0; i < n; i++) {
-      items[i] = (PlanItem){.bytes = 4 * symsize_eval(s->bufs[sb[i].buf].size, 1, T), .first = sb[i].first, .last = sb[i].last};
+      items[i] = (PlanItem){.bytes = buffer_esize(&s->bufs[sb[i].buf]) * symsize_eval(s->bufs[sb[i].buf].size, 1, T),
+                            .first = sb[i].first, .last = sb[i].last};
       cached[i] = sb[i].cache;
     }
     total = memplan_after_caches(items, cached, n, ofs, &cache);
@@ -449,6 +451,14 @@ static bool st_causal(Pipeline *p) {
   return true;
 }
 
+// --precision=bf16 on the CPU: the activations whose every access converts
+// are stored in bf16 (codegen/storage.c), before --stats plans them. A CUDA
+// schedule keeps float32 storage (its kernels read and write float32).
+static bool st_storage(Pipeline *p) {
+  if (p->s && p->o->precision == XF_PRECISION_BF16 && !p->o->cuda) schedule_storage(&p->arena, p->s);
+  return true;
+}
+
 static bool st_stats(Pipeline *p) {
   if (p->o->stats) stats_print(stdout, p->g), print_memory(p->s, p->time_axis, p->o);
   return true;
@@ -589,6 +599,7 @@ static const Stage stages[] = {
     {"remat", NULL, NULL, st_remat, NULL},                       // passes/remat.c
     {"schedule", NULL, NULL, st_schedule, NULL},                 // codegen/schedule.c, passes/fuse_groups.c
     {"causal", NULL, NULL, st_causal, NULL},                     // passes/causal.c
+    {"storage", NULL, NULL, st_storage, NULL},                   // codegen/storage.c
     {"stats", NULL, NULL, st_stats, NULL},                       // passes/stats.c, runtime/plan.c, codegen/stepmem.c
     {"check-grad", NULL, NULL, st_check_grad, NULL},             // interp/gradcheck.c
     {"lower", "loops",

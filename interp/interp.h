@@ -18,6 +18,9 @@
 typedef struct {
   int64_t B, T;      // 1 <= T <= graph t_max
   bool f32;          // round every result to float32
+  const bool *bf16;  // [nnodes] or NULL: round node i's result to bf16 (to
+                     // nearest even, after float32) where bf16[i]: the
+                     // stored values of xfc --precision=bf16 (codegen/storage.c)
   bool training;     // dropout active (else the identity)
   uint64_t seed;     // dropout masks: xf_rand_uniform(seed, stream, i, step)
   uint32_t step;

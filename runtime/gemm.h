@@ -86,11 +86,18 @@ typedef struct {
   const int64_t *len;      // [n] elements
   const uint16_t **copy;   // [n]
 } XfBf16Copies;
+// A pool thread's scratch for products with bf16 in them: the staged
+// operand panels (cap bf16 elements, or cap / 2 floats), and for a bf16 C
+// its rows in float32 (ccap floats; only where the model stores bf16).
 typedef struct {
   uint16_t *buf;
   int64_t cap;
   const XfBf16Copies *copies;  // or NULL
+  bool products;               // bf16 products (xf_gemm_bf16_ready); else float32 ones
+  float *cbuf;
+  int64_t ccap;
 } XfBf16Scratch;
+enum { XF_BF16_CSCRATCH = 1 << 20 };
 // dst[i] = bf16(src[i]) for i < n, to nearest even (vcvtneps2bf16): what a
 // product converts, for the owner of an XfBf16Copies. Only where
 // xf_gemm_bf16_ready.
@@ -98,6 +105,13 @@ void xf_bf16_convert(uint16_t *dst, const float *src, int64_t n);
 // Whether xf_sgemm_bf16 can run here; else why not (the runtime then runs
 // float32 GEMMs and says so).
 bool xf_gemm_bf16_ready(char *why, size_t len);
+// C = alpha op(A) op(B) + beta C with operands of mixed storage (types:
+// XF_GEMM_*_BF16 of runtime/xf_abi.h): bf16 operands are read as they are
+// (s->products) or widened exactly to float32 panels; float32 operands are
+// rounded to bf16 panels (s->products) or read as they are; a bf16 C gets
+// the float32 result of each panel of its rows rounded to nearest even.
+void xf_gemm_ex(XfBf16Scratch *s, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc, int types);
 void xf_sgemm_bf16(XfBf16Scratch *s, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 

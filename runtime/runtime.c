@@ -35,6 +35,14 @@ static void api_sgemm_bf16(const XfApi *api, int ta, int tb, int64_t m, int64_t 
   xf_sgemm_bf16(&p->rt->bf16[xf_pool_index()], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// XfApi.gemm_ex: products with bf16 operands (a model with bf16 storage),
+// into the calling thread's scratch.
+static void api_gemm_ex(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                        int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc, int32_t types) {
+  const Pool *p = api->ctx;
+  xf_gemm_ex(&p->rt->bf16[xf_pool_index()], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, types);
+}
+
 // ---- the runtime ------------------------------------------------------------------
 
 
@@ -85,7 +93,8 @@ size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 // The bf16 GEMM operands: XF_BF16_SCRATCH per pool thread and the
 // parameters' copies, or none.
 static size_t bf16_bytes(const XfRuntime *rt) {
-  return rt->bf16 ? (size_t)rt->opt.threads * XF_BF16_SCRATCH * sizeof(uint16_t) + rt->copy_bytes : 0;
+  if (!rt->bf16) return 0;
+  return (size_t)rt->opt.threads * (XF_BF16_SCRATCH * sizeof(uint16_t) + (size_t)rt->bf16[0].ccap * sizeof(float)) + rt->copy_bytes;
 }
 
 // The parameters' bf16 copies: per parameter, its elements [lo, hi) (slot
@@ -197,8 +206,14 @@ static bool check_elf(const char *path, off_t size, char *err, size_t errlen) {
 static void poison_dead(const XfApi *api, int32_t kernel) {
   XfRuntime *rt = ((Pool *)api->ctx)->rt;
   for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++) {
-    float *p = rt->bufs[rt->dead[j]];
-    for (int64_t i = 0; i < rt->numel[rt->dead[j]]; i++) p[i] = NAN;
+    int b = rt->dead[j];
+    if (rt->m->buffers[b].bf16) {  // bf16 NaN: 0x7fc0
+      uint16_t *h = rt->bufs[b];
+      for (int64_t i = 0; i < rt->numel[b]; i++) h[i] = 0x7fc0;
+      continue;
+    }
+    float *p = rt->bufs[b];
+    for (int64_t i = 0; i < rt->numel[b]; i++) p[i] = NAN;
   }
 }
 
@@ -368,7 +383,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
     // in xfc's descriptors; one without is kept persistent, since the
     // runtime reads it.
     if ((b->role == XF_BUF_ACT || b->role == XF_BUF_OUTPUT) && b->first >= 0) {
-      items[i] = (PlanItem){rt->numel[i] * 4, b->first, b->last};
+      items[i] = (PlanItem){rt->numel[i] * xf_buf_esize(b), b->first, b->last};
       continue;
     }
     if (b->role == XF_BUF_ACT && rt->offset[i] != 1) {
@@ -376,7 +391,7 @@ static bool load_descriptor(XfRuntime *rt, const char *label, char *err, size_t 
       continue;
     }
     rt->offset[i] = total;
-    total += ((size_t)rt->numel[i] * 4 + 63) & ~(size_t)63;
+    total += ((size_t)(rt->numel[i] * xf_buf_esize(b)) + 63) & ~(size_t)63;
     if (b->role == XF_BUF_PARAM) {
       rt->params[rt->nparams] = i;
       char gname[1100];
@@ -486,24 +501,34 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
   for (int p = 0; rt->opt.accum > 1 && p < rt->nparams; p++)
     if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
-  bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16 && !rt->opt.fp32_gemms;
+  bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16 && !rt->opt.fp32_gemms, storage = false;
+  for (int i = 0; !rt->gpu && i < m->nbuffers; i++) storage |= m->buffers[i].bf16 != 0;
   char why[160] = "";
   if (bf16 && !xf_gemm_bf16_ready(why, sizeof why)) {
-    snprintf(rt->gemms, sizeof rt->gemms, "float32 (model.so asks for bf16 products, but %s)", why);
+    snprintf(rt->gemms, sizeof rt->gemms, "float32 (model.so asks for bf16 products, but %s)%s", why,
+             storage ? "; activations stored in bf16" : "");
+    bf16 = false;
   } else if (bf16) {
+    snprintf(rt->gemms, sizeof rt->gemms, "%s", storage ? "bf16 (activations stored in bf16; parameters, moments and sums in float32)"
+                                                        : xf_precision_name(XF_PRECISION_BF16));
+  }
+  if (bf16 || storage) {  // scratch for the products' staged panels (and a bf16 C's rows)
     int nt = rt->opt.threads;
     rt->bf16 = calloc((size_t)nt, sizeof *rt->bf16);
     if (!rt->bf16) return fail(err, errlen, "out of memory");
     for (int t = 0; t < nt; t++) {
-      rt->bf16[t] = (XfBf16Scratch){.buf = aligned_alloc(64, XF_BF16_SCRATCH * sizeof(uint16_t)), .cap = XF_BF16_SCRATCH};
-      if (!rt->bf16[t].buf) return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)bf16_bytes(rt) / (1 << 20));
+      rt->bf16[t] = (XfBf16Scratch){.buf = aligned_alloc(64, XF_BF16_SCRATCH * sizeof(uint16_t)), .cap = XF_BF16_SCRATCH,
+                                    .products = bf16, .ccap = storage ? XF_BF16_CSCRATCH : 0};
+      if (storage) rt->bf16[t].cbuf = aligned_alloc(64, XF_BF16_CSCRATCH * sizeof(float));
+      if (!rt->bf16[t].buf || (storage && !rt->bf16[t].cbuf))
+        return fail(err, errlen, "cannot allocate %.1f MiB for the bf16 GEMM operands", (double)bf16_bytes(rt) / (1 << 20));
     }
-    if (!alloc_copies(rt, err, errlen)) return false;
-    snprintf(rt->gemms, sizeof rt->gemms, "%s", xf_precision_name(XF_PRECISION_BF16));
+    if (bf16 && !alloc_copies(rt, err, errlen)) return false;
   }
   xf_gemm_thread_init();
   if (!xf_pool_start(&rt->pool, rt->opt.threads)) return fail(err, errlen, "cannot start %d threads", rt->opt.threads);
   rt->api = (XfApi){.ctx = &rt->pool, .parallel_for = xf_pool_for, .sgemm = rt->bf16 ? api_sgemm_bf16 : api_sgemm,
+                    .gemm_ex = rt->bf16 ? api_gemm_ex : NULL,
                     .kernel_done = rt->dead_at ? poison_dead : NULL};
   rt->pool.rt = rt;
   return true;
@@ -525,7 +550,7 @@ void xf_close(XfRuntime *rt) {
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
   free(rt->prof_s), free(rt->prof_n);
-  for (int t = 0; rt->bf16 && t < rt->opt.threads; t++) free(rt->bf16[t].buf);
+  for (int t = 0; rt->bf16 && t < rt->opt.threads; t++) free(rt->bf16[t].buf), free(rt->bf16[t].cbuf);
   free(rt->bf16);
   free(rt->copies.src), free((void *)rt->copies.len), free(rt->copies.copy), free(rt->copy_mem);
   free(rt->grad_ptrs), free(rt->grad_numel), free(rt->bucket_at), free(rt->bucket_ready);

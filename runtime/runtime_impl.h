@@ -162,6 +162,8 @@ struct XfRuntime {
 void xf_profile_mark(XfRuntime *rt);
 // The elements of buffer b at batch B, sequence T.
 int64_t xf_buf_numel(const XfBuffer *b, int64_t B, int64_t T);
+// Bytes per element of a buffer's storage: 2 for bf16 storage, else 4.
+static inline int64_t xf_buf_esize(const XfBuffer *b) { return b->bf16 ? 2 : 4; }
 // A failing device call mid-run: the message, then exit (runtime.c).
 void xf_device_fail(XfRuntime *rt);
 // The host mirror's newer parameters to the device (runtime.c).

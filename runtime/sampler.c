@@ -42,7 +42,8 @@ static int64_t step_plan(const XfModel *m, int64_t nseq, int64_t ctx, int64_t *o
   int64_t total = -1;
   if (items && cached) {
     for (int i = 0; i < n; i++) {
-      items[i] = (PlanItem){.bytes = xf_buf_numel(&m->buffers[m->step_bufs[i]], nseq, ctx) * 4, .first = m->step_first[i],
+      const XfBuffer *b = &m->buffers[m->step_bufs[i]];
+      items[i] = (PlanItem){.bytes = xf_buf_numel(b, nseq, ctx) * xf_buf_esize(b), .first = m->step_first[i],
                             .last = m->step_last[i]};
       cached[i] = m->step_cache[i];
     }
@@ -151,15 +152,15 @@ static void frame_shift(XfSampler *s, int64_t d) {
   if (d <= 0) return;
   for (int i = 0; i < m->nstep_bufs; i++) {
     if (!frame_moves(m, i, s->nseq, &outer, &inner)) continue;
-    float *x = s->bufs[m->step_bufs[i]];
-    size_t row = sizeof(float) * (size_t)inner, keep = row * (size_t)(F - d);
+    char *x = s->bufs[m->step_bufs[i]];
+    size_t row = (size_t)(xf_buf_esize(&m->buffers[m->step_bufs[i]]) * inner), keep = row * (size_t)(F - d);
     if (g) {
-      if (!g->copy2d(g, s->shift, keep, x + d * inner, row * (size_t)F, keep, (size_t)outer) ||
+      if (!g->copy2d(g, s->shift, keep, x + d * row, row * (size_t)F, keep, (size_t)outer) ||
           !g->copy2d(g, x, row * (size_t)F, s->shift, keep, keep, (size_t)outer))
         xf_device_fail(s->rt);
       continue;
     }
-    for (int64_t o = 0; o < outer; o++) memmove(x + o * F * inner, x + (o * F + d) * inner, keep);
+    for (int64_t o = 0; o < outer; o++) memmove(x + (size_t)(o * F) * row, x + (size_t)(o * F + d) * row, keep);
   }
 }
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XF_ABI_VERSION 21u
+#define XF_ABI_VERSION 22u
 
 struct XfApi;
 
@@ -36,6 +36,15 @@ typedef void (*XfSgemmFn)(const struct XfApi *api, int trans_a, int trans_b, int
                           int64_t ldc);
 // After kernel `kernel` (index in the global kernel order of
 // XfBuffer.first/last) has finished.
+// The same product with operands of mixed storage (Buffer.bf16 of
+// codegen/kernel.h): bit XF_GEMM_A_BF16 of types set, A holds bf16 elements
+// (2 bytes, the upper half of a float32), else float32; so B and C. The
+// products read the bf16 operands as they are; a bf16 C is the float32 sum
+// rounded to nearest even.
+enum { XF_GEMM_A_BF16 = 1, XF_GEMM_B_BF16 = 2, XF_GEMM_C_BF16 = 4 };
+typedef void (*XfGemmExFn)(const struct XfApi *api, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                           float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta, void *c,
+                           int64_t ldc, int32_t types);
 typedef void (*XfKernelDoneFn)(const struct XfApi *api, int32_t kernel);
 typedef void (*XfProgramFn)(const struct XfApi *api, void **bufs, int64_t B, int64_t T, uint64_t seed, uint32_t step);
 
@@ -53,7 +62,7 @@ typedef void (*XfProgramFn)(const struct XfApi *api, void **bufs, int64_t B, int
   T(P_LAUNCH, const struct XfLaunch *)                                                                           \
   T(P_CUDA, const struct XfCuda *)                                                                               \
   T(FN_KERNEL, XfKernelFn) T(FN_PARALLEL_FOR, XfParallelForFn) T(FN_SGEMM, XfSgemmFn)                           \
-  T(FN_KERNEL_DONE, XfKernelDoneFn) T(FN_PROGRAM, XfProgramFn)
+  T(FN_GEMM_EX, XfGemmExFn) T(FN_KERNEL_DONE, XfKernelDoneFn) T(FN_PROGRAM, XfProgramFn)
 
 #define XF_TAG_TYPEDEF(tag, ctype) typedef ctype XfAbi_##tag;
 #define XF_TAG_ID(tag, ctype) XF_TAG_##tag,
@@ -74,6 +83,7 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, PTR, ctx)                                                                                                 \
   F(P, FN_PARALLEL_FOR, parallel_for)                                                                            \
   F(P, FN_SGEMM, sgemm)                                                                                          \
+  F(P, FN_GEMM_EX, gemm_ex)  /* products with bf16 operands (XfBuffer.bf16) */                                  \
   /* Optional (NULL: not called). The runtime's debug mode poisons the storage                                   \
      of the buffers that die at the kernel. */                                                                   \
   F(P, FN_KERNEL_DONE, kernel_done)                                                                              \
@@ -104,6 +114,7 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, STR, name)      /* params, grads (grad.<param>), inputs, outputs; "" for scratch */                       \
   F(P, I32, role)      /* XF_BUF_* */                                                                            \
   F(P, I32, is_int)    /* token ids (int32) rather than float */                                                 \
+  F(P, I32, bf16)      /* activations stored as bf16, 2 bytes per element (xfc --precision=bf16, CPU) */         \
   F(P, I64, coef)                                                                                                \
   F(P, I32, pow_b)                                                                                               \
   F(P, I32, pow_t)                                                                                               \

@@ -11,6 +11,7 @@
 #include "frontend.h"
 #include "kernel.h"
 #include "llvm.h"
+#include "loops.h"
 #include "passes.h"
 
 // Set to apply passes/remat.c after autodiff (the xfc --remat pipeline).
@@ -21,6 +22,9 @@ static LTarget model_so_forms = LTARGET_CPU;
 // >= 0: the chunk of scan_read's chunked form (xfc --scan-chunk; 0 the
 // sequential form); -1 the schedule's choice.
 static int model_so_scan_chunk = -1;
+// Set to store activations in bf16 where every access converts
+// (codegen/storage.c, xfc --precision=bf16 on the CPU).
+static bool model_so_bf16;
 
 // Returns the graph (with its schedule in *sched and the library's path in
 // so, which the caller unlinks), or NULL with a message in err.
@@ -39,6 +43,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   if (model_so_remat) remat(g);
   if (model_so_scan_chunk >= 0) ir_config_add(g, "scan_chunk", false, model_so_scan_chunk);
   *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);
+  if (model_so_bf16) schedule_storage(a, *sched);
   char obj[] = "/tmp/xf-test-XXXXXX.o";
   int fd = mkstemps(obj, 2);
   if (fd < 0) return snprintf(err, errlen, "cannot create a temporary object"), NULL;

@@ -95,18 +95,38 @@ print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))
 PY
 )
 if grep -qw avx512_bf16 /proc/cpuinfo; then
-  grep -q '^xfrun: CPU GEMMs: bf16 (float32 storage and sums)$' "$tmp/bf16.err" &&
-    grep -qE 'bf16 GEMM operands 32\.[0-9] MiB' "$tmp/bf16.err" &&
-    ok "--precision=bf16: bf16 products, 2 scratches of 16 MiB and the parameters' copies" ||
+  grep -q '^xfrun: CPU GEMMs: bf16 (activations stored in bf16; parameters, moments and sums in float32)$' "$tmp/bf16.err" &&
+    grep -qE 'bf16 GEMM operands 40\.[0-9] MiB' "$tmp/bf16.err" &&
+    ok "--precision=bf16: bf16 products and storage, 2 scratches of 16 + 4 MiB and the parameters' copies" ||
     bad "--precision=bf16 on a CPU with AVX512_BF16: $(grep -E 'CPU GEMMs|memory' "$tmp/bf16.err")"
   awk -v w="$worst" 'BEGIN { exit !(w > 1e-7 && w < 3.9e-3) }' &&
     ok "--precision=bf16: the 30-step curve within 2^-8 of float32's and rounded ($worst)" ||
     bad "--precision=bf16: the curve against float32's: $worst (expected in (1e-7, 3.9e-3))"
 else
-  grep -q '^xfrun: CPU GEMMs: float32 (model.so asks for bf16 products, but ' "$tmp/bf16.err" &&
+  grep -q '^xfrun: CPU GEMMs: float32 (model.so asks for bf16 products, but .*); activations stored in bf16$' "$tmp/bf16.err" &&
     ok "--precision=bf16 without AVX512_BF16: $(grep 'CPU GEMMs' "$tmp/bf16.err")" ||
     bad "--precision=bf16 without AVX512_BF16 does not say so: $(head -3 "$tmp/bf16.err")"
-  [ "$worst" = "0.00e+00" ] && ok "--precision=bf16 without AVX512_BF16: float32's curve" || bad "the curve moved: $worst"
+  awk -v w="$worst" 'BEGIN { exit !(w > 1e-7 && w < 3.9e-3) }' &&
+    ok "--precision=bf16 without AVX512_BF16: bf16 storage, the curve within 2^-8 of float32's ($worst)" ||
+    bad "--precision=bf16 without AVX512_BF16: the curve against float32's: $worst (expected in (1e-7, 3.9e-3))"
 fi
 grep -q 'CPU GEMMs' "$tmp/fp32.err" && bad "the default precision names the CPU's GEMMs" || ok "the default precision: no GEMM note"
+
+# bf16 storage in the memory plan: the 18-layer Table 1 transformer at batch
+# 64 (xfc --stats) needs at most 0.6x float32's; at 2 layers at least 85 %
+# of the activations' bytes are bf16 (--emit=schedule marks them: all but
+# row statistics and terms, codegen/storage.c), none under float32
+mem() { "$xfc" examples/transformer.xf -D layers=18 --batch 64 --stats "$@" | sed -n 's/^  total  *\([0-9.]*\) MiB$/\1/p'; }
+m32=$(mem) m16=$(mem --precision=bf16)
+awk -v a="$m16" -v b="$m32" 'BEGIN { exit !(b > 0 && a / b <= 0.6) }' &&
+  ok "--precision=bf16: the 18-layer transformer's step plan $m16 MiB, float32's $m32 MiB" ||
+  bad "--precision=bf16: the 18-layer transformer's step plan $m16 MiB against float32's $m32 MiB (aim <= 0.6x)"
+"$xfc" examples/transformer.xf -D layers=2 --emit=schedule > "$tmp/s32.txt" &&
+  "$xfc" examples/transformer.xf -D layers=2 --precision=bf16 --emit=schedule > "$tmp/s16.txt" || bad "--emit=schedule"
+share=$(awk '/ act .*live/ { all += $4; if ($NF == "bf16") h += $4 } END { printf "%.3f", all ? h / all : 0 }' "$tmp/s16.txt")
+awk -v s="$share" 'BEGIN { exit !(s >= 0.85) }' && ! grep -q ' bf16$' "$tmp/s32.txt" &&
+  ok "--emit=schedule: $share of the activations' bytes stored in bf16; none under float32" ||
+  bad "--emit=schedule: $share of the activations' bytes in bf16 (aim >= 0.85); under float32: $(grep -c ' bf16$' "$tmp/s32.txt")"
+"$xfc" examples/transformer.xf "${small[@]}" --precision=bf16 --target=cuda --emit=schedule | grep -q ' bf16$' &&
+  bad "--target=cuda: bf16 storage (its kernels read float32)" || ok "--target=cuda keeps float32 storage"
 finish

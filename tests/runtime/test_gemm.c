@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "xf_abi.h"
 
 static int failures;
 
@@ -124,7 +125,7 @@ static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alph
   size_t na = (size_t)(ar * lda), nb = (size_t)(br * ldb), nc = (size_t)(m * ldc);
   float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb), *ra = malloc(sizeof(float) * na),
         *rb = malloc(sizeof(float) * nb), *c0 = malloc(sizeof(float) * nc), *c = malloc(sizeof(float) * nc);
-  XfBf16Scratch s = {.buf = malloc(sizeof(uint16_t) * (size_t)cap), .cap = cap};
+  XfBf16Scratch s = {.buf = malloc(sizeof(uint16_t) * (size_t)cap), .cap = cap, .products = true};
   if (!a || !b || !ra || !rb || !c0 || !c || !s.buf) {
     fprintf(stderr, "out of memory\n");
     exit(1);
@@ -171,6 +172,52 @@ static void one_bf16(int ta, int tb, int64_t m, int64_t n, int64_t k, float alph
   free(a), free(b), free(ra), free(rb), free(c0), free(c), free(s.buf), free(copy_a), free(copy_b);
 }
 
+// Products with operands of mixed storage (xf_gemm_ex, types XF_GEMM_*_BF16
+// of xf_abi.h): the bf16 operands hold the rounded values, C bf16 gets the
+// result rounded (relative error up to 2^-9 beyond the products'); bf16
+// products (products) or float32 ones of the widened operands, whose
+// float32 operands are then read as they are. cap: the staged panels,
+// ccap: a bf16 C's float32 rows.
+static void one_mixed(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int pad, int64_t cap, int64_t ccap,
+                      int types, bool products) {
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+  size_t na = (size_t)(ar * lda), nb = (size_t)(br * ldb), nc = (size_t)(m * ldc);
+  float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb), *ra = malloc(sizeof(float) * na),
+        *rb = malloc(sizeof(float) * nb), *c0 = malloc(sizeof(float) * nc), *c = malloc(sizeof(float) * nc);
+  uint16_t *ha = malloc(sizeof(uint16_t) * na), *hb = malloc(sizeof(uint16_t) * nb), *hc = malloc(sizeof(uint16_t) * nc);
+  XfBf16Scratch s = {.buf = malloc(sizeof(uint16_t) * (size_t)cap), .cap = cap, .products = products,
+                     .cbuf = malloc(sizeof(float) * (size_t)ccap), .ccap = ccap};
+  if (!a || !b || !ra || !rb || !c0 || !c || !ha || !hb || !hc || !s.buf || !s.cbuf) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  bool abf = types & XF_GEMM_A_BF16, bbf = types & XF_GEMM_B_BF16, cbf = types & XF_GEMM_C_BF16;
+  for (size_t i = 0; i < na; i++) a[i] = val_fine((int64_t)i, 1), ha[i] = bf16_bits(a[i]), ra[i] = abf || products ? bf16_round(a[i]) : a[i];
+  for (size_t i = 0; i < nb; i++) b[i] = val_fine((int64_t)i, 2), hb[i] = bf16_bits(b[i]), rb[i] = bbf || products ? bf16_round(b[i]) : b[i];
+  for (size_t i = 0; i < nc; i++) c0[i] = beta == 0 ? NAN : val((int64_t)i, 3), hc[i] = beta == 0 ? 0x7fc0 : bf16_bits(c0[i]);
+  memcpy(c, c0, sizeof(float) * nc);
+  xf_gemm_ex(&s, ta, tb, m, n, k, alpha, abf ? (const void *)ha : a, lda, bbf ? (const void *)hb : b, ldb, beta, cbf ? (void *)hc : c,
+             ldc, types);
+  if (cbf)
+    for (size_t i = 0; i < nc; i++) {
+      uint32_t u = (uint32_t)hc[i] << 16;
+      memcpy(&c[i], &u, 4);
+    }
+  double e = check(ta, tb, m, n, k, alpha, ra, lda, rb, ldb, beta, c0, c, ldc);
+  bool pad_ok = true;
+  for (int64_t i = 0; i < m && beta != 0; i++)
+    for (int64_t jj = n; jj < ldc; jj++) pad_ok &= c[i * ldc + jj] == c0[i * ldc + jj];
+  bool ok = e < (cbf ? 4e-3 : 1e-5) && pad_ok;
+  printf("%s mixed    %c%c m %3lld n %3lld k %3lld alpha %4.1f beta %3.1f pad %d scratch %6lld C rows %6lld bf16 %s%s%s "
+         "%s products: max rel err %.2e%s\n",
+         ok ? "ok  " : "FAIL", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)m, (long long)n, (long long)k, alpha, beta, pad,
+         (long long)cap, (long long)ccap, abf ? "A" : "", bbf ? "B" : "", cbf ? "C" : "", products ? "bf16" : "float32", e,
+         pad_ok ? "" : ", padding written");
+  failures += !ok;
+  free(a), free(b), free(ra), free(rb), free(c0), free(c), free(ha), free(hb), free(hc), free(s.buf), free(s.cbuf);
+}
+
 int main(void) {
   char avail[64], err[200];
   snprintf(avail, sizeof avail, "%s", xf_gemm_available());
@@ -197,7 +244,15 @@ int main(void) {
   }
   if (nprov == 0) printf("FAIL no GEMM provider in the build\n"), failures++;
   char why[160];
-  if (!xf_gemm_bf16_ready(why, sizeof why)) {
+  bool ready = xf_gemm_bf16_ready(why, sizeof why);
+  for (int pr = 0; pr < 1 + ready; pr++)  // float32 products of widened operands everywhere; bf16 ones where ready
+    for (int ty = 1; ty < 8; ty++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          one_mixed(ta, tb, 37, 29, 53, 1, 0, 0, 1 << 20, 1 << 16, ty, pr);         // whole
+          one_mixed(ta, tb, 130, 70, 40, -0.5f, 0.5f, 5, 60 * 40, 70 * 16, ty, pr);  // panels; C in rows of 16
+        }
+  if (!ready) {
     printf("skip bf16 products: %s\n", why);
   } else {
     for (int ta = 0; ta < 2; ta++)
