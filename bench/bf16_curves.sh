@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): how far bf16 GEMM products move a training curve.
+# Benchmark (not a test): how far --precision=bf16 moves a training curve:
+# bf16 GEMM products, and on the CPU activations stored in bf16.
 # Each example (2 layers, batch 16 x 64, seed 3, the bundled books) trained
 # STEPS steps on the CPU twice, compiled with xfc --precision=bf16 and with
 # the default (float32 GEMMs on the CPU); prints, per example, the worst
@@ -30,7 +31,7 @@ esac
 examples=${*:-$(for f in examples/*.xf; do b=$(basename "$f" .xf); [ "$b" = gpt2_small ] || echo "$b"; done)}
 gemms=
 {
-  echo "bf16 GEMM products against float32 on the $where, $steps steps, 2 layers, batch $batch x 64, seed 3, $threads threads"
+  echo "--precision=bf16 against float32 on the $where, $steps steps, 2 layers, batch $batch x 64, seed 3, $threads threads"
   echo
   echo "| example | worst relative loss difference | final loss bf16 | final loss float32 |"
   echo "| --- | --- | --- | --- |"

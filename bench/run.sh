@@ -38,8 +38,9 @@
 #        THREADS (default: all cores), BATCH (default 64),
 #        GPT2 (the batch x seq shapes of examples/gpt2_small.xf's rows, default
 #        "4x256 1x1024"; empty: none), PRECISION (fp32, the default: float32
-#        everywhere; bf16: xfc --precision=bf16, bf16 GEMM products with
-#        float32 storage and sums, against torch eager and compiled under
+#        everywhere; bf16: xfc --precision=bf16, bf16 GEMM products and
+#        activations stored in bf16 (parameters, moments, statistics and
+#        sums float32), against torch eager and compiled under
 #        torch.autocast(bfloat16); results in out/bench/results-bf16.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -144,7 +145,7 @@ echo
 header="xf $(git describe --always --dirty 2>/dev/null || echo "?") against torch $torch_version; $threads threads, batch $batch x $seq tokens,"
 header+=" $steps timed steps; GEMM rate (xf-gemm-bench, geometric mean over the model products): $sgemm GFLOP/s;"
 header+=" model FLOPs: xfc --stats, training (forward + backward) ops per token at T = $seq"
-[ "$precision" = bf16 ] && header+="; xf with --precision=bf16 (bf16 GEMM products, float32 storage and sums), torch eager and compiled under torch.autocast(bfloat16); the GEMM rate is float32's"
+[ "$precision" = bf16 ] && header+="; xf with --precision=bf16 (bf16 GEMM products and activations; parameters, moments and sums float32), torch eager and compiled under torch.autocast(bfloat16); the GEMM rate is float32's"
 echo "$header"
 echo
 table=$(row example L "xf tok/s" "eager tok/s" "compile tok/s" "best torch" "xf/eager" "xf/compile" "xf/best" "xf plan MiB" \

@@ -95,7 +95,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
     bufs[i] = emit_abi_const(e, XF_BUFFER,
                         (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = emit_cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
                                                [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),
-                                          [XF_BUFFER_F_bf16] = ci32(e, b->bf16),
+                                               [XF_BUFFER_F_bf16] = ci32(e, b->bf16),
                                                [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
                                                [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt), [XF_BUFFER_F_tdiv] = ci64(e, symsize_den(b->size)),
                                                [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),
