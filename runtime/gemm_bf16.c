@@ -130,10 +130,12 @@ static void stage(void *dst, const Operand *op, int64_t off, int64_t rows, int64
   else from_bf16(dst, (const uint16_t *)op->p + off, rows, cols, op->ld);
 }
 
-// The panels: the whole of k while (min(m, 256) + min(n, 256)) k fits the
-// scratch, else k halved (multiples of 16); then m and n halved, the larger
-// first, until (mc + nc) kp fits. Each panel's operands are converted once
-// per use, C accumulated over the k panels (beta on the first). bf16: bf16
+// The panels: an operand read in place is not staged; the whole of k while
+// the staged operands' (min(m, 256), min(n, 256)) rows of k fit the
+// scratch, else k halved (multiples of 16); then the staged of m and n
+// halved, the larger first, until their panels fit. Each staged panel is
+// converted once per use, C accumulated over the k panels (beta on the
+// first). bf16: bf16
 // products (dnnl_gemm_bf16bf16f32), else float32 ones (xf_sgemm) of
 // operands widened from bf16.
 static void gemm_panels(XfBf16Scratch *s, bool bf16, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, Operand A,
