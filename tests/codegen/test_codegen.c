@@ -22,6 +22,7 @@
 
 #include <llvm-c/TargetMachine.h>
 
+#include "../examples.h"
 #include "../model_so.h"
 #include "cuda.h"
 #include "passes.h"
@@ -357,20 +358,13 @@ int main(int argc, char **argv) {
   only = argc > 1 ? argv[1] : NULL;
   check_abi_layout();
   check_unlowered();
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm", "moe", "mamba"};
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
-  for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
+  for (size_t i = 0; i < NTEST_EXAMPLES; i++) {
     char path[256];
-    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
-    bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm") &&
-                 strcmp(examples[i], "mamba");
+    snprintf(path, sizeof path, "examples/%s.xf", test_examples[i]);
     Define defs[7];
-    int n = 0;
-    for (int k = 0; k < 7; k++)
-      if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    int n = example_defs(test_examples[i], small, 7, defs);
     check_model(path, defs, n, 3, 5, true);
     check_model(path, defs, n, 3, 5, false);
   }
@@ -381,11 +375,9 @@ int main(int argc, char **argv) {
   model_so_remat = true;
   for (size_t i = 0; i < 3; i++) {
     char path[256];
-    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
+    snprintf(path, sizeof path, "examples/%s.xf", test_examples[i]);
     Define defs[7];
-    int n = 0;
-    for (int k = 0; k < 7; k++)
-      if (i == 0 || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    int n = example_defs(test_examples[i], small, 7, defs);
     check_model(path, defs, n, 3, 5, true);
   }
   model_so_remat = false;
@@ -393,16 +385,11 @@ int main(int argc, char **argv) {
   // unfused; the blocked attention of heads of 32 keeps its own GEMM
   // calls' operands in float32 beside bf16 ones
   model_so_bf16 = true;
-  for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
+  for (size_t i = 0; i < NTEST_EXAMPLES; i++) {
     char path[256];
-    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
-    bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm") &&
-                 strcmp(examples[i], "mamba");
+    snprintf(path, sizeof path, "examples/%s.xf", test_examples[i]);
     Define defs[7];
-    int n = 0;
-    for (int k = 0; k < 7; k++)
-      if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    int n = example_defs(test_examples[i], small, 7, defs);
     check_model(path, defs, n, 3, 5, i % 2 == 0);
   }
   {

@@ -35,6 +35,7 @@
 #include <setjmp.h>
 
 #include "frontend.h"
+#include "../examples.h"
 #include "kernel.h"
 #include "llvm.h"
 #include "passes.h"
@@ -573,28 +574,21 @@ int main(int argc, char **argv) {
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);
     return failed != 0;
   }
-  static const char *examples[] = {"transformer", "she", "he", "we", "me", "macaron", "macaron_she", "postnorm", "rk4", "linear_attention",
-                                   "gla", "retnet", "ssm", "moe", "mamba"};
   Define small[] = {{"layers", "2"}, {"d", "16"}, {"context", "8"}, {"vocab", "13"}, {"ffn", "24"}, {"heads", "2"},
                     {"dropout", "0.1"}};
-  for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
+  for (size_t i = 0; i < NTEST_EXAMPLES; i++) {
     char path[256];
-    snprintf(path, sizeof path, "examples/%s.xf", examples[i]);
+    snprintf(path, sizeof path, "examples/%s.xf", test_examples[i]);
     if (only && !strstr(path, only)) continue;
-    bool heads = strcmp(examples[i], "she") && strcmp(examples[i], "he") && strcmp(examples[i], "we") &&
-                 strcmp(examples[i], "me") && strcmp(examples[i], "macaron_she") && strcmp(examples[i], "ssm") &&
-                 strcmp(examples[i], "mamba");
     Define defs[7];
-    int n = 0;
-    for (int k = 0; k < 7; k++)
-      if (heads || strcmp(small[k].name, "heads")) defs[n++] = small[k];
+    int n = example_defs(test_examples[i], small, 7, defs);
     check(path, defs, n, 3, 8, true, XF_PRECISION_FP32);
     check(path, defs, n, 3, 8, false, XF_PRECISION_FP32);
     // top-k routing is discontinuous: with bf16 products a near-tie of two
     // experts' scores can go one way in the full forward and the other in the
     // step program (their products round differently), a whole expert's
     // output apart; the routed forms are checked in float32 above
-    if (strcmp(examples[i], "moe")) check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
+    if (strcmp(test_examples[i], "moe")) check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
     else printf("skip %s bf16: top-k routing of bf16 scores is discontinuous at near-ties\n", path);
   }
   // a key window of 3 (stdlib SlidingWindowAttention): the step program in a
