@@ -177,26 +177,18 @@ static V dprod(Emit *e, const Shape *s, int from, int to) {
   return r;
 }
 
-// Pointer to the elements (float or int32) of operand `slot` (KS_*) of the call.
-static V buf(Emit *e, int slot, bool is_int) {
+// Pointer of type pt to the elements of operand `slot` (KS_*) of the call:
+// float, int32 (is_int) or, for bf16 storage, i16.
+static V buf_as(Emit *e, int slot, Ty pt) {
   V idx = ci64(e, slot);
   V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
-  return LLVMBuildBitCast(e->b, p, is_int ? e->i32p : e->f32p, "");
+  return LLVMBuildBitCast(e->b, p, pt, "");
 }
-
-// Pointer to the bf16 elements (i16) of operand `slot`.
-static V buf_bf16(Emit *e, int slot) {
-  V idx = ci64(e, slot);
-  V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
-  return LLVMBuildBitCast(e->b, p, e->i16p, "");
-}
+static V buf(Emit *e, int slot, bool is_int) { return buf_as(e, slot, is_int ? e->i32p : e->f32p); }
+static V buf_bf16(Emit *e, int slot) { return buf_as(e, slot, e->i16p); }
 
 // The call's immediate operand (KS_IMM) as an i32.
-static V imm32(Emit *e) {
-  V idx = ci64(e, KS_IMM);
-  V p = LLVMBuildLoad2(e->b, e->i8p, LLVMBuildGEP2(e->b, e->i8p, e->bufs, &idx, 1, ""), "");
-  return LLVMBuildTrunc(e->b, LLVMBuildPtrToInt(e->b, p, e->i64, ""), e->i32, "");
-}
+static V imm32(Emit *e) { return LLVMBuildTrunc(e->b, LLVMBuildPtrToInt(e->b, buf_as(e, KS_IMM, e->i8p), e->i64, ""), e->i32, ""); }
 
 static V load(Emit *e, V base, V idx) {
   return LLVMBuildLoad2(e->b, e->f32, LLVMBuildGEP2(e->b, e->f32, base, &idx, 1, ""), "");

@@ -43,12 +43,6 @@ static int io_error(const char *what) {
   return XF_EXIT_ERROR;
 }
 
-// bfloat16 of a float32: round to nearest, ties to even; NaN stays a (quiet) NaN.
-static uint16_t bf16_of(uint32_t u) {
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x0040u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 static uint32_t u32le(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -117,7 +111,10 @@ static int export_file(const char *in, const char *out, bool bf16) {
       continue;
     }
     for (int64_t k = 0; k < numel; k++) {  // little-endian bf16, element k of the tensor at conv + at
-      uint16_t b = bf16_of(u32le(data + 4 * k));
+      uint32_t u = u32le(data + 4 * k);
+      float f;
+      memcpy(&f, &u, sizeof f);
+      uint16_t b = xf_bf16_bits(f);
       conv[at + 2 * (uint64_t)k] = (unsigned char)b, conv[at + 2 * (uint64_t)k + 1] = (unsigned char)(b >> 8);
     }
     at += (uint64_t)numel * 2;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/xf_abi.h"
 
 struct Interp {
   const Graph *g;
@@ -678,18 +679,6 @@ static bool run_node(Interp *in, int id, char *err, size_t errlen) {
   return fail(err, errlen, "the interpreter has no rule for op %d", (int)n->op);
 }
 
-// x rounded to float32, then to bf16 (8 significant bits, to nearest even);
-// a NaN stays NaN.
-static double round_bf16(double x) {
-  float f = (float)x;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
-  u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 bool interp_run(Interp *in, int upto, char *err, size_t errlen) {
   int end = upto > 0 && upto < in->g->nnodes ? upto : in->g->nnodes;
   for (int i = 0; i < end; i++) {
@@ -697,7 +686,7 @@ bool interp_run(Interp *in, int upto, char *err, size_t errlen) {
     if (in->cfg.f32 && in->g->nodes[i].op != OP_PARAM && in->g->nodes[i].op != OP_INPUT)
       for (int64_t k = 0; k < in->numel[i]; k++) in->val[i][k] = (double)(float)in->val[i][k];
     if (in->cfg.bf16 && in->cfg.bf16[i])
-      for (int64_t k = 0; k < in->numel[i]; k++) in->val[i][k] = round_bf16(in->val[i][k]);
+      for (int64_t k = 0; k < in->numel[i]; k++) in->val[i][k] = xf_bf16_float(xf_bf16_bits((float)in->val[i][k]));
   }
   return true;
 }

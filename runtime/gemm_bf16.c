@@ -93,21 +93,14 @@ static const uint16_t *find_copy(const XfBf16Copies *c, const float *p, int64_t 
 // dst[r * cols + c] = widen(src[r * ld + c]): bf16 elements to float32 (exact).
 static void from_bf16(float *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) {
-      uint32_t u = (uint32_t)src[r * ld + c] << 16;
-      memcpy(&dst[r * cols + c], &u, 4);
-    }
+    for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = xf_bf16_float(src[r * ld + c]);
 }
 
-// dst[r * ld + c] = bf16(src[r * cols + c]), to nearest even, a NaN kept
-// quiet (as vcvtneps2bf16 and the generated code's stores, codegen/llvm.c).
+// dst[r * ld + c] = bf16(src[r * cols + c]) (xf_bf16_bits, as vcvtneps2bf16
+// and the generated code's stores, codegen/llvm.c).
 static void narrow_bf16(uint16_t *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) {
-      uint32_t u;
-      memcpy(&u, &src[r * cols + c], 4);
-      dst[r * ld + c] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-    }
+    for (int64_t c = 0; c < cols; c++) dst[r * ld + c] = xf_bf16_bits(src[r * cols + c]);
 }
 
 // One operand of a product: its elements at p (float32, or bf16 when h),

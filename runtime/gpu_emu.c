@@ -101,15 +101,7 @@ static bool record(XfGpu *g, const EmuOp *op) {
 // out of the mantissa steps the exponent (up to infinity), as IEEE rounding
 // does. NaN stays NaN: its quiet bit is set, since dropping the low bits
 // could leave an all-zero mantissa (infinity).
-float xf_bf16_round(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
-  else u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
+float xf_bf16_round(float x) { return xf_bf16_float(xf_bf16_bits(x)); }
 
 // The rows x cols matrix at src (leading dimension ld), rounded to bf16,
 // packed into dst (leading dimension cols).

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define XF_ABI_VERSION 22u
 
@@ -42,6 +43,23 @@ typedef void (*XfSgemmFn)(const struct XfApi *api, int trans_a, int trans_b, int
 // products read the bf16 operands as they are; a bf16 C is the float32 sum
 // rounded to nearest even.
 enum { XF_GEMM_A_BF16 = 1, XF_GEMM_B_BF16 = 2, XF_GEMM_C_BF16 = 4 };
+// A bf16 element: the upper 16 bits of float32 x rounded to nearest, ties
+// to even (adding 0x7fff plus the lowest kept bit carries into the kept
+// bits exactly when the dropped ones exceed half an ulp, or equal it with
+// the kept part odd; a carry out of the mantissa steps the exponent, up to
+// infinity); a NaN stays a NaN, its quiet bit set. Widening is exact.
+static inline uint16_t xf_bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float xf_bf16_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
 typedef void (*XfGemmExFn)(const struct XfApi *api, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                            float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta, void *c,
                            int64_t ldc, int32_t types);

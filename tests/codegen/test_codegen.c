@@ -55,13 +55,7 @@ static void naive_sgemm(const XfApi *api, int ta, int tb, int64_t m, int64_t n, 
 
 // XfApi.gemm_ex: operands of mixed storage widened, the sums in double, a
 // bf16 C rounded to nearest even.
-static float widen(const void *p, int64_t i, bool h) {
-  if (!h) return ((const float *)p)[i];
-  uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+static float widen(const void *p, int64_t i, bool h) { return h ? xf_bf16_float(((const uint16_t *)p)[i]) : ((const float *)p)[i]; }
 static void naive_gemm_ex(const XfApi *api, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                           int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc, int32_t types) {
   (void)api;
@@ -72,13 +66,8 @@ static void naive_gemm_ex(const XfApi *api, int ta, int tb, int64_t m, int64_t n
       for (int64_t t = 0; t < k; t++)
         acc += (double)widen(a, ta ? t * lda + i : i * lda + t, ha) * widen(b, tb ? j * ldb + t : t * ldb + j, hb);
       float v = (float)(alpha * acc + (beta != 0 ? beta * widen(c, i * ldc + j, hc) : 0));
-      if (!hc) {
-        ((float *)c)[i * ldc + j] = v;
-        continue;
-      }
-      uint32_t u;
-      memcpy(&u, &v, 4);
-      ((uint16_t *)c)[i * ldc + j] = isnan(v) ? 0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+      if (hc) ((uint16_t *)c)[i * ldc + j] = xf_bf16_bits(v);
+      else ((float *)c)[i * ldc + j] = v;
     }
 }
 
