@@ -114,6 +114,15 @@ static void prelude(R *r) {
          "#define XF_INF __int_as_float(0x7f800000)\n"
          "\n",
       r->g->name, XF_NSLOTS, XF_ADAM_CHUNK, XF_HP_LR);
+  out(r, "// bf16 storage (xf_abi.h xf_bf16_bits): a bf16 element is the upper half of a float32, rounded\n"
+         "// to nearest even as it is stored (a NaN stays a NaN), widened exactly as it is loaded.\n"
+         "__device__ __forceinline__ unsigned short xf_bf16_st(float x) {\n"
+         "  const unsigned u = __float_as_uint(x);\n"
+         "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x0040u);\n"
+         "  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+         "}\n"
+         "__device__ __forceinline__ float xf_bf16_ld(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
+         "__device__ __forceinline__ float xf_bf16_rnd(float x) { return xf_bf16_ld(xf_bf16_st(x)); }\n");
   out(r, "// e^x as llvm.c's exp_f32: x = n ln2 + r, Cephes polynomial, 2^n by exponent bits.\n"
          "__device__ __forceinline__ float xf_exp(float x) {\n"
          "  const float lo = -87.3365447505531f, hi = 88.7228391116729f;\n"
@@ -307,9 +316,12 @@ static const char *sym_str(R *r, SymSize z) {
 
 // The GEMM record of a flat LGemm; fold: one GEMM of every entry's rows
 // where the LGemm allows it.
+// A staged operand (LGemm.staged) is read from its bf16 copy in KS_STAGE.
 static XfLaunch gemm_launch(const LGemm *gm, bool fold) {
-  XfLaunch L = {.kind = XF_LAUNCH_GEMM, .ta = gm->ta, .tb = gm->tb, .sa = gm->slot[LG_A], .sb = gm->slot[LG_B],
-                .sc = gm->slot[LG_C], .alpha = 1, .beta = 0};
+  XfLaunch L = {.kind = XF_LAUNCH_GEMM, .ta = gm->ta, .tb = gm->tb, .sa = gm->staged[LG_A] ? KS_STAGE : gm->slot[LG_A],
+                .sb = gm->staged[LG_B] ? KS_STAGE : gm->slot[LG_B], .sc = gm->slot[LG_C], .alpha = 1, .beta = 0,
+                .types = (gm->bf16[LG_A] ? XF_GEMM_A_BF16 : 0) | (gm->bf16[LG_B] ? XF_GEMM_B_BF16 : 0) |
+                         (gm->bf16[LG_C] ? XF_GEMM_C_BF16 : 0)};
   L.m = xsym(gm->m), L.n = xsym(gm->n), L.k = xsym(gm->k), L.count = xsym(gm->count);
   L.lda = xsym(gm->ld[LG_A]), L.ldb = xsym(gm->ld[LG_B]), L.ldc = xsym(gm->ld[LG_C]);
   L.stride_a = xsym(gm->flat_stride[LG_A]), L.stride_b = xsym(gm->flat_stride[LG_B]), L.stride_c = xsym(gm->flat_stride[LG_C]);
@@ -325,6 +337,8 @@ static XfLaunch gemm_launch(const LGemm *gm, bool fold) {
 // offsets from the batch coordinates.
 static void render_gemm_direct(R *r, const LGemm *gm) {
   if (gm->ta && !r->err) r->err = "internal error: cuda.c: a transposed A outside a flat GEMM";
+  for (int x = 0; x < 3; x++)
+    if (gm->bf16[x] && !r->err) r->err = "internal error: cuda.c: a bf16 operand outside a flat GEMM";
   out(r, "  const float *A = (const float *)a.slot[%d], *Bm = (const float *)a.slot[%d];\n", gm->slot[LG_A], gm->slot[LG_B]);
   out(r, "  float *C = (float *)a.slot[%d];\n", gm->slot[LG_C]);
   out(r, "  const xf_i64 M = %s, N = %s, K = %s;\n", sym_str(r, gm->m), sym_str(r, gm->n), sym_str(r, gm->k));
@@ -434,6 +448,8 @@ static char view_of(const LP *p, int slot) {
   return slot >= LK_LOCAL0 ? 'X' : p->stored[slot] ? 'S' : p->lk->slot_int[slot] ? 'I' : 'L';
 }
 static int view_index(int slot) { return slot >= LK_LOCAL0 ? slot - LK_LOCAL0 : slot; }
+// The slot holds bf16 elements (LKernel.slot_bf16): its view is unsigned short.
+static bool half(const LP *p, int slot) { return slot < KS_COUNT && p->lk->slot_bf16[slot]; }
 
 // Variable names: "v<index>", or "<name>_<index>" (the last '_' separates the
 // index, so two variables never share a name, nor one of the fixed names
@@ -490,9 +506,9 @@ static void lx(LP *p, const LExpr *e) {
   case LX_WIN: out(r, e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
-    else out(r, "%c%d[", view_of(p, e->slot), view_index(e->slot));
+    else out(r, "%s%c%d[", half(p, e->slot) ? "xf_bf16_ld(" : "", view_of(p, e->slot), view_index(e->slot));
     lx(p, e->a[0]);
-    out(r, "]");
+    out(r, half(p, e->slot) ? "])" : "]");
     return;
   case LX_NEG: out(r, "(-"), lx(p, e->a[0]), out(r, ")"); return;
   case LX_EXP: lx_call(p, "xf_exp", e); return;
@@ -529,9 +545,7 @@ static void lx(LP *p, const LExpr *e) {
     lx(p, e->a[0]);
     out(r, ", XF_STEP(a)) >= %.17g)", e->fval);
     return;
-  case LX_BF16:  // bf16 storage is the CPU's (storage.c); lower_module refuses it for a GPU
-    out(r, "\n#error \"xfc: internal error: a bf16 rounding (LX_BF16) in CUDA code\"\n");
-    return;
+  case LX_BF16: lx_call(p, "xf_bf16_rnd", e); return;
   case LX_COUNT: break;
   }
   out(r, "0");
@@ -634,9 +648,9 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   case LS_STORE:
     lk_line(p, "%s%s%s%c%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", view_of(p, st->slot), view_index(st->slot));
     lx(p, st->idx);
-    out(r, "] = ");
+    out(r, half(p, st->slot) ? "] = xf_bf16_st(" : "] = ");
     lx(p, st->val);
-    out(r, ";\n");
+    out(r, half(p, st->slot) ? ");\n" : ";\n");
     if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_FOR: {
@@ -691,6 +705,8 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   case LS_GEMM: {  // the block's threads together, between barriers (xf_team_gemm)
     const LCall *c = st->call;
     if (!coop || !p->block) break;
+    for (int x = 0; x < 3; x++)
+      if (half(p, c->slot[x]) && !r->err) r->err = "internal error: cuda.c: a team GEMM on a bf16 slot";
     lk_line(p, "__syncthreads();\n");
     lk_line(p, "xf_team_gemm(a.mma, %d, %d, ", c->ta, c->tb);
     lx(p, c->m), out(r, ", "), lx(p, c->n), out(r, ", "), lx(p, c->k);
@@ -789,9 +805,10 @@ static int render_lkernel(R *r, const LKernel *lk) {
   lk_names(&p);
   lk_slots(&p, lk->body);
   for (int s = 0; s < KS_COUNT; s++) {
-    if (p.stored[s]) out(r, "  float *__restrict__ S%d = (float *)a.slot[%d];\n", s, s);
+    const char *t = half(&p, s) ? "unsigned short" : "float";
+    if (p.stored[s]) out(r, "  %s *__restrict__ S%d = (%s *)a.slot[%d];\n", t, s, t, s);
     else if (p.loaded[s] && lk->slot_int[s]) out(r, "  const int *__restrict__ I%d = (const int *)a.slot[%d];\n", s, s);
-    else if (p.loaded[s]) out(r, "  const float *__restrict__ L%d = (const float *)a.slot[%d];\n", s, s);
+    else if (p.loaded[s]) out(r, "  const %s *__restrict__ L%d = (const %s *)a.slot[%d];\n", t, s, t, s);
   }
   const char *o = p.name[0];
   if (lk->shape == LK_ROWS) {
@@ -998,7 +1015,7 @@ static int line_of(const char *text, long offset) {
 // describes, its launch's work items and the items per outer index (the
 // inner extent in ELEM mode, else 1).
 typedef struct {
-  int *fn_train, *fn_infer, *fn_mm, *mode, *shmem, *threads;
+  int *fn_train, *fn_infer, *fn_mm, *fn_stage, *mode, *shmem, *threads;
   bool *lowered;
   const LGemm **gemm;
   XfSym *litems, *linner;
@@ -1011,17 +1028,18 @@ typedef struct {
 static bool classes_alloc(Classes *c, int n) {
   size_t k = (size_t)n + 1;
   *c = (Classes){.fn_train = calloc(k, sizeof(int)), .fn_infer = calloc(k, sizeof(int)), .fn_mm = calloc(k, sizeof(int)),
+                 .fn_stage = calloc(k, sizeof(int)),
                  .mode = calloc(k, sizeof(int)), .shmem = calloc(k, sizeof(int)), .threads = calloc(k, sizeof(int)),
                  .lowered = calloc(k, sizeof(bool)), .gemm = calloc(k, sizeof(LGemm *)), .litems = calloc(k, sizeof(XfSym)),
                  .linner = calloc(k, sizeof(XfSym)), .nsteps = calloc(k, sizeof(int)), .steps_of = calloc(k, sizeof(LSteps *)),
                  .lk_of = calloc(k, sizeof(LKernel *)), .lk_infer_of = calloc(k, sizeof(LKernel *)),
                  .step_rec = calloc((size_t)n * LSTEPS_MAX + 1, sizeof(XfLaunch))};
-  return c->fn_train && c->fn_infer && c->fn_mm && c->mode && c->shmem && c->threads && c->lowered && c->gemm && c->litems &&
+  return c->fn_train && c->fn_infer && c->fn_mm && c->fn_stage && c->mode && c->shmem && c->threads && c->lowered && c->gemm && c->litems &&
          c->linner && c->nsteps && c->steps_of && c->lk_of && c->lk_infer_of && c->step_rec;
 }
 
 static void classes_free(Classes *c) {
-  free(c->fn_train), free(c->fn_infer), free(c->fn_mm), free(c->mode), free(c->shmem), free(c->threads), free(c->lowered);
+  free(c->fn_train), free(c->fn_infer), free(c->fn_mm), free(c->fn_stage), free(c->mode), free(c->shmem), free(c->threads), free(c->lowered);
   free(c->gemm), free(c->litems), free(c->linner), free(c->nsteps), free(c->steps_of), free(c->lk_of), free(c->lk_infer_of);
   free(c->step_rec);
 }
@@ -1036,11 +1054,19 @@ static void render_classes(R *r, CudaModule *m, Classes *c, long *name_off, size
   int broken = hook && *hook ? atoi(hook) : -1;
   for (int ki = 0; ki < s->nkernels; ki++) {
     const Kernel *k = &s->kernels[ki];
-    c->fn_train[ki] = c->fn_infer[ki] = c->fn_mm[ki] = -1;
+    c->fn_train[ki] = c->fn_infer[ki] = c->fn_mm[ki] = c->fn_stage[ki] = -1;
     if (k->cls != ki) continue;
     r->k = k;
     const LClass *lc = &r->mod->cls[ki];
     const LGemm *gm = c->gemm[ki] = lc->gemm;
+    if (lc->stage) {  // the bf16 copy of the product's float32 operand
+      char *name = arena_printf(a, "xf_k%d_stage", ki);
+      fflush(r->f), name_off[m->nnames] = (long)*plen;
+      m->name_kernel[m->nnames] = ki, c->fn_stage[ki] = m->nnames, m->names[m->nnames++] = name;
+      fn_open(r, name, ELEM_THREADS);
+      if (render_lkernel(r, lc->stage) != MODE_ELEM && !r->err) r->err = "internal error: cuda.c: a stage kernel not of elements";
+      fn_close(r, name);
+    }
     if (k->fusion == FG_WEIGHT_GRAD) continue;  // a GEMM only
     if (gm && !gm->flat) {
       char *name = arena_printf(a, "xf_k%d_mm", ki);
@@ -1110,8 +1136,8 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl) {
       m->launch[p] = NULL, m->nlaunch[p] = 0, m->desc[p] = NULL;
       continue;
     }
-    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)(LSTEPS_MAX * s->nprog[prog] + 1));
-    CudaLaunchDesc *D = arena_alloc(a, sizeof(CudaLaunchDesc) * (size_t)(LSTEPS_MAX * s->nprog[prog] + 1));
+    XfLaunch *L = arena_alloc(a, sizeof(XfLaunch) * (size_t)((LSTEPS_MAX + 1) * s->nprog[prog] + 1));
+    CudaLaunchDesc *D = arena_alloc(a, sizeof(CudaLaunchDesc) * (size_t)((LSTEPS_MAX + 1) * s->nprog[prog] + 1));
     int nl = 0;
     for (int i = 0; i < s->nprog[prog]; i++) {
       int ki = s->prog[prog][i], c = s->kernels[ki].cls;
@@ -1123,6 +1149,15 @@ static void launch_tables(R *r, CudaModule *m, const Classes *cl) {
       r->k = k;
       XfLaunch rec;
       const LGemm *gm = cl->gemm[c];
+      if (cl->fn_stage[c] >= 0) {  // the staged operand's bf16 copy, whole, before the product
+        const LKernel *st = r->mod->cls[c].stage;
+        rec = (XfLaunch){.kind = XF_LAUNCH_KERNEL, .fn = cl->fn_stage[c], .items = xsym(st->ninner), .per_block = ELEM_THREADS,
+                         .threads = ELEM_THREADS};
+        memcpy(rec.slots, slots, sizeof slots);
+        rec.kernel = ki;
+        D[nl] = (CudaLaunchDesc){st, NULL, CUDA_STEP_STAGE};
+        L[nl++] = rec;
+      }
       if (cl->nsteps[c]) {  // in order; the step program's window is the whole (lower_window)
         for (int j = 0; j < cl->nsteps[c]; j++) {
           rec = cl->step_rec[(size_t)c * LSTEPS_MAX + j];

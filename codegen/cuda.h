@@ -10,12 +10,14 @@
 // What launch i of a program prints (CudaModule.desc): its LKernel (a kernel
 // launch lower.c describes), or its LGemm (a GEMM record, or the direct
 // product of a batch that is not flat), and its step in the kernel's LSteps
-// (0 for a launch that is not a step).
+// (0 for a launch that is not a step; CUDA_STEP_STAGE for a product's
+// staged copy, LClass.stage).
 typedef struct {
   const LKernel *lk;
   const LGemm *gm;
   int step;
 } CudaLaunchDesc;
+enum { CUDA_STEP_STAGE = -3 };
 
 typedef struct {
   char *source;               // the CUDA C text of every kernel class

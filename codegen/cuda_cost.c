@@ -260,7 +260,7 @@ static double launch_bytes(const Schedule *s, const XfLaunch *rec, const bool *u
     bool dup = false;
     for (int i = 0; i < j; i++) dup = dup || (rec->slots[i] == rec->slots[j] && (!used || used[i]));
     const Buffer *b = &s->bufs[rec->slots[j]];
-    if (!dup) bytes += (double)symsize_eval(b->size, B, T) * (b->dtype == DT_I32 ? 4 : 4);
+    if (!dup) bytes += (double)symsize_eval(b->size, B, T) * (double)buffer_esize(b);
   }
   return bytes;
 }
@@ -337,11 +337,13 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
 }
 
 // count products C = op(A) op(B) of m x k by k x n; an operand shared by
-// every entry (shared[LG_*]) is read once.
-static CudaCostRow cost_product(double m, double n, double k, double cnt, const bool shared[3], int precision) {
+// every entry (shared[LG_*]) is read once; types: XF_GEMM_*_BF16, the
+// operands of 2 bytes an element.
+static CudaCostRow cost_product(double m, double n, double k, double cnt, const bool shared[3], int precision, int types) {
   CudaCostRow r = {.gemm = true};
   r.flops = 2 * m * n * k * cnt;
-  r.bytes = 4 * (m * k * (shared[LG_A] ? 1 : cnt) + k * n * (shared[LG_B] ? 1 : cnt) + m * n * (shared[LG_C] ? 1 : cnt));
+  double ea = types & XF_GEMM_A_BF16 ? 2 : 4, eb = types & XF_GEMM_B_BF16 ? 2 : 4, ec = types & XF_GEMM_C_BF16 ? 2 : 4;
+  r.bytes = ea * m * k * (shared[LG_A] ? 1 : cnt) + eb * k * n * (shared[LG_B] ? 1 : cnt) + ec * m * n * (shared[LG_C] ? 1 : cnt);
   r.items = (int64_t)(m * n * cnt);
   double peak = precision == XF_PRECISION_FP32 ? FP32 : precision == XF_PRECISION_BF16 ? BF16 : TF32;
   r.mem_us = r.bytes / BW * 1e6, r.flop_us = r.flops / peak * 1e6;
@@ -353,7 +355,7 @@ static CudaCostRow cost_product(double m, double n, double k, double cnt, const 
 static CudaCostRow cost_gemm(const XfLaunch *rec, int64_t B, int64_t T, int precision) {
   bool shared[3] = {sym_at(rec->stride_a, B, T) == 0, sym_at(rec->stride_b, B, T) == 0, sym_at(rec->stride_c, B, T) == 0};
   return cost_product(sym_at(rec->m, B, T), sym_at(rec->n, B, T), sym_at(rec->k, B, T), sym_at(rec->count, B, T), shared,
-                      precision);
+                      precision, rec->types);
 }
 
 // The direct product of a batch that is not flat (cuda.c render_gemm_direct):
@@ -363,7 +365,7 @@ static CudaCostRow cost_gemm_direct(const XfLaunch *rec, const LGemm *gm, int64_
   bool shared[3] = {false, false, false};
   double k = (double)symsize_eval(gm->k, B, T);
   CudaCostRow r = cost_product((double)symsize_eval(gm->m, B, T), (double)symsize_eval(gm->n, B, T), k,
-                               (double)symsize_eval(gm->count, B, T), shared, XF_PRECISION_FP32);
+                               (double)symsize_eval(gm->count, B, T), shared, XF_PRECISION_FP32, 0);
   r.gemm = false, r.block = rec->threads;
   r.grid = (int64_t)fmin(ceil((double)r.items / rec->per_block), MAX_BLOCKS);
   r.chain = k, r.lat_us = k * (LAT_GLOBAL + 2 * ALU_NS) * 1e6;
@@ -464,6 +466,7 @@ void cuda_cost_print(FILE *f, const CudaCost *c) {
     char cls[32];
     if (r->cls < 0) snprintf(cls, sizeof cls, "-");
     else if (r->step > 0) snprintf(cls, sizeof cls, "k%d.s%d", r->cls, r->step);
+    else if (r->step == CUDA_STEP_STAGE) snprintf(cls, sizeof cls, "k%d.st", r->cls);
     else snprintf(cls, sizeof cls, "k%d", r->cls);
     char where[300] = "";
     if (r->node && r->node->loc.file) snprintf(where, sizeof where, "%s:%d", r->node->loc.file, r->node->loc.line);

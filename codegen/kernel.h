@@ -123,6 +123,10 @@ typedef struct {
                   // U in `scratch`, the others in xscratch[]; 0: the direct form
   int xscratch[2];  // the buffers of slots KS_CONV_Y and KS_CONV_WT (a chunked
                     // convolution's, the sorted scatter's U), or -1
+  int stage;      // a GPU product whose A and B differ in storage (bf16
+                  // storage, storage.c): slot KS_STAGE's buffer, the bf16
+                  // copy of its float32 operand made before the product
+                  // (LGemm.staged; cuBLAS multiplies bf16 by bf16 only), or -1
   int att_block;  // ATTENTION(_GRAD): the query block of the CPU's blocked
                   // form (schedule_att_block), 0: its row form
   int scan_chunk; // SCAN_READ(_GRAD): the chunk C of lower_scan_chunk.c's
@@ -158,7 +162,8 @@ enum { ROUTE_SPLIT = 4, ROUTE_SPLIT_DW = 2 };
 // (runtime/xf_abi.h: XF_NSLOTS of them).
 enum {
   KS_OUT, KS_IN0, KS_IN1, KS_IN2, KS_IN3, KS_SCRATCH = KS_IN0 + KERNEL_MAX_IN, KS_OUT1,
-  KS_IMM = KS_OUT1 + KERNEL_MAX_OUT - 1, KS_COUNT
+  KS_STAGE = KS_OUT1 + KERNEL_MAX_OUT - 1,  // Kernel.stage
+  KS_IMM, KS_COUNT
 };
 // The slot of part p of a kernel's output.
 static inline int kernel_out_slot(int p) { return p ? KS_OUT1 + p - 1 : KS_OUT; }
@@ -192,6 +197,10 @@ void kernel_unlowered(char *buf, size_t len, const char *backend, const Node *n)
 // The storage root of the buffer in each operand slot KS_OUT .. KS_IMM - 1
 // of kernel k, -1 where none: what a backend passes, what lifetimes count.
 void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]);
+// A new float32 activation of `size` elements that only kernel ki uses (its
+// lifetime [ki, ki]), after schedule_build; -1 when the schedule's buffer
+// table is full.
+int schedule_kernel_scratch(Schedule *s, int ki, SymSize size);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Kernel k's name in profiles (XfModel.kernel_labels): "k<class> <op>[

@@ -236,6 +236,9 @@ typedef struct {
   bool bf16[3];                         // A, B, C stored in bf16 (Buffer.bf16;
                                         // lower_module): the products read bf16,
                                         // sum in f32, round C to bf16
+  bool staged[2];                       // a GPU's A or B read from the bf16 copy
+                                        // in slot KS_STAGE (LClass.stage), made of
+                                        // the float32 operand when the other is bf16
 } LGemm;
 
 // The GEMMs of kernel k (a product, the product inside an FG_MATMUL_MAP, a
@@ -361,6 +364,7 @@ typedef struct {
   const LGemm *gemm;            // its product, or NULL
   const LKernel *train, *infer;  // its loops: the training variant, the inference one (the same without dropout)
   const LSteps *steps;          // computed in steps (gemm, train NULL)
+  const LKernel *stage;         // before the product: KS_STAGE = bf16 of its staged operand (LGemm.staged)
   const LConv *conv;            // a CPU causal convolution
   bool product_only;            // the product is the whole kernel (a matmul, a weight gradient)
   SymSize outer;                // the outer extent its function runs over
@@ -382,9 +386,10 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
 // AdamW's update of one element (lower_optim.c), the same for every target.
 LKernel *lower_adamw(Arena *a);
 // storage.c: bf16 storage for the activations of s whose every access
-// converts (xfc --precision=bf16, a CPU-only schedule): sets Buffer.bf16 and
-// splits the kernel classes by their slots' storage. Returns the storage
-// roots stored in bf16.
-int schedule_storage(Arena *a, Schedule *s);
+// converts on the CPU and, with gpu (a --target=cuda schedule), on a GPU
+// (xfc --precision=bf16): sets Buffer.bf16, a GPU product's staged copy
+// (Kernel.stage), and splits the kernel classes by their slots' storage.
+// Returns the storage roots stored in bf16.
+int schedule_storage(Arena *a, Schedule *s, bool gpu);
 
 #endif

@@ -908,11 +908,29 @@ static void round_stored(Arena *a, const LKernel *lk, LStmt *st) {
   }
 }
 
+// KS_STAGE[i] = bf16(x[i]) over the elements of the float32 operand x in
+// `slot` (its buffer whole, in its layout, so the product reads the copy
+// with x's offsets and strides): a thread per element.
+static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int slot, int buf) {
+  Lo L;
+  LKernel *lk = step_begin(&L, a, s, k, LTARGET_GPU, "stage_bf16");
+  const Shape *xs = &s->g->nodes[s->bufs[buf].node].shape;
+  lk->shape = LK_ELEMENTS;
+  lk->outer = xi(&L, 1), lk->nouter = (SymSize){1, 0, 0, 1};
+  lk->inner = dprod(&L, xs, 0, xs->rank), lk->ninner = s->bufs[buf].size;
+  int j = for_begin(&L, xi(&L, 0), dprod(&L, xs, 0, xs->rank), true, "j");
+  store(&L, KS_STAGE, xvar(&L, j), load(&L, slot, xvar(&L, j)));
+  for_end(&L);
+  lk->slot_bf16[KS_STAGE] = true;
+  return lk;
+}
+
 // The storage of the class's slots, from its representative kernel k
-// (Buffer.bf16, storage.c): LKernel.slot_bf16 and LGemm.bf16. Only the CPU's
-// element-wise accesses and products convert; a bf16 slot elsewhere is an
-// error in err.
-static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, const LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
+// (Buffer.bf16, storage.c): LKernel.slot_bf16 and LGemm.bf16; on a GPU a
+// product whose A and B differ in storage reads the float32 one's bf16 copy
+// (Kernel.stage: LGemm.staged, LClass.stage). Element-wise accesses and
+// flat products convert; a bf16 slot elsewhere is an error in err.
+static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
                          char *err, size_t errlen) {
   int slot[KS_IMM];
   kernel_slots(s, k, slot);
@@ -920,14 +938,20 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, const LCl
   for (int j = 0; j < KS_IMM; j++) any |= bf[j] = slot[j] >= 0 && s->bufs[slot[j]].bf16;
   if (!any || err[0]) return;
   const Node *n = &s->g->nodes[k->node];
-  if (tgt == LTARGET_GPU || c->steps || c->conv) {
-    snprintf(err, errlen, "%s:%d:%d: error: the %s backend has no bf16 storage for op '%s' (node %%%d)",
-             n->loc.file ? n->loc.file : "<compiler>", n->loc.line, n->loc.col, tgt == LTARGET_GPU ? "CUDA" : "CPU",
-             ir_op_info[n->op].name, n->id);
+  bool gpu = tgt == LTARGET_GPU, mixed = gm && gpu && bf[gm->slot[LG_A]] != bf[gm->slot[LG_B]];
+  if (c->steps || c->conv || (gpu && gm && !gm->flat) || (mixed && !bf[KS_STAGE])) {
+    snprintf(err, errlen, "%s:%d:%d: error: the %s backend has no bf16 storage for op '%s' (node %%%d)%s",
+             n->loc.file ? n->loc.file : "<compiler>", n->loc.line, n->loc.col, gpu ? "CUDA" : "CPU",
+             ir_op_info[n->op].name, n->id, mixed && !bf[KS_STAGE] ? ": a product of bf16 by float32 without a staged copy" : "");
     return;
   }
   if (gm)
     for (int x = 0; x < 3; x++) gm->bf16[x] = bf[gm->slot[x]];
+  if (mixed) {
+    int x = bf[gm->slot[LG_A]] ? LG_B : LG_A;
+    gm->staged[x] = gm->bf16[x] = true;
+    c->stage = lower_stage(a, s, k, gm->slot[x], slot[gm->slot[x]]);
+  }
   for (int i = 0; i < 2; i++)
     if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
 }

@@ -261,6 +261,13 @@ static int add_scratch(Schedule *s, int id, SymSize size) {
   return s->nbufs++;
 }
 
+int schedule_kernel_scratch(Schedule *s, int ki, SymSize size) {
+  if (s->nbufs >= s->g->nnodes * 4) return -1;  // schedule_build's capacity
+  int b = add_scratch(s, s->kernels[ki].node, size);
+  s->bufs[b].first = s->bufs[b].last = ki;
+  return b;
+}
+
 // The chunked form's scratch of convolution kernel k (C = k->chunk, NC = L / C,
 // R = the rows of x, dy: every position of every sequence):
 //   CAUSAL_CONV  x [.., T, d] * W [L, d, e]: U [R, C d], Y [NC, R, e]
@@ -424,6 +431,7 @@ void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]) {
   if (k->terms >= 0) slot[kernel_terms_slot(k)] = k->terms;
   for (int i = 0; i < 2; i++)
     if (k->xscratch[i] >= 0) slot[KS_CONV_Y + i] = k->xscratch[i];
+  if (k->stage >= 0) slot[KS_STAGE] = k->stage;
   for (int j = 0; j < KS_IMM; j++)
     if (slot[j] >= 0) slot[j] = schedule_root(s, slot[j]);
 }
@@ -589,6 +597,7 @@ void schedule_print(FILE *f, const Schedule *s, int64_t B, int64_t T) {
     if (kn->scratch >= 0) fprintf(f, " scratch=b%d", kn->scratch);
     for (int i = 0; i < 2; i++)
       if (kn->xscratch[i] >= 0) fprintf(f, ",b%d", kn->xscratch[i]);
+    if (kn->stage >= 0) fprintf(f, " stage=b%d", kn->stage);
     if (kn->chunk) fprintf(f, " chunk=%d", kn->chunk);
     if (kn->scan_chunk) fprintf(f, " scan_chunk=%d", kn->scan_chunk);
     if (kn->att_block) fprintf(f, " blocked=%d", kn->att_block);
@@ -689,6 +698,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     k->nout = 1;
     for (int p = 0; p < KERNEL_MAX_OUT - 1; p++) k->xout[p] = -1;
     k->xscratch[0] = k->xscratch[1] = -1;
+    k->stage = -1;
     for (int p = 0; p < KERNEL_MAX_OUT && parts[i * KERNEL_MAX_OUT + p] >= 0; p++) {  // a split output
       int b = s->buf_of[parts[i * KERNEL_MAX_OUT + p]];
       if (p) k->xout[p - 1] = b;

@@ -1,11 +1,13 @@
-// storage.c: bf16 storage of activations (xfc --precision=bf16 on the CPU).
+// storage.c: bf16 storage of activations (xfc --precision=bf16).
 //
 // Requires: a built schedule (schedule_build) whose buffers are all float32
-// storage, and the CPU as its only target.
+// storage; gpu: it is a --target=cuda schedule (its CPU code and its CUDA
+// code read the same buffers).
 // Guarantees: an activation is stored in bf16 (Buffer.bf16, the root and
 // its aliases alike) when every kernel touching it accesses it through a
-// form that converts at the access (an LKernel's LX_LOAD / LS_STORE, an
-// LGemm's operand A, B or C), unless it is one of the values that keep
+// form that converts at the access, on the CPU and (gpu) on a GPU: an
+// LKernel's LX_LOAD / LS_STORE, an LGemm's operand A, B or C (on a GPU a
+// flat one: a GEMM record), unless it is one of the values that keep
 // float32:
 //   - row statistics and sums: reductions, log-sum-exps, the norms' row
 //     terms, per-row losses, softmax probabilities (keeps_f32);
@@ -16,8 +18,11 @@
 //     it writes for another kernel;
 //   - what reaches an LX_TOI (indices stored as floats).
 // Parameters, their gradients, inputs and outputs are float32, and so is
-// every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM) or
-// a kernel without a lowering touches. Kernel.cls then also tells apart
+// every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM, a
+// GPU's team GEMMs), a GPU's steps or direct product, or a kernel without a
+// lowering touches. cuBLAS multiplies bf16 by bf16 only: a GPU product whose
+// A and B differ in storage gets a bf16 copy of the float32 one (a weight),
+// Kernel.stage, a scratch buffer of the kernel's own. Kernel.cls then also tells apart
 // the kernels of one class whose slots differ in storage, so that one
 // function serves each class (lower_module marks LKernel.slot_bf16 and
 // LGemm.bf16 from the class's representative, and rounds a stored value at
@@ -70,7 +75,7 @@ static void stmt_loads(const LStmt *st, uint32_t *vmask, uint32_t *idx) {
 // Which of kernel k's slots its class's form accesses element by element
 // with a conversion (ok[slot]); false for every slot of a form that takes
 // pointers (a convolution, a sequence of steps, a kernel with an error).
-static void convertible_slots(Arena *a, const LClass *c, bool ok[KS_IMM]) {
+static void convertible_slots(Arena *a, const LClass *c, LTarget tgt, bool ok[KS_IMM]) {
   for (int j = 0; j < KS_IMM; j++) ok[j] = false;
   if (c->err || c->steps || c->conv) return;
   if (c->gemm)
@@ -82,6 +87,9 @@ static void convertible_slots(Arena *a, const LClass *c, bool ok[KS_IMM]) {
   for (int i = 0; i < 2; i++)
     for (int j = 0; v[i] && j < KS_IMM; j++)
       if ((v[i]->slot_read[j] || v[i]->slot_written[j]) && !v[i]->slot_int[j]) ok[j] = !gemm[j];
+  // a GPU's direct product (not flat) reads and writes float32
+  if (c->gemm && tgt == LTARGET_GPU && !c->gemm->flat)
+    for (int x = 0; x < 3; x++) ok[c->gemm->slot[x]] = false;
   // a slot the loops read back after writing it (a recurrence's earlier
   // states, sums accumulated in place) keeps float32, so that nothing is
   // carried through bf16; the epilogue's read of the product's C is not such
@@ -108,8 +116,34 @@ static bool keeps_f32(const Node *n) {
   }
 }
 
-int schedule_storage(Arena *a, Schedule *s) {
-  LModule *m = lower_module(a, s, LTARGET_CPU, NULL);
+// A GPU product's A and B of different storage: its float32 operand's bf16
+// copy (Kernel.stage, the operand's size, bf16). False when the schedule's
+// buffer table has no room for every copy (then none is made).
+static bool stage_products(Schedule *s, const LModule *gpu) {
+  int slot[KS_IMM], need = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1 && s->nbufs + need > s->g->nnodes * 4) return false;
+    for (int ki = 0; ki < s->nkernels; ki++) {
+      Kernel *k = &s->kernels[ki];
+      const LGemm *gm = gpu->cls[k->cls].gemm;
+      if (!gm) continue;
+      kernel_slots(s, k, slot);
+      int a = slot[gm->slot[LG_A]], b = slot[gm->slot[LG_B]];
+      if (s->bufs[a].bf16 == s->bufs[b].bf16) continue;
+      if (pass == 0) {
+        need++;
+        continue;
+      }
+      k->stage = schedule_kernel_scratch(s, ki, s->bufs[s->bufs[a].bf16 ? b : a].size);
+      if (k->stage < 0) return false;
+      s->bufs[k->stage].bf16 = true;
+    }
+  }
+  return true;
+}
+
+int schedule_storage(Arena *a, Schedule *s, bool gpu) {
+  LModule *m[2] = {lower_module(a, s, LTARGET_CPU, NULL), gpu ? lower_module(a, s, LTARGET_GPU, NULL) : NULL};
   bool *cand = arena_alloc(a, sizeof(bool) * ((size_t)s->nbufs + 1));
   for (int b = 0; b < s->nbufs; b++)
     cand[b] = s->bufs[b].alias_of < 0 && s->bufs[b].role == BUF_ACT && s->bufs[b].dtype == DT_F32 && s->bufs[b].first >= 0;
@@ -135,9 +169,11 @@ int schedule_storage(Arena *a, Schedule *s) {
   for (int ki = 0; ki < s->nkernels; ki++) {
     const Kernel *k = &s->kernels[ki];
     int slot[KS_IMM];
-    bool ok[KS_IMM];
+    bool ok[KS_IMM], ok_gpu[KS_IMM];
     kernel_slots(s, k, slot);
-    convertible_slots(a, &m->cls[k->cls], ok);
+    convertible_slots(a, &m[0]->cls[k->cls], LTARGET_CPU, ok);
+    if (gpu) convertible_slots(a, &m[1]->cls[k->cls], LTARGET_GPU, ok_gpu);
+    for (int j = 0; gpu && j < KS_IMM; j++) ok[j] &= ok_gpu[j];
     // a kernel's own scratch (row statistics, partial sums, a scan's state)
     // and the row terms it writes for another kernel stay float32
     if (k->stored < 0 && slot[KS_SCRATCH] >= 0) cand[slot[KS_SCRATCH]] = false;
@@ -147,10 +183,28 @@ int schedule_storage(Arena *a, Schedule *s) {
     for (int j = 0; j < KS_IMM; j++)
       if (slot[j] >= 0 && !ok[j]) cand[slot[j]] = false;
   }
+  // cuBLAS rounds a product to a bf16 C only from bf16 operands: a GPU
+  // product of float32 A and B keeps a float32 C (to a fixed point: a C made
+  // float32 may be another product's operand)
+  for (bool changed = gpu; changed;) {
+    changed = false;
+    for (int ki = 0; ki < s->nkernels; ki++) {
+      const LGemm *gm = m[1]->cls[s->kernels[ki].cls].gemm;
+      int slot[KS_IMM];
+      if (!gm) continue;
+      kernel_slots(s, &s->kernels[ki], slot);
+      int c = slot[gm->slot[LG_C]];
+      if (cand[c] && !cand[slot[gm->slot[LG_A]]] && !cand[slot[gm->slot[LG_B]]]) cand[c] = false, changed = true;
+    }
+  }
   int nbf16 = 0;
   for (int b = 0; b < s->nbufs; b++) {
     s->bufs[b].bf16 = cand[schedule_root(s, b)];
     nbf16 += s->bufs[b].alias_of < 0 && s->bufs[b].bf16;
+  }
+  if (gpu && !stage_products(s, m[1])) {  // the buffer table is full: float32 storage throughout
+    for (int b = 0; b < s->nbufs; b++) s->bufs[b].bf16 = false;
+    return 0;
   }
   // the classes again, now also by the storage of each slot
   uint32_t *key = arena_alloc(a, sizeof(uint32_t) * ((size_t)s->nkernels + 1));

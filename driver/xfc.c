@@ -451,11 +451,11 @@ static bool st_causal(Pipeline *p) {
   return true;
 }
 
-// --precision=bf16 on the CPU: the activations whose every access converts
-// are stored in bf16 (codegen/storage.c), before --stats plans them. A CUDA
-// schedule keeps float32 storage (its kernels read and write float32).
+// --precision=bf16: the activations whose every access converts, on the CPU
+// and with --target=cuda also on a GPU, are stored in bf16
+// (codegen/storage.c), before --stats plans them.
 static bool st_storage(Pipeline *p) {
-  if (p->s && p->o->precision == XF_PRECISION_BF16 && !p->o->cuda) schedule_storage(&p->arena, p->s);
+  if (p->s && p->o->precision == XF_PRECISION_BF16) schedule_storage(&p->arena, p->s, p->o->cuda);
   return true;
 }
 

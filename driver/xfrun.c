@@ -663,8 +663,12 @@ static void model_info(const char *path, XfRuntime *rt) {
       if (c->sass_size[i]) printf(", SASS for sm_%d (%lld KiB)", c->sass_sm[i], (long long)(c->sass_size[i] >> 10));
     int kernels = 0, gemms = 0;
     for (int j = 0; j < c->nlaunch[XF_PROG_TRAIN]; j++) c->launch[XF_PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-    printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 3 optimizer launches\n", c->nnames, kernels,
+    int half = 0;
+    for (int b = 0; b < xf_model(rt)->nbuffers; b++) half += xf_model(rt)->buffers[b].bf16 != 0;
+    printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 3 optimizer launches", c->nnames, kernels,
            gemms, xf_precision_name(c->precision));
+    if (half) printf("; %d activations stored in bf16", half);
+    printf("\n");
   }
 }
 

@@ -26,6 +26,7 @@ int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T) {
       const XfLaunch *L = &c->launch[p][i];
       if (L->kind != XF_LAUNCH_GEMM) continue;
       int64_t k = sym(L->k, B, T), n = sym(L->m, B, T) * k + k * sym(L->n, B, T);
+      if (L->types & XF_GEMM_C_BF16) n += sym(L->m, B, T) * sym(L->n, B, T);
       if (n > most) most = n;
     }
   return most;
@@ -42,19 +43,20 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
     if (L->kind == XF_LAUNCH_GEMM) {
       int64_t count = sym(L->count, B, T), mm = sym(L->m, B, T), n = sym(L->n, B, T), k = sym(L->k, B, T);
       int64_t lda = sym(L->lda, B, T), ldc = sym(L->ldc, B, T);
-      const float *A = slot[L->sa];
-      float *C = slot[L->sc];
+      const char *A = slot[L->sa];
+      char *C = slot[L->sc];
+      int64_t ea = L->types & XF_GEMM_A_BF16 ? 2 : 4, ec = L->types & XF_GEMM_C_BF16 ? 2 : 4;
       if (win) {  // rows [w0, w1) of each product (A not transposed: its rows are C's)
         if (L->ta || mm != sym(L->win_extent, B, T) || w0 < 0 || w1 > mm) {
           snprintf(g->err, sizeof g->err, "internal error: launch %d of the step program: a window of %lld..%lld over %lld rows",
                    i, (long long)w0, (long long)w1, (long long)mm);
           return false;
         }
-        A += w0 * lda, C += w0 * ldc, mm = w1 - w0;
+        A += w0 * lda * ea, C += w0 * ldc * ec, mm = w1 - w0;
       }
       if (count > 0 && mm > 0 && n > 0 &&
           !g->gemm(g, L->ta, L->tb, mm, n, k, L->alpha, A, lda, sym(L->stride_a, B, T), slot[L->sb], sym(L->ldb, B, T),
-                   sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count))
+                   sym(L->stride_b, B, T), L->beta, C, ldc, sym(L->stride_c, B, T), count, L->types))
         return false;
     } else {
       XfKernelArgs a = {.B = B, .T = T, .n = sym(L->items, B, T), .seed = seed, .imm = L->imm,

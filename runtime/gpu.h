@@ -60,10 +60,13 @@ struct XfGpu {
   bool (*launch)(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned shmem, bool sync, const XfKernelArgs *a);
   // Row-major, as cblas_sgemm, for i < count:
   //   C_i = alpha op(A_i) op(B_i) + beta C_i,  X_i = X + i * stride_X
-  // in the precision load() set (XF_PRECISION_*; float32 C and sums).
-  bool (*gemm)(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-               int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-               int64_t stride_c, int64_t count);
+  // in the precision load() set (XF_PRECISION_*; float32 sums). types
+  // (XF_GEMM_*_BF16): the operands holding bf16 elements (strides and
+  // leading dimensions in elements); A and B both bf16 or both float32, and
+  // a bf16 C needs beta 0: the sums in float32, rounded to nearest even.
+  bool (*gemm)(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+               int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c, int64_t ldc,
+               int64_t stride_c, int64_t count, int types);
   bool (*finish)(XfGpu *g);  // waits until all work issued so far is done
   void (*close)(XfGpu *g);   // frees everything, g included
   bool (*host_alloc)(XfGpu *g, void **p, size_t bytes);  // pinned host memory
@@ -99,8 +102,8 @@ XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen);
 float xf_bf16_round(float x);
 
 // cuda_host.c: the most elements the operands of one product take together,
-// m k + k n (op(A_i) and op(B_i)), over the GEMM records of every program of
-// c at (B, T); the sizes grow with B and T.
+// m k + k n (op(A_i) and op(B_i)), and m n more where C is bf16, over the
+// GEMM records of every program of c at (B, T); the sizes grow with B and T.
 int64_t xf_cuda_gemm_operands(const XfCuda *c, int64_t B, int64_t T);
 
 // cuda_host.c: runs program `prog` (XF_PROG_*) of m->cuda on g at (B, T)

@@ -14,7 +14,10 @@
 // cublasGemmStridedBatchedEx on float32 A, B, C with compute type
 // CUBLAS_COMPUTE_32F_FAST_16BF: the tensor cores multiply the operands
 // rounded to bf16 and sum in float32 (cuBLAS may also pick TF32 there, which
-// is closer to float32).
+// is closer to float32). A product with bf16 operands (types, bf16
+// storage: xfc --precision=bf16) is cublasGemmStridedBatchedEx on
+// CUDA_R_16BF A and B, C CUDA_R_16BF or CUDA_R_32F, compute type
+// CUBLAS_COMPUTE_32F: float32 sums of the bf16 products.
 //
 // Graphs: stream capture (cudaStreamBeginCapture, ThreadLocal mode: only this
 // thread's unsafe calls would break it) records the kernels and cuBLAS's
@@ -200,14 +203,24 @@ static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
          (!g->sync_each || cuda_ok(g, cudaStreamSynchronize(c->stream), "kernel", name));
 }
 
-static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                   int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *cc, int64_t ldc,
-                   int64_t stride_c, int64_t count) {
+static bool c_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
+                   int64_t stride_c, int64_t count, int types) {
   Cuda *c = g->impl;
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const char *call;
   cublasStatus_t s;
-  if (c->precision == XF_PRECISION_BF16) {
+  bool ab16 = types & XF_GEMM_A_BF16;
+  if (ab16 != ((types & XF_GEMM_B_BF16) != 0) || (!ab16 && types) || ((types & XF_GEMM_C_BF16) && beta != 0))
+    return snprintf(g->err, sizeof g->err, "internal error: cuda: a GEMM with operand storage %d (A and B bf16 alike, C bf16 only with beta 0)",
+                    types), false;
+  if (ab16) {
+    call = "cublasGemmStridedBatchedEx (bf16 operands, CUBLAS_COMPUTE_32F)";
+    cudaDataType_t ct = types & XF_GEMM_C_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    s = cublasGemmStridedBatchedEx(c->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, b, CUDA_R_16BF, (int)ldb, stride_b, a,
+                                   CUDA_R_16BF, (int)lda, stride_a, &beta, cc, ct, (int)ldc, stride_c, (int)count,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  } else if (c->precision == XF_PRECISION_BF16) {
     call = "cublasGemmStridedBatchedEx (CUBLAS_COMPUTE_32F_FAST_16BF)";
     s = cublasGemmStridedBatchedEx(c->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, b, CUDA_R_32F, (int)ldb, stride_b, a,
                                    CUDA_R_32F, (int)lda, stride_a, &beta, cc, CUDA_R_32F, (int)ldc, stride_c, (int)count,

@@ -12,6 +12,8 @@
 // A_i and B_i to bf16 (xf_bf16_round) into scratch copies, then multiplies
 // those in float32 with float32 sums: a product of two bf16 values is exact
 // in float32, so that is the GPU's arithmetic up to the order of the sums.
+// Operands stored in bf16 (gpu.h gemm's types) are widened into the same
+// copies; a bf16 C is computed in float32 and rounded to nearest even.
 // The scratch is allocated once, at load, for the largest product of the
 // model's launch tables (xf_cuda_gemm_operands at max_b, max_t).
 //
@@ -49,8 +51,9 @@ typedef struct {
   int ta, tb;
   int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, count;
   float alpha, beta;
-  const float *a, *b;
-  float *c;
+  const void *a, *b;
+  void *c;
+  int types;  // XF_GEMM_*_BF16
 } EmuOp;
 
 typedef struct {
@@ -103,11 +106,13 @@ static bool record(XfGpu *g, const EmuOp *op) {
 // could leave an all-zero mantissa (infinity).
 float xf_bf16_round(float x) { return xf_bf16_float(xf_bf16_bits(x)); }
 
-// The rows x cols matrix at src (leading dimension ld), rounded to bf16,
-// packed into dst (leading dimension cols).
-static void round_matrix(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
+// The rows x cols matrix at src (leading dimension ld), rounded to bf16 and
+// widened, packed into dst (leading dimension cols); bf16: src holds bf16
+// elements (widened exactly).
+static void round_matrix(const void *src, bool bf16, int64_t rows, int64_t cols, int64_t ld, float *dst) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < cols; j++) dst[r * cols + j] = xf_bf16_round(src[r * ld + j]);
+    for (int64_t j = 0; j < cols; j++)
+      dst[r * cols + j] = bf16 ? xf_bf16_float(((const uint16_t *)src)[r * ld + j]) : xf_bf16_round(((const float *)src)[r * ld + j]);
 }
 
 static bool e_alloc(XfGpu *g, void **p, size_t bytes) {
@@ -190,7 +195,7 @@ static bool e_load(XfGpu *g, const XfCuda *c, int64_t max_b, int64_t max_t) {
   size_t n = strlen(g->desc);
   const char *gemms = c->precision == XF_PRECISION_TF32 ? "float32 (TF32 is not emulated)" : xf_precision_name(c->precision);
   snprintf(g->desc + n, sizeof g->desc - n, ", GEMMs in %s", gemms);
-  if (c->precision == XF_PRECISION_BF16) {
+  if (c->precision == XF_PRECISION_BF16) {  // also what bf16 storage needs (only under bf16)
     e->scratch_n = xf_cuda_gemm_operands(c, max_b, max_t);
     if (e->scratch_n > 0 && !(e->scratch = malloc(sizeof(float) * (size_t)e->scratch_n)))
       return snprintf(g->err, sizeof g->err, "cuda-emulation: cannot allocate %lld floats for the bf16 GEMMs' operands",
@@ -254,40 +259,57 @@ static bool e_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
   return true;
 }
 
-static void run_gemm(Emu *e, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                     int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-                     int64_t stride_c, int64_t count) {
-  bool bf16 = e->precision == XF_PRECISION_BF16;
-  for (int64_t i = 0; i < count; i++) {
-    const float *ai = a + i * stride_a, *bi = b + i * stride_b;
-    int64_t ldai = lda, ldbi = ldb;
-    if (bf16 && k > 0) {  // op(A_i) is m x k, op(B_i) k x n
+// The product of record o (its kind XF_LAUNCH_GEMM): with BF16 arithmetic
+// or bf16 operands, op(A_i) and op(B_i) rounded (widened) into the scratch,
+// a float32 GEMM, and a bf16 C rounded from a float32 one in the scratch.
+static void run_gemm(Emu *e, const EmuOp *o) {
+  bool round = e->precision == XF_PRECISION_BF16 || o->types;
+  int64_t m = o->m, n = o->n, k = o->k;
+  size_t ea = o->types & XF_GEMM_A_BF16 ? 2 : 4, eb = o->types & XF_GEMM_B_BF16 ? 2 : 4, ec = o->types & XF_GEMM_C_BF16 ? 2 : 4;
+  for (int64_t i = 0; i < o->count; i++) {
+    const void *ai = (const char *)o->a + (size_t)(i * o->stride_a) * ea, *bi = (const char *)o->b + (size_t)(i * o->stride_b) * eb;
+    void *ci = (char *)o->c + (size_t)(i * o->stride_c) * ec;
+    int64_t ldai = o->lda, ldbi = o->ldb;
+    if (round && k > 0) {  // op(A_i) is m x k, op(B_i) k x n
       float *ra = e->scratch, *rb = e->scratch + m * k;
-      ldai = ta ? m : k, ldbi = tb ? k : n;
-      round_matrix(ai, ta ? k : m, ldai, lda, ra);
-      round_matrix(bi, tb ? n : k, ldbi, ldb, rb);
+      ldai = o->ta ? m : k, ldbi = o->tb ? k : n;
+      round_matrix(ai, ea == 2, o->ta ? k : m, ldai, o->lda, ra);
+      round_matrix(bi, eb == 2, o->tb ? n : k, ldbi, o->ldb, rb);
       ai = ra, bi = rb;
     }
-    xf_sgemm(ta, tb, m, n, k, alpha, ai, ldai, bi, ldbi, beta, c + i * stride_c, ldc);
+    if (ec == 4) {
+      xf_sgemm(o->ta, o->tb, m, n, k, o->alpha, ai, ldai, bi, ldbi, o->beta, ci, o->ldc);
+      continue;
+    }
+    float *rc = e->scratch + m * k + k * n;  // beta is 0 (e_gemm)
+    xf_sgemm(o->ta, o->tb, m, n, k, o->alpha, ai, ldai, bi, ldbi, 0, rc, n);
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t j = 0; j < n; j++) ((uint16_t *)ci)[r * o->ldc + j] = xf_bf16_bits(rc[r * n + j]);
   }
 }
 
-static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                   int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-                   int64_t stride_c, int64_t count) {
+static bool e_gemm(XfGpu *g, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c, int64_t ldc,
+                   int64_t stride_c, int64_t count, int types) {
   Emu *e = g->impl;
-  if (e->precision == XF_PRECISION_BF16 && m * k + k * n > e->scratch_n) {
+  bool ab16 = types & XF_GEMM_A_BF16;
+  const char *why = ab16 != ((types & XF_GEMM_B_BF16) != 0) || (!ab16 && types) ? "A and B not bf16 alike"
+                    : (types & XF_GEMM_C_BF16) && beta != 0                      ? "a bf16 C with beta not 0"
+                                                                                  : NULL;
+  int64_t need = m * k + k * n + (types & XF_GEMM_C_BF16 ? m * n : 0);
+  if (!why && (e->precision == XF_PRECISION_BF16 || types) && need > e->scratch_n)
+    why = "more elements than the bf16 scratch planned at load";
+  if (why) {
     e->capture_failed = e->capture != NULL;
-    return snprintf(g->err, sizeof g->err,
-                    "internal error: cuda-emulation: a %lldx%lldx%lld GEMM exceeds the bf16 scratch planned at load (%lld floats)",
-                    (long long)m, (long long)n, (long long)k, (long long)e->scratch_n),
+    return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: a %lldx%lldx%lld GEMM (storage %d): %s (%lld floats)",
+                    (long long)m, (long long)n, (long long)k, types, why, (long long)e->scratch_n),
            false;
   }
-  if (e->capture)
-    return record(g, &(EmuOp){.kind = XF_LAUNCH_GEMM, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a,
-                              .lda = lda, .stride_a = stride_a, .b = b, .ldb = ldb, .stride_b = stride_b, .beta = beta,
-                              .c = c, .ldc = ldc, .stride_c = stride_c, .count = count});
-  run_gemm(e, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, count);
+  EmuOp op = {.kind = XF_LAUNCH_GEMM, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda,
+              .stride_a = stride_a, .b = b, .ldb = ldb, .stride_b = stride_b, .beta = beta, .c = c, .ldc = ldc,
+              .stride_c = stride_c, .count = count, .types = types};
+  if (e->capture) return record(g, &op);
+  run_gemm(e, &op);
   if (g->sync_each) g->syncs++;
   return true;
 }
@@ -333,9 +355,7 @@ static bool e_replay(XfGpu *g, void *graph) {
   for (int i = 0; i < gr->n; i++) {
     const EmuOp *op = &gr->ops[i];
     if (op->kind == XF_LAUNCH_KERNEL) e->entries[op->fn](&op->args, op->grid, op->block, op->shmem, op->sync);
-    else
-      run_gemm(e, op->ta, op->tb, op->m, op->n, op->k, op->alpha, op->a, op->lda, op->stride_a, op->b, op->ldb, op->stride_b,
-               op->beta, op->c, op->ldc, op->stride_c, op->count);
+    else run_gemm(e, op);
   }
   g->replays++;
   return true;

@@ -258,6 +258,10 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   // T <= seq <= context; the step program runs at the sampler's (nseq <= batch, context)
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
+  bool storage = false;
+  for (int i = 0; i < rt->m->nbuffers; i++) storage |= rt->m->buffers[i].bf16 != 0;
+  size_t dl = strlen(g->desc);
+  if (storage) snprintf(g->desc + dl, sizeof g->desc - dl, "; activations stored in bf16");
   size_t tok_bytes = rt->tokens >= 0 ? (size_t)xf_buf_numel(&rt->m->buffers[rt->tokens], rt->opt.batch, rt->opt.seq) * 4 : 0;
   size_t tgt_bytes = rt->targets >= 0 ? (size_t)xf_buf_numel(&rt->m->buffers[rt->targets], rt->opt.batch, rt->opt.seq) * 4 : 0;
   rt->pin_tokens = 64, rt->pin_targets = 64 + ((tok_bytes + 63) & ~(size_t)63);
@@ -689,7 +693,9 @@ static void device_poison(void *ctx, int32_t kernel) {
   if (rt->in_train) start_buckets(rt, kernel);
   if (!rt->dead_at) return;
   for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++)
-    if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff, (size_t)rt->numel[rt->dead[j]] * 4)) xf_device_fail(rt);
+    if (!rt->gpu->fill(rt->gpu, rt->dbufs[rt->dead[j]], 0xff,  // a NaN in float32 and in bf16
+                       (size_t)(rt->numel[rt->dead[j]] * xf_buf_esize(&rt->m->buffers[rt->dead[j]]))))
+      xf_device_fail(rt);
 }
 
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {

@@ -87,8 +87,9 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
     size_t total = planned > 0 ? (size_t)planned : 0, shift = 0;
     for (int i = 0; rt->gpu && s->frame && i < m->nstep_bufs; i++) {  // a device moves a cache through staging
       int64_t outer, inner;
-      if (frame_moves(m, i, nseq, &outer, &inner) && (size_t)(outer * (s->frame - 1) * inner) * 4 > shift)
-        shift = (size_t)(outer * (s->frame - 1) * inner) * 4;
+      size_t es = (size_t)xf_buf_esize(&m->buffers[m->step_bufs[i]]);
+      if (frame_moves(m, i, nseq, &outer, &inner) && (size_t)(outer * (s->frame - 1) * inner) * es > shift)
+        shift = (size_t)(outer * (s->frame - 1) * inner) * es;
     }
     size_t bytes = total + shift ? total + shift : 64;
     s->cache_bytes = (size_t)cache, s->work_bytes = total - (size_t)cache;

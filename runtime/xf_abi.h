@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define XF_ABI_VERSION 22u
+#define XF_ABI_VERSION 23u
 
 struct XfApi;
 
@@ -157,8 +157,9 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
 // or a strided-batched GEMM (cuBLAS on a device).
 
 // Operand slots of a kernel (codegen/kernel.h: KS_OUT, KS_IN0.., KS_SCRATCH,
-// KS_OUT1..: the parts of a split output, or a chunked convolution's scratch).
-#define XF_NSLOTS 12
+// KS_OUT1..: the parts of a split output, or a chunked convolution's scratch;
+// KS_STAGE: a GPU product's bf16 copy of an operand).
+#define XF_NSLOTS 13
 
 // XfKernelArgs: the one argument of every generated kernel, passed by value.
 // The generated source declares the same struct from this list (codegen/cuda.c,
@@ -260,7 +261,7 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
 enum { XF_PRECISION_FP32, XF_PRECISION_TF32, XF_PRECISION_BF16, XF_NPRECISIONS };
 // How xfrun names a precision ("GEMMs in %s").
 static inline const char *xf_precision_name(int32_t p) {
-  return p == XF_PRECISION_TF32 ? "TF32" : p == XF_PRECISION_BF16 ? "bf16 (float32 storage and sums)" : "float32";
+  return p == XF_PRECISION_TF32 ? "TF32" : p == XF_PRECISION_BF16 ? "bf16 (float32 sums)" : "float32";
 }
 
 // XfLaunch: one launch of a program's table.
@@ -300,6 +301,7 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, SYM, count)                                                                                               \
   F(P, F32, alpha)                                                                                               \
   F(P, F32, beta)                                                                                                \
+  F(P, I32, types)             /* XF_GEMM_*_BF16: which of A, B, C hold bf16 elements */                          \
   /* The step program (launch[XF_PROG_STEP]), positions [w0, w1) computed                                        \
      (codegen/loops.h lower_window); win_extent.coef 0: the whole launch.                                        \
      XF_LAUNCH_KERNEL: of every block of win_extent * win_stride items, the                                      \

@@ -43,7 +43,7 @@ static Graph *build_model_so(Arena *a, const char *path, const Define *defs, int
   if (model_so_remat) remat(g);
   if (model_so_scan_chunk >= 0) ir_config_add(g, "scan_chunk", false, model_so_scan_chunk);
   *sched = schedule_build(a, g, fuse, model_so_forms == LTARGET_GPU);
-  if (model_so_bf16) schedule_storage(a, *sched);
+  if (model_so_bf16) schedule_storage(a, *sched, model_so_forms == LTARGET_GPU);
   char obj[] = "/tmp/xf-test-XXXXXX.o";
   int fd = mkstemps(obj, 2);
   if (fd < 0) return snprintf(err, errlen, "cannot create a temporary object"), NULL;

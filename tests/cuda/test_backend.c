@@ -18,11 +18,14 @@
 //   - 20 training steps give the same loss curve within 1e-4 relative.
 // Before those, the training step's CUDA graph against the eager launches
 // (check_graph: "graph" as the argument runs only it).
-// Examples run fused and with --no-fuse; and fused with bf16 GEMMs
-// (XF_PRECISION_BF16), within the tolerances derived at bf16_tol, against
-// the same float32 CPU code. Before those, the emulation's bf16 rounding
-// (xf_bf16_round) and its bf16 GEMM on their own ("bf16" as the argument:
-// only these).
+// Examples run fused and with --no-fuse; and fused with XF_PRECISION_BF16:
+// activations stored in bf16 on both targets (codegen/storage.c) and bf16
+// GEMMs, against the CPU code of the same model.so with its bf16 products
+// (bf16_same_tol), or where the CPU has none, with float32 products
+// (bf16_tol); the long-context transformer also with bf16 GEMMs alone
+// (float32 storage) against float32 CPU code (bf16_tol). Before those, the
+// emulation's bf16 rounding (xf_bf16_round) and its bf16 GEMM on their own
+// ("bf16" as the argument: only these).
 #include <cblas.h>
 #include <dlfcn.h>
 #include <glob.h>
@@ -40,6 +43,7 @@
 #include "llvm.h"
 #include "passes.h"
 #include "cuda.h"
+#include "gemm.h"
 #include "gpu.h"
 #include "cuda_nvrtc.h"
 #include "xf.h"
@@ -66,6 +70,11 @@ static double max_abs(const float *a, int64_t n) {
 
 // model.so with CPU code and the CUDA module (PTX from NVRTC when the toolkit
 // is there; the emulation runs the source, so without it the PTX is empty).
+// XF_PRECISION_BF16 builds store activations in bf16 on both targets (xfc
+// --precision=bf16: codegen/storage.c) unless products_only is set (the
+// GEMMs alone in bf16, float32 storage: a schedule without storage).
+static bool products_only;
+
 static bool build(const char *path, const Define *defs, int ndefs, bool fuse, int precision, char so[64], char *err,
                   size_t errlen) {
   Arena a = {0};
@@ -82,6 +91,10 @@ static bool build(const char *path, const Define *defs, int ndefs, bool fuse, in
   if (fuse) fuse_attention(g, NULL, 0, NULL), fuse_scan(g);
   if (!autodiff(g, err, errlen)) goto out;
   Schedule *s = schedule_build(&a, g, fuse, true);
+  if (precision == XF_PRECISION_BF16 && !products_only && schedule_storage(&a, s, true) == 0) {
+    snprintf(err, errlen, "%s: no activation stored in bf16 (codegen/storage.c)", path);
+    goto out;
+  }
   // the step program (incremental decoding) of both targets, where the logits are causal
   int *ta = arena_alloc(&a, sizeof(int) * (size_t)(g->nnodes + 1)), bad;
   char why[256];
@@ -169,6 +182,24 @@ static const Tol fp32_tol = {.loss = 1e-5, .curve = 1e-4, .values = 1e-5, .grad_
 static const Tol bf16_tol = {.loss = 0x1p-8, .curve = 0x1p-8, .values = 0x1p-5, .logit_floor = 1, .grad_floor = 1,
                              .at_least = 1e-5};
 
+// BF16 storage (the default of BF16 builds, products_only unset) where the
+// CPU has bf16 products (xf_gemm_bf16_ready): the CPU code of the same
+// model.so with its bf16 products, so both sides store the same activations
+// in bf16, rounded to nearest even, and multiply the same bf16 operands
+// (the GPU's staged weights are the CPU's, rounded alike) exactly, with
+// float32 sums in different orders. Without team GEMMs they agree to 1e-7
+// (a value whose sums straddle a rounding boundary would differ by one bf16
+// ulp). The team GEMMs (attention, the chunked scans) multiply in TF32 on
+// the GPU and in bf16 on the CPU, and their differences move stored values
+// across rounding boundaries: measured up to 9.3e-4 on logits, 6.3e-3 on
+// gradients, 5.7e-3 on the step program, 6.2e-6 on losses. So values within
+// 2^-6 of their scale (as bf16_tol's floors), one step's loss within 2e-5
+// and the curve within 5e-4. A store that truncates instead of rounding
+// moves SHE's gradients by 4.5e-2 and its loss by 3.7e-5, and fails. Where
+// the CPU has no bf16 products, the comparison is bf16_tol's against its
+// float32 products.
+static const Tol bf16_same_tol = {.loss = 2e-5, .curve = 5e-4, .values = 0x1p-6, .logit_floor = 1, .grad_floor = 1};
+
 // TF32: the emulation computes the GEMM records in float32 and rounds the
 // operands of the team GEMMs (the blocked attention's, on the tensor cores:
 // xf_tf32, 11 significand bits, u = 2^-11) as bf16's above with 8 u in place
@@ -190,6 +221,9 @@ static void check_steps(const char *path, const Define *defs, int ndefs, int64_t
   }
   const Tol *tol = precision == XF_PRECISION_BF16 ? &bf16_tol : precision == XF_PRECISION_TF32 ? &tf32_tol : &fp32_tol;
   XfOptions o = {.batch = B, .seq = T, .threads = 1, .seed = 7, .device = XF_DEVICE_CPU, .fp32_gemms = true};
+  char why[160];
+  bool same = precision == XF_PRECISION_BF16 && !products_only && xf_gemm_bf16_ready(why, sizeof why);
+  if (same) o.fp32_gemms = false, tol = &bf16_same_tol;
   XfRuntime *cpu = xf_open(so, &o, err, sizeof err), *gpu = NULL;
   o.device = XF_DEVICE_CUDA;
   if (cpu) gpu = xf_open(so, &o, err, sizeof err);
@@ -268,7 +302,7 @@ static void check_steps(const char *path, const Define *defs, int ndefs, int64_t
   bool witnessed = e_logits >= tol->at_least && e_grad >= tol->at_least && (!program || e_step >= tol->at_least);
   ok = ok && (witnessed || strcmp(device_name, "cuda-emulation"));
   printf("%s %-40s %-9s eval %.1e logits %.1e loss %.1e grads %.1e (%s) %d-step curve %.1e step program%s %.1e%s\n",
-         ok ? "ok  " : "FAIL", path, precision == XF_PRECISION_BF16 ? "bf16" : precision == XF_PRECISION_TF32 ? "tf32" : fuse ? "fused" : "--no-fuse", e_eval, e_logits,
+         ok ? "ok  " : "FAIL", path, precision == XF_PRECISION_BF16 ? (products_only ? "bf16-gemm" : same ? "bf16-same" : "bf16") : precision == XF_PRECISION_TF32 ? "tf32" : fuse ? "fused" : "--no-fuse", e_eval, e_logits,
          e_loss, e_grad, worst, steps, e_curve, !program ? " (not run)" : sg && xf_sampler_incremental(sg) ? "" : " (recompute)", e_step,
          witnessed ? "" : " (no rounding seen)");
   xf_sampler_close(sc), xf_sampler_close(sg);
@@ -526,7 +560,7 @@ static void check_bf16_gemm(void) {
     for (int i = 0; i < COUNT * 70 + 1; i++) b[i] = (float)(cos(1.1 * i - t) - 0.2);
     for (int i = 0; i < COUNT * 50 + 1; i++) c0[i] = cc[i] = (float)sin(0.37 * i);
     float alpha = 0.75f, beta = 0.5f;
-    ok = g->gemm(g, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, cc, ldc, sc, COUNT);
+    ok = g->gemm(g, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, cc, ldc, sc, COUNT, 0);
     for (int q = 0; ok && q < COUNT; q++)
       for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -543,11 +577,56 @@ static void check_bf16_gemm(void) {
   if (ok) ok = worst <= 1e-6 && moved > 1e-4;
   // k 8 > 7: m k + k n exceeds what load planned
   float big[128] = {0};
-  bool refused = g && !g->gemm(g, 0, 0, M, N, K + 1, 1, big, K + 1, 0, big, N, 0, 0, big, N, 0, 1) &&
-                 strstr(g->err, "exceeds the bf16 scratch");
+  bool refused = g && !g->gemm(g, 0, 0, M, N, K + 1, 1, big, K + 1, 0, big, N, 0, 0, big, N, 0, 1, 0) &&
+                 strstr(g->err, "than the bf16 scratch planned at load");
   printf("%s emulated bf16 GEMM: against rounded operands %.1e, against float32 ones %.1e, too large refused: %s%s%s\n",
          ok && refused ? "ok  " : "FAIL", worst, moved, refused ? "yes" : "no", g ? "" : " ", g ? "" : err);
   ok && refused ? passed++ : failed++;
+  if (g) g->close(g);
+}
+
+// The emulation's products on bf16 operands (gpu.h gemm's types: bf16
+// storage) for every transposition, strided batch and padding: A and B
+// given as bf16 elements give bit for bit the product of the float32
+// operands they round (the BF16 arithmetic above); a bf16 C holds that
+// float32 result rounded to nearest even. Mixed A and B, and a bf16 C with
+// beta not 0, are refused (cuBLAS has neither).
+static void check_bf16_storage_gemm(void) {
+  enum { M = 5, N = 6, K = 7, PAD = 3, COUNT = 2 };
+  XfLaunch rec = {.kind = XF_LAUNCH_GEMM, .m = {.coef = M}, .n = {.coef = N}, .k = {.coef = K},
+                  .types = XF_GEMM_A_BF16 | XF_GEMM_B_BF16 | XF_GEMM_C_BF16};
+  XfCuda c = {.source = "", .ptx = "", .arch = "compute_80", .nlaunch = {1}, .launch = {&rec}, .precision = XF_PRECISION_BF16};
+  char err[1024];
+  XfGpu *g = xf_gpu_emu_open(0, err, sizeof err);
+  bool ok = g && g->load(g, &c, 1, 1);
+  int64_t differ = 0, checked = 0;
+  for (int t = 0; ok && t < 4; t++) {
+    int ta = t & 1, tb = t >> 1;
+    int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+    int64_t sa = (ta ? K : M) * lda + 1, sb = (tb ? N : K) * ldb + 1, sc = M * ldc + 1;
+    float a[COUNT * 64 + 1], b[COUNT * 70 + 1], want[COUNT * 50 + 1], c32[COUNT * 50 + 1];
+    uint16_t ha[COUNT * 64 + 1], hb[COUNT * 70 + 1], c16[COUNT * 50 + 1];
+    for (int i = 0; i < COUNT * 64 + 1; i++) a[i] = (float)(0.3 + sin(0.7 * i + t)), ha[i] = xf_bf16_bits(a[i]);
+    for (int i = 0; i < COUNT * 70 + 1; i++) b[i] = (float)(cos(1.1 * i - t) - 0.2), hb[i] = xf_bf16_bits(b[i]);
+    for (int i = 0; i < COUNT * 50 + 1; i++) want[i] = c32[i] = 0, c16[i] = 0;
+    ok = g->gemm(g, ta, tb, M, N, K, 0.75f, a, lda, sa, b, ldb, sb, 0, want, ldc, sc, COUNT, 0) &&
+         g->gemm(g, ta, tb, M, N, K, 0.75f, ha, lda, sa, hb, ldb, sb, 0, c32, ldc, sc, COUNT, XF_GEMM_A_BF16 | XF_GEMM_B_BF16) &&
+         g->gemm(g, ta, tb, M, N, K, 0.75f, ha, lda, sa, hb, ldb, sb, 0, c16, ldc, sc, COUNT,
+                 XF_GEMM_A_BF16 | XF_GEMM_B_BF16 | XF_GEMM_C_BF16);
+    for (int q = 0; ok && q < COUNT; q++)
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++, checked++) {
+          int64_t at = q * sc + i * ldc + j;
+          differ += memcmp(&want[at], &c32[at], sizeof(float)) != 0 || c16[at] != xf_bf16_bits(want[at]);
+        }
+  }
+  float f[64] = {0};
+  bool refused = g && !g->gemm(g, 0, 0, 2, 2, 2, 1, f, 2, 0, f, 2, 0, 0, f, 2, 0, 1, XF_GEMM_A_BF16) &&
+                 !g->gemm(g, 0, 0, 2, 2, 2, 1, f, 2, 0, f, 2, 0, 1, f, 2, 0, 1, XF_GEMM_A_BF16 | XF_GEMM_B_BF16 | XF_GEMM_C_BF16);
+  ok = ok && differ == 0 && checked == 4 * COUNT * M * N && refused;
+  printf("%s emulated GEMM on bf16 storage: %lld of %lld elements as the rounded float32 product, mixed A B and a bf16 C with beta refused: %s%s%s\n",
+         ok ? "ok  " : "FAIL", (long long)(checked - differ), (long long)checked, refused ? "yes" : "no", g ? "" : " ", g ? "" : err);
+  ok ? passed++ : failed++;
   if (g) g->close(g);
 }
 
@@ -568,7 +647,7 @@ int main(int argc, char **argv) {
     setenv("XF_CUDA_EMULATE", "1", 1);
   }
   const char *only = argc > 1 ? argv[1] : NULL;
-  if (!gpu && (!only || !strcmp(only, "bf16"))) check_bf16_round(), check_bf16_gemm();  // the emulation's own
+  if (!gpu && (!only || !strcmp(only, "bf16"))) check_bf16_round(), check_bf16_gemm(), check_bf16_storage_gemm();  // the emulation's own
   if (!only || !strcmp(only, "graph")) check_graph();
   if (only && !strncmp(only, "raw:", 4)) {  // one model through check_raw (XF_TEST_DEBUG=1: every buffer)
     check_raw(only + 4, getenv("XF_TEST_B") ? atoi(getenv("XF_TEST_B")) : 2, getenv("XF_TEST_T") ? atoi(getenv("XF_TEST_T")) : 4);
@@ -607,6 +686,9 @@ int main(int argc, char **argv) {
                     {"dropout", "0.1"}};
     check("examples/transformer.xf", lng, 7, 2, 200, true, XF_PRECISION_FP32);
     check("examples/transformer.xf", lng, 7, 2, 200, true, XF_PRECISION_BF16);
+    products_only = true;
+    check("examples/transformer.xf", lng, 7, 2, 200, true, XF_PRECISION_BF16);
+    products_only = false;
   }
   // the chunked convolutions (Kernel.chunk) over several chunks: context 32,
   // chunk 16, 2 chunks, at T 32 and at T 21 (not a multiple of the chunk, fewer
