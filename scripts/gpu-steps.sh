@@ -21,7 +21,12 @@
 #   layer counts of the speed table, empty: no speed; COMPILE_EXAMPLES
 #   ("transformer macaron he we me she") and COMPILE_LAYERS (18): the
 #   torch.compile columns; XF_STEPS (21) and TORCH_STEPS (20) steps a speed
-#   run times; BUDGET seconds for steps 2-4 (0: none; every command still has
+#   run times; BF16_ROWS ("transformer:18:64:128 gpt2_small:12:8:1024",
+#   EX:LAYERS:BATCH:SEQ; empty: none): the bf16 table of step 4, xf compiled
+#   with --precision=bf16 (bf16 storage and GEMMs) against PyTorch eager and
+#   torch.compile under bf16 autocast at that batch x seq (models
+#   $ex-bf16-L$L.so, costs and stats $ex-bf16-L$L.txt);
+#   BUDGET seconds for steps 2-4 (0: none; every command still has
 #   its own limit); JOBS: checks run at once in steps 2 and 3 (default half
 #   the cores, at most 8; 1 when the GPU is in an exclusive compute mode);
 #   PYTHON (python3).
@@ -33,6 +38,7 @@ gs_init() {
   STEPS=${STEPS:-50} EXAMPLES=${EXAMPLES:-$ALL_EXAMPLES} LAYERS=${LAYERS-2 18}
   COMPILE_EXAMPLES=${COMPILE_EXAMPLES-transformer macaron he we me she} COMPILE_LAYERS=${COMPILE_LAYERS-18}
   XF_STEPS=${XF_STEPS:-21} TORCH_STEPS=${TORCH_STEPS:-20} BUDGET=${BUDGET:-0} PYTHON=${PYTHON:-python3}
+  BF16_ROWS=${BF16_ROWS-transformer:18:64:128 gpt2_small:12:8:1024}
   if [ -z "${JOBS:-}" ]; then
     JOBS=$(( $(nproc 2> /dev/null || echo 2) / 2 ))
     [ "$JOBS" -gt 8 ] && JOBS=8
@@ -133,7 +139,25 @@ gs_prepare_models() {  # every model steps 3 and 4 run, compiled into MODELS; co
       gs_spawn "p-$ex-$L" gs_prepare_one "$ex" default "$L" "$MODELS/$ex-L$L.so"
     done
   done
+  local row b q
+  for row in $BF16_ROWS; do
+    IFS=: read -r ex L b q <<< "$row"
+    gs_spawn "p-$ex-bf16-$L" gs_prepare_bf16 "$ex" "$L" "$b" "$q"
+  done
   gs_collect
+}
+gs_prepare_bf16() {  # EX LAYERS BATCH SEQ: a model of the bf16 table, its cost and op counts at BATCH x SEQ
+  local k=$1-bf16-L$2
+  if ! gs_compile "$1" bf16 "$2" "$MODELS/$k.so"; then
+    jrow "$1 (layers $2, bf16): compile" FAIL "$(grep -m1 error "$MODELS/$k.xfc.log")"
+    return
+  fi
+  if ! "$XFC" --target=cuda --precision=bf16 --emit=cost --batch="$3" --seq="$4" "$ROOT/examples/$1.xf" -D layers="$2" \
+       > "$COST_DIR/$k.txt" 2> /dev/null || ! grep -q '^total:' "$COST_DIR/$k.txt"; then
+    jrow "$1 (layers $2, bf16): cost estimate" FAIL "no estimate"
+    rm -f "$COST_DIR/$k.txt"
+  fi
+  "$XFC" --stats --precision=bf16 --batch="$3" --seq="$4" "$ROOT/examples/$1.xf" -D layers="$2" > "$STATS_DIR/$k.txt" 2> /dev/null
 }
 gs_prepare_one() {  # EX PRECISION LAYERS OUTPUT
   if ! gs_compile "$@"; then
@@ -384,4 +408,53 @@ gs_step_speed() {
       done
     done
   } > "$OUT/speed.md"
+  gs_bf16_speed "$torch_ok" "$mm" >> "$OUT/speed.md"
+}
+
+# The bf16 table (BF16_ROWS): xf with bf16 storage and GEMMs against PyTorch
+# eager and torch.compile under bf16 autocast, at each row's batch x seq.
+gs_bf16_speed() {  # TORCH_OK MM
+  [ -n "$BF16_ROWS" ] || return 0
+  local row ex L b q k base rc best est ms ops gf
+  for row in $BF16_ROWS; do
+    IFS=: read -r ex L b q <<< "$row"
+    k=$ex-L$L base=$OUT/speed/$ex-bf16-L$L
+    sp[xb,$k]=- sp[xbplan,$k]=-
+    if [ -f "$MODELS/$ex-bf16-L$L.so" ]; then
+      rm -f "$base.csv"
+      tmo 180 "${XF_ENV[@]}" "$XFRUN" train "$MODELS/$ex-bf16-L$L.so" --device cuda "${DATA_ARGS[@]}" --steps "$XF_STEPS" \
+        --batch "$b" --seq "$q" --eval-batches 1 --log "$base.csv" > "$base.log" 2>&1
+      rc=$?
+      case $rc in
+        0) sp[xb,$k]=$(awk -F, -v n=$((b * q)) 'NR == 2 { t0 = $4 } END { if (NR > 2 && $4 > t0) printf "%.0f", (NR - 2) * n / ($4 - t0); else print "-" }' "$base.csv") ;;
+        124 | 137) sp[xb,$k]=timeout ;;
+        *) sp[xb,$k]=fail ;;
+      esac
+      sp[xbplan,$k]=$(grep -o -m1 -E '[0-9.]+ MiB planned' "$base.log" | cut -d' ' -f1)
+      echo "xf bf16 $ex L$L ${b}x$q: ${sp[xb,$k]} tok/s" >&2
+    fi
+    if [ "$1" = true ] && has_torch "$ex"; then
+      gs_torch "$ex" "$L" bfe 180 --bf16 --batch "$b" --seq "$q" >&2
+      gs_torch "$ex" "$L" bfc 240 --compile --bf16 --batch "$b" --seq "$q" >&2
+    fi
+  done
+  echo
+  echo "bf16: xf compiled with --precision=bf16 (activations stored in bf16, bf16 GEMMs; parameters, moments and sums" \
+       "float32) against PyTorch under torch.autocast(bfloat16), eager and torch.compile; torch.mm float32 rate $2 GFLOP/s."
+  echo
+  echo "| example | L | batch x seq | xf tok/s | xf ms/step | est ms | eager bf16 tok/s | compile bf16 tok/s | xf/best |" \
+       "xf plan MiB | eager peak MiB | compile peak MiB | xf GFLOP/s |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  for row in $BF16_ROWS; do
+    IFS=: read -r ex L b q <<< "$row"
+    k=$ex-L$L ms=- est=- gf=-
+    [ "$(ratio "${sp[xb,$k]}" 1)" != - ] && ms=$(awk -v r="${sp[xb,$k]}" -v n=$((b * q)) 'BEGIN { printf "%.2f", n / r * 1000 }')
+    [ -f "$COST_DIR/$ex-bf16-L$L.txt" ] &&
+      est=$(awk '/^total:/ { for (i = 1; i < NF; i++) if ($i == "estimated") printf "%.2f", $(i + 1) / 1000 }' "$COST_DIR/$ex-bf16-L$L.txt")
+    ops=$(awk -F': ' '/^training .*ops per token/ { print $2 }' "$STATS_DIR/$ex-bf16-L$L.txt" 2> /dev/null)
+    [ "$ms" != - ] && [ -n "$ops" ] && gf=$(awk -v r="${sp[xb,$k]}" -v o="$ops" 'BEGIN { printf "%.0f", r * o / 1e9 }')
+    best=$(awk -v a="${sp[bfe,$k]:--}" -v c="${sp[bfc,$k]:--}" 'BEGIN { m = (a + 0 > c + 0) ? a + 0 : c + 0; if (m > 0) print m; else print "-" }')
+    echo "| $ex | $L | ${b} x $q | ${sp[xb,$k]} | $ms | ${est:--} | ${sp[bfe,$k]:--} | ${sp[bfc,$k]:--} | $(ratio "${sp[xb,$k]}" "$best") |" \
+         "${sp[xbplan,$k]:--} | ${sp[bfe_mem,$k]:--} | ${sp[bfc_mem,$k]:--} | $gf |"
+  done
 }

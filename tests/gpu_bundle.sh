@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_bundle: `scripts/gpu-check --bundle DIR` (scripts/gpu-bundle) from the
 # build under test, for one example at one layer count (EXAMPLES=me LAYERS=2
-# STEPS=5, NO_BUILD=1), then:
+# STEPS=5, NO_BUILD=1; the bf16 table's row BF16_ROWS=me:2:4:64), then:
 #   1. its size: `tar czf` of DIR at most 40 MB, DIR itself under 60 MiB
 #      (what travels to the GPU machine);
 #   2. `env -i PATH=/usr/bin:/bin DIR/run` (no GPU here): exit status 2 and
@@ -38,8 +38,8 @@ b=$tmp/bundle x=$tmp/x
 
 # ---- the bundle ----------------------------------------------------------------------------
 t0=$(date +%s)
-EXAMPLES=me LAYERS=2 STEPS=5 NO_BUILD=1 BUILD=$build JOBS=2 scripts/gpu-check --bundle "$b" > "$tmp/bundle.log" 2>&1 ||
-  { cat "$tmp/bundle.log"; fail "scripts/gpu-check --bundle failed"; }
+EXAMPLES=me LAYERS=2 STEPS=5 BF16_ROWS=me:2:4:64 NO_BUILD=1 BUILD=$build JOBS=2 scripts/gpu-check --bundle "$b" \
+  > "$tmp/bundle.log" 2>&1 || { cat "$tmp/bundle.log"; fail "scripts/gpu-check --bundle failed"; }
 echo "ok   bundle made in $(( $(date +%s) - t0 )) s: $(tail -2 "$tmp/bundle.log" | head -1)"
 
 # ---- 1. size ------------------------------------------------------------------------------------
@@ -91,6 +91,12 @@ if ! command -v ld.gold > /dev/null 2>&1; then
 fi
 [ "${#cc_env[@]}" -eq 0 ] || [ -x "$x/bin/xf-cc" ] || fail "bin/xf-cc is missing"
 echo "ok   ldd: $n files resolve from the bundle, glibc and $cuda_lib"
+# the bf16 table's row (BF16_ROWS): its model, its cost estimate and op
+# counts at 4 x 64, and the row in bundle.env for the GPU machine's run
+[ -f "$x/models/me-bf16-L2.so" ] && grep -q '^total:' "$x/cost/me-bf16-L2.txt" &&
+  grep -q 'ops per token' "$x/stats/me-bf16-L2.txt" && grep -q '^BUNDLE_BF16_ROWS=me:2:4:64$' "$x/bundle.env" ||
+  fail "the bf16 row me:2:4:64: model, cost, stats or bundle.env missing"
+echo "ok   the bf16 row: model, cost at 4 x 64 ($(awk '/^total:/ { for (i = 1; i < NF; i++) if ($i == "estimated") print $(i + 1), "us" }' "$x/cost/me-bf16-L2.txt")), stats, bundle.env"
 
 # ---- 4. a library missing: one line, status 1 --------------------------------------------------
 if ! $gpu_here; then
