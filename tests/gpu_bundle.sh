@@ -93,9 +93,10 @@ fi
 echo "ok   ldd: $n files resolve from the bundle, glibc and $cuda_lib"
 # the bf16 table's row (BF16_ROWS): its model, its cost estimate and op
 # counts at 4 x 64, and the row in bundle.env for the GPU machine's run
-[ -f "$x/models/me-bf16-L2.so" ] && grep -q '^total:' "$x/cost/me-bf16-L2.txt" &&
-  grep -q 'ops per token' "$x/stats/me-bf16-L2.txt" && grep -q '^BUNDLE_BF16_ROWS=me:2:4:64$' "$x/bundle.env" ||
+if ! [ -f "$x/models/me-bf16-L2.so" ] || ! grep -q '^total:' "$x/cost/me-bf16-L2.txt" ||
+   ! grep -q 'ops per token' "$x/stats/me-bf16-L2.txt" || ! grep -q '^BUNDLE_BF16_ROWS=me:2:4:64$' "$x/bundle.env"; then
   fail "the bf16 row me:2:4:64: model, cost, stats or bundle.env missing"
+fi
 echo "ok   the bf16 row: model, cost at 4 x 64 ($(awk '/^total:/ { for (i = 1; i < NF; i++) if ($i == "estimated") print $(i + 1), "us" }' "$x/cost/me-bf16-L2.txt")), stats, bundle.env"
 
 # ---- 4. a library missing: one line, status 1 --------------------------------------------------
