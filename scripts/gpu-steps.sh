@@ -372,6 +372,9 @@ gs_step_speed() {
         gs_torch "$ex" "$L" bf 180 --compile --bf16
       done
     done
+  fi
+  gs_bf16_run "$torch_ok"  # before the eager runs of the others: what the budget cuts is the least asked for
+  if $torch_ok; then
     for L in $LAYERS; do  # eager, every example torch_ref.py has
       for ex in $EXAMPLES; do
         has_torch "$ex" && [ -z "${sp[eager,$ex-L$L]:-}" ] && gs_torch "$ex" "$L" eager 120
@@ -408,14 +411,13 @@ gs_step_speed() {
       done
     done
   } > "$OUT/speed.md"
-  gs_bf16_speed "$torch_ok" "$mm" >> "$OUT/speed.md"
+  gs_bf16_table "$mm" >> "$OUT/speed.md"
 }
 
 # The bf16 table (BF16_ROWS): xf with bf16 storage and GEMMs against PyTorch
 # eager and torch.compile under bf16 autocast, at each row's batch x seq.
-gs_bf16_speed() {  # TORCH_OK MM
-  [ -n "$BF16_ROWS" ] || return 0
-  local row ex L b q k base rc best est ms ops gf
+gs_bf16_run() {  # TORCH_OK: the runs, into sp[xb|xbplan|bfe|bfc,...]
+  local row ex L b q k base rc
   for row in $BF16_ROWS; do
     IFS=: read -r ex L b q <<< "$row"
     k=$ex-L$L base=$OUT/speed/$ex-bf16-L$L
@@ -431,16 +433,20 @@ gs_bf16_speed() {  # TORCH_OK MM
         *) sp[xb,$k]=fail ;;
       esac
       sp[xbplan,$k]=$(grep -o -m1 -E '[0-9.]+ MiB planned' "$base.log" | cut -d' ' -f1)
-      echo "xf bf16 $ex L$L ${b}x$q: ${sp[xb,$k]} tok/s" >&2
+      echo "xf bf16 $ex L$L ${b}x$q: ${sp[xb,$k]} tok/s"
     fi
     if [ "$1" = true ] && has_torch "$ex"; then
-      gs_torch "$ex" "$L" bfe 180 --bf16 --batch "$b" --seq "$q" >&2
-      gs_torch "$ex" "$L" bfc 240 --compile --bf16 --batch "$b" --seq "$q" >&2
+      gs_torch "$ex" "$L" bfe 180 --bf16 --batch "$b" --seq "$q"
+      gs_torch "$ex" "$L" bfc 240 --compile --bf16 --batch "$b" --seq "$q"
     fi
   done
+}
+gs_bf16_table() {  # MM: the table, from sp
+  [ -n "$BF16_ROWS" ] || return 0
+  local row ex L b q k best est ms ops gf
   echo
   echo "bf16: xf compiled with --precision=bf16 (activations stored in bf16, bf16 GEMMs; parameters, moments and sums" \
-       "float32) against PyTorch under torch.autocast(bfloat16), eager and torch.compile; torch.mm float32 rate $2 GFLOP/s."
+       "float32) against PyTorch under torch.autocast(bfloat16), eager and torch.compile; torch.mm float32 rate $1 GFLOP/s."
   echo
   echo "| example | L | batch x seq | xf tok/s | xf ms/step | est ms | eager bf16 tok/s | compile bf16 tok/s | xf/best |" \
        "xf plan MiB | eager peak MiB | compile peak MiB | xf GFLOP/s |"
@@ -448,13 +454,13 @@ gs_bf16_speed() {  # TORCH_OK MM
   for row in $BF16_ROWS; do
     IFS=: read -r ex L b q <<< "$row"
     k=$ex-L$L ms=- est=- gf=-
-    [ "$(ratio "${sp[xb,$k]}" 1)" != - ] && ms=$(awk -v r="${sp[xb,$k]}" -v n=$((b * q)) 'BEGIN { printf "%.2f", n / r * 1000 }')
+    [ "$(ratio "${sp[xb,$k]:--}" 1)" != - ] && ms=$(awk -v r="${sp[xb,$k]}" -v n=$((b * q)) 'BEGIN { printf "%.2f", n / r * 1000 }')
     [ -f "$COST_DIR/$ex-bf16-L$L.txt" ] &&
       est=$(awk '/^total:/ { for (i = 1; i < NF; i++) if ($i == "estimated") printf "%.2f", $(i + 1) / 1000 }' "$COST_DIR/$ex-bf16-L$L.txt")
     ops=$(awk -F': ' '/^training .*ops per token/ { print $2 }' "$STATS_DIR/$ex-bf16-L$L.txt" 2> /dev/null)
     [ "$ms" != - ] && [ -n "$ops" ] && gf=$(awk -v r="${sp[xb,$k]}" -v o="$ops" 'BEGIN { printf "%.0f", r * o / 1e9 }')
     best=$(awk -v a="${sp[bfe,$k]:--}" -v c="${sp[bfc,$k]:--}" 'BEGIN { m = (a + 0 > c + 0) ? a + 0 : c + 0; if (m > 0) print m; else print "-" }')
-    echo "| $ex | $L | ${b} x $q | ${sp[xb,$k]} | $ms | ${est:--} | ${sp[bfe,$k]:--} | ${sp[bfc,$k]:--} | $(ratio "${sp[xb,$k]}" "$best") |" \
+    echo "| $ex | $L | ${b} x $q | ${sp[xb,$k]:--} | $ms | ${est:--} | ${sp[bfe,$k]:--} | ${sp[bfc,$k]:--} | $(ratio "${sp[xb,$k]:--}" "$best") |" \
          "${sp[xbplan,$k]:--} | ${sp[bfe_mem,$k]:--} | ${sp[bfc_mem,$k]:--} | $gf |"
   done
 }
