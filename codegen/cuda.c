@@ -959,13 +959,15 @@ static void render_optimizer(R *r, CudaModule *m, long *name_off, const size_t *
   // AdamW (lower_optim.c's description, the CPU's XfModel.adamw element for
   // element): the step's constants from the doubles as runtime.c adamw
   // makes them, then per element of each chunk the description's body, its
-  // slots the segment's tensors
+  // slots the segment's tensors; a segment with a bf16 twin (XfAdamSeg.h:
+  // the schedule has BUF_TWIN buffers) runs the description that also
+  // writes it
   static const char *const seg_field[XF_ADAM_NSLOTS] = {
-      [XF_ADAM_SLOT_W] = "w", [XF_ADAM_SLOT_G] = "g", [XF_ADAM_SLOT_M] = "m", [XF_ADAM_SLOT_V] = "v"};
-  const LKernel *lk = r->mod->adamw;
-  LP p = {.r = r, .lk = lk};
-  lk_names(&p);
-  lk_slots(&p, lk->body);
+      [XF_ADAM_SLOT_W] = "w", [XF_ADAM_SLOT_G] = "g", [XF_ADAM_SLOT_M] = "m", [XF_ADAM_SLOT_V] = "v", [XF_ADAM_SLOT_H] = "h"};
+  bool twins = false;
+  for (int b = 0; b < r->s->nbufs; b++) twins |= r->s->bufs[b].role == BUF_TWIN;
+  LP v[2] = {{.r = r, .lk = r->mod->adamw}, {.r = r, .lk = r->mod->adamw_twin}};
+  for (int i = 0; i < 1 + twins; i++) lk_names(&v[i]), lk_slots(&v[i], v[i].lk->body);
   m->adamw = optimizer_open(r, m, name_off, len, "xf_adamw");
   out(r, "  if (!XF_LAST(a)) return;\n  const double *hp = (const double *)a.slot[1];\n"
          "  const double t = (double)XF_STEP(a);\n  float st[%d];\n", XF_ADAM_NSTATE);
@@ -975,17 +977,23 @@ static void render_optimizer(R *r, CudaModule *m, long *name_off, const size_t *
       XF_ADAM_LR, XF_ADAM_B1, XF_ADAM_B2);
   out(r, "  st[%d] = (float)hp[XF_HP_EPS], st[%d] = (float)hp[XF_HP_SCALE];\n", XF_ADAM_EPS, XF_ADAM_SCALE);
   out(r, "  const float decay = (float)(1.0 - hp[XF_HP_LR] * hp[XF_HP_DECAY]);\n");
-  lk_inner(&p, 2);
+  lk_inner(&v[0], 2);
   out(r, OPT_CHUNKS "    st[%d] = seg[lo].decay ? decay : 1.0f;\n", XF_ADAM_DECAY);
-  for (int sl = 0; sl < XF_ADAM_NSLOTS; sl++) {
-    if (!p.loaded[sl] && !p.stored[sl]) continue;
-    const char *src = seg_field[sl] ? arena_printf(r->a, "seg[lo].%s", seg_field[sl]) : "st";
-    if (p.stored[sl]) out(r, "    float *__restrict__ S%d = (float *)%s;\n", sl, src);
-    else out(r, "    const float *__restrict__ L%d = (const float *)%s;\n", sl, src);
+  for (int i = twins; i >= 0; i--) {
+    LP *p = &v[i];
+    out(r, "    %s {\n", !twins ? "" : i ? "if (seg[lo].h)" : "else");
+    for (int sl = 0; sl < XF_ADAM_NSLOTS; sl++) {
+      if (!p->loaded[sl] && !p->stored[sl]) continue;
+      const char *src = seg_field[sl] ? arena_printf(r->a, "seg[lo].%s", seg_field[sl]) : "st";
+      const char *t = half(p, sl) ? "unsigned short" : "float";
+      if (p->stored[sl]) out(r, "      %s *__restrict__ S%d = (%s *)%s;\n", t, sl, t, src);
+      else out(r, "      const %s *__restrict__ L%d = (const %s *)%s;\n", t, sl, t, src);
+    }
+    out(r, "      for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 (4) stores: its bandwidth\n");
+    lk_element(p, "i", 8);
+    out(r, "      }\n    }\n");
   }
-  out(r, "    for (xf_i64 i = first + threadIdx.x; i < end; i += blockDim.x) {  // 4 loads, 3 stores: its bandwidth\n");
-  lk_element(&p, "i", 6);
-  out(r, "    }\n  }\n");
+  out(r, "  }\n");
   fn_close(r, "xf_adamw");
 }
 

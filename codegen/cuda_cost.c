@@ -398,15 +398,16 @@ static void add_launch(CudaCost *c, CudaCostRow r, int cls, int step, const char
 // block of XF_OPT_THREADS per chunk of XF_ADAM_CHUNK: the gradient norm's
 // partial sums (every gradient read once, a double per chunk written), their
 // sum in one block (a thread's chain: its share of the chunks), and AdamW
-// (w m v g read, w m v written). A chain link is a dependent global load.
-static void add_optimizer(CudaCost *c, double params) {
+// (w m v g read, w m v written, and a bf16 twin where a parameter has one).
+// A chain link is a dependent global load.
+static void add_optimizer(CudaCost *c, double params, double twins) {
   double chunks = ceil(params / XF_ADAM_CHUNK), grid = fmin(chunks, MAX_BLOCKS);
   const struct {
     const char *what;
     double items, bytes, flops, grid, chain;
   } k[3] = {{"grad_norm", params, 4 * params + 8 * chunks, 2 * params, grid, XF_ADAM_CHUNK / XF_OPT_THREADS},
             {"grad_norm_sum", chunks, 8 * chunks, chunks, 1, ceil(chunks / XF_OPT_THREADS)},
-            {"adamw", params, 28 * params, 14 * params, grid, XF_ADAM_CHUNK / XF_OPT_THREADS}};
+            {"adamw", params, 28 * params + 2 * twins, 14 * params, grid, XF_ADAM_CHUNK / XF_OPT_THREADS}};
   for (int i = 0; i < 3; i++) {
     CudaCostRow r = {.what = k[i].what, .cls = -1, .step = 0, .items = (int64_t)k[i].items, .bytes = k[i].bytes,
                      .flops = k[i].flops, .block = XF_OPT_THREADS, .grid = (int64_t)k[i].grid, .chain = k[i].chain};
@@ -442,10 +443,12 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
       return NULL;
     }
   }
-  double params = 0;
-  for (int b = 0; b < s->nbufs; b++)
+  double params = 0, twins = 0;
+  for (int b = 0; b < s->nbufs; b++) {
     if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0) params += (double)symsize_eval(s->bufs[b].size, B, T);
-  add_optimizer(c, params);
+    if (s->bufs[b].role == BUF_TWIN) twins += (double)symsize_eval(s->bufs[b].size, B, T);
+  }
+  add_optimizer(c, params, twins);
   for (int i = 0; i < c->nrows; i++) {
     CudaCostRow *q = &c->rows[i];
     double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));

@@ -35,6 +35,9 @@ typedef enum {
   BUF_INPUT,   // token ids, int32 (runtime-owned)
   BUF_ACT,     // scratch activations
   BUF_OUTPUT,  // loss or logits, read back by the runtime
+  BUF_TWIN,    // a parameter's bf16 copy that GPU products read (storage.c):
+               // node and size its parameter's; the optimizer and the
+               // runtime keep it current (persists)
 } BufferRole;
 
 // Lifetimes are in the global kernel order (Schedule.kernels); every program
@@ -60,7 +63,9 @@ static inline int64_t buffer_esize(const Buffer *b) { return b->bf16 ? 2 : 4; }
 
 // Params, gradients and inputs keep their own storage across steps; the
 // rest is planned (runtime/plan.c).
-static inline bool buffer_persistent(BufferRole r) { return r == BUF_PARAM || r == BUF_GRAD || r == BUF_INPUT; }
+static inline bool buffer_persistent(BufferRole r) {
+  return r == BUF_PARAM || r == BUF_GRAD || r == BUF_INPUT || r == BUF_TWIN;
+}
 
 typedef enum {
   PROG_TRAIN,   // forward + backward: loss and every gradient
@@ -201,6 +206,10 @@ void kernel_slots(const Schedule *s, const Kernel *k, int slot[KS_IMM]);
 // lifetime [ki, ki]), after schedule_build; -1 when the schedule's buffer
 // table is full.
 int schedule_kernel_scratch(Schedule *s, int ki, SymSize size);
+// The bf16 twin (BUF_TWIN) of parameter buffer p (a storage root), made on
+// the first call, read by kernel ki (its lifetime grows to cover ki), after
+// schedule_build; -1 when the schedule's buffer table is full.
+int schedule_param_twin(Schedule *s, int p, int ki);
 // The immediate operand of kernel k (KS_IMM): its dropout's mask stream, else 0.
 uint64_t kernel_imm(const Schedule *s, const Kernel *k);
 // Kernel k's name in profiles (XfModel.kernel_labels): "k<class> <op>[

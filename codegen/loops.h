@@ -376,6 +376,7 @@ typedef struct {
   LClass *cls;        // [nkernels], at each class's representative kernel
   LWindow *window;    // [nkernels]: each kernel's window in the step program (NULL without a time axis)
   const LKernel *adamw;  // the optimizer's update (lower_optim.c; XF_ADAM_SLOT_*)
+  const LKernel *adamw_twin;  // the same, also writing the bf16 twin (XF_ADAM_SLOT_H)
   const char *err;    // the first class's error, or NULL
 } LModule;
 
@@ -384,7 +385,7 @@ typedef struct {
 // causal_analyze, or NULL.
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis);
 // AdamW's update of one element (lower_optim.c), the same for every target.
-LKernel *lower_adamw(Arena *a);
+LKernel *lower_adamw(Arena *a, bool twin);
 // storage.c: bf16 storage for the activations of s whose every access
 // converts on the CPU and, with gpu (a --target=cuda schedule), on a GPU
 // (xfc --precision=bf16): sets Buffer.bf16, a GPU product's staged copy

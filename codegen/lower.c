@@ -928,7 +928,9 @@ static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int sl
 // The storage of the class's slots, from its representative kernel k
 // (Buffer.bf16, storage.c): LKernel.slot_bf16 and LGemm.bf16; on a GPU a
 // product whose A and B differ in storage reads the float32 one's bf16 copy
-// (Kernel.stage: LGemm.staged, LClass.stage). Element-wise accesses and
+// (Kernel.stage: LGemm.staged; LClass.stage makes it before the product,
+// unless it is a parameter's twin, BUF_TWIN, which the optimizer keeps
+// current). Element-wise accesses and
 // flat products convert; a bf16 slot elsewhere is an error in err.
 static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
                          char *err, size_t errlen) {
@@ -950,7 +952,7 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
   if (mixed) {
     int x = bf[gm->slot[LG_A]] ? LG_B : LG_A;
     gm->staged[x] = gm->bf16[x] = true;
-    c->stage = lower_stage(a, s, k, gm->slot[x], slot[gm->slot[x]]);
+    if (s->bufs[slot[KS_STAGE]].role != BUF_TWIN) c->stage = lower_stage(a, s, k, gm->slot[x], slot[gm->slot[x]]);
   }
   for (int i = 0; i < 2; i++)
     if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
@@ -986,7 +988,8 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     if (err[0]) c->err = arena_strdup(a, err);
     if (c->err && !m->err) m->err = c->err;
   }
-  m->adamw = lower_adamw(a);
+  m->adamw = lower_adamw(a, false);
+  if (tgt == LTARGET_GPU) m->adamw_twin = lower_adamw(a, true);
   if (time_axis) {
     m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
     for (int ki = 0; ki < s->nkernels; ki++) {
@@ -1282,6 +1285,6 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
     }
   }
   fprintf(f, "optimizer adamw: an outer index per element of a parameter\n");
-  lkernel_print(f, lower_adamw(a));
+  lkernel_print(f, lower_adamw(a, false));
   return 0;
 }

@@ -10,7 +10,9 @@
 //   w  = w decay - lr (m / bc1) / (sqrt(v) / sqrt_bc2 + eps)
 // with bc1 = 1 - b1^t, sqrt_bc2 = sqrt(1 - b2^t), decay = 1 - lr wd (1 for a
 // parameter without decay), all from the slot XF_ADAM_SLOT_STATE
-// (runtime/xf_abi.h): the runtime computes them once per step.
+// (runtime/xf_abi.h): the runtime computes them once per step. With twin,
+// also h = bf16(w) (round to nearest even) into slot XF_ADAM_SLOT_H: the
+// parameter's bf16 twin that a device's products read (storage.c).
 #include "lower_impl.h"
 
 #include "../runtime/xf_abi.h"
@@ -18,11 +20,12 @@
 _Static_assert((int)XF_ADAM_NSLOTS <= (int)KS_IMM, "AdamW's slots are operand slots of a kernel");
 
 // An LK_ELEMENTS kernel: one outer index per element, an inner extent of 1.
-LKernel *lower_adamw(Arena *a) {
+LKernel *lower_adamw(Arena *a, bool twin) {
   char err[8] = "";
   Lo L = {.a = a, .tgt = LTARGET_CPU, .err = err, .errlen = sizeof err};
   L.lk = arena_alloc(a, sizeof *L.lk);
-  L.lk->name = "adamw";
+  L.lk->name = twin ? "adamw_twin" : "adamw";
+  L.lk->slot_bf16[XF_ADAM_SLOT_H] = twin;
   L.lk->shape = LK_ELEMENTS;
   L.tail[0] = &L.lk->body;
   int o = new_var(&L, LT_I64, "o");
@@ -44,6 +47,7 @@ LKernel *lower_adamw(Arena *a) {
   store(&L, XF_ADAM_SLOT_M, i, xvar(&L, m));
   store(&L, XF_ADAM_SLOT_V, i, xvar(&L, v));
   store(&L, XF_ADAM_SLOT_W, i, xvar(&L, w));
+  if (twin) store(&L, XF_ADAM_SLOT_H, i, xvar(&L, w));
   for_end(&L);
   return L.lk;
 }

@@ -80,7 +80,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
     const Buffer *b = &e->s->bufs[i];
     const Node *n = &g->nodes[b->node];
     static const int roles[] = {[BUF_PARAM] = XF_BUF_PARAM, [BUF_GRAD] = XF_BUF_GRAD, [BUF_INPUT] = XF_BUF_INPUT,
-                                [BUF_ACT] = XF_BUF_ACT, [BUF_OUTPUT] = XF_BUF_OUTPUT};
+                                [BUF_ACT] = XF_BUF_ACT, [BUF_OUTPUT] = XF_BUF_OUTPUT, [BUF_TWIN] = XF_BUF_TWIN};
     // a kernel's scratch (cross-entropy's row losses, a chunked convolution's
     // U, Y, S, W^T) is not its node's value: no shape
     int rank = symsize_eq(b->size, symsize_prod(&n->shape, 0, n->shape.rank)) ? n->shape.rank : 0;
@@ -91,11 +91,12 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                        (int)INIT_ONES == XF_INIT_ONES && (int)INIT_CONSTANT == XF_INIT_CONSTANT &&
                        (int)INIT_TRUNC_NORMAL == XF_INIT_TRUNC_NORMAL,
                    "InitKind is numbered as XF_INIT_*");
-    int init = n->op != OP_PARAM ? 0 : n->init.kind == INIT_NONE ? XF_INIT_ZEROS : (int)n->init.kind;
+    int init = n->op != OP_PARAM || b->role != BUF_PARAM ? 0 : n->init.kind == INIT_NONE ? XF_INIT_ZEROS : (int)n->init.kind;
     bufs[i] = emit_abi_const(e, XF_BUFFER,
                         (V[XF_BUFFER_NFIELDS]){[XF_BUFFER_F_name] = emit_cstr(e, b->name), [XF_BUFFER_F_role] = ci32(e, roles[b->role]),
                                                [XF_BUFFER_F_is_int] = ci32(e, b->dtype == DT_I32),
                                                [XF_BUFFER_F_bf16] = ci32(e, b->bf16),
+                                               [XF_BUFFER_F_twin_of] = ci32(e, b->role == BUF_TWIN ? schedule_root(e->s, e->s->buf_of[b->node]) : -1),
                                                [XF_BUFFER_F_coef] = ci64(e, b->size.coef), [XF_BUFFER_F_pow_b] = ci32(e, b->size.pb),
                                                [XF_BUFFER_F_pow_t] = ci32(e, b->size.pt), [XF_BUFFER_F_tdiv] = ci64(e, symsize_den(b->size)),
                                                [XF_BUFFER_F_alias_of] = ci32(e, b->alias_of),

@@ -268,6 +268,19 @@ int schedule_kernel_scratch(Schedule *s, int ki, SymSize size) {
   return b;
 }
 
+int schedule_param_twin(Schedule *s, int p, int ki) {
+  int b = 0;
+  while (b < s->nbufs && !(s->bufs[b].role == BUF_TWIN && s->bufs[b].node == s->bufs[p].node)) b++;
+  if (b == s->nbufs) {
+    if (s->nbufs >= s->g->nnodes * 4) return -1;  // schedule_build's capacity
+    s->bufs[s->nbufs++] = (Buffer){.role = BUF_TWIN, .dtype = DT_F32, .size = s->bufs[p].size, .node = s->bufs[p].node,
+                                   .name = s->bufs[p].name, .alias_of = -1, .bf16 = true, .first = ki, .last = ki};
+  }
+  if (ki < s->bufs[b].first) s->bufs[b].first = ki;
+  if (ki > s->bufs[b].last) s->bufs[b].last = ki;
+  return b;
+}
+
 // The chunked form's scratch of convolution kernel k (C = k->chunk, NC = L / C,
 // R = the rows of x, dy: every position of every sequence):
 //   CAUSAL_CONV  x [.., T, d] * W [L, d, e]: U [R, C d], Y [NC, R, e]
@@ -567,7 +580,7 @@ int64_t schedule_plan(const Schedule *s, int64_t B, int64_t T, int64_t *offsets,
 }
 
 static const char *role_name(BufferRole r) {
-  static const char *names[] = {"param", "grad", "input", "act", "output"};
+  static const char *names[] = {"param", "grad", "input", "act", "output", "twin"};
   return names[r];
 }
 

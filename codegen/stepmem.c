@@ -104,7 +104,7 @@ int step_buffers(const Schedule *s, const int *time_axis, StepBuf *out) {
     bool state = schedule_scan_state(kn) && time_axis[k->node] == kn->axis;
     for (int j = 0; j < KS_IMM; j++) {
       int b = slot[j];
-      if (b < 0 || s->bufs[b].role == BUF_PARAM) continue;
+      if (b < 0 || s->bufs[b].role == BUF_PARAM || s->bufs[b].role == BUF_TWIN) continue;  // the runtime's
       if (at[b] < 0) {
         at[b] = n;
         out[n++] = (StepBuf){.buf = b, .cache = s->bufs[b].role == BUF_INPUT, .first = ki, .last = ki};

@@ -21,9 +21,11 @@
 // every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM, a
 // GPU's team GEMMs), a GPU's steps or direct product, or a kernel without a
 // lowering touches. cuBLAS multiplies bf16 by bf16 only: a GPU product whose
-// A and B differ in storage gets a bf16 copy of the float32 one (a weight),
-// Kernel.stage, a scratch buffer of the kernel's own. Kernel.cls then also tells apart
-// the kernels of one class whose slots differ in storage, so that one
+// A and B differ in storage reads a bf16 copy of the float32 one,
+// Kernel.stage: a parameter's twin (BUF_TWIN, persistent, rewritten by the
+// optimizer), else a scratch buffer of the kernel's own that it fills before
+// the product. Kernel.cls then also tells apart the kernels of one class
+// whose slots differ in storage or whose copy is a twin, so that one
 // function serves each class (lower_module marks LKernel.slot_bf16 and
 // LGemm.bf16 from the class's representative, and rounds a stored value at
 // its computation so that a fused kernel's own uses of it see what is
@@ -117,8 +119,10 @@ static bool keeps_f32(const Node *n) {
 }
 
 // A GPU product's A and B of different storage: its float32 operand's bf16
-// copy (Kernel.stage, the operand's size, bf16). False when the schedule's
-// buffer table has no room for every copy (then none is made).
+// copy (Kernel.stage, the operand's size, bf16): a parameter's twin
+// (BUF_TWIN, one per parameter, kept current by the optimizer), else a
+// scratch copy the kernel makes before the product. False when the
+// schedule's buffer table has no room for every copy (then none is made).
 static bool stage_products(Schedule *s, const LModule *gpu) {
   int slot[KS_IMM], need = 0;
   for (int pass = 0; pass < 2; pass++) {
@@ -134,7 +138,8 @@ static bool stage_products(Schedule *s, const LModule *gpu) {
         need++;
         continue;
       }
-      k->stage = schedule_kernel_scratch(s, ki, s->bufs[s->bufs[a].bf16 ? b : a].size);
+      int x = s->bufs[a].bf16 ? b : a;
+      k->stage = s->bufs[x].role == BUF_PARAM ? schedule_param_twin(s, x, ki) : schedule_kernel_scratch(s, ki, s->bufs[x].size);
       if (k->stage < 0) return false;
       s->bufs[k->stage].bf16 = true;
     }
@@ -217,6 +222,7 @@ int schedule_storage(Arena *a, Schedule *s, bool gpu) {
     key[ki] = 0;
     for (int j = 0; j < KS_IMM; j++)
       if (slot[j] >= 0 && s->bufs[slot[j]].bf16) key[ki] |= 1u << j;
+    if (k->stage >= 0 && s->bufs[k->stage].role == BUF_TWIN) key[ki] |= 1u << KS_IMM;
     old[ki] = k->cls;
     int c = ki;
     for (int j = old[ki]; j < ki; j++)

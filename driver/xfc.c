@@ -184,14 +184,17 @@ static void print_memory(const Schedule *s, const int *ta, const Options *o) {
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
-  double params = 0;  // AdamW keeps two moments per parameter, each rounded up to 64 bytes as in the runtime
-  for (int b = 0; b < s->nbufs; b++)
+  double params = 0, twins = 0;  // AdamW keeps two moments per parameter, each rounded up to 64 bytes as in the runtime
+  for (int b = 0; b < s->nbufs; b++) {
     if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0)
       params += (double)((4 * symsize_eval(s->bufs[b].size, B, T) + 63) / 64 * 64);
+    if (s->bufs[b].role == BUF_TWIN) twins += (double)((2 * symsize_eval(s->bufs[b].size, B, T) + 63) / 64 * 64);
+  }
   printf("\nmemory of a training step at batch %lld, seq %lld (%s schedule: %d kernels, %d functions):\n",
          (long long)B, (long long)T, o->no_fuse ? "unfused" : "fused", s->nkernels, s->nclasses);
   printf("  activations and outputs (planned)  %10.1f MiB\n", (double)top / (1 << 20));
   printf("  parameters, gradients, inputs      %10.1f MiB\n", (double)pers / (1 << 20));
+  if (twins > 0) printf("    of which the GPU's bf16 weights  %10.1f MiB (parameters' twins, rewritten by AdamW)\n", twins / (1 << 20));
   printf("  AdamW moments                      %10.1f MiB\n", 2 * params / (1 << 20));
   printf("  total                              %10.1f MiB\n", ((double)top + (double)pers + 2 * params) / (1 << 20));
   print_step_memory(g, s, ta);

@@ -663,11 +663,15 @@ static void model_info(const char *path, XfRuntime *rt) {
       if (c->sass_size[i]) printf(", SASS for sm_%d (%lld KiB)", c->sass_sm[i], (long long)(c->sass_size[i] >> 10));
     int kernels = 0, gemms = 0;
     for (int j = 0; j < c->nlaunch[XF_PROG_TRAIN]; j++) c->launch[XF_PROG_TRAIN][j].kind == XF_LAUNCH_GEMM ? gemms++ : kernels++;
-    int half = 0;
-    for (int b = 0; b < xf_model(rt)->nbuffers; b++) half += xf_model(rt)->buffers[b].bf16 != 0;
+    int half = 0, twins = 0;
+    for (int b = 0; b < xf_model(rt)->nbuffers; b++) {
+      const XfBuffer *x = &xf_model(rt)->buffers[b];
+      half += x->bf16 != 0 && x->role == XF_BUF_ACT, twins += x->role == XF_BUF_TWIN;
+    }
     printf("; %d functions; a training step: %d kernel launches, %d GEMMs in %s, 3 optimizer launches", c->nnames, kernels,
            gemms, xf_precision_name(c->precision));
     if (half) printf("; %d activations stored in bf16", half);
+    if (twins) printf("; %d weights read as bf16 twins (AdamW rewrites them)", twins);
     printf("\n");
   }
 }

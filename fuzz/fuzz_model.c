@@ -57,7 +57,11 @@ static void decode(Bytes *in, Model *x) {
   for (int i = 0; i < m->nbuffers; i++) {
     XfBuffer *b = &x->bufs[i];
     b->name = NAMES[next(in) % NNAMES];
-    b->role = (int32_t)(next(in) % 6);
+    b->role = (int32_t)(next(in) % 7);
+    unsigned twin = next(in);  // mostly consistent with the role: -1, or a parameter's twin
+    b->twin_of = twin % 8 == 0 ? (int32_t)(twin / 8 % (unsigned)(m->nbuffers + 2)) - 1
+                 : b->role == XF_BUF_TWIN ? (int32_t)(twin / 8 % (unsigned)m->nbuffers) : -1;
+    b->bf16 = b->role == XF_BUF_TWIN && twin % 8 != 1;
     b->is_int = (int32_t)(next(in) % 3 == 1);
     b->rank = (int32_t)(next(in) % 5);
     for (int d = 0; d < b->rank; d++) b->dims[d] = dim_of(next(in));

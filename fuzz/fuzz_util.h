@@ -104,14 +104,14 @@ static inline void fuzz_adamw(void **slot, int64_t B, int64_t T, uint64_t seed, 
 // logits [B, T, 16]; vocab 16, context 8, one kernel.
 static const XfConfigEntry FUZZ_CONFIG[] = {{"vocab", 0, 16}, {"d", 0, 8}};
 static const XfBuffer FUZZ_BUFFERS[] = {
-    {"emb", XF_BUF_PARAM, 0, 0, 128, 0, 0, 1, -1, 2, {16, 8}, XF_INIT_NORMAL, 0, 0.02, -1, -1},
-    {"w", XF_BUF_PARAM, 0, 0, 8, 0, 0, 1, -1, 1, {8}, XF_INIT_ONES, 0, 0, -1, -1},
-    {"grad.emb", XF_BUF_GRAD, 0, 0, 128, 0, 0, 1, -1, 2, {16, 8}, 0, 0, 0, 0, 0},
-    {"grad.w", XF_BUF_GRAD, 0, 0, 8, 0, 0, 1, -1, 1, {8}, 0, 0, 0, 0, 0},
-    {"tokens", XF_BUF_INPUT, 1, 0, 1, 1, 1, 1, -1, 2, {0, -1}, 0, 0, 0, 0, 0},
-    {"targets", XF_BUF_INPUT, 1, 0, 1, 1, 1, 1, -1, 2, {0, -1}, 0, 0, 0, 0, 0},
-    {"loss", XF_BUF_OUTPUT, 0, 0, 1, 0, 0, 1, -1, 0, {0}, 0, 0, 0, 0, 1},
-    {"logits", XF_BUF_OUTPUT, 0, 0, 16, 1, 1, 1, -1, 3, {0, -1, 16}, 0, 0, 0, 0, 1},
+    {"emb", XF_BUF_PARAM, 0, 0, -1, 128, 0, 0, 1, -1, 2, {16, 8}, XF_INIT_NORMAL, 0, 0.02, -1, -1},
+    {"w", XF_BUF_PARAM, 0, 0, -1, 8, 0, 0, 1, -1, 1, {8}, XF_INIT_ONES, 0, 0, -1, -1},
+    {"grad.emb", XF_BUF_GRAD, 0, 0, -1, 128, 0, 0, 1, -1, 2, {16, 8}, 0, 0, 0, 0, 0},
+    {"grad.w", XF_BUF_GRAD, 0, 0, -1, 8, 0, 0, 1, -1, 1, {8}, 0, 0, 0, 0, 0},
+    {"tokens", XF_BUF_INPUT, 1, 0, -1, 1, 1, 1, 1, -1, 2, {0, -1}, 0, 0, 0, 0, 0},
+    {"targets", XF_BUF_INPUT, 1, 0, -1, 1, 1, 1, 1, -1, 2, {0, -1}, 0, 0, 0, 0, 0},
+    {"loss", XF_BUF_OUTPUT, 0, 0, -1, 1, 0, 0, 1, -1, 0, {0}, 0, 0, 0, 0, 1},
+    {"logits", XF_BUF_OUTPUT, 0, 0, -1, 16, 1, 1, 1, -1, 3, {0, -1, 16}, 0, 0, 0, 0, 1},
 };
 static const char *const FUZZ_LABELS[] = {"k0 embed fuzz:1"};
 static const XfModel FUZZ_MODEL = {

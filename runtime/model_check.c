@@ -32,7 +32,7 @@ static bool sym_ok(XfSym s) {
 static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
   const XfBuffer *b = &m->buffers[i];
   if (!name_ok(b->name)) return fail(err, errlen, "buffer %d has no name or one over %d bytes", i, MAX_NAME);
-  if (b->role < XF_BUF_PARAM || b->role > XF_BUF_OUTPUT)
+  if (b->role < XF_BUF_PARAM || b->role > XF_BUF_TWIN)
     return fail(err, errlen, "buffer %d '%s' has role %d", i, b->name, b->role);
   if (b->is_int != 0 && b->is_int != 1) return fail(err, errlen, "buffer %d '%s' has is_int %d", i, b->name, b->is_int);
   if (b->coef < 0 || b->coef > MAX_COEF || b->pow_b < 0 || b->pow_b > MAX_POW || b->pow_t < 0 || b->pow_t > MAX_POW ||
@@ -69,6 +69,14 @@ static bool buffer_ok(const XfModel *m, int i, char *err, size_t errlen) {
       b->first > b->last)
     return fail(err, errlen, "buffer %d '%s' has lifetime [%d, %d] outside the %d kernels", i, b->name, b->first, b->last,
                 m->nkernels);
+  if ((b->role == XF_BUF_TWIN) != (b->twin_of != -1))
+    return fail(err, errlen, "buffer %d '%s' of role %d copies buffer %d", i, b->name, b->role, b->twin_of);
+  if (b->role == XF_BUF_TWIN) {  // a parameter's bf16 copy: its size, storage of its own
+    const XfBuffer *p = b->twin_of >= 0 && b->twin_of < m->nbuffers ? &m->buffers[b->twin_of] : NULL;
+    if (!p || p->role != XF_BUF_PARAM || b->bf16 != 1 || b->alias_of != -1 || b->coef != p->coef || b->pow_b || b->pow_t ||
+        p->tdiv != b->tdiv)
+      return fail(err, errlen, "buffer %d '%s' is not the bf16 twin of a parameter (buffer %d)", i, b->name, b->twin_of);
+  }
   if (b->role == XF_BUF_PARAM) {
     if (b->pow_b || b->pow_t || b->is_int)
       return fail(err, errlen, "parameter '%s' depends on the batch or sequence length, or is not float", b->name);
@@ -184,6 +192,9 @@ bool xf_model_check(const XfModel *m, char *err, size_t errlen) {
     for (int i = 0; i < m->nstep_bufs; i++) {
       if (m->step_bufs[i] < 0 || m->step_bufs[i] >= m->nbuffers)
         return fail(err, errlen, "step program buffer %d is %d of %d", i, m->step_bufs[i], m->nbuffers);
+      int role = m->buffers[m->step_bufs[i]].role;  // the sampler keeps the runtime's parameters and twins
+      if (role == XF_BUF_PARAM || role == XF_BUF_TWIN)
+        return fail(err, errlen, "step program buffer %d is parameter or twin %d", i, m->step_bufs[i]);
       if ((m->step_cache[i] != 0 && m->step_cache[i] != 1) || m->step_first[i] < 0 || m->step_first[i] > m->step_last[i] ||
           m->step_last[i] > m->nkernels)
         return fail(err, errlen, "step program buffer %d: cache %d, lifetime %d..%d of %d kernels", i, m->step_cache[i],

@@ -259,7 +259,7 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   if (!g->alloc(g, (void **)&rt->darena, bytes) || !g->load(g, rt->m->cuda, rt->opt.batch, rt->m->context))
     return fail(err, errlen, "%s", g->err);
   bool storage = false;
-  for (int i = 0; i < rt->m->nbuffers; i++) storage |= rt->m->buffers[i].bf16 != 0;
+  for (int i = 0; i < rt->m->nbuffers; i++) storage |= rt->m->buffers[i].bf16 != 0 && rt->m->buffers[i].role == XF_BUF_ACT;
   size_t dl = strlen(g->desc);
   if (storage) snprintf(g->desc + dl, sizeof g->desc - dl, "; activations stored in bf16");
   size_t tok_bytes = rt->tokens >= 0 ? (size_t)xf_buf_numel(&rt->m->buffers[rt->tokens], rt->opt.batch, rt->opt.seq) * 4 : 0;
@@ -280,10 +280,13 @@ static bool attach_device(XfRuntime *rt, char *err, size_t errlen) {
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
     int64_t n = rt->numel[rt->params[p]];
+    int twin = 0;  // the parameter's bf16 twin (XF_BUF_TWIN), rewritten by AdamW with it
+    while (twin < rt->m->nbuffers && rt->m->buffers[twin].twin_of != rt->params[p]) twin++;
     segs[rt->nsegs++] = (XfAdamSeg){.w = rt->dbufs[rt->params[p]], .m = rt->darena + ((char *)rt->adam_m[p] - (char *)rt->arena),
                                     .v = rt->darena + ((char *)rt->adam_v[p] - (char *)rt->arena),
                                     .g = rt->dbufs[rt->grads[p]],
                                     .s = rt->acc[p] ? rt->darena + ((char *)rt->acc[p] - (char *)rt->arena) : NULL,
+                                    .h = twin < rt->m->nbuffers ? rt->dbufs[twin] : NULL,
                                     .n = n, .block0 = chunks, .decay = decays(rt, p)};
     chunks += (n + XF_ADAM_CHUNK - 1) / XF_ADAM_CHUNK;
   }
@@ -506,7 +509,7 @@ bool xf_allocate(XfRuntime *rt, char *err, size_t errlen) {
     if (rt->grads[p] >= 0) rt->acc[p] = (float *)mp, mp += ((size_t)rt->numel[rt->params[p]] * 4 + 63) & ~(size_t)63;
   if (rt->gpu && !attach_device(rt, err, errlen)) return false;
   bool bf16 = !rt->gpu && m->precision == XF_PRECISION_BF16 && !rt->opt.fp32_gemms, storage = false;
-  for (int i = 0; !rt->gpu && i < m->nbuffers; i++) storage |= m->buffers[i].bf16 != 0;
+  for (int i = 0; !rt->gpu && i < m->nbuffers; i++) storage |= m->buffers[i].bf16 != 0 && m->buffers[i].role == XF_BUF_ACT;
   char why[160] = "";
   if (bf16 && !xf_gemm_bf16_ready(why, sizeof why)) {
     snprintf(rt->gemms, sizeof rt->gemms, "float32 (model.so asks for bf16 products, but %s)%s", why,
@@ -657,9 +660,25 @@ static void host_sync(XfRuntime *rt, bool write) {
   if (write) rt->host_dirty = true;
 }
 
+// The parameters' bf16 twins (XF_BUF_TWIN) in the host mirror made from
+// the parameters, rounded to nearest even as the device's AdamW rounds them.
+static void host_twins(XfRuntime *rt) {
+  const XfModel *m = rt->m;
+  for (int i = 0; i < m->nbuffers; i++) {
+    if (m->buffers[i].role != XF_BUF_TWIN) continue;
+    const float *w = rt->bufs[m->buffers[i].twin_of];
+    uint16_t *h = rt->bufs[i];
+    int64_t n = rt->numel[i];
+    if (xf_gemm_bf16_ready(NULL, 0)) xf_bf16_convert(h, w, n);
+    else
+      for (int64_t k = 0; k < n; k++) h[k] = xf_bf16_bits(w[k]);
+  }
+}
+
 void xf_device_push(XfRuntime *rt) {
   XfGpu *g = rt->gpu;
   if (rt->host_dirty) {
+    host_twins(rt);
     if (!g->upload(g, rt->darena, rt->arena, rt->persist) ||
         !g->upload(g, rt->darena + rt->moments_at, (char *)rt->arena + rt->moments_at, rt->bytes - rt->moments_at))
       xf_device_fail(rt);

@@ -111,7 +111,8 @@ XfSampler *xf_sampler_open(XfRuntime *rt, int64_t nseq, bool incremental, char *
     ok = s->bufs && s->arena;
     if (ok) {
       for (int i = 0; i < m->nbuffers; i++)
-        if (m->buffers[i].role == XF_BUF_PARAM) s->bufs[i] = rt->gpu ? rt->dbufs[i] : rt->bufs[i];
+        if (m->buffers[i].role == XF_BUF_PARAM || m->buffers[i].role == XF_BUF_TWIN)
+          s->bufs[i] = rt->gpu ? rt->dbufs[i] : rt->bufs[i];
       for (int i = 0; i < m->nstep_bufs; i++) s->bufs[m->step_bufs[i]] = s->arena + ofs[i];
       ok = s->bufs[rt->tokens] && s->bufs[rt->logits];
     }

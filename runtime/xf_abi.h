@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define XF_ABI_VERSION 23u
+#define XF_ABI_VERSION 24u
 
 struct XfApi;
 
@@ -87,7 +87,11 @@ typedef void (*XfProgramFn)(const struct XfApi *api, void **bufs, int64_t B, int
 XF_ABI_TAGS(XF_TAG_TYPEDEF)
 typedef enum { XF_ABI_TAGS(XF_TAG_ID) XF_NTAGS } XfAbiTag;
 
-enum { XF_BUF_PARAM, XF_BUF_GRAD, XF_BUF_INPUT, XF_BUF_ACT, XF_BUF_OUTPUT };
+// XF_BUF_TWIN: a parameter's bf16 copy that a device's products read (xfc
+// --target=cuda --precision=bf16, codegen/storage.c), persistent, its
+// parameter XfBuffer.twin_of; the device's AdamW rewrites it with the
+// parameter, the runtime whenever it uploads the parameters.
+enum { XF_BUF_PARAM, XF_BUF_GRAD, XF_BUF_INPUT, XF_BUF_ACT, XF_BUF_OUTPUT, XF_BUF_TWIN };
 // Initialisers (xf_init_draw): normal(a, b), uniform(a, b), zeros, ones,
 // constant(a), trunc_normal(a, b) (within a +- 2 b).
 enum { XF_INIT_NORMAL = 1, XF_INIT_UNIFORM, XF_INIT_ZEROS, XF_INIT_ONES, XF_INIT_CONSTANT, XF_INIT_TRUNC_NORMAL };
@@ -132,7 +136,8 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, STR, name)      /* params, grads (grad.<param>), inputs, outputs; "" for scratch */                       \
   F(P, I32, role)      /* XF_BUF_* */                                                                            \
   F(P, I32, is_int)    /* token ids (int32) rather than float */                                                 \
-  F(P, I32, bf16)      /* activations stored as bf16, 2 bytes per element (xfc --precision=bf16, CPU) */         \
+  F(P, I32, bf16)      /* stored as bf16, 2 bytes per element (xfc --precision=bf16): activations, twins */     \
+  F(P, I32, twin_of)   /* XF_BUF_TWIN: the parameter it copies; else -1 */                                      \
   F(P, I64, coef)                                                                                                \
   F(P, I32, pow_b)                                                                                               \
   F(P, I32, pow_t)                                                                                               \
@@ -220,6 +225,7 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   F(P, PTR, v)                                                                                                   \
   F(P, PTR, g)                                                                                                   \
   F(P, PTR, s)         /* the micro-batches' gradient sum (XfOptions.accum > 1), else NULL */                    \
+  F(P, PTR, h)         /* the parameter's bf16 twin (XF_BUF_TWIN), rewritten with w; else NULL */            \
   F(P, I64, n)                                                                                                   \
   F(P, I64, block0)                                                                                              \
   F(P, I32, decay)     /* 1: weight decay applies (runtime.c decays) */
@@ -230,7 +236,9 @@ enum { XF_ADAM_CHUNK = 4096, XF_OPT_THREADS = 256 };
 // XfCuda.adamw over the segments): its operand slots (w, m, v updated in
 // place, g read) and the step's constants, floats in the array of slot
 // XF_ADAM_SLOT_STATE.
-enum { XF_ADAM_SLOT_W, XF_ADAM_SLOT_G, XF_ADAM_SLOT_STATE, XF_ADAM_SLOT_M, XF_ADAM_SLOT_V, XF_ADAM_NSLOTS };
+// XF_ADAM_SLOT_H: the parameter's bf16 twin, written from the updated w by
+// the device's AdamW (lower_optim.c lower_adamw with a twin).
+enum { XF_ADAM_SLOT_W, XF_ADAM_SLOT_G, XF_ADAM_SLOT_STATE, XF_ADAM_SLOT_M, XF_ADAM_SLOT_V, XF_ADAM_SLOT_H, XF_ADAM_NSLOTS };
 enum {
   XF_ADAM_BC1,       // 1 - beta1^t
   XF_ADAM_SQRT_BC2,  // sqrt(1 - beta2^t)

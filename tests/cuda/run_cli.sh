@@ -124,7 +124,8 @@ printf '%s' "$out" | grep -q "GEMMs in TF32" && ok "the GEMMs default to TF32" |
   "$xfrun" info "$tmp/she_fp32.so" | grep -q "GEMMs in float32" && ok "--precision=fp32: float32 GEMMs" ||
   bad "--precision=fp32: $("$xfrun" info "$tmp/she_fp32.so" 2>&1)"
 "$xfc" --target=cuda --precision=bf16 -o "$tmp/she_bf16.so" examples/she.xf "${small[@]}" &&
-  "$xfrun" info "$tmp/she_bf16.so" | grep -qE "GEMMs in bf16 \(float32 sums\), 3 optimizer launches; [0-9]+ activations stored in bf16" && ok "--precision=bf16: bf16 GEMMs and storage" ||
+  "$xfrun" info "$tmp/she_bf16.so" | grep -qE "GEMMs in bf16 \(float32 sums\), 3 optimizer launches; [0-9]+ activations stored in bf16; [0-9]+ weights read as bf16 twins" &&
+  ok "--precision=bf16: bf16 GEMMs and storage, weights read as bf16 twins" ||
   bad "--precision=bf16: $("$xfrun" info "$tmp/she_bf16.so" 2>&1)"
 # the emulated device says what its GEMMs compute
 out=$(XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_bf16.so" --device cuda --steps 1 "${train[@]}" 2>&1)

@@ -128,14 +128,22 @@ awk -v s="$share" 'BEGIN { exit !(s >= 0.85) }' && ! grep -q ' bf16$' "$tmp/s32.
   ok "--emit=schedule: $share of the activations' bytes stored in bf16; none under float32" ||
   bad "--emit=schedule: $share of the activations' bytes in bf16 (aim >= 0.85); under float32: $(grep -c ' bf16$' "$tmp/s32.txt")"
 # with --target=cuda the same storage serves both targets (codegen/storage.c):
-# at least 85 % of the activations' bytes in bf16 too, the GPU's products of
-# an activation by a weight reading a staged bf16 copy (stage=), and the
-# 18-layer plan at most 0.6x float32's
-"$xfc" examples/transformer.xf -D layers=2 --precision=bf16 --target=cuda --emit=schedule > "$tmp/sc.txt" || bad "--target=cuda --emit=schedule"
+# at least 85 % of the activations' bytes in bf16 too; the GPU's products of
+# an activation by a weight read that parameter's bf16 twin (stage= a buffer
+# of role twin, one per weight), which AdamW rewrites (the CUDA C's
+# xf_adamw stores seg[lo].h), so no kernel copies a weight; and the 18-layer
+# plan at most 0.6x float32's
+"$xfc" examples/transformer.xf -D layers=2 --precision=bf16 --target=cuda --emit=schedule > "$tmp/sc.txt" &&
+  "$xfc" examples/transformer.xf -D layers=2 --precision=bf16 --target=cuda --emit=cuda > "$tmp/sc.cu" 2>/dev/null ||
+  bad "--target=cuda --emit=schedule, --emit=cuda"
 share=$(awk '/ act .*live/ { all += $4; if ($NF == "bf16") h += $4 } END { printf "%.3f", all ? h / all : 0 }' "$tmp/sc.txt")
 stages=$(grep -c 'stage=' "$tmp/sc.txt")
+twins=$(awk '$2 == "twin" { t[$1] = 1 } /stage=b/ { match($0, /stage=b[0-9]+/); s[substr($0, RSTART + 6, RLENGTH - 6)] = 1 }
+             END { n = 0; for (b in s) { if (!(b in t)) { print -1; exit } n++ } print n }' "$tmp/sc.txt")
+copies=$(grep -c '_stage(' "$tmp/sc.cu")
 g32=$(mem --target=cuda) g16=$(mem --target=cuda --precision=bf16)
-awk -v s="$share" -v n="$stages" -v a="$g16" -v b="$g32" 'BEGIN { exit !(s >= 0.85 && n > 0 && b > 0 && a / b <= 0.6) }' &&
-  ok "--target=cuda --precision=bf16: $share of the activations' bytes in bf16, $stages staged products, 18 layers $g16 MiB against $g32" ||
-  bad "--target=cuda --precision=bf16: $share of the activations' bytes in bf16 (aim >= 0.85), $stages staged products, 18 layers $g16 MiB against $g32 (aim <= 0.6x)"
+awk -v s="$share" -v n="$stages" -v t="$twins" -v c="$copies" -v a="$g16" -v b="$g32" \
+    'BEGIN { exit !(s >= 0.85 && n > 0 && t > 0 && c == 0 && b > 0 && a / b <= 0.6) }' && grep -q 'S[0-9]*\[o_0\] = xf_bf16_st(w_' "$tmp/sc.cu" &&
+  ok "--target=cuda --precision=bf16: $share of the activations' bytes in bf16, $stages products read $twins weights' bf16 twins, no staging kernel, 18 layers $g16 MiB against $g32" ||
+  bad "--target=cuda --precision=bf16: $share of the activations' bytes in bf16 (aim >= 0.85), $stages staged products reading $twins twins (-1: a staged buffer is no twin), $copies staging kernels (aim 0), AdamW writing the twins: $(grep -c 'xf_bf16_st(w_' "$tmp/sc.cu"), 18 layers $g16 MiB against $g32 (aim <= 0.6x)"
 finish
