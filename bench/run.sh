@@ -11,7 +11,9 @@
 # avx512f and avx2 it has), then the runtime's GEMM (build-release/xf-gemm-bench,
 # bench/sgemm.c: the provider's xf_gemm_describe line, its GFLOP/s on each
 # product the models run at THREADS threads split as the runtime splits them,
-# and "rate", their geometric mean), and torch.mm's rate for reference.
+# and "rate", their geometric mean; under PRECISION=bf16 the same for its
+# bf16 products, xf-gemm-bench --bf16, whose rate the rows then divide by),
+# and torch.mm's rate for reference.
 #
 # For every example and layer count it prints, and writes to out/bench/results.md
 # (results-bf16.md under PRECISION=bf16):
@@ -93,6 +95,20 @@ else
   cat "$out/gemm.txt"
   note "xf-gemm-bench: $(tail -n 1 "$out/gemm.log")"
 fi
+# PRECISION=bf16: the rate of the bf16 products too (xf-gemm-bench --bf16),
+# which the rows' "of GEMM rate" then divides by
+sgemm32=$sgemm gemm16_rates=()
+if [ "$precision" = bf16 ]; then
+  if build-release/xf-gemm-bench --bf16 --threads "$threads" >"$out/gemm16.txt" 2>"$out/gemm16.log"; then
+    mapfile -t gemm16_rates < <(grep -v '^GEMM:' "$out/gemm16.txt")
+    sgemm=$(awk '/^rate: / { print $2 }' "$out/gemm16.txt")
+    [ -n "$sgemm" ] || sgemm=-
+    echo "bf16 products (xf-gemm-bench --bf16):"
+    grep -v '^GEMM:' "$out/gemm16.txt"
+  else
+    note "xf-gemm-bench --bf16: $(tail -n 1 "$out/gemm16.log"); the rows' GEMM rate is float32's"
+  fi
+fi
 echo
 
 # --- PyTorch 2 from PyPI in bench/.venv ---------------------------------------
@@ -145,7 +161,7 @@ echo
 header="xf $(git describe --always --dirty 2>/dev/null || echo "?") against torch $torch_version; $threads threads, batch $batch x $seq tokens,"
 header+=" $steps timed steps; GEMM rate (xf-gemm-bench, geometric mean over the model products): $sgemm GFLOP/s;"
 header+=" model FLOPs: xfc --stats, training (forward + backward) ops per token at T = $seq"
-[ "$precision" = bf16 ] && header+="; xf with --precision=bf16 (bf16 GEMM products and activations; parameters, moments and sums float32), torch eager and compiled under torch.autocast(bfloat16); the GEMM rate is float32's"
+[ "$precision" = bf16 ] && header+="; xf with --precision=bf16 (bf16 GEMM products and activations; parameters, moments and sums float32), torch eager and compiled under torch.autocast(bfloat16); $([ ${#gemm16_rates[@]} -gt 0 ] && echo "the GEMM rate is the bf16 products' (xf-gemm-bench --bf16), float32's $sgemm32" || echo "the GEMM rate is float32's")"
 echo "$header"
 echo
 table=$(row example L "xf tok/s" "eager tok/s" "compile tok/s" "best torch" "xf/eager" "xf/compile" "xf/best" "xf plan MiB" \
@@ -247,6 +263,8 @@ fi
   echo "- $cpu_line"
   echo "- $gemm_line"
   for r in "${gemm_rates[@]}"; do echo "  - $r"; done
+  [ ${#gemm16_rates[@]} -gt 0 ] && echo "- bf16 products (xf-gemm-bench --bf16), the GEMM rate of the rows:"
+  for r in "${gemm16_rates[@]}"; do echo "  - $r"; done
   echo "- $torch_line"
   echo
   echo "$table"

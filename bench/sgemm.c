@@ -1,6 +1,8 @@
 // xf-gemm-bench: the single-precision GEMM rate of the runtime's provider
 // (runtime/gemm.h) on the products the models run, for bench/run.sh and
-// docs/runtime.md.
+// docs/runtime.md; with --bf16 the rate of its bf16 products (xf_gemm_ex on
+// A and B stored in bf16, float32 sums and C: what xfc --precision=bf16 runs
+// on the CPU).
 //
 // Shapes: seed 001 Table 1 (d 128, FFN 512, vocab 5000, 32 heads) at batch
 // 64 x seq 128 = 8192 rows of activations:
@@ -11,11 +13,17 @@
 //   backward  dW1 = x^T dy           128 x  512 x 8192  ta (A stored k x m)
 //             dx = dy W1^T           8192 x  128 x  512  tb (B stored n x k)
 //   reference                        1024 x 1024 x 1024  (not in the rate)
+// and, not in the rate, the GPT-2-small class (examples/gpt2_small.xf: d 768,
+// FFN 3072) at batch 4 x 256 = 1024 rows:
+//   forward   x W1                   1024 x 3072 x  768
+//   backward  dW1 = x^T dy            768 x 3072 x 1024  ta
+//             dx = dy W1^T           1024 x  768 x 3072  tb
 //
 // Threads: split as the runtime's thread pool splits a GEMM (runtime.c
 // parallel_for, codegen/llvm.c emit_matmul and emit_weight_grad): THREADS
 // threads, the calling thread taking chunk 0, each calling
-// xf_gemm_thread_init() once and then, per product, one xf_sgemm on its
+// xf_gemm_thread_init() once and then, per product, one xf_sgemm (xf_gemm_ex
+// on its own XfBf16Scratch with --bf16) on its
 // contiguous block of C's rows, ceil(items / THREADS) items each, an item
 // being one row (the runtime splits a folded product over its rows); for the
 // weight gradient (trans_a) the blocks are of C's columns instead. The
@@ -25,7 +33,8 @@
 // untimed warm-up products, then the best of at least 5 and until 0.5 s
 // have been timed. GFLOP/s = 2 m n k / best seconds / 1e9.
 //
-// Check: A and B hold deterministic values in [-1, 1); after timing, one
+// Check: A and B hold deterministic values in [-1, 1) (exact in bf16 too:
+// multiples of 2^-7 with --bf16); after timing, one
 // element of C in each thread's block is recomputed as a double-precision dot
 // product and must agree to a relative error (to the sum of |a_i b_i|, the
 // dot product's error bound) of 1e-3, so that a wrong kernel or a wrong split
@@ -33,12 +42,13 @@
 //
 // Output: the xf_gemm_describe line (and its remedy line, if any), one line
 // per product "m x n x k [ta tb]: G GFLOP/s", then "rate: X", the geometric
-// mean over the model products (all but 1024^3). With --table, one line
+// mean over the Table 1 products (not 1024^3 nor GPT-2's). With --table, one line
 // instead, for embedding in a table or a document.
 //
-// Usage: xf-gemm-bench [--gemm auto|onednn|openblas] [--threads N] [--table]
-// Exit status: 0, 1 on a failed check or a system error, 2 on a usage error
-// or a provider not linked into this build.
+// Usage: xf-gemm-bench [--gemm auto|onednn|openblas] [--threads N] [--table] [--bf16]
+// Exit status: 0, 1 on a failed check or a system error, 2 on a usage error,
+// a provider not linked into this build, or --bf16 where this CPU or build
+// has no bf16 GEMM (the reason on stderr).
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -50,6 +60,7 @@
 #include <unistd.h>
 
 #include "gemm.h"
+#include "xf_abi.h"
 
 typedef struct {
   int64_t m, n, k;
@@ -62,10 +73,12 @@ static const Shape shapes[] = {
     {8192, 512, 128, 0, 0, 1, true}, {8192, 128, 128, 0, 0, 1, true}, {8192, 5000, 128, 0, 0, 1, true},
     {4096, 32, 32, 0, 0, 1, true},   {128, 512, 8192, 1, 0, 1, true}, {8192, 128, 512, 0, 1, 1, true},
     {1024, 1024, 1024, 0, 0, 1, false},
+    {1024, 3072, 768, 0, 0, 1, false},   {768, 3072, 1024, 1, 0, 1, false}, {1024, 768, 3072, 0, 1, 1, false},
 };
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
-static const char usage[] = "usage: xf-gemm-bench [--gemm auto|onednn|openblas] [--threads N] [--table]\n";
+static const char usage[] = "usage: xf-gemm-bench [--gemm auto|onednn|openblas] [--threads N] [--table] [--bf16]\n";
+static bool bf16;  // --bf16: A and B stored in bf16, xf_gemm_ex's bf16 products
 
 static void die(const char *what) {
   fprintf(stderr, "xf-gemm-bench: %s\n", what);
@@ -88,11 +101,11 @@ static double now(void) {
 }
 
 // A deterministic value in [-1, 1) for element i of matrix `salt`; a multiple
-// of 2^-15, so exact in float.
+// of 2^-15 (of 2^-7 with --bf16), so exact in float (and in bf16).
 static float value(uint64_t i, uint32_t salt) {
   uint32_t x = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)(i >> 32) ^ salt * 0x85EBCA6Bu;
   x ^= x >> 15, x *= 0x2C1B3C6Du, x ^= x >> 12, x *= 0x297A2D39u, x ^= x >> 15;
-  return (float)(x & 0xFFFF) / 32768.0f - 1.0f;
+  return bf16 ? (float)(x & 0xFF) / 128.0f - 1.0f : (float)(x & 0xFFFF) / 32768.0f - 1.0f;
 }
 
 // ---- one product, split over the threads ----------------------------------------
@@ -100,6 +113,7 @@ static float value(uint64_t i, uint32_t salt) {
 typedef struct {
   const Shape *s;
   const float *a, *b;
+  const uint16_t *ha, *hb;  // --bf16: A and B in bf16
   float *c;
   int64_t lda, ldb, ldc;
 } Product;
@@ -112,6 +126,12 @@ static Product product_new(const Shape *s) {
   for (size_t i = 0; i < nb; i++) b[i] = value(i, 2);
   memset(c, 0, nc * sizeof *c);
   p.a = a, p.b = b, p.c = c;
+  if (bf16) {
+    uint16_t *ha = xmalloc(na * sizeof *ha), *hb = xmalloc(nb * sizeof *hb);
+    for (size_t i = 0; i < na; i++) ha[i] = xf_bf16_bits(a[i]);
+    for (size_t i = 0; i < nb; i++) hb[i] = xf_bf16_bits(b[i]);
+    p.ha = ha, p.hb = hb;
+  }
   return p;
 }
 
@@ -119,6 +139,8 @@ static void product_free(Product *p) {
   free((void *)p->a);
   free((void *)p->b);
   free(p->c);
+  free((void *)p->ha);
+  free((void *)p->hb);
 }
 
 // Chunk `index` of `nthreads`: [lo, hi) of C's rows (columns if ta), as the
@@ -130,12 +152,18 @@ static void chunk(const Shape *s, int nthreads, int index, int64_t *lo, int64_t 
   *hi = *lo + per * s->unit < len ? *lo + per * s->unit : len;
 }
 
-static void run_chunk(const Product *p, int nthreads, int index) {
+static void run_chunk(const Product *p, int nthreads, int index, XfBf16Scratch *scratch) {
   const Shape *s = p->s;
   int64_t lo, hi;
   chunk(s, nthreads, index, &lo, &hi);
   if (lo >= hi) return;
-  if (s->ta)  // columns [lo, hi) of B and C
+  if (bf16 && s->ta)
+    xf_gemm_ex(scratch, s->ta, s->tb, s->m, hi - lo, s->k, 1.0f, p->ha, p->lda, p->hb + (s->tb ? lo * p->ldb : lo), p->ldb,
+               0.0f, p->c + lo, p->ldc, XF_GEMM_A_BF16 | XF_GEMM_B_BF16);
+  else if (bf16)
+    xf_gemm_ex(scratch, s->ta, s->tb, hi - lo, s->n, s->k, 1.0f, p->ha + lo * p->lda, p->lda, p->hb, p->ldb, 0.0f,
+               p->c + lo * p->ldc, p->ldc, XF_GEMM_A_BF16 | XF_GEMM_B_BF16);
+  else if (s->ta)  // columns [lo, hi) of B and C
     xf_sgemm(s->ta, s->tb, s->m, hi - lo, s->k, 1.0f, p->a, p->lda, p->b + (s->tb ? lo * p->ldb : lo), p->ldb, 0.0f,
              p->c + lo, p->ldc);
   else  // rows [lo, hi) of A and C
@@ -150,11 +178,13 @@ typedef struct {
   pthread_t *threads;
   pthread_barrier_t start, done;
   const Product *job;  // NULL: quit
+  struct Worker *workers;
 } Pool;
 
-typedef struct {
+typedef struct Worker {
   Pool *pool;
   int index;
+  XfBf16Scratch scratch;  // --bf16: operands read in place, nothing staged
 } Worker;
 
 static void *worker_main(void *arg) {
@@ -164,7 +194,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     pthread_barrier_wait(&pool->start);
     if (!pool->job) break;
-    run_chunk(pool->job, pool->nthreads, w->index);
+    run_chunk(pool->job, pool->nthreads, w->index, &w->scratch);
     pthread_barrier_wait(&pool->done);
   }
   return NULL;
@@ -172,6 +202,8 @@ static void *worker_main(void *arg) {
 
 static void pool_start(Pool *pool, Worker *workers, int nthreads) {
   pool->nthreads = nthreads;
+  pool->workers = workers;
+  for (int i = 0; i < nthreads; i++) workers[i] = (Worker){.pool = pool, .index = i, .scratch = {.products = true}};
   pool->threads = xmalloc((size_t)nthreads * sizeof *pool->threads);
   pool->job = NULL;
   if (pthread_barrier_init(&pool->start, NULL, (unsigned)nthreads) ||
@@ -179,7 +211,6 @@ static void pool_start(Pool *pool, Worker *workers, int nthreads) {
     die("pthread_barrier_init failed");
   xf_gemm_thread_init();
   for (int i = 1; i < nthreads; i++) {
-    workers[i] = (Worker){pool, i};
     if (pthread_create(&pool->threads[i], NULL, worker_main, &workers[i])) die("pthread_create failed");
   }
 }
@@ -187,7 +218,7 @@ static void pool_start(Pool *pool, Worker *workers, int nthreads) {
 static void pool_run(Pool *pool, const Product *p) {
   pool->job = p;
   pthread_barrier_wait(&pool->start);
-  run_chunk(p, pool->nthreads, 0);
+  run_chunk(p, pool->nthreads, 0, &pool->workers[0].scratch);
   pthread_barrier_wait(&pool->done);
 }
 
@@ -258,6 +289,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(arg, "--table")) {
       table = true;
+    } else if (!strcmp(arg, "--bf16")) {
+      bf16 = true;
     } else if (!strcmp(arg, "--gemm") || !strcmp(arg, "--threads")) {
       if (i + 1 == argc) {
         fprintf(stderr, "xf-gemm-bench: %s needs a value\n%s", arg, usage);
@@ -284,6 +317,10 @@ int main(int argc, char **argv) {
   char err[256], line[256], remedy[256];
   if (!xf_gemm_select(kind, &info, err, sizeof err)) {
     fprintf(stderr, "xf-gemm-bench: %s\n", err);
+    return 2;
+  }
+  if (bf16 && !xf_gemm_bf16_ready(err, sizeof err)) {
+    fprintf(stderr, "xf-gemm-bench: --bf16: %s\n", err);
     return 2;
   }
   xf_gemm_describe(&info, (int)nthreads, line, sizeof line, remedy, sizeof remedy);
@@ -324,8 +361,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   // e.g. "oneDNN 2.6.3 (avx512_core_bf16), 2 threads, GFLOP/s: 8192x512x128 101.2, ...,
-  // 128x512x8192 ta 95.0, ...; geomean 90.1; 1024^3 120.4"
-  printf("%s (%s), %ld thread%s, GFLOP/s:", info.library, info.kernel, nthreads, nthreads == 1 ? "" : "s");
+  // 128x512x8192 ta 95.0, ...; geomean 90.1; 1024x1024x1024 120.4; 1024x3072x768 ..."
+  printf("%s (%s), %ld thread%s, %sGFLOP/s:", info.library, info.kernel, nthreads, nthreads == 1 ? "" : "s",
+         bf16 ? "bf16 products, " : "");
   for (int i = 0, first = 1; i < NSHAPES; i++) {
     const Shape *s = &shapes[i];
     if (!s->model) continue;
@@ -335,7 +373,9 @@ int main(int argc, char **argv) {
   }
   printf("; geomean %.1f", rate);
   for (int i = 0; i < NSHAPES; i++)
-    if (!shapes[i].model) printf("; %lld^3 %.1f", (long long)shapes[i].m, gflops[i]);
+    if (!shapes[i].model)
+      printf("; %lldx%lldx%lld%s%s %.1f", (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k,
+             shapes[i].ta ? " ta" : "", shapes[i].tb ? " tb" : "", gflops[i]);
   printf("\n");
   return 0;
 }
