@@ -1200,7 +1200,10 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef C, const Schedule *s, const LlvmOp
   V progs[3] = {program_fn(&e, "xf_prog_train", PROG_TRAIN, kfns, false), program_fn(&e, "xf_prog_eval", PROG_EVAL, kinf, false),
                 program_fn(&e, "xf_prog_sample", PROG_SAMPLE, kinf, false)};
   V step = o && o->time_axis ? step_program(&e, kinf) : LLVMConstNull(LLVMPointerType(e.program_t, 0));
-  V adamw = lkernel_fn(&e, "xf_adamw", o->module->adamw);
+  // the twin variant where the CPU's products read bf16 copies of the parameters
+  V adamw[2] = {lkernel_fn(&e, "xf_adamw", o->module->adamw),
+                o->precision == XF_PRECISION_BF16 ? lkernel_fn(&e, "xf_adamw_twin", o->module->adamw_twin)
+                                                  : LLVMConstNull(LLVMPointerType(e.kernel_t, 0))};
   model_emit_descriptor(&e, progs, o, step, adamw);
   free(kfns);
   free(kinf);

@@ -73,6 +73,6 @@ V emit_cstr(Emit *e, const char *s);
 
 // The xf_model descriptor (XfModel) over the programs, with the CUDA code
 // of LlvmOptions.cuda embedded (model.c).
-void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V adamw);
+void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, const V adamw[2]);
 
 #endif

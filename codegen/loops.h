@@ -376,7 +376,7 @@ typedef struct {
   LClass *cls;        // [nkernels], at each class's representative kernel
   LWindow *window;    // [nkernels]: each kernel's window in the step program (NULL without a time axis)
   const LKernel *adamw;  // the optimizer's update (lower_optim.c; XF_ADAM_SLOT_*)
-  const LKernel *adamw_twin;  // the same, also writing the bf16 twin (XF_ADAM_SLOT_H)
+  const LKernel *adamw_twin;  // the same, also writing bf16(w) (XF_ADAM_SLOT_H: a GPU's twin, the CPU runtime's copy)
   const char *err;    // the first class's error, or NULL
 } LModule;
 

@@ -989,7 +989,7 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
     if (c->err && !m->err) m->err = c->err;
   }
   m->adamw = lower_adamw(a, false);
-  if (tgt == LTARGET_GPU) m->adamw_twin = lower_adamw(a, true);
+  m->adamw_twin = lower_adamw(a, true);
   if (time_axis) {
     m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
     for (int ki = 0; ki < s->nkernels; ki++) {

@@ -67,7 +67,7 @@ static V emit_cuda(Emit *e, const LlvmOptions *o) {
 }
 
 // The exported descriptor `xf_model` (XfModel).
-void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V adamw) {
+void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, const V adamw[2]) {
   const Graph *g = e->g;
   V *cfgs = calloc((size_t)g->nconfig + 1, sizeof(V));
   for (int i = 0; i < g->nconfig; i++)
@@ -139,7 +139,7 @@ void model_emit_descriptor(Emit *e, V *progs, const LlvmOptions *o, V step, V ad
                             [XF_MODEL_F_programs] = LLVMConstArray(emit_tag_type(e, XF_TAG_FN_PROGRAM), progs, 3),
                             [XF_MODEL_F_nkernels] = ci32(e, e->s->nkernels), [XF_MODEL_F_kernel_labels] = kernel_labels,
                             [XF_MODEL_F_cuda] = emit_cuda(e, o),
-                            [XF_MODEL_F_adamw] = adamw,
+                            [XF_MODEL_F_adamw] = adamw[0], [XF_MODEL_F_adamw_twin] = adamw[1],
                             [XF_MODEL_F_step] = step,
                             [XF_MODEL_F_step_note] = o && o->step_note ? emit_cstr(e, o->step_note) : LLVMConstNull(e->i8p),
                             [XF_MODEL_F_nstep_bufs] = ci32(e, nstep), [XF_MODEL_F_step_bufs] = step_bufs,

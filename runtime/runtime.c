@@ -619,16 +619,20 @@ static void adamw(XfRuntime *rt) {
   float nd[XF_ADAM_NSTATE];
   memcpy(nd, st, sizeof st);
   st[XF_ADAM_DECAY] = (float)(1 - rt->lr_now * o->weight_decay), nd[XF_ADAM_DECAY] = 1;
+  // with the parameters' bf16 copies, the update rewrites each copy with its
+  // parameter (adamw_twin), so they stay current as the step left them
+  XfKernelFn update = rt->copies.n && rt->m->adamw_twin ? rt->m->adamw_twin : rt->m->adamw;
   for (int p = 0; p < rt->nparams; p++) {
     if (rt->grads[p] < 0) continue;
     void *slot[XF_NSLOTS] = {[XF_ADAM_SLOT_W] = rt->bufs[rt->params[p]], [XF_ADAM_SLOT_G] = rt->bufs[rt->grads[p]],
                              [XF_ADAM_SLOT_STATE] = decays(rt, p) ? st : nd, [XF_ADAM_SLOT_M] = rt->adam_m[p],
-                             [XF_ADAM_SLOT_V] = rt->adam_v[p]};
+                             [XF_ADAM_SLOT_V] = rt->adam_v[p],
+                             [XF_ADAM_SLOT_H] = rt->copies.n ? (void *)rt->copies.copy[p] : NULL};
     int64_t n = rt->numel[rt->params[p]];
-    if (n < 65536) rt->m->adamw(slot, 0, 0, 0, 0, 0, n, &rt->api);
-    else xf_pool_for(&rt->api, rt->m->adamw, slot, 0, 0, 0, 0, n);
+    if (n < 65536) update(slot, 0, 0, 0, 0, 0, n, &rt->api);
+    else xf_pool_for(&rt->api, update, slot, 0, 0, 0, 0, n);
   }
-  rt->copies_stale = true;
+  if (update == rt->m->adamw) rt->copies_stale = true;
 }
 
 // ---- the CUDA device ---------------------------------------------------------------

@@ -363,6 +363,8 @@ static inline const char *xf_precision_name(int32_t p) {
   F(P, P_STR, kernel_labels)                                                                                     \
   F(P, P_CUDA, cuda)            /* NULL: CPU code only */                                                        \
   F(P, FN_KERNEL, adamw)        /* the AdamW update (XF_ADAM_SLOT_*), elements [lo, hi) of one parameter */      \
+  F(P, FN_KERNEL, adamw_twin)   /* the same, also writing bf16(w) to slot XF_ADAM_SLOT_H (the runtime's bf16  \
+                                   copy of the parameter, xfc --precision=bf16); NULL: none */                     \
   /* The incremental decoder (xfc's causal.c, llvm.c): the sampling program                                      \
      over buffers laid out at T = context that keep every earlier position,                                      \
      computing only positions [api->win_lo, api->win_hi) (run it with T =                                        \

@@ -102,6 +102,18 @@ if grep -qw avx512_bf16 /proc/cpuinfo; then
   awk -v w="$worst" 'BEGIN { exit !(w > 1e-7 && w < 3.9e-3) }' &&
     ok "--precision=bf16: the 30-step curve within 2^-8 of float32's and rounded ($worst)" ||
     bad "--precision=bf16: the curve against float32's: $worst (expected in (1e-7, 3.9e-3))"
+  # AdamW rewrites the copies with the parameters (XfModel.adamw_twin): 15
+  # steps, then resumed to 30 (the copies made afresh from the loaded
+  # parameters), give the 30-step curve's losses bit for bit
+  "$xfrun" train "$tmp/bf16.so" --data "$tmp/text.txt" --tokenizer bytes --steps 15 --batch 8 --threads 2 --seed 3 \
+    --save "$tmp/half.st" > /dev/null 2> "$tmp/half.err" &&
+    "$xfrun" train "$tmp/bf16.so" --resume "$tmp/half.st" --steps 30 --log "$tmp/rest.csv" > /dev/null 2>> "$tmp/half.err" ||
+    bad "--precision=bf16 resumed at step 15: $(tail -2 "$tmp/half.err")"
+  if [ "$(cut -d, -f1,2 "$tmp/rest.csv" | tail -n 15)" = "$(cut -d, -f1,2 "$tmp/bf16.csv" | tail -n 15)" ]; then
+    ok "--precision=bf16: resumed at step 15, steps 16-30 lose what the uninterrupted run loses, bit for bit"
+  else
+    bad "--precision=bf16: resumed at step 15, the losses differ: $(diff <(cut -d, -f1,2 "$tmp/rest.csv" | tail -n 15) <(cut -d, -f1,2 "$tmp/bf16.csv" | tail -n 15) | head -4)"
+  fi
 else
   grep -q '^xfrun: CPU GEMMs: float32 (model.so asks for bf16 products, but .*); activations stored in bf16$' "$tmp/bf16.err" &&
     ok "--precision=bf16 without AVX512_BF16: $(grep 'CPU GEMMs' "$tmp/bf16.err")" ||
