@@ -537,6 +537,36 @@ static void check_bf16_round(void) {
   ok ? passed++ : failed++;
 }
 
+// The geometry of the emulated GEMM checks: GM x GN x GK products, GCOUNT of
+// a strided batch, leading dimensions GPAD past the rows and strides one
+// past the matrices, for transposition t (ta = t & 1, tb = t >> 1).
+enum { GM = 5, GN = 6, GK = 7, GPAD = 3, GCOUNT = 2 };
+typedef struct {
+  int ta, tb;
+  int64_t lda, ldb, ldc, sa, sb, sc;
+} GemmGeom;
+static GemmGeom gemm_geom(int t) {
+  GemmGeom q = {.ta = t & 1, .tb = t >> 1};
+  q.lda = (q.ta ? GM : GK) + GPAD, q.ldb = (q.tb ? GK : GN) + GPAD, q.ldc = GN + GPAD;
+  q.sa = (q.ta ? GK : GM) * q.lda + 1, q.sb = (q.tb ? GN : GK) * q.ldb + 1, q.sc = GM * q.ldc + 1;
+  return q;
+}
+
+// The emulated GPU loaded with one bf16-precision GEMM record of GM x GN x
+// GK with operand storage `types` (rec and c the caller's, filled here), or
+// NULL with the reason in err.
+static XfGpu *emu_gemm_open(XfLaunch *rec, XfCuda *c, int types, char *err, size_t errlen) {
+  *rec = (XfLaunch){.kind = XF_LAUNCH_GEMM, .m = {.coef = GM}, .n = {.coef = GN}, .k = {.coef = GK}, .types = types};
+  *c = (XfCuda){.source = "", .ptx = "", .arch = "compute_80", .nlaunch = {1}, .launch = {rec}, .precision = XF_PRECISION_BF16};
+  XfGpu *g = xf_gpu_emu_open(0, err, errlen);
+  if (g && !g->load(g, c, 1, 1)) {
+    snprintf(err, errlen, "%s", g->err);
+    g->close(g);
+    return NULL;
+  }
+  return g;
+}
+
 // The emulation's bf16 GEMM (gpu_emu.c) for every transposition, leading
 // dimensions wider than the rows and two products of a strided batch:
 // against double sums of the operands rounded by xf_bf16_round (within
@@ -544,17 +574,17 @@ static void check_bf16_round(void) {
 // from the unrounded product (the rounding happened). A product larger than
 // the scratch planned at load is refused.
 static void check_bf16_gemm(void) {
-  enum { M = 5, N = 6, K = 7, PAD = 3, COUNT = 2 };
-  XfLaunch rec = {.kind = XF_LAUNCH_GEMM, .m = {.coef = M}, .n = {.coef = N}, .k = {.coef = K}};
-  XfCuda c = {.source = "", .ptx = "", .arch = "compute_80", .nlaunch = {1}, .launch = {&rec}, .precision = XF_PRECISION_BF16};
+  enum { M = GM, N = GN, K = GK, COUNT = GCOUNT };
+  XfLaunch rec;
+  XfCuda c;
   char err[1024];
-  XfGpu *g = xf_gpu_emu_open(0, err, sizeof err);
-  bool ok = g && g->load(g, &c, 1, 1);
+  XfGpu *g = emu_gemm_open(&rec, &c, 0, err, sizeof err);
+  bool ok = g != NULL;
   double worst = 0, moved = 0;
   for (int t = 0; ok && t < 4; t++) {
-    int ta = t & 1, tb = t >> 1;
-    int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
-    int64_t sa = (ta ? K : M) * lda + 1, sb = (tb ? N : K) * ldb + 1, sc = M * ldc + 1;
+    GemmGeom q = gemm_geom(t);
+    int ta = q.ta, tb = q.tb;
+    int64_t lda = q.lda, ldb = q.ldb, ldc = q.ldc, sa = q.sa, sb = q.sb, sc = q.sc;
     float a[COUNT * 64 + 1], b[COUNT * 70 + 1], cc[COUNT * 50 + 1], c0[COUNT * 50 + 1];
     for (int i = 0; i < COUNT * 64 + 1; i++) a[i] = (float)(0.3 + sin(0.7 * i + t));
     for (int i = 0; i < COUNT * 70 + 1; i++) b[i] = (float)(cos(1.1 * i - t) - 0.2);
@@ -592,18 +622,17 @@ static void check_bf16_gemm(void) {
 // float32 result rounded to nearest even. Mixed A and B, and a bf16 C with
 // beta not 0, are refused (cuBLAS has neither).
 static void check_bf16_storage_gemm(void) {
-  enum { M = 5, N = 6, K = 7, PAD = 3, COUNT = 2 };
-  XfLaunch rec = {.kind = XF_LAUNCH_GEMM, .m = {.coef = M}, .n = {.coef = N}, .k = {.coef = K},
-                  .types = XF_GEMM_A_BF16 | XF_GEMM_B_BF16 | XF_GEMM_C_BF16};
-  XfCuda c = {.source = "", .ptx = "", .arch = "compute_80", .nlaunch = {1}, .launch = {&rec}, .precision = XF_PRECISION_BF16};
+  enum { M = GM, N = GN, K = GK, COUNT = GCOUNT };
+  XfLaunch rec;
+  XfCuda c;
   char err[1024];
-  XfGpu *g = xf_gpu_emu_open(0, err, sizeof err);
-  bool ok = g && g->load(g, &c, 1, 1);
+  XfGpu *g = emu_gemm_open(&rec, &c, XF_GEMM_A_BF16 | XF_GEMM_B_BF16 | XF_GEMM_C_BF16, err, sizeof err);
+  bool ok = g != NULL;
   int64_t differ = 0, checked = 0;
   for (int t = 0; ok && t < 4; t++) {
-    int ta = t & 1, tb = t >> 1;
-    int64_t lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
-    int64_t sa = (ta ? K : M) * lda + 1, sb = (tb ? N : K) * ldb + 1, sc = M * ldc + 1;
+    GemmGeom q = gemm_geom(t);
+    int ta = q.ta, tb = q.tb;
+    int64_t lda = q.lda, ldb = q.ldb, ldc = q.ldc, sa = q.sa, sb = q.sb, sc = q.sc;
     float a[COUNT * 64 + 1], b[COUNT * 70 + 1], want[COUNT * 50 + 1], c32[COUNT * 50 + 1];
     uint16_t ha[COUNT * 64 + 1], hb[COUNT * 70 + 1], c16[COUNT * 50 + 1];
     for (int i = 0; i < COUNT * 64 + 1; i++) a[i] = (float)(0.3 + sin(0.7 * i + t)), ha[i] = xf_bf16_bits(a[i]);
