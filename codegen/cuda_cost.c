@@ -142,7 +142,7 @@ typedef struct {
   int lanes;   // threads sharing an outer index (1: ELEM mode)
   int warps;   // warps running row-level code
   bool block;  // the team is a block (barriers)
-  bool mma;    // team GEMMs on the tensor cores (XfKernelArgs.mma)
+  uint32_t mma;  // the team GEMMs' arithmetic (XfKernelArgs.mma: XF_MMA_*)
 } Walk;
 
 static double lat_of(int mem) { return mem ? (mem & 2 ? LAT_GLOBAL : 0) + (mem & 1 ? LAT_LOCAL : 0) : LAT_ALU; }
@@ -192,11 +192,16 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       int mem = 0;
       for (int x = 0; x < 2; x++) mem |= g->slot[x] >= LK_LOCAL0 ? 1 : 2;
       double flops = 2.0 * m * n * k;
-      if (w->mma) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
+      if (w->mma == XF_MMA_TF32) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
         double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 8.0);
         c.chain += warp * (steps * 32 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
         c.chain_iters += warp * steps;
         c.winstr += tiles * (steps * 24 + 20), c.flops += flops * FP32 / TF32;  // at the TF32 rate
+      } else if (w->mma == XF_MMA_BF16) {  // per 16 of k: 12 loads, 6 paired conversions, one mma (about 22 ns)
+        double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 16.0);
+        c.chain += warp * (steps * 44 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain_iters += warp * steps;
+        c.winstr += tiles * (steps * 36 + 20), c.flops += flops * FP32 / BF16;  // at the bf16 rate
       } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
         double tiles = ceil(m / 4.0) * ceil(n / 4.0), lane = ceil(tiles / (coop ? w->lanes : 1));
         c.chain += lane * (k * 26 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
@@ -282,7 +287,7 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known};
   int lanes = elem ? 1 : rec->threads / rec->per_block;
   Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32,
-            .mma = precision != XF_PRECISION_FP32};
+            .mma = xf_team_mma(precision)};
   // the outer index sampled at COST_SAMPLES points of the golden-ratio
   // sequence (evenly spread, and at every residue of an outer index that
   // packs a block number with a power-of-two count: blk = o mod nb) and the

@@ -296,6 +296,37 @@ static inline void xf_mma_tf32(float d[4], const unsigned a[4], const unsigned b
   xf_emu::barrier();
 }
 
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 over the warp, as
+// xf_mma_tf32: register r of lane l holds two bf16 elements, the first in
+// its low half (the PTX ISA's fragments: A (g + 8 (r % 2), 2 t + 8 (r / 2) +
+// h), B (2 t + 8 r + h, g), h the half; D as m16n8k8's), each widened
+// exactly; the products summed in float32 in order of k.
+static inline float xf_emu_half(const float *reg, unsigned h) {
+  unsigned u;
+  memcpy(&u, reg, sizeof u);
+  u = (h ? u >> 16 : u & 0xffffu) << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+static inline void xf_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2]) {
+  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u;
+  for (int r = 0; r < 4; r++) memcpy(&xf_emu::mma_in[me][r], &a[r], sizeof a[r]);
+  for (int r = 0; r < 2; r++) memcpy(&xf_emu::mma_in[me][4 + r], &b[r], sizeof b[r]);
+  xf_emu::barrier();
+  for (int r = 0; r < 4; r++) {
+    unsigned row = (l >> 2) + 8 * (r >> 1), col = 2 * (l & 3) + (r & 1);
+    float s = d[r];
+    for (unsigned q = 0; q < 16; q++) {  // A (row, q): lane 4 (row % 8) + (q % 8) / 2, register row / 8 + 2 (q / 8)
+      float x = xf_emu_half(&xf_emu::mma_in[base + 4 * (row & 7) + ((q & 7) >> 1)][(row >> 3) + 2 * (q >> 3)], q & 1);
+      float y = xf_emu_half(&xf_emu::mma_in[base + 4 * col + ((q & 7) >> 1)][4 + (q >> 3)], q & 1);  // B (q, col)
+      s += x * y;
+    }
+    d[r] = s;
+  }
+  xf_emu::barrier();
+}
+
 // One OS thread runs every GPU thread, so read-modify-write is atomic.
 template <class T> static inline T atomicAdd(T *p, T v) {
   T old = *p;

@@ -63,7 +63,7 @@ bool xf_cuda_program(XfGpu *g, const XfModel *m, int prog, void *const *dev, int
                         .vars = (void *)vars,
                         .w0 = prog == XF_PROG_STEP ? w0 : 0, .w1 = prog == XF_PROG_STEP ? w1 : T,
                         .wk = prog == XF_PROG_STEP ? wk : 0, .p0 = prog == XF_PROG_STEP ? pos0 : 0,
-                        .mma = c->precision != XF_PRECISION_FP32};
+                        .mma = xf_team_mma(c->precision)};
       if (win) {  // of every block of extent * stride items, positions [w0, w1)
         int64_t stride = sym(L->win_stride, B, T), block = sym(L->win_extent, B, T) * stride;
         a.wspan = (w1 - w0) * stride, a.wblock = block, a.wofs = w0 * stride;

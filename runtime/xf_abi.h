@@ -195,8 +195,8 @@ enum { XF_PROG_TRAIN, XF_PROG_EVAL, XF_PROG_SAMPLE, XF_PROG_STEP };
   /* The position of row 0 along time (XfApi.pos0): the step program's                                           \
      frame's first; 0 in the others */                                                                           \
   F(P, I64, p0)                                                                                                  \
-  /* The team GEMMs' arithmetic (xf_team_gemm, codegen/cuda.c): 1 TF32 tensor-core                               \
-     products (XfCuda.precision tf32 or bf16), 0 float32 */                                                     \
+  /* The team GEMMs' arithmetic (xf_team_gemm, codegen/cuda.c): XF_MMA_* of                                    \
+     XfCuda.precision (xf_team_mma) */                                                                         \
   F(P, U32, mma)
 
 // XfStepVars: the values of a CUDA launch that change from step to step, in
@@ -267,6 +267,13 @@ enum { XF_LAUNCH_KERNEL = 1, XF_LAUNCH_GEMM };
 // tensor-core products (each operand element rounded to bf16, 7-bit
 // mantissas). Values are stored in model.so: append only.
 enum { XF_PRECISION_FP32, XF_PRECISION_TF32, XF_PRECISION_BF16, XF_NPRECISIONS };
+// The team GEMMs of the CUDA code (xf_team_gemm, XfKernelArgs.mma): float32
+// FMAs, TF32 tensor-core products (mma.m16n8k8), or bf16 ones (mma.m16n8k16,
+// operands rounded to nearest even as the CPU's bf16 products round them).
+enum { XF_MMA_NONE, XF_MMA_TF32, XF_MMA_BF16 };
+static inline uint32_t xf_team_mma(int precision) {
+  return precision == XF_PRECISION_BF16 ? XF_MMA_BF16 : precision == XF_PRECISION_TF32 ? XF_MMA_TF32 : XF_MMA_NONE;
+}
 // How xfrun names a precision ("GEMMs in %s").
 static inline const char *xf_precision_name(int32_t p) {
   return p == XF_PRECISION_TF32 ? "TF32" : p == XF_PRECISION_BF16 ? "bf16 (float32 sums)" : "float32";

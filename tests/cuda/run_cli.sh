@@ -55,6 +55,16 @@ for f in examples/*.xf; do
     ok "$f at Table 1 sizes: NVRTC and ptxas, no spills; $(grep -m1 '^xfc: sm_90' "$tmp/full.err" | cut -c6-)" ||
     bad "$f at Table 1 sizes: $(head -3 "$tmp/full.err")"
 done
+# the blocked attention's team GEMMs: bf16 mma (m16n8k16 on cvt.rn.bf16x2
+# pairs) under --precision=bf16, TF32 mma (m16n8k8) under tf32; ptxas
+# accepts both, with no spills
+for pr in bf16:m16n8k16.row.col.f32.bf16.bf16.f32 tf32:m16n8k8.row.col.f32.tf32.tf32.f32; do
+  "$xfc" --target=cuda --emit=ptx --precision="${pr%%:*}" examples/gpt2_small.xf -D layers=1 > "$tmp/mma.ptx" 2> "$tmp/mma.err" &&
+    grep -q "mma.sync.aligned.${pr#*:}" "$tmp/mma.ptx" && "$ptxas" -arch=sm_80 "$tmp/mma.ptx" -o "$tmp/mma.cubin" 2>> "$tmp/mma.err" &&
+    grep -q '^xfc: sm_90: .* spills 0 bytes stored and 0 loaded' "$tmp/mma.err" &&
+    ok "--precision=${pr%%:*}: the attention's team GEMMs through mma.sync.${pr#*:}, ptxas accepts them" ||
+    bad "--precision=${pr%%:*}: no mma.sync.${pr#*:} in the PTX, or ptxas: $(head -3 "$tmp/mma.err")"
+done
 "$xfc" --target=cuda --emit=ptx --gpu-arch=compute_90 examples/she.xf "${small[@]}" | grep -q '^\.target sm_90' &&
   ok "--gpu-arch=compute_90: PTX for sm_90" || bad "--gpu-arch=compute_90"
 # the GPU operations of a training step: 2 layers of the transformer at small
