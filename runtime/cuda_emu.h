@@ -75,7 +75,7 @@ static bool fibers_on;             // whether barriers are possible
 static unsigned cur;               // the running thread
 static unsigned char done[MAX_THREADS];
 static uint64_t exchange[MAX_THREADS];  // shuffle values, one per thread
-static float mma_in[MAX_THREADS][6];     // xf_mma_tf32: each lane's fragments of A (4) and B (2)
+static float mma_in[MAX_THREADS][6];     // xf_emu_mma: each lane's fragments of A (4) and B (2)
 
 // ---- fibers ------------------------------------------------------------------------------
 
@@ -266,66 +266,55 @@ template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d
   unsigned src = lane - delta < lane && lane - delta >= seg ? lane - delta : lane;
   return xf_emu::shuffle(v, src);
 }
-// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 over the warp: each
-// lane publishes its fragments, then (after the barrier) computes its four
-// entries of D += A B from the whole warp's, in order of k (PTX ISA layout:
-// lane l, g = l / 4, t = l % 4, holds A (g + 8 (r % 2), t + 4 (r / 2)), B
-// (t + 4 r, g), D (g + 8 (r / 2), 2 t + r % 2)); cvt.rna.tf32.f32 keeps 10
-// bits of mantissa, rounding to nearest with ties away from zero.
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 and
+// m16n8k16.row.col.f32.bf16.bf16.f32 over the warp: each lane publishes its
+// fragments, then (after the barrier) computes its four entries of D += A B
+// from the whole warp's, in order of k, summing in float32 (PTX ISA
+// layouts: lane l, g = l / 4, t = l % 4, holds D (g + 8 (r / 2), 2 t + r % 2);
+// tf32: A (g + 8 (r % 2), t + 4 (r / 2)) and B (t + 4 r, g), one element per
+// register; bf16: A (g + 8 (r % 2), 2 t + 8 (r / 2) + h) and B (2 t + 8 r + h,
+// g), two per register, h = 0 in its low half, each widened exactly).
+// cvt.rna.tf32.f32 keeps 10 bits of mantissa, rounding to nearest with ties
+// away from zero.
 static inline unsigned xf_tf32(float x) {
   unsigned u;
   memcpy(&u, &x, sizeof u);
   if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
   return u;
 }
-static inline void xf_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
-  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u;
-  for (int r = 0; r < 4; r++) memcpy(&xf_emu::mma_in[me][r], &a[r], sizeof a[r]);
-  for (int r = 0; r < 2; r++) memcpy(&xf_emu::mma_in[me][4 + r], &b[r], sizeof b[r]);
-  xf_emu::barrier();
-  for (int r = 0; r < 4; r++) {
-    unsigned row = (l >> 2) + 8 * (r >> 1), col = 2 * (l & 3) + (r & 1);
-    float s = d[r];
-    for (unsigned q = 0; q < 8; q++) {  // A (row, q): lane 4 (row % 8) + q % 4, register (row / 8) + 2 (q / 4)
-      float x = xf_emu::mma_in[base + 4 * (row & 7) + (q & 3)][(row >> 3) + 2 * (q >> 2)];
-      float y = xf_emu::mma_in[base + 4 * col + (q & 3)][4 + (q >> 2)];  // B (q, col): lane 4 col + q % 4, register q / 4
-      s += x * y;
-    }
-    d[r] = s;
-  }
-  xf_emu::barrier();
-}
-
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 over the warp, as
-// xf_mma_tf32: register r of lane l holds two bf16 elements, the first in
-// its low half (the PTX ISA's fragments: A (g + 8 (r % 2), 2 t + 8 (r / 2) +
-// h), B (2 t + 8 r + h, g), h the half; D as m16n8k8's), each widened
-// exactly; the products summed in float32 in order of k.
-static inline float xf_emu_half(const float *reg, unsigned h) {
+// Element q of a published register: the float itself (tf32), or its half
+// q % 2 widened (bf16).
+static inline float xf_emu_elem(const float *reg, unsigned q, bool bf16) {
+  if (!bf16) return *reg;
   unsigned u;
   memcpy(&u, reg, sizeof u);
-  u = (h ? u >> 16 : u & 0xffffu) << 16;
+  u = (q & 1 ? u >> 16 : u & 0xffffu) << 16;
   float x;
   memcpy(&x, &u, sizeof x);
   return x;
 }
-static inline void xf_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2]) {
-  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u;
+static inline void xf_emu_mma(float d[4], const unsigned a[4], const unsigned b[2], bool bf16) {
+  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u, k = bf16 ? 16 : 8;
   for (int r = 0; r < 4; r++) memcpy(&xf_emu::mma_in[me][r], &a[r], sizeof a[r]);
   for (int r = 0; r < 2; r++) memcpy(&xf_emu::mma_in[me][4 + r], &b[r], sizeof b[r]);
   xf_emu::barrier();
   for (int r = 0; r < 4; r++) {
     unsigned row = (l >> 2) + 8 * (r >> 1), col = 2 * (l & 3) + (r & 1);
     float s = d[r];
-    for (unsigned q = 0; q < 16; q++) {  // A (row, q): lane 4 (row % 8) + (q % 8) / 2, register row / 8 + 2 (q / 8)
-      float x = xf_emu_half(&xf_emu::mma_in[base + 4 * (row & 7) + ((q & 7) >> 1)][(row >> 3) + 2 * (q >> 3)], q & 1);
-      float y = xf_emu_half(&xf_emu::mma_in[base + 4 * col + ((q & 7) >> 1)][4 + (q >> 3)], q & 1);  // B (q, col)
+    for (unsigned q = 0; q < k; q++) {
+      // (row, q) of A and (q, col) of B: lane 4 (row % 8) + t and 4 col + t, registers
+      // row / 8 + 2 i and 4 + i, t = q % 4, i = q / 4 (tf32); t = (q % 8) / 2, i = q / 8 (bf16)
+      unsigned t = bf16 ? (q & 7) >> 1 : q & 3, i = bf16 ? q >> 3 : q >> 2;
+      float x = xf_emu_elem(&xf_emu::mma_in[base + 4 * (row & 7) + t][(row >> 3) + 2 * i], q, bf16);
+      float y = xf_emu_elem(&xf_emu::mma_in[base + 4 * col + t][4 + i], q, bf16);
       s += x * y;
     }
     d[r] = s;
   }
   xf_emu::barrier();
 }
+static inline void xf_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) { xf_emu_mma(d, a, b, false); }
+static inline void xf_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2]) { xf_emu_mma(d, a, b, true); }
 
 // One OS thread runs every GPU thread, so read-modify-write is atomic.
 template <class T> static inline T atomicAdd(T *p, T v) {
