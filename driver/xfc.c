@@ -21,6 +21,7 @@
 #include <llvm/Config/llvm-config.h>
 #include "../interp/interp.h"
 #include "../passes/passes.h"
+#include "../runtime/gemm.h"
 
 #ifndef XF_STDLIB_DIR
 #define XF_STDLIB_DIR "stdlib"
@@ -184,11 +185,15 @@ static void print_memory(const Schedule *s, const int *ta, const Options *o) {
   int64_t B = o->batch, T = o->seq ? o->seq : g->t_max, pers = 0;
   int64_t *off = arena_alloc(&a, sizeof(int64_t) * (size_t)(s->nbufs + 1));
   int64_t top = schedule_plan(s, B, T, off, &pers);
-  double params = 0, twins = 0;  // AdamW keeps two moments per parameter, each rounded up to 64 bytes as in the runtime
+  double params = 0, twins = 0, copies = 0;  // AdamW keeps two moments per parameter, each rounded up to 64 bytes as in the runtime
+  bool storage = false;  // some activation stored in bf16
   for (int b = 0; b < s->nbufs; b++) {
-    if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0)
+    if (s->bufs[b].role == BUF_PARAM && s->bufs[b].alias_of < 0) {
       params += (double)((4 * symsize_eval(s->bufs[b].size, B, T) + 63) / 64 * 64);
-    if (s->bufs[b].role == BUF_TWIN) twins += (double)((2 * symsize_eval(s->bufs[b].size, B, T) + 63) / 64 * 64);
+      copies += (double)xf_bf16_copy_bytes(symsize_eval(s->bufs[b].size, B, T));
+    }
+    if (s->bufs[b].role == BUF_TWIN) twins += (double)xf_bf16_copy_bytes(symsize_eval(s->bufs[b].size, B, T));
+    storage |= s->bufs[b].role == BUF_ACT && s->bufs[b].bf16;
   }
   printf("\nmemory of a training step at batch %lld, seq %lld (%s schedule: %d kernels, %d functions):\n",
          (long long)B, (long long)T, o->no_fuse ? "unfused" : "fused", s->nkernels, s->nclasses);
@@ -197,6 +202,12 @@ static void print_memory(const Schedule *s, const int *ta, const Options *o) {
   if (twins > 0) printf("    of which the GPU's bf16 weights  %10.1f MiB (parameters' twins, rewritten by AdamW)\n", twins / (1 << 20));
   printf("  AdamW moments                      %10.1f MiB\n", 2 * params / (1 << 20));
   printf("  total                              %10.1f MiB\n", ((double)top + (double)pers + 2 * params) / (1 << 20));
+  if (o->precision == XF_PRECISION_BF16) {  // runtime.c's bf16_bytes, where the CPU runs the step
+    printf("  beside the plan, the CPU's bf16 GEMM operands%s (xfrun: \"bf16 GEMM operands\"):\n",
+           o->cuda ? " (run on the CPU only)" : "");
+    printf("    the parameters' bf16 copies      %10.1f MiB (with bf16 products)\n", copies / (1 << 20));
+    printf("    staged operands, per pool thread %10.1f MiB\n", (double)xf_bf16_thread_bytes(storage) / (1 << 20));
+  }
   print_step_memory(g, s, ta);
   arena_free(&a);
 }

@@ -98,6 +98,15 @@ typedef struct {
   int64_t ccap;
 } XfBf16Scratch;
 enum { XF_BF16_CSCRATCH = 1 << 20 };
+// What the CPU runtime allocates beside the memory plan for bf16 GEMMs
+// (runtime.c; xfc --stats reports the same): per pool thread its staged
+// panels and, where activations are stored in bf16, a C's float32 rows;
+// with bf16 products, each parameter's bf16 copy of n elements, rounded up
+// to the plan's 64 bytes.
+static inline int64_t xf_bf16_thread_bytes(bool storage) {
+  return XF_BF16_SCRATCH * (int64_t)sizeof(uint16_t) + (storage ? XF_BF16_CSCRATCH * (int64_t)sizeof(float) : 0);
+}
+static inline int64_t xf_bf16_copy_bytes(int64_t n) { return (2 * n + 63) / 64 * 64; }
 // dst[i] = bf16(src[i]) for i < n, to nearest even (vcvtneps2bf16): what a
 // product converts, for the owner of an XfBf16Copies. Only where
 // xf_gemm_bf16_ready.

@@ -94,7 +94,7 @@ size_t xf_memory_bytes(const XfRuntime *rt) { return rt->bytes; }
 // parameters' copies, or none.
 static size_t bf16_bytes(const XfRuntime *rt) {
   if (!rt->bf16) return 0;
-  return (size_t)rt->opt.threads * (XF_BF16_SCRATCH * sizeof(uint16_t) + (size_t)rt->bf16[0].ccap * sizeof(float)) + rt->copy_bytes;
+  return (size_t)rt->opt.threads * (size_t)xf_bf16_thread_bytes(rt->bf16[0].ccap > 0) + rt->copy_bytes;
 }
 
 // The parameters' bf16 copies: per parameter, its elements [lo, hi) (slot
@@ -126,7 +126,7 @@ static bool alloc_copies(XfRuntime *rt, char *err, size_t errlen) {
   rt->copies.copy = calloc((size_t)n + 1, sizeof *rt->copies.copy);
   if (!rt->copies.src || !len || !rt->copies.copy) return fail(err, errlen, "out of memory");
   size_t bytes = 0;
-  for (int p = 0; p < n; p++) bytes += (size_t)xf_plan_round(rt->numel[rt->params[p]] * 2);
+  for (int p = 0; p < n; p++) bytes += (size_t)xf_bf16_copy_bytes(rt->numel[rt->params[p]]);
   rt->copy_mem = aligned_alloc(64, bytes ? bytes : 64);
   if (!rt->copy_mem) return fail(err, errlen, "cannot allocate %.1f MiB for the parameters' bf16 copies", (double)bytes / (1 << 20));
   char *at = (char *)rt->copy_mem;
@@ -134,7 +134,7 @@ static bool alloc_copies(XfRuntime *rt, char *err, size_t errlen) {
     const float *w = rt->bufs[rt->params[p]];
     if (p > 0 && w <= rt->copies.src[p - 1]) return fail(err, errlen, "internal error: parameters out of address order");
     rt->copies.src[p] = w, len[p] = rt->numel[rt->params[p]], rt->copies.copy[p] = (const uint16_t *)at;
-    at += xf_plan_round(len[p] * 2);
+    at += xf_bf16_copy_bytes(len[p]);
   }
   rt->copies.n = n, rt->copy_bytes = bytes, rt->copies_stale = true;
   for (int t = 0; t < rt->opt.threads; t++) rt->bf16[t].copies = &rt->copies;

@@ -95,10 +95,15 @@ print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))
 PY
 )
 if grep -qw avx512_bf16 /proc/cpuinfo; then
+  # the memory line's bf16 GEMM operands: what xfc --stats reports beside
+  # the plan, the copies and a scratch per thread (2 threads)
+  want=$("$xfc" examples/transformer.xf "${small[@]}" --precision=bf16 --stats |
+    awk '/parameters. bf16 copies/ { c = $(NF - 4) } /per pool thread/ { t = $(NF - 1) } END { printf "%.1f", c + 2 * t }')
+  got=$(sed -n 's/.*bf16 GEMM operands \([0-9.]*\) MiB.*/\1/p' "$tmp/bf16.err")
   grep -q '^xfrun: CPU GEMMs: bf16 (activations stored in bf16; parameters, moments and sums in float32)$' "$tmp/bf16.err" &&
-    grep -qE 'bf16 GEMM operands 40\.[0-9] MiB' "$tmp/bf16.err" &&
-    ok "--precision=bf16: bf16 products and storage, 2 scratches of 16 + 4 MiB and the parameters' copies" ||
-    bad "--precision=bf16 on a CPU with AVX512_BF16: $(grep -E 'CPU GEMMs|memory' "$tmp/bf16.err")"
+    awk -v w="$want" -v g="$got" 'BEGIN { exit !(w > 40 && g == w) }' &&
+    ok "--precision=bf16: bf16 products and storage; bf16 GEMM operands $got MiB at 2 threads, as xfc --stats reports" ||
+    bad "--precision=bf16 on a CPU with AVX512_BF16: $(grep -E 'CPU GEMMs|memory' "$tmp/bf16.err"); xfc --stats: $want MiB"
   awk -v w="$worst" 'BEGIN { exit !(w > 1e-7 && w < 3.9e-3) }' &&
     ok "--precision=bf16: the 30-step curve within 2^-8 of float32's and rounded ($worst)" ||
     bad "--precision=bf16: the curve against float32's: $worst (expected in (1e-7, 3.9e-3))"
