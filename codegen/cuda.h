@@ -59,9 +59,11 @@ typedef struct {
   double chain;          // dependent iterations on the longest thread's path
   double bytes, flops;   // of one launch: every buffer read or written once; float operations
   double mem_us, flop_us, issue_us, lat_us;  // the bounds of one launch (issue: all SMs)
+  double shm_us, shm_ideal_us;  // shared-memory wavefronts at one per clock on the SMs used; without bank conflicts
   double us;             // the estimate of one launch
   bool few_blocks;       // a cliff: over 20 us on fewer blocks than SMs
-  bool serial;           // a cliff: over 20 us and over 4x max(mem, flop, issue)
+  bool serial;           // a cliff: over 20 us and over 4x max(mem, flop, issue, shared memory)
+  bool banks;            // a cliff: over 20 us, over half of it shared-memory bank conflicts
 } CudaCostRow;
 
 typedef struct {

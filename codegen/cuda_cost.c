@@ -90,11 +90,16 @@ static bool ev(const Ev *e, const LExpr *x, int64_t *out) {
 // ---- cost of statements ---------------------------------------------------------------
 
 // An expression's instructions, float operations, and the memory it loads
-// (a mask: 2 global, 1 local arrays).
+// (a mask: 2 global, 1 local arrays); shm: the shared-memory wavefronts of
+// one warp running it (a local array's access: 1, or the lanes' bank
+// conflict degree), replay: those past one per access.
 typedef struct {
-  double ops, flops;
+  double ops, flops, shm, replay, loc;  // loc: local-array accesses
   int mem;
 } XCost;
+
+typedef struct Walk Walk;
+static double local_wavefronts(const Walk *w, const LExpr *idx);
 
 // Instructions of an operation; a 64-bit integer division or remainder is
 // a routine of about 20 (operands that fit 32 bits, checked at run time),
@@ -111,39 +116,132 @@ static double op_weight(LExprKind k, LType t) {
   }
 }
 
-static void xcost(const LExpr *x, XCost *c) {
+// w: the walk whose lane variable spreads the lanes (local_wavefronts), or NULL.
+static void xcost(const Walk *w, const LExpr *x, XCost *c) {
   if (!x) return;
   switch (x->kind) {
   case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_POS0: case LX_WIN: return;
   case LX_LOAD: {
     c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
-    xcost(x->a[0], c);
+    if (x->slot >= LK_LOCAL0) {
+      double f = local_wavefronts(w, x->a[0]);
+      c->shm += f, c->replay += f - 1, c->loc += 1;
+    }
+    xcost(w, x->a[0], c);
     return;
   }
   default: break;
   }
-  double w = op_weight(x->kind, x->type);
+  double n = op_weight(x->kind, x->type);
   if ((x->kind == LX_DIV || x->kind == LX_REM) && x->type == LT_I64 && x->a[1] && x->a[1]->kind == LX_INT && x->a[1]->ival > 0)
-    w = (x->a[1]->ival & (x->a[1]->ival - 1)) ? 8 : 3;  // by a constant: a multiply-high, or a shift (and a sign fix-up)
-  c->ops += w;
-  if (x->type == LT_F32) c->flops += w;
-  for (int i = 0; i < 3; i++) xcost(x->a[i], c);
+    n = (x->a[1]->ival & (x->a[1]->ival - 1)) ? 8 : 3;  // by a constant: a multiply-high, or a shift (and a sign fix-up)
+  c->ops += n;
+  if (x->type == LT_F32) c->flops += n;
+  for (int i = 0; i < 3; i++) xcost(w, x->a[i], c);
 }
 
 // What running a block costs one thread (chain: seconds along its path), and
 // the whole team working on one outer index: warp instructions, flops.
 typedef struct {
   double chain, winstr, flops;
+  double wshm;         // the team's shared-memory wavefronts (warp accesses, conflicts replayed)
+  double wshm_ideal;   // the same without bank conflicts
   double chain_iters;  // dependent iterations on the chain (for the table)
 } SCost;
 
-typedef struct {
+struct Walk {
   Ev *e;
   int lanes;   // threads sharing an outer index (1: ELEM mode)
   int warps;   // warps running row-level code
   bool block;  // the team is a block (barriers)
   uint32_t mma;  // the team GEMMs' arithmetic (XfKernelArgs.mma: XF_MMA_*)
-} Walk;
+  int lane_var;  // the variable of the innermost loop spread over the lanes (consecutive lanes, consecutive values), or -1
+};
+
+// ---- shared-memory banks -------------------------------------------------------------------
+// Shared memory serves a warp's access in wavefronts of 32 banks of 4
+// bytes, word w in bank w mod 32: lanes reading one word share it (a
+// broadcast), distinct words of one bank take a wavefront each.
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
+// The wavefronts of one warp access whose 32 lanes touch words addr[0..31].
+static int warp_wavefronts(const int64_t *addr) {
+  int worst = 1;
+  for (int l = 0; l < 32; l++) {
+    int n = 0;  // the distinct words of lane l's bank
+    for (int j = 0; j < 32; j++) {
+      bool dup = (addr[j] - addr[l]) % 32 != 0;
+      for (int i = 0; i < j && !dup; i++) dup = addr[i] == addr[j];
+      n += !dup;
+    }
+    if (n > worst) worst = n;
+  }
+  return worst;
+}
+
+// The wavefronts of one warp's access to a local array at idx: the lanes
+// take consecutive values of the lane variable, words s = idx(v + 1) - idx(v)
+// apart: gcd(s, 32) words per bank (s = 0: a broadcast, 1).
+static double local_wavefronts(const Walk *w, const LExpr *idx) {
+  if (!w || w->lane_var < 0 || !idx) return 1;
+  Ev *e = w->e;
+  int v = w->lane_var;
+  int64_t a, b, old = e->val[v];
+  if (!e->known[v] || !ev(e, idx, &a)) return 1;
+  e->val[v] = old + 1;
+  bool ok = ev(e, idx, &b);
+  e->val[v] = old;
+  return ok && a != b ? (double)gcd64(b > a ? b - a : a - b, 32) : 1;
+}
+
+// An operand of a team GEMM in a local array: element (r, c) of op(X) at
+// word r sr + c sc.
+typedef struct {
+  bool local;
+  int64_t sr, sc;
+} GemmOperand;
+
+// The wavefronts of one warp's accesses to the local operand x of a team
+// GEMM (cuda.c xf_team_gemm): per k step of a tile (operands A and B; C: per
+// tile, its stores and, with beta, its loads), and the accesses, for the
+// ideal of one wavefront each. Lane l = 4 g + t; float32 (mma 0): lane l
+// takes the l-th 4 x 4 tile of C's tn tile columns.
+static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t tn, bool beta, double *wf, double *acc) {
+  *wf = *acc = 0;
+  if (!o.local) return;
+  int64_t addr[32];
+  int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
+  for (int r = 0; r < ninstr; r++) {
+    for (int l = 0; l < 32; l++) {
+      int64_t g = l >> 2, t = l & 3, row, col;
+      if (!mma) {  // the tile of lane l: rows i0 .. i0 + 3, columns j0 .. j0 + 3; k fixed (A: a row, B: a column)
+        int64_t i0 = l / tn * 4, j0 = l % tn * 4;
+        if (x == LC_A) row = i0 + r, col = 0;
+        else if (x == LC_B) row = 0, col = j0 + r;
+        else row = i0 + r / 4, col = j0 + r % 4;
+      } else if (x == LC_C) {
+        row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
+      } else if (mma == XF_MMA_BF16) {  // register r / 2, half r % 2
+        int reg = r >> 1, h = r & 1;
+        if (x == LC_A) row = g + 8 * (reg & 1), col = 2 * t + 8 * (reg >> 1) + h;
+        else row = 2 * t + 8 * reg + h, col = g;
+      } else {
+        if (x == LC_A) row = g + 8 * (r & 1), col = t + 4 * (r >> 1);
+        else row = t + 4 * r, col = g;
+      }
+      addr[l] = row * o.sr + col * o.sc;
+    }
+    *wf += warp_wavefronts(addr), *acc += 1;
+  }
+  if (x == LC_C && beta) *wf *= 2, *acc *= 2;
+}
 
 static double lat_of(int mem) { return mem ? (mem & 2 ? LAT_GLOBAL : 0) + (mem & 1 ? LAT_LOCAL : 0) : LAT_ALU; }
 
@@ -173,17 +271,21 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
   for (; st; st = st->next) {
     if (st->kind == LS_LET || st->kind == LS_STORE) {
       XCost x = {0};
-      xcost(st->val, &x), xcost(st->idx, &x);
+      xcost(w, st->val, &x), xcost(w, st->idx, &x);
       if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
+      if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) {
+        double f = local_wavefronts(w, st->idx);
+        x.shm += f, x.replay += f - 1, x.loc += 1;
+      }
       if (st->kind == LS_LET && st->var >= 0) {
         int64_t v;
         if (ev(w->e, st->val, &v)) w->e->val[st->var] = v, w->e->known[st->var] = true;
       }
-      seg.ops += x.ops, seg.flops += x.flops, seg.mem |= x.mem;
+      seg.ops += x.ops, seg.flops += x.flops, seg.mem |= x.mem, seg.shm += x.shm, seg.replay += x.replay, seg.loc += x.loc;
       continue;
     }
-    c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0);
-    c.winstr += seg.ops * wmul, c.flops += seg.flops;
+    c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0) + seg.replay / CLOCK;
+    c.winstr += seg.ops * wmul, c.flops += seg.flops, c.wshm += seg.shm * wmul, c.wshm_ideal += seg.loc * wmul;
     seg = (XCost){0};
     if (st->kind == LS_GEMM) {  // xf_team_gemm (cuda.c), and its two barriers
       const LCall *g = st->call;
@@ -192,21 +294,37 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       int mem = 0;
       for (int x = 0; x < 2; x++) mem |= g->slot[x] >= LK_LOCAL0 ? 1 : 2;
       double flops = 2.0 * m * n * k;
+      // the local operands' wavefronts: wf[x] per k step of a tile (C: per tile), acc[x] the accesses
+      double wf[3], acc[3];
+      for (int x = 0; x < 3; x++) {
+        int64_t ld = 0;
+        bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
+        // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
+        GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1};
+        gemm_operand_wavefronts(w->mma, x, o, (n + 3) / 4, g->beta != 0, &wf[x], &acc[x]);
+      }
+      double kwf = wf[LC_A] + wf[LC_B], kacc = acc[LC_A] + acc[LC_B];
       if (w->mma == XF_MMA_TF32) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
         double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 8.0);
-        c.chain += warp * (steps * 32 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain += warp * (steps * 32 * ALU_NS + lat_of(mem) + (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
+                   (w->block ? 2 * LAT_LOCAL : 0);
         c.chain_iters += warp * steps;
         c.winstr += tiles * (steps * 24 + 20), c.flops += flops * FP32 / TF32;  // at the TF32 rate
+        c.wshm += tiles * (steps * kwf + wf[LC_C]), c.wshm_ideal += tiles * (steps * kacc + acc[LC_C]);
       } else if (w->mma == XF_MMA_BF16) {  // per 16 of k: 12 loads, 6 paired conversions, one mma (about 22 ns)
         double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 16.0);
-        c.chain += warp * (steps * 44 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain += warp * (steps * 44 * ALU_NS + lat_of(mem) + (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
+                   (w->block ? 2 * LAT_LOCAL : 0);
         c.chain_iters += warp * steps;
         c.winstr += tiles * (steps * 36 + 20), c.flops += flops * FP32 / BF16;  // at the bf16 rate
+        c.wshm += tiles * (steps * kwf + wf[LC_C]), c.wshm_ideal += tiles * (steps * kacc + acc[LC_C]);
       } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
         double tiles = ceil(m / 4.0) * ceil(n / 4.0), lane = ceil(tiles / (coop ? w->lanes : 1));
-        c.chain += lane * (k * 26 * ALU_NS + lat_of(mem)) + (w->block ? 2 * LAT_LOCAL : 0);
+        c.chain += lane * (k * 26 * ALU_NS + lat_of(mem) + (k * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
+                   (w->block ? 2 * LAT_LOCAL : 0);
         c.chain_iters += lane * k;
         c.winstr += ceil(tiles / 32) * (k * 26 + 40), c.flops += flops;
+        c.wshm += ceil(tiles / 32) * (k * kwf + wf[LC_C]), c.wshm_ideal += ceil(tiles / 32) * (k * kacc + acc[LC_C]);
       }
       continue;
     }
@@ -218,23 +336,31 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
     if (st->kind == LS_REDUCE) {
       XCost x = {0};
       bool had = w->e->known[st->ivar];
+      int lane_var = w->lane_var;
       w->e->known[st->ivar] = true, w->e->val[st->ivar] = lo + trip / 2;
-      xcost(st->val, &x);
-      w->e->known[st->ivar] = had;
+      if (spread) w->lane_var = st->ivar;
+      xcost(w, st->val, &x);
+      w->e->known[st->ivar] = had, w->lane_var = lane_var;
       x.ops += 1, x.flops += 1;
-      b = (SCost){.chain = x.ops * ALU_NS + lat_of(x.mem), .winstr = x.ops, .flops = x.flops, .chain_iters = 1};
+      b = (SCost){.chain = x.ops * ALU_NS + lat_of(x.mem) + x.replay / CLOCK, .winstr = x.ops, .flops = x.flops,
+                  .wshm = x.shm, .wshm_ideal = x.loc, .chain_iters = 1};
       if (st->wide) b.chain += 4 * ALU_NS, b.winstr += 4;
     } else {
+      int lane_var = w->lane_var;
+      if (spread) w->lane_var = st->var;
       b = walk_body(w, st->body, st->var, lo, trip, coop && !spread);
+      w->lane_var = lane_var;
       for (int k = 0; k < st->ncarry; k++) {
         XCost x = {0};
-        xcost(st->step[k], &x);
-        b.chain += x.ops * ALU_NS, b.winstr += x.ops * (coop ? w->warps : 1), b.flops += x.flops;
+        xcost(w, st->step[k], &x);
+        b.chain += x.ops * ALU_NS + x.replay / CLOCK, b.winstr += x.ops * (coop ? w->warps : 1), b.flops += x.flops;
+        b.wshm += x.shm * (coop ? w->warps : 1), b.wshm_ideal += x.loc * (coop ? w->warps : 1);
       }
       b.chain_iters = b.chain_iters > 1 ? b.chain_iters : 1;
     }
     c.chain += lane_trip * b.chain, c.chain_iters += lane_trip * b.chain_iters;
     c.winstr += (spread ? wtrip : (double)trip) * b.winstr;
+    c.wshm += (spread ? wtrip : (double)trip) * b.wshm, c.wshm_ideal += (spread ? wtrip : (double)trip) * b.wshm_ideal;
     c.flops += (double)trip * b.flops;
     if (spread && st->kind == LS_REDUCE) {  // the combine: a butterfly, or through shared memory with barriers
       double steps = log2(w->lanes > 1 ? w->lanes : 2);
@@ -243,8 +369,8 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
     }
     if (st->kind == LS_REDUCE) w->e->known[st->var] = false;
   }
-  c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0);
-  c.winstr += seg.ops * wmul, c.flops += seg.flops;
+  c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0) + seg.replay / CLOCK;
+  c.winstr += seg.ops * wmul, c.flops += seg.flops, c.wshm += seg.shm * wmul, c.wshm_ideal += seg.loc * wmul;
   return c;
 }
 
@@ -287,13 +413,13 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known};
   int lanes = elem ? 1 : rec->threads / rec->per_block;
   Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32,
-            .mma = xf_team_mma(precision)};
+            .mma = xf_team_mma(precision), .lane_var = -1};
   // the outer index sampled at COST_SAMPLES points of the golden-ratio
   // sequence (evenly spread, and at every residue of an outer index that
   // packs a block number with a power-of-two count: blk = o mod nb) and the
   // last one
   double outer = elem ? items / (double)symsize_eval(lk->ninner, B, T) : items;
-  double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0;
+  double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0, wshm = 0, wshm_ideal = 0;
   int ns = 0;
   for (int k = 0; k <= COST_SAMPLES; k++) {
     double u = fmod(0.5 + k * 0.6180339887498949, 1.0);
@@ -308,19 +434,20 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
       if (st && st->kind == LS_FOR) {
         int64_t lo, trip = trip_of(&w, st, &lo);
         double t = trip ? (double)trip : 1;
-        c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t;
+        c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t, c.wshm /= t, c.wshm_ideal /= t;
       }
       c.chain += 20 * ALU_NS, c.winstr += 20;
     }
     if (c.chain > chain_max) chain_max = c.chain;
     if (c.chain_iters > iters_max) iters_max = c.chain_iters;
-    if (k < COST_SAMPLES) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, ns++;
+    if (k < COST_SAMPLES) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, wshm += c.wshm, wshm_ideal += c.wshm_ideal, ns++;
   }
   free(val), free(known);
   double chain_avg = chain_sum / ns;
   // totals over the launch: an element per thread (ELEM), or a row per team
   double units = elem ? items : outer, warps_per_unit = elem ? 1.0 / 32 : w.warps;
   double total_winstr = elem ? units * winstr / ns / 32 : units * winstr / ns;
+  double total_wshm = (elem ? units / 32 : units) * wshm / ns, total_wshm_ideal = (elem ? units / 32 : units) * wshm_ideal / ns;
   r.flops = units * flops / ns;
   r.chain = iters_max;
   double sms = r.grid < SMS ? (double)r.grid : SMS;
@@ -337,7 +464,9 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   r.issue_us = total_winstr / (SMS * 4 * CLOCK) * 1e6;
   double issue_used = total_winstr / (sms * 4 * CLOCK) * 1e6;
   r.lat_us = fmax(chains_sm / fmax(resident, 1), chain_max * rounds) * 1e6;
-  r.us = fmax(fmax(r.mem_us, r.flop_us), fmax(issue_used, r.lat_us)) + LAUNCH * 1e6;
+  // shared memory: a wavefront per clock per SM
+  r.shm_us = total_wshm / (sms * CLOCK) * 1e6, r.shm_ideal_us = total_wshm_ideal / (sms * CLOCK) * 1e6;
+  r.us = fmax(fmax(r.mem_us, r.flop_us), fmax(fmax(issue_used, r.shm_us), r.lat_us)) + LAUNCH * 1e6;
   return r;
 }
 
@@ -458,7 +587,8 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
     CudaCostRow *q = &c->rows[i];
     double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));
     q->few_blocks = !q->gemm && q->grid < SMS && q->us > 20;
-    q->serial = !q->gemm && q->us > 20 && q->us > 4 * bound;
+    q->serial = !q->gemm && q->us > 20 && q->us > 4 * fmax(bound, q->shm_us);
+    q->banks = !q->gemm && q->us > 20 && q->shm_us - q->shm_ideal_us > 0.5 * q->us;
   }
   return c;
 }
@@ -478,13 +608,13 @@ void cuda_cost_print(FILE *f, const CudaCost *c) {
     else snprintf(cls, sizeof cls, "k%d", r->cls);
     char where[300] = "";
     if (r->node && r->node->loc.file) snprintf(where, sizeof where, "%s:%d", r->node->loc.file, r->node->loc.line);
-    fprintf(f, "%-8s %-26s %8d %7lld %5d %11lld %9.0f %9.2f %9.3f %9.1f %9.1f %9.1f %9.1f  %s%s%s\n", cls, r->what,
+    fprintf(f, "%-8s %-26s %8d %7lld %5d %11lld %9.0f %9.2f %9.3f %9.1f %9.1f %9.1f %9.1f  %s%s%s%s\n", cls, r->what,
             r->launches, (long long)r->grid, r->block, (long long)r->items, r->chain, r->bytes / 1048576.0, r->flops / 1e9,
-            r->mem_us, fmax(r->flop_us, r->issue_us), r->lat_us, r->us, where, r->few_blocks ? " CLIFF:few-blocks" : "",
-            r->serial ? " CLIFF:serial" : "");
+            r->mem_us, fmax(fmax(r->flop_us, r->issue_us), r->shm_us), r->lat_us, r->us, where,
+            r->few_blocks ? " CLIFF:few-blocks" : "", r->serial ? " CLIFF:serial" : "", r->banks ? " CLIFF:banks" : "");
   }
   int cliffs = 0;
-  for (int i = 0; i < c->nrows; i++) cliffs += c->rows[i].few_blocks || c->rows[i].serial;
+  for (int i = 0; i < c->nrows; i++) cliffs += c->rows[i].few_blocks || c->rows[i].serial || c->rows[i].banks;
   fprintf(f, "cliffs: %d\n", cliffs);
   fprintf(f, "total: %d kernel launches, %d GEMMs, estimated %.0f us per training step\n", c->nkernels, c->ngemms,
           c->total_us);

@@ -148,6 +148,15 @@ static inline int64_t att_score_ld(int64_t n) {
   int64_t ld = (n + 15) / 16 * 16;
   return ld % 256 == 0 ? ld + 16 : ld;
 }
+// The row stride of a GPU block's tile of n columns in shared memory (the
+// blocked attention's scores and accumulators, the chunked scans' blocks):
+// n rounded up to 5 mod 32 words, so that a thread per row (rows ld apart)
+// meets no bank conflict and the tensor-core fragments (rows g + 8 r,
+// columns 2 t + c, lane 4 g + t) at most 2 words per bank; rows 64 floats
+// apart took 32 words of one bank per warp access (cuda_cost.c counts the
+// wavefronts).
+// (Test hook: XF_TEST_TILE_UNPADDED=1 gives n, tests/cuda/cost.sh.)
+int64_t gpu_tile_ld(int64_t n);
 
 // The CPU's ROUTED_MATMUL(_DW) kernels (lower_route.c) split each expert's
 // work in parts, outer index o = s E + e (expert e, part s), so that the
@@ -251,14 +260,15 @@ int schedule_att_block(const Graph *g, const Node *n);
 // columns on vector lanes; a chunk's products are too small for the GEMM
 // library: docs/recurrences.md).
 int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu);
-// The chunked form's local arrays: a GPU block's shared memory, 44 KiB; a
-// CPU thread's stack, 512 KiB. A chunk asked for (scan_chunk) is halved
-// until they fit.
-enum { SCAN_CHUNK_FLOATS = 11264, SCAN_CHUNK_CPU_FLOATS = 1 << 17 };
+// The chunked form's local arrays: a GPU block's shared memory, 48 KiB (the
+// most a launch takes without opting in; rows padded, gpu_tile_ld); a CPU
+// thread's stack, 512 KiB. A chunk asked for (scan_chunk) is halved until
+// they fit.
+enum { SCAN_CHUNK_FLOATS = 12288, SCAN_CHUNK_CPU_FLOATS = 1 << 17 };
 // The chunked form's local arrays of chunk C (the gradient's; the forward's
 // are fewer) and whether a decay of shape as varies along k's key rows
 // (lower_scan_chunk.c).
-int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key);
+int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key, bool gpu);
 bool scan_decay_per_key(const Shape *as);
 // The head group HG of the CPU row form of ATTENTION_GRAD node n that also
 // writes its score bias's gradient (schedule.c), or 0 where it does not.

@@ -764,12 +764,14 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int hi = let(L, imax(L, xvar(L, q1), xvar(L, lo)), "hi");
   int nq = let(L, x2(L, LX_SUB, xvar(L, hi), xvar(L, lo)), "nq");
   int kend = let(L, xsel(L, x2(L, LX_LT, xvar(L, lo), xvar(L, hi)), xvar(L, hi), xi(L, 0)), "kend");
-  int64_t ld = att_score_ld(BK);
-  int S = local(L, BQ * ld), A = local(L, BQ * e), M = local(L, BQ), Ls = local(L, BQ);
+  // the rows of S and A: on a GPU padded against shared memory's bank conflicts
+  bool gpu = L->tgt == LTARGET_GPU;
+  int64_t ld = gpu ? gpu_tile_ld(BK) : att_score_ld(BK), ae = gpu ? gpu_tile_ld(e) : e;
+  int S = local(L, BQ * ld), A = local(L, BQ * ae), M = local(L, BQ), Ls = local(L, BQ);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   store(L, M, xvar(L, ii), xf(L, a->Wmask ? ATT_FAR : -INFINITY));  // finite: a block may hold none of a row's keys
   store(L, Ls, xvar(L, ii), xf(L, 0));
-  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), xf(L, 0));
+  for (Feat f = feat_begin(L, e); feat_more(L, &f);) store(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), feat_c(L, &f)), xf(L, 0));
   for_end(L);
   int kf = let(L, imin(L, att_block_first_key(L, a, xvar(L, lo)), xvar(L, kend)), "kf");  // keys before the window: skipped
   LExpr *nkb = x2(L, LX_DIV, iadd(L, x2(L, LX_SUB, xvar(L, kend), xvar(L, kf)), xi(L, BK - 1)), xi(L, BK));
@@ -796,7 +798,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
   store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
   for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
-    int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f)), "at");
+    int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), feat_c(L, &f)), "at");
     store(L, A, xvar(L, at), x2(L, LX_MUL, load(L, A, xvar(L, at)), xvar(L, al)));
   }
   for_end(L);
@@ -804,7 +806,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   c.k = xvar(L, nk);
   att_operand(&c, LC_A, S, xi(L, 0), xi(L, ld));
   att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * e));
-  att_operand(&c, LC_C, A, xi(L, 0), xi(L, e));
+  att_operand(&c, LC_C, A, xi(L, 0), xi(L, ae));
   gemm_call(L, c);
   for_end(L);
   ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
@@ -812,7 +814,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int inv = let(L, x2(L, LX_DIV, xf(L, 1), load(L, Ls, xvar(L, ii))), "inv");
   for (Feat f = feat_begin(L, a->no_o ? 0 : e); feat_more(L, &f);)
     store(L, KS_OUT, att_at(L, a, e, iadd(L, xvar(L, r0), iadd(L, xvar(L, lo), xvar(L, ii))), hd, feat_c(L, &f)),
-          x2(L, LX_MUL, load(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, e)), feat_c(L, &f))), xvar(L, inv)));
+          x2(L, LX_MUL, load(L, A, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), feat_c(L, &f))), xvar(L, inv)));
   for_end(L);
 }
 

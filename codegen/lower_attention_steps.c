@@ -19,7 +19,9 @@
 //                    rows zeroed first)
 //   attention_dq     per query block, per key block: S, dP, P, dS; dQ += dS K
 // Every product is a team GEMM (LS_GEMM) on [ATT_BS, ATT_BS] blocks of
-// scores in shared memory; each launch writes its rows whole.
+// scores in shared memory, rows gpu_tile_ld(ATT_BS) apart (no bank
+// conflicts for a thread per row, at most 2 words per bank for the
+// tensor-core fragments); each launch writes its rows whole.
 enum { ATT_BS = 64 };
 
 bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
@@ -31,7 +33,8 @@ typedef struct {
   const Node *n;
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
   int b0, nb0;               // variables: the block's first row and its rows (0 past T)
-  int S, X, Ll, Dl;          // locals: S and X [ATT_BS, ATT_BS], L_i and D_i [ATT_BS]
+  int S, X, Ll, Dl;          // locals: S and X [ATT_BS, ATT_BS] (rows sld apart), L_i and D_i [ATT_BS]
+  int64_t sld;               // gpu_tile_ld(ATT_BS)
   int64_t nb;                // blocks per (sequence, head)
 } AttStep;
 
@@ -56,7 +59,8 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   st->b0 = let(L, imul(L, xvar(L, st->blk), xi(L, ATT_BS)), "b0");
   LExpr *b1 = imin(L, iadd(L, xvar(L, st->b0), xi(L, ATT_BS)), st->a.T);
   st->nb0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, b1, xvar(L, st->b0))), "nb0");
-  st->S = local(L, ATT_BS * ATT_BS), st->X = local(L, ATT_BS * ATT_BS), st->Ll = local(L, ATT_BS), st->Dl = local(L, ATT_BS);
+  st->sld = gpu_tile_ld(ATT_BS);
+  st->S = local(L, ATT_BS * st->sld), st->X = local(L, ATT_BS * st->sld), st->Ll = local(L, ATT_BS), st->Dl = local(L, ATT_BS);
   return lk;
 }
 
@@ -82,13 +86,13 @@ static void att_step_products(Lo *L, const AttStep *st, int i0, int nq, int k0, 
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->h, n->fval, 0);
   att_operand(&c, LC_A, KS_IN0, att_head(L, a, a->h, qrow, st->hd), xi(L, a->NH * a->h));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, krow, st->hd), xi(L, a->NH * a->h));
-  att_operand(&c, LC_C, S, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_C, S, xi(L, 0), xi(L, st->sld));
   gemm_call(L, c);
-  att_block_bias(L, a, S, ATT_BS, nq, nk, xvar(L, st->sh), i0, k0);
+  att_block_bias(L, a, S, st->sld, nq, nk, xvar(L, st->sh), i0, k0);
   c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->e, 1, 0);
   att_operand(&c, LC_A, KS_IN0 + 3, att_head(L, a, a->e, qrow, st->hd), xi(L, a->NH * a->e));
   att_operand(&c, LC_B, KS_IN2, att_head(L, a, a->e, krow, st->hd), xi(L, a->NH * a->e));
-  att_operand(&c, LC_C, X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_C, X, xi(L, 0), xi(L, st->sld));
   gemm_call(L, c);
 }
 
@@ -99,15 +103,16 @@ static void att_step_ds(Lo *L, const AttStep *st, int i0, int nq, int k0, int nk
   int S = st->S, X = st->X, Ll = st->Ll, Dl = st->Dl;
   int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, ATT_BS)), true, "x");
   int ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, ATT_BS)), "ii"), jj = let(L, x2(L, LX_REM, xvar(L, x), xi(L, ATT_BS)), "jj");
+  int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, st->sld)), xvar(L, jj)), "at");
   int i = let(L, iadd(L, xvar(L, i0), xvar(L, ii)), "i"), j = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "j");
   LExpr *in = x2(L, LX_AND, x2(L, LX_LT, xvar(L, jj), xvar(L, nk)), x2(L, LX_GE, xvar(L, i), xvar(L, j)));
   if (a->Wmask) in = x2(L, LX_AND, in, x2(L, LX_LT, x2(L, LX_SUB, xvar(L, i), xvar(L, j)), xi(L, a->W)));
   int inside = let(L, in, "in");
-  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, x)), load(L, Ll, xvar(L, ii))));
+  LExpr *e = x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, at)), load(L, Ll, xvar(L, ii))));
   int p = let(L, xsel(L, xvar(L, inside), e, xf(L, 0)), "p");
-  store(L, S, xvar(L, x), xvar(L, p));
-  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, x)), load(L, Dl, xvar(L, ii)));
-  store(L, X, xvar(L, x), x2(L, LX_MUL, xf(L, st->n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
+  store(L, S, xvar(L, at), xvar(L, p));
+  LExpr *dd = x2(L, LX_SUB, load(L, X, xvar(L, at)), load(L, Dl, xvar(L, ii)));
+  store(L, X, xvar(L, at), x2(L, LX_MUL, xf(L, st->n->fval), x2(L, LX_MUL, xvar(L, p), dd)));
   for_end(L);
 }
 
@@ -153,13 +158,13 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0)), *krow = iadd(L, xvar(L, st.r0), xvar(L, k0));
   LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, st.sld));
   att_operand(&c, LC_B, KS_IN0, att_head(L, a, a->h, qrow, st.hd), xi(L, a->NH * a->h));
   att_operand(&c, LC_C, a->part[1].slot, att_part_at(L, a, 1, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[1].w));
   gemm_call(L, c);
   c = att_call(L, true, false, xvar(L, nk), xi(L, a->e), 0, 1, 1);  // dV += P^T dO
   c.k = xvar(L, nq);
-  att_operand(&c, LC_A, st.S, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.S, xi(L, 0), xi(L, st.sld));
   att_operand(&c, LC_B, KS_IN0 + 3, att_head(L, a, a->e, qrow, st.hd), xi(L, a->NH * a->e));
   att_operand(&c, LC_C, a->part[2].slot, att_part_at(L, a, 2, krow, st.hd, xi(L, 0)), xi(L, a->NH * a->part[2].w));
   gemm_call(L, c);
@@ -181,7 +186,7 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
   att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
   c.k = xvar(L, nk);
-  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, ATT_BS));
+  att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, st.sld));
   att_operand(&c, LC_B, KS_IN1, att_head(L, a, a->h, iadd(L, xvar(L, st.kv0), xvar(L, k0)), st.hd), xi(L, a->NH * a->h));
   att_operand(&c, LC_C, a->part[0].slot, att_part_at(L, a, 0, iadd(L, xvar(L, st.r0), xvar(L, i0)), st.hd, xi(L, 0)),
               xi(L, a->NH * a->part[0].w));

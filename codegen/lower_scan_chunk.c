@@ -42,12 +42,17 @@ typedef struct {
   int sa;                 // the decay's slot
   int Lg, Sg;             // locals [C, dk] (per_key) or [C]: l and g above (Sg: none when pos)
   int t0, nc;             // variables: the chunk's first position, its length
+  bool gpu;               // the blocks' rows padded in shared memory (gpu_tile_ld)
 } Ck;
 
-// Locals of the gradient (the forward's are fewer): S, Lg, Sg, Qr, Kr, Vr,
-// Yr, W, P, R, D, DV.
-int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key) {
-  return dk * dv + 2 * C * (per_key ? dk : 1) + 4 * C * dk + 3 * C * dv + 2 * C * C;
+// The row stride of a local block n wide: on a GPU padded against bank
+// conflicts (kernel.h gpu_tile_ld), else n.
+static int64_t pad(bool gpu, int64_t n) { return gpu ? gpu_tile_ld(n) : n; }
+
+// Locals of the gradient (the forward's are fewer): S [dk, dv], Lg, Sg, Qr,
+// Kr, W, D [C, dk], Vr, Yr, DV [C, dv], P, R [C, C], rows padded on a GPU.
+int64_t scan_chunk_floats(int64_t C, int64_t dk, int64_t dv, bool per_key, bool gpu) {
+  return dk * pad(gpu, dv) + 2 * C * (per_key ? dk : 1) + 4 * C * pad(gpu, dk) + 3 * C * pad(gpu, dv) + 2 * C * pad(gpu, C);
 }
 
 // Whether the value of node id is positive by construction: an exp or a
@@ -79,13 +84,24 @@ static LExpr *dec_to(Lo *L, const Ck *c, LExpr *t, LExpr *i) {
 }
 static LExpr *last(Lo *L, const Ck *c) { return x2(L, LX_SUB, xvar(L, c->nc), xi(L, 1)); }
 
-// A par loop over the elements x of a [nc, w] block of a local; *tt, *j its
-// row and column (variables). Close with for_end.
+// A par loop over the elements of a [nc, w] block of a local (rows
+// pad(w) apart); *tt, *j their row and column (variables); returns the
+// variable of the element's index in the local. Close with for_end.
 static int block_begin(Lo *L, const Ck *c, int64_t w, int *tt, int *j) {
   int x = for_begin(L, xi(L, 0), imul(L, xvar(L, c->nc), xi(L, w)), true, "x");
   *tt = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, w)), "tt");
   *j = let(L, x2(L, LX_REM, xvar(L, x), xi(L, w)), "j");
-  return x;
+  int64_t ld = pad(c->gpu, w);
+  return ld == w ? x : let(L, iadd(L, imul(L, xvar(L, *tt), xi(L, ld)), xvar(L, *j)), "at");
+}
+
+// Element (i, j) of a local block n wide.
+static LExpr *at2(Lo *L, const Ck *c, LExpr *i, LExpr *j, int64_t n) { return iadd(L, imul(L, i, xi(L, pad(c->gpu, n))), j); }
+
+// Element x of S [dk, dv] in the flat order, in the local (rows pad(dv) apart).
+static LExpr *s_at(Lo *L, const Ck *c, int x) {
+  if (pad(c->gpu, c->dv) == c->dv) return xvar(L, x);
+  return at2(L, c, x2(L, LX_DIV, xvar(L, x), xi(L, c->dv)), x2(L, LX_REM, xvar(L, x), xi(L, c->dv)), c->dv);
 }
 
 // local[tt, :] <- rows t0 + tt of slot (w wide), tt < nc.
@@ -119,22 +135,23 @@ static void decays(Lo *L, const Ck *c) {
   for_end(L);
 }
 
-// X [nc, nc] (rows C apart) = A B^T of two [nc, w] locals, kept where s <= t
+// X [nc, nc] (rows pad(C) apart) = A B^T of two [nc, w] locals, kept where s <= t
 // (0 elsewhere), times E(t, s) with one decay per position when scale.
 static void pairs_gemm(Lo *L, const Ck *c, int A, int B, int64_t w, int X, bool scale) {
   LExpr *nc = xvar(L, c->nc);
-  gemm_call(L, (LCall){.tb = true, .slot = {A, B, X}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)}, .ld = {xi(L, w), xi(L, w), xi(L, c->C)},
-                       .m = nc, .n = nc, .k = xi(L, w), .alpha = 1});
+  int64_t lw = pad(c->gpu, w);
+  gemm_call(L, (LCall){.tb = true, .slot = {A, B, X}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)},
+                       .ld = {xi(L, lw), xi(L, lw), xi(L, pad(c->gpu, c->C))}, .m = nc, .n = nc, .k = xi(L, w), .alpha = 1});
   int x = for_begin(L, xi(L, 0), imul(L, nc, nc), true, "x");
   int t = let(L, x2(L, LX_DIV, xvar(L, x), nc), "t"), s = let(L, x2(L, LX_REM, xvar(L, x), nc), "s");
-  int at = let(L, iadd(L, imul(L, xvar(L, t), xi(L, c->C)), xvar(L, s)), "ts");
+  int at = let(L, at2(L, c, xvar(L, t), xvar(L, s), c->C), "ts");
   LExpr *v = load(L, X, xvar(L, at));
   if (scale) v = x2(L, LX_MUL, v, dec_pair(L, c, xvar(L, t), xvar(L, s), xi(L, 0)));
   store(L, X, xvar(L, at), xsel(L, x2(L, LX_GE, xvar(L, t), xvar(L, s)), v, xf(L, 0)));
   for_end(L);
 }
 
-// P [nc, nc] (rows C apart): P[t, s] = sum_i Qr[t, i] Kr[s, i] E_i(t, s), s <= t, else 0.
+// P [nc, nc] (rows pad(C) apart): P[t, s] = sum_i Qr[t, i] Kr[s, i] E_i(t, s), s <= t, else 0.
 static void scores(Lo *L, const Ck *c, int Qr, int Kr, int P) {
   if (!c->per_key) {
     pairs_gemm(L, c, Qr, Kr, c->dk, P, true);
@@ -144,10 +161,9 @@ static void scores(Lo *L, const Ck *c, int Qr, int Kr, int P) {
   int x = for_begin(L, xi(L, 0), imul(L, nc, nc), true, "x"), i;
   int t = let(L, x2(L, LX_DIV, xvar(L, x), nc), "t"), s = let(L, x2(L, LX_REM, xvar(L, x), nc), "s");
   LStmt *st = reduce_begin(L, LX_ADD, xi(L, 0), xsel(L, x2(L, LX_GE, xvar(L, t), xvar(L, s)), xi(L, c->dk), xi(L, 0)), &i);
-  LExpr *qk = x2(L, LX_MUL, load(L, Qr, iadd(L, imul(L, xvar(L, t), xi(L, c->dk)), xvar(L, i))),
-                 load(L, Kr, iadd(L, imul(L, xvar(L, s), xi(L, c->dk)), xvar(L, i))));
+  LExpr *qk = x2(L, LX_MUL, load(L, Qr, at2(L, c, xvar(L, t), xvar(L, i), c->dk)), load(L, Kr, at2(L, c, xvar(L, s), xvar(L, i), c->dk)));
   int v = reduce_end(L, st, x2(L, LX_MUL, qk, dec_pair(L, c, xvar(L, t), xvar(L, s), xvar(L, i))), "p");
-  store(L, P, iadd(L, imul(L, xvar(L, t), xi(L, c->C)), xvar(L, s)), xvar(L, v));
+  store(L, P, at2(L, c, xvar(L, t), xvar(L, s), c->C), xvar(L, v));
   for_end(L);
 }
 
@@ -157,15 +173,16 @@ static void scores(Lo *L, const Ck *c, int Qr, int Kr, int P) {
 static void pair_sums(Lo *L, const Ck *c, int R, int X, int D, bool rows) {
   LExpr *nc = xvar(L, c->nc), *dk = xi(L, c->dk);
   if (!c->per_key) {
-    gemm_call(L, (LCall){.ta = !rows, .slot = {R, X, D}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)}, .ld = {xi(L, c->C), dk, dk},
+    LExpr *ldk = xi(L, pad(c->gpu, c->dk));
+    gemm_call(L, (LCall){.ta = !rows, .slot = {R, X, D}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)}, .ld = {xi(L, pad(c->gpu, c->C)), ldk, ldk},
                          .m = nc, .n = dk, .k = nc, .alpha = 1, .beta = 1});
     return;
   }
   int t, i, s, x = block_begin(L, c, c->dk, &t, &i);
   LStmt *st = reduce_begin(L, LX_ADD, rows ? xi(L, 0) : xvar(L, t), rows ? iadd(L, xvar(L, t), xi(L, 1)) : nc, &s);
-  LExpr *r = rows ? load(L, R, iadd(L, imul(L, xvar(L, t), xi(L, c->C)), xvar(L, s))) : load(L, R, iadd(L, imul(L, xvar(L, s), xi(L, c->C)), xvar(L, t)));
+  LExpr *r = rows ? load(L, R, at2(L, c, xvar(L, t), xvar(L, s), c->C)) : load(L, R, at2(L, c, xvar(L, s), xvar(L, t), c->C));
   LExpr *e = rows ? dec_pair(L, c, xvar(L, t), xvar(L, s), xvar(L, i)) : dec_pair(L, c, xvar(L, s), xvar(L, t), xvar(L, i));
-  int v = reduce_end(L, st, x2(L, LX_MUL, x2(L, LX_MUL, r, load(L, X, iadd(L, imul(L, xvar(L, s), dk), xvar(L, i)))), e), "ds");
+  int v = reduce_end(L, st, x2(L, LX_MUL, x2(L, LX_MUL, r, load(L, X, at2(L, c, xvar(L, s), xvar(L, i), c->dk))), e), "ds");
   store(L, D, xvar(L, x), x2(L, LX_ADD, load(L, D, xvar(L, x)), xvar(L, v)));
   for_end(L);
 }
@@ -183,19 +200,20 @@ static void scale_rows(Lo *L, const Ck *c, int D, int W, bool to) {
 // of W [nc, dk] and Y [nc, dv].
 static void carry_state(Lo *L, const Ck *c, int S, int W, int Y) {
   int x = for_begin(L, xi(L, 0), xi(L, c->dk * c->dv), true, "x");
-  int i = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, c->dv)), "i");
-  store(L, S, xvar(L, x), x2(L, LX_MUL, load(L, S, xvar(L, x)), dec_to(L, c, last(L, c), xvar(L, i))));
+  int i = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, c->dv)), "i"), at = let(L, s_at(L, c, x), "at");
+  store(L, S, xvar(L, at), x2(L, LX_MUL, load(L, S, xvar(L, at)), dec_to(L, c, last(L, c), xvar(L, i))));
   for_end(L);
-  gemm_call(L, (LCall){.ta = true, .slot = {W, Y, S}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)}, .ld = {xi(L, c->dk), xi(L, c->dv), xi(L, c->dv)},
+  int64_t lk = pad(c->gpu, c->dk), lv = pad(c->gpu, c->dv);
+  gemm_call(L, (LCall){.ta = true, .slot = {W, Y, S}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)}, .ld = {xi(L, lk), xi(L, lv), xi(L, lv)},
                        .m = xi(L, c->dk), .n = xi(L, c->dv), .k = xvar(L, c->nc), .alpha = 1, .beta = 1});
 }
 
-// X [nc, n] (rows n apart) = A [nc, k] op(B) (+ X with acc): B [k, n], or
-// with tb stored [n, k].
+// X [nc, n] (rows pad(n) apart) = A [nc, k] op(B) (+ X with acc): A's rows
+// lda wide, B [k, n], or with tb stored [n, k] (rows padded alike).
 static void chunk_gemm(Lo *L, const Ck *c, int A, int64_t lda, bool ta, int B, bool tb, int X, int64_t n, int64_t k, bool acc) {
   gemm_call(L, (LCall){.ta = ta, .tb = tb, .slot = {A, B, X}, .at = {xi(L, 0), xi(L, 0), xi(L, 0)},
-                       .ld = {xi(L, lda), xi(L, tb ? k : n), xi(L, n)}, .m = xvar(L, c->nc), .n = xi(L, n),
-                       .k = k < 0 ? xvar(L, c->nc) : xi(L, k), .alpha = 1, .beta = acc ? 1 : 0});
+                       .ld = {xi(L, pad(c->gpu, lda)), xi(L, pad(c->gpu, tb ? k : n)), xi(L, pad(c->gpu, n))},
+                       .m = xvar(L, c->nc), .n = xi(L, n), .k = k < 0 ? xvar(L, c->nc) : xi(L, k), .alpha = 1, .beta = acc ? 1 : 0});
 }
 
 static void fill(Lo *L, int loc, int64_t n) {
@@ -215,8 +233,9 @@ static void chunked_fwd(Lo *L, Ck *c, const Node *n) {
   bool win = schedule_scan_state(n);
   int sq = lower_in_slot(L, n, 0), sk = lower_in_slot(L, n, 1), sv = lower_in_slot(L, n, 2);
   int64_t C = c->C, dk = c->dk, dv = c->dv, dkv = dk * dv;
-  int S = local(L, dkv), Qr = local(L, C * dk), Kr = local(L, C * dk), Vr = local(L, C * dv), W = local(L, C * dk);
-  int P = local(L, C * C), O = local(L, C * dv);
+  int64_t lk = pad(c->gpu, dk), lv = pad(c->gpu, dv), lc = pad(c->gpu, C);
+  int S = local(L, dk * lv), Qr = local(L, C * lk), Kr = local(L, C * lk), Vr = local(L, C * lv), W = local(L, C * lk);
+  int P = local(L, C * lc), O = local(L, C * lv);
   // [w0, w1) cut at ws = wk (the step program keeps S after wk - 1): nA
   // chunks of [w0, ws), then those of [ws, w1); elsewhere [0, K), nA = 0
   LExpr *w0 = win ? lower_xwin(L, 0) : xi(L, 0), *w1 = win ? lower_xwin(L, 1) : d->K, *wk = win ? lower_xwin(L, 2) : xi(L, 0);
@@ -227,7 +246,7 @@ static void chunked_fwd(Lo *L, Ck *c, const Node *n) {
   LExpr *hrow = imul(L, xvar(L, 0), xi(L, dkv));
   int x = for_begin(L, xi(L, 0), xi(L, dkv), true, "x");
   LExpr *h = win ? xsel(L, x2(L, LX_GT, xvar(L, v0), xi(L, 0)), load(L, KS_SCRATCH, iadd(L, hrow, xvar(L, x))), xf(L, 0)) : xf(L, 0);
-  store(L, S, xvar(L, x), h);
+  store(L, S, s_at(L, c, x), h);
   for_end(L);
   int ch = for_begin(L, xi(L, 0), iadd(L, xvar(L, na), xvar(L, nb)), false, "c");
   int first = let(L, x2(L, LX_LT, xvar(L, ch), xvar(L, na)), "inA");
@@ -249,7 +268,7 @@ static void chunked_fwd(Lo *L, Ck *c, const Node *n) {
     LExpr *keep = x2(L, LX_AND, x2(L, LX_EQ, xvar(L, ch), x2(L, LX_SUB, xvar(L, na), xi(L, 1))), x2(L, LX_GT, wk, xi(L, 0)));
     for_begin(L, xi(L, 0), xsel(L, keep, xi(L, 1), xi(L, 0)), false, "keep");
     x = for_begin(L, xi(L, 0), xi(L, dkv), true, "x");
-    store(L, KS_SCRATCH, iadd(L, hrow, xvar(L, x)), load(L, S, xvar(L, x)));
+    store(L, KS_SCRATCH, iadd(L, hrow, xvar(L, x)), load(L, S, s_at(L, c, x)));
     for_end(L);
     for_end(L);
   }
@@ -260,11 +279,12 @@ static void chunked_grad(Lo *L, Ck *c, const Node *n) {
   Rd *d = c->d;
   int sq = lower_in_slot(L, n, 0), sk = lower_in_slot(L, n, 1), sv = lower_in_slot(L, n, 2), sy = lower_in_slot(L, n, 4);
   int64_t C = c->C, dk = c->dk, dv = c->dv;
-  int S = local(L, dk * dv), Qr = local(L, C * dk), Kr = local(L, C * dk), Vr = local(L, C * dv), Yr = local(L, C * dv);
-  int W = local(L, C * dk), P = local(L, C * C), R = local(L, C * C), D = local(L, C * dk), DV = local(L, C * dv);
+  int64_t lk = pad(c->gpu, dk), lv = pad(c->gpu, dv), lc = pad(c->gpu, C);
+  int S = local(L, dk * lv), Qr = local(L, C * lk), Kr = local(L, C * lk), Vr = local(L, C * lv), Yr = local(L, C * lv);
+  int W = local(L, C * lk), P = local(L, C * lc), R = local(L, C * lc), D = local(L, C * lk), DV = local(L, C * lv);
   LExpr *nch = x2(L, LX_DIV, iadd(L, d->K, xi(L, C - 1)), xi(L, C));
   // dq, the chunks in order, S carried
-  fill(L, S, dk * dv);
+  fill(L, S, dk * lv);
   int ch = for_begin(L, xi(L, 0), nch, false, "c");
   chunk_at(L, c, imul(L, xvar(L, ch), xi(L, C)), d->K);
   copy_in(L, c, sk, dk, Kr);
@@ -280,7 +300,7 @@ static void chunked_grad(Lo *L, Ck *c, const Node *n) {
   carry_state(L, c, S, W, Vr);
   for_end(L);
   // dk, dv, from the last chunk down, H carried in S
-  fill(L, S, dk * dv);
+  fill(L, S, dk * lv);
   ch = for_begin(L, xi(L, 0), nch, false, "c");
   LExpr *cc = x2(L, LX_SUB, x2(L, LX_SUB, nch, xi(L, 1)), xvar(L, ch));
   chunk_at(L, c, imul(L, cc, xi(L, C)), d->K);
@@ -306,7 +326,7 @@ static void chunked_grad(Lo *L, Ck *c, const Node *n) {
 
 void lower_scan_read_chunked(Lo *L, Rd *d, const Node *n, int64_t C) {
   Ck c = {.d = d, .C = C, .dk = d->dk, .dv = d->dv, .per_key = scan_decay_per_key(d->as), .pos = positive(L->g, n->in[3]),
-          .sa = lower_in_slot(L, n, 3), .Sg = -1};
+          .sa = lower_in_slot(L, n, 3), .Sg = -1, .gpu = L->tgt == LTARGET_GPU};
   int64_t w = c.per_key ? C * c.dk : C;
   if (L->tgt == LTARGET_GPU) L->lk->team = SCAN_TEAM;
   c.Lg = local(L, w);

@@ -222,6 +222,12 @@ int schedule_conv_dw_tile(const Graph *g, const Node *n) {
   return ct;
 }
 
+int64_t gpu_tile_ld(int64_t n) {
+  const char *hook = getenv("XF_TEST_TILE_UNPADDED");  // test hook: rows n apart, as before the padding
+  if (hook && *hook == '1') return n;
+  return n + (5 - n % 32 + 32) % 32;
+}
+
 bool schedule_scatter_sorted(const Graph *g, const Node *n) {
   return n->op == OP_SCATTER_ADD && n->shape.d[0].kind == DIM_CONST && n->shape.d[1].kind == DIM_CONST &&
          g->nodes[n->in[1]].shape.rank >= 1;
@@ -236,7 +242,7 @@ int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu) {
   for (int i = g->nconfig - 1; i >= 0; i--) {
     if (strcmp(g->config[i].name, "scan_chunk")) continue;
     int64_t C = g->config[i].value > 0 ? (int64_t)g->config[i].value : 0;  // halved until the arrays fit
-    while (C > 1 && scan_chunk_floats(C, dk, dv, per_key) > (gpu ? SCAN_CHUNK_FLOATS : SCAN_CHUNK_CPU_FLOATS)) C /= 2;
+    while (C > 1 && scan_chunk_floats(C, dk, dv, per_key, gpu) > (gpu ? SCAN_CHUNK_FLOATS : SCAN_CHUNK_CPU_FLOATS)) C /= 2;
     return (int)C;
   }
   if (!gpu) return 0;
@@ -245,7 +251,7 @@ int schedule_scan_chunk(const Graph *g, const Node *n, bool gpu) {
   static const int64_t chunks[] = {64, 32, 16, 8, 4};
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++)
     if ((chunks[i] <= K || chunks[i] <= 16) && (!per_key || chunks[i] <= 16) &&
-        scan_chunk_floats(chunks[i], dk, dv, per_key) <= SCAN_CHUNK_FLOATS)
+        scan_chunk_floats(chunks[i], dk, dv, per_key, true) <= SCAN_CHUNK_FLOATS)
       return (int)chunks[i];
   return 0;
 }

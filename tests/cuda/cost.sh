@@ -4,9 +4,11 @@
 # layers, examples/gpt2_small.xf at 8 x 1024, and every op model of
 # tests/grad, has no kernel class marked as a
 # cliff (over 20 us on fewer blocks than the H100's SMs, or over 20 us and 4x
-# its memory- and compute-bound times), except the ones listed below with the
+# its memory- and compute-bound times, or over 20 us and over half of it
+# shared-memory bank conflicts), except the ones listed below with the
 # reason they remain. And the check can fail: efff928's one-pass CONV_DW
-# (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME.
+# (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, unpadded shared tiles
+# (XF_TEST_TILE_UNPADDED=1) bank-conflict cliffs for GPT-2-small.
 # Usage: cost.sh XFC
 set -uo pipefail
 xfc=$1
@@ -55,6 +57,16 @@ if grep -q 'causal_conv_dw .*CLIFF:few-blocks' <<<"$old"; then
   echo "ok: efff928's ME conv_dw is a cliff: $(grep 'causal_conv_dw' <<<"$old" | awk '{ print "grid", $4, "est", $13, "us" }')"
 else
   echo "FAIL: the one-pass conv_dw of efff928 is not reported as a cliff"
+  fails=$((fails + 1))
+fi
+# tiles in shared memory with rows 64 floats apart (XF_TEST_TILE_UNPADDED=1,
+# before gpu_tile_ld): GPT-2-small's blocked attention must be a bank-conflict
+# cliff, and not with the padding
+old=$(XF_TEST_TILE_UNPADDED=1 "$xfc" --target=cuda --emit=cost examples/gpt2_small.xf --precision=bf16 --batch=8 --seq=1024 2>&1)
+if [ "$(grep -c 'attention.*CLIFF:banks' <<<"$old")" = 3 ]; then
+  echo "ok: unpadded tiles are bank-conflict cliffs: $(grep 'CLIFF:banks' <<<"$old" | awk '{ printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }')"
+else
+  echo "FAIL: GPT-2-small's attention with unpadded tiles is not reported as 3 bank-conflict cliffs: $(grep -c CLIFF:banks <<<"$old")"
   fails=$((fails + 1))
 fi
 new=$("$xfc" --target=cuda --emit=cost examples/me.xf -D layers=2 --batch=64 --seq=128 2>&1)
