@@ -376,16 +376,21 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
 }
 
 // The GPU's reductions over rows (sums over axes before the last, with the
-// bias sum beside the gain gradient's): a block of GPU_RED_TEAM threads per
+// bias sum beside the gain gradient's): a block of `team` threads per
 // tile of cw columns of an output row (cw the largest of 8, 4, 2, 1 that
 // divides the row width and leaves GPU_RED_TILES tiles; one 32-byte sector
 // holds a row of a tile of 8, and more, narrower tiles keep more loads in
 // flight);
-// thread x = g cw + cl, g < G = TEAM / cw, sums rows g, g + G, ... of its
+// thread x = g cw + cl, g < G = team / cw, sums rows g, g + G, ... of its
 // column in registers, then each column's total is its G partials in the
 // order of g. Rows run in parallel, so the association differs from the
-// CPU's rows in order.
-enum { GPU_RED_TEAM = 512, GPU_RED_U = 8, GPU_RED_TILES = 64 };
+// CPU's rows in order. The team is GPU_RED_TEAM threads where the output is
+// one row per (leading) index, its rows many (the batch and the positions:
+// a bias's gradient); GPU_RED_TEAM_SMALL where output rows vary with the
+// batch or the positions (a sum over the batch of [B, T, d], the learned
+// positions' gradient: B rows a block, 98,304 blocks of 512 threads took
+// 354 us a launch at GPT-2-small's 8 x 1024, --emit=cost).
+enum { GPU_RED_TEAM = 512, GPU_RED_TEAM_SMALL = 64, GPU_RED_U = 8, GPU_RED_TILES = 64 };
 static int64_t col_tile_width(int64_t lc) {
   int64_t cw = 8;
   while (cw > 1 && (lc % cw || lc / cw < GPU_RED_TILES)) cw /= 2;
@@ -393,16 +398,16 @@ static int64_t col_tile_width(int64_t lc) {
 }
 // Opens the par loop over the team's threads x: *g its row group, *c its
 // column of tile `tile`; returns x.
-static int tile_threads(Lo *L, int tile, int64_t cw, int *g, int *c) {
-  int x = for_begin(L, xi(L, 0), xi(L, GPU_RED_TEAM), true, "x");
+static int tile_threads(Lo *L, int64_t team, int tile, int64_t cw, int *g, int *c) {
+  int x = for_begin(L, xi(L, 0), xi(L, team), true, "x");
   *g = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, cw)), "g");
   *c = let(L, iadd(L, imul(L, xvar(L, tile), xi(L, cw)), x2(L, LX_REM, xvar(L, x), xi(L, cw))), "c");
   return x;
 }
 // Column cl's total: op over the partials part[g cw + cl], g in order.
-static int tile_total(Lo *L, int part, int64_t cw, int cl, LExprKind op, const char *name) {
+static int tile_total(Lo *L, int64_t team, int part, int64_t cw, int cl, LExprKind op, const char *name) {
   int gi;
-  LStmt *rd = reduce_begin(L, op, xi(L, 0), xi(L, GPU_RED_TEAM / cw), &gi);
+  LStmt *rd = reduce_begin(L, op, xi(L, 0), xi(L, team / cw), &gi);
   return reduce_end(L, rd, load(L, part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), name);
 }
 static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
@@ -422,17 +427,20 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
   bool mx = n->op == OP_MAX;
   int nsum = L->k->fusion == FG_NORM_DG ? 2 : 1;
-  int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = GPU_RED_TEAM / cw;
+  bool rows_vary = false;  // output rows along the batch or the positions
+  for (int i = end + 1; i < r - 1; i++) rows_vary = rows_vary || xs->d[i].kind != DIM_CONST;
+  int64_t team = rows_vary ? GPU_RED_TEAM_SMALL : GPU_RED_TEAM;
+  int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = team / cw;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
-  L->own_outer = true, L->lk->team = GPU_RED_TEAM;
+  L->own_outer = true, L->lk->team = (int)team;
   L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0, 1});
   int o = 0;
   int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
   int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
   int Kv = let(L, K, "K");
   int part[2], g, c;
-  for (int k = 0; k < nsum; k++) part[k] = local(L, GPU_RED_TEAM);
-  int x = tile_threads(L, tile, cw, &g, &c);
+  for (int k = 0; k < nsum; k++) part[k] = local(L, team);
+  int x = tile_threads(L, team, tile, cw, &g, &c);
   LExpr *init[2 * GPU_RED_U];
   const char *names[2 * GPU_RED_U];
   int acc[2 * GPU_RED_U], step;
@@ -463,7 +471,7 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
   LExpr *oc = iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl));
   for (int k = 0; k < nsum; k++) {
-    LExpr *v = xvar(L, tile_total(L, part[k], cw, cl, mx ? LX_MAX : LX_ADD, k ? "res2" : "res"));
+    LExpr *v = xvar(L, tile_total(L, team, part[k], cw, cl, mx ? LX_MAX : LX_ADD, k ? "res2" : "res"));
     if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
     store(L, k ? KS_SCRATCH : KS_OUT, oc, v);
   }
