@@ -52,19 +52,25 @@ done
 # vs. prev_size", exit 134) in 13 of 30 such runs before the signals went to
 # a thread of their own. A background job of this shell starts with SIGINT
 # ignored (POSIX), so each signal waits until xfrun has its handler
-# (SigCgt in /proc): one sent before would be lost, not mishandled.
-caught() {  # pid -> whether SIGINT (bit 1 of SigCgt) has a handler, waiting up to 10 s
+# (SigCgt in /proc): one sent before would be lost, not mishandled. The
+# process must be xfrun by then: between the fork and the exec the pid is
+# still this shell's child, whose own SIGINT handler made a signal sent at
+# once vanish under load (a run of all its 1,000,000 steps, exit 0).
+xfrun_exe=$(readlink -f "$xfrun")
+caught() {  # pid -> whether xfrun's SIGINT (bit 1 of SigCgt) has a handler, waiting up to 10 s
   local mask
   for _ in $(seq 1 1000); do
-    mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
-    [ -n "$mask" ] && [ $((0x$mask & 2)) != 0 ] && return 0
+    if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$xfrun_exe" ]; then
+      mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+      [ -n "$mask" ] && [ $((0x$mask & 2)) != 0 ] && return 0
+    fi
     sleep 0.01
   done
   return 1
 }
 early=0
 for i in $(seq 1 12); do
-  "$xfrun" train "$tmp/m.so" "${train[@]}" --steps 1000000 --save "$tmp/early.st" > /dev/null 2> "$tmp/early.err" &
+  "$xfrun" train "$tmp/m.so" "${train[@]}" --steps 1000000 --time-limit 60 --save "$tmp/early.st" > /dev/null 2> "$tmp/early.err" &
   pid=$!
   caught $pid || echo "   early SIGINT $i: xfrun has no SIGINT handler after 10 s"
   sleep "0.$((i % 6))"
