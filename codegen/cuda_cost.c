@@ -301,7 +301,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1};
-        gemm_operand_wavefronts(w->mma, x, o, (n + 3) / 4, g->beta != 0, &wf[x], &acc[x]);
+        gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x]);
       }
       double kwf = wf[LC_A] + wf[LC_B], kacc = acc[LC_A] + acc[LC_B];
       if (w->mma == XF_MMA_TF32) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
