@@ -99,7 +99,7 @@ typedef struct {
 } XCost;
 
 typedef struct Walk Walk;
-static double local_wavefronts(const Walk *w, const LExpr *idx);
+static void local_access(const Walk *w, const LExpr *idx, XCost *c);
 
 // Instructions of an operation; a 64-bit integer division or remainder is
 // a routine of about 20 (operands that fit 32 bits, checked at run time),
@@ -123,10 +123,7 @@ static void xcost(const Walk *w, const LExpr *x, XCost *c) {
   case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_POS0: case LX_WIN: return;
   case LX_LOAD: {
     c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
-    if (x->slot >= LK_LOCAL0) {
-      double f = local_wavefronts(w, x->a[0]);
-      c->shm += f, c->replay += f - 1, c->loc += 1;
-    }
+    if (x->slot >= LK_LOCAL0) local_access(w, x->a[0], c);
     xcost(w, x->a[0], c);
     return;
   }
@@ -201,6 +198,12 @@ static double local_wavefronts(const Walk *w, const LExpr *idx) {
   return ok && a != b ? (double)gcd64(b > a ? b - a : a - b, 32) : 1;
 }
 
+// Counts one access to a local array at idx in c.
+static void local_access(const Walk *w, const LExpr *idx, XCost *c) {
+  double f = local_wavefronts(w, idx);
+  c->shm += f, c->replay += f - 1, c->loc += 1;
+}
+
 // An operand of a team GEMM in a local array: element (r, c) of op(X) at
 // word r sr + c sc.
 typedef struct {
@@ -273,10 +276,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       XCost x = {0};
       xcost(w, st->val, &x), xcost(w, st->idx, &x);
       if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
-      if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) {
-        double f = local_wavefronts(w, st->idx);
-        x.shm += f, x.replay += f - 1, x.loc += 1;
-      }
+      if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) local_access(w, st->idx, &x);
       if (st->kind == LS_LET && st->var >= 0) {
         int64_t v;
         if (ev(w->e, st->val, &v)) w->e->val[st->var] = v, w->e->known[st->var] = true;
@@ -304,28 +304,28 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x]);
       }
       double kwf = wf[LC_A] + wf[LC_B], kacc = acc[LC_A] + acc[LC_B];
+      // the banks' terms: `serial` tiles on one warp's (lane's) path and
+      // `units` warp-level tiles in all, each `steps` k steps
+      double serial, units, steps;
       if (w->mma == XF_MMA_TF32) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
-        double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 8.0);
-        c.chain += warp * (steps * 32 * ALU_NS + lat_of(mem) + (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
-                   (w->block ? 2 * LAT_LOCAL : 0);
-        c.chain_iters += warp * steps;
+        double tiles = ceil(m / 16.0) * ceil(n / 8.0);
+        serial = ceil(tiles / (coop ? w->warps : 1)), units = tiles, steps = ceil(k / 8.0);
+        c.chain += serial * (steps * 32 * ALU_NS + lat_of(mem));
         c.winstr += tiles * (steps * 24 + 20), c.flops += flops * FP32 / TF32;  // at the TF32 rate
-        c.wshm += tiles * (steps * kwf + wf[LC_C]), c.wshm_ideal += tiles * (steps * kacc + acc[LC_C]);
       } else if (w->mma == XF_MMA_BF16) {  // per 16 of k: 12 loads, 6 paired conversions, one mma (about 22 ns)
-        double tiles = ceil(m / 16.0) * ceil(n / 8.0), warp = ceil(tiles / (coop ? w->warps : 1)), steps = ceil(k / 16.0);
-        c.chain += warp * (steps * 44 * ALU_NS + lat_of(mem) + (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
-                   (w->block ? 2 * LAT_LOCAL : 0);
-        c.chain_iters += warp * steps;
+        double tiles = ceil(m / 16.0) * ceil(n / 8.0);
+        serial = ceil(tiles / (coop ? w->warps : 1)), units = tiles, steps = ceil(k / 16.0);
+        c.chain += serial * (steps * 44 * ALU_NS + lat_of(mem));
         c.winstr += tiles * (steps * 36 + 20), c.flops += flops * FP32 / BF16;  // at the bf16 rate
-        c.wshm += tiles * (steps * kwf + wf[LC_C]), c.wshm_ideal += tiles * (steps * kacc + acc[LC_C]);
       } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
-        double tiles = ceil(m / 4.0) * ceil(n / 4.0), lane = ceil(tiles / (coop ? w->lanes : 1));
-        c.chain += lane * (k * 26 * ALU_NS + lat_of(mem) + (k * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK) +
-                   (w->block ? 2 * LAT_LOCAL : 0);
-        c.chain_iters += lane * k;
-        c.winstr += ceil(tiles / 32) * (k * 26 + 40), c.flops += flops;
-        c.wshm += ceil(tiles / 32) * (k * kwf + wf[LC_C]), c.wshm_ideal += ceil(tiles / 32) * (k * kacc + acc[LC_C]);
+        double tiles = ceil(m / 4.0) * ceil(n / 4.0);
+        serial = ceil(tiles / (coop ? w->lanes : 1)), units = ceil(tiles / 32), steps = (double)k;
+        c.chain += serial * (k * 26 * ALU_NS + lat_of(mem));
+        c.winstr += units * (k * 26 + 40), c.flops += flops;
       }
+      c.chain += serial * (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK + (w->block ? 2 * LAT_LOCAL : 0);
+      c.chain_iters += serial * steps;
+      c.wshm += units * (steps * kwf + wf[LC_C]), c.wshm_ideal += units * (steps * kacc + acc[LC_C]);
       continue;
     }
     int64_t lo, trip = trip_of(w, st, &lo);
@@ -359,8 +359,8 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       b.chain_iters = b.chain_iters > 1 ? b.chain_iters : 1;
     }
     c.chain += lane_trip * b.chain, c.chain_iters += lane_trip * b.chain_iters;
-    c.winstr += (spread ? wtrip : (double)trip) * b.winstr;
-    c.wshm += (spread ? wtrip : (double)trip) * b.wshm, c.wshm_ideal += (spread ? wtrip : (double)trip) * b.wshm_ideal;
+    double warp_trip = spread ? wtrip : (double)trip;  // the loop's iterations a warp issues
+    c.winstr += warp_trip * b.winstr, c.wshm += warp_trip * b.wshm, c.wshm_ideal += warp_trip * b.wshm_ideal;
     c.flops += (double)trip * b.flops;
     if (spread && st->kind == LS_REDUCE) {  // the combine: a butterfly, or through shared memory with barriers
       double steps = log2(w->lanes > 1 ? w->lanes : 2);
