@@ -294,7 +294,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       int mem = 0;
       for (int x = 0; x < 2; x++) mem |= g->slot[x] >= LK_LOCAL0 ? 1 : 2;
       double flops = 2.0 * m * n * k;
-      // the local operands' wavefronts: wf[x] per k step of a tile (C: per tile), acc[x] the accesses
+      // the local operands' wavefronts: wf[x] per fragment and k step (C: per tile), acc[x] the accesses
       double wf[3], acc[3];
       for (int x = 0; x < 3; x++) {
         int64_t ld = 0;
@@ -303,29 +303,31 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x]);
       }
-      double kwf = wf[LC_A] + wf[LC_B], kacc = acc[LC_A] + acc[LC_B];
-      // the banks' terms: `serial` tiles on one warp's (lane's) path and
-      // `units` warp-level tiles in all, each `steps` k steps
-      double serial, units, steps;
-      if (w->mma == XF_MMA_TF32) {  // a warp per 16 x 8 tile, per 8 of k: 6 loads, 6 conversions, one mma (about 16 ns)
-        double tiles = ceil(m / 16.0) * ceil(n / 8.0);
-        serial = ceil(tiles / (coop ? w->warps : 1)), units = tiles, steps = ceil(k / 8.0);
-        c.chain += serial * (steps * 32 * ALU_NS + lat_of(mem));
-        c.winstr += tiles * (steps * 24 + 20), c.flops += flops * FP32 / TF32;  // at the TF32 rate
-      } else if (w->mma == XF_MMA_BF16) {  // per 16 of k: 12 loads, 6 paired conversions, one mma (about 22 ns)
-        double tiles = ceil(m / 16.0) * ceil(n / 8.0);
-        serial = ceil(tiles / (coop ? w->warps : 1)), units = tiles, steps = ceil(k / 16.0);
-        c.chain += serial * (steps * 44 * ALU_NS + lat_of(mem));
-        c.winstr += tiles * (steps * 36 + 20), c.flops += flops * FP32 / BF16;  // at the bf16 rate
+      // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
+      // (lane's) path and `units` warp-level tiles in all, each `steps` k
+      // steps reading a fragment of A and `nb` of B, storing `nc` of C
+      double serial, units, steps, nb = 1, nc = 1;
+      if (w->mma) {  // xf_team_mma_tiles: a warp per 16 x 8 nt tile (xf_team_tile)
+        // per k step 22 + 10 nt warp instructions: nvdisasm of ptxas sm_90's
+        // code gives 32-34, 41-44 and 59-67 for nt = 1, 2, 4, bf16 (loads,
+        // paired conversions, mma) and TF32 alike
+        int64_t tm = (m + 15) / 16, tn = (n + 7) / 8;
+        int nt = XF_TEAM_TILE_N(xf_team_tile(tm, tn, w->warps));
+        units = (double)tm * ceil((double)tn / nt), serial = ceil(units / (coop ? w->warps : 1));
+        steps = ceil(k / (w->mma == XF_MMA_BF16 ? 16.0 : 8.0)), nb = nc = nt;
+        c.chain += serial * (steps * (30 + 10 * nt) * ALU_NS + lat_of(mem));
+        c.winstr += units * (steps * (22 + 10 * nt) + 12 + 8 * nt);
+        c.flops += flops * FP32 / (w->mma == XF_MMA_BF16 ? BF16 : TF32);  // at the tensor cores' rate
       } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
         double tiles = ceil(m / 4.0) * ceil(n / 4.0);
         serial = ceil(tiles / (coop ? w->lanes : 1)), units = ceil(tiles / 32), steps = (double)k;
         c.chain += serial * (k * 26 * ALU_NS + lat_of(mem));
         c.winstr += units * (k * 26 + 40), c.flops += flops;
       }
-      c.chain += serial * (steps * (kwf - kacc) + wf[LC_C] - acc[LC_C]) / CLOCK + (w->block ? 2 * LAT_LOCAL : 0);
+      double kwf = wf[LC_A] + nb * wf[LC_B], kacc = acc[LC_A] + nb * acc[LC_B];
+      c.chain += serial * (steps * (kwf - kacc) + nc * (wf[LC_C] - acc[LC_C])) / CLOCK + (w->block ? 2 * LAT_LOCAL : 0);
       c.chain_iters += serial * steps;
-      c.wshm += units * (steps * kwf + wf[LC_C]), c.wshm_ideal += units * (steps * kacc + acc[LC_C]);
+      c.wshm += units * (steps * kwf + nc * wf[LC_C]), c.wshm_ideal += units * (steps * kacc + nc * acc[LC_C]);
       continue;
     }
     int64_t lo, trip = trip_of(w, st, &lo);

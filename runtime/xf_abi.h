@@ -274,6 +274,18 @@ enum { XF_MMA_NONE, XF_MMA_TF32, XF_MMA_BF16 };
 static inline uint32_t xf_team_mma(int precision) {
   return precision == XF_PRECISION_BF16 ? XF_MMA_BF16 : precision == XF_PRECISION_TF32 ? XF_MMA_TF32 : XF_MMA_NONE;
 }
+// A warp's tile of a tensor-core team GEMM (xf_team_gemm, codegen/cuda.c):
+// 1 x XF_TEAM_TILE_N(kind) mma tiles of 16 x 8 entries of C, per k step A's
+// fragment read and converted once for that many products. kind =
+// XF_TEAM_TILE_EXPR of C's tm x tn mma tiles and the team's nw warps: the
+// widest of 4, 2 and 1 tiles that still gives every warp a tile. The
+// generated code's xf_team_tile is this expression, printed (XF_STR); the
+// cost model calls xf_team_tile.
+#define XF_TEAM_TILE_EXPR ((tn) >= 4 && (tm) * (((tn) + 3) / 4) >= (nw) ? 2 : (tn) >= 2 && (tm) * (((tn) + 1) / 2) >= (nw) ? 1 : 0)
+#define XF_TEAM_TILE_N(kind) ((kind) == 2 ? 4 : (kind) == 1 ? 2 : 1)
+static inline int xf_team_tile(int64_t tm, int64_t tn, int64_t nw) { return XF_TEAM_TILE_EXPR; }
+#define XF_STR_(x) #x
+#define XF_STR(x) XF_STR_(x)
 // How xfrun names a precision ("GEMMs in %s").
 static inline const char *xf_precision_name(int32_t p) {
   return p == XF_PRECISION_TF32 ? "TF32" : p == XF_PRECISION_BF16 ? "bf16 (float32 sums)" : "float32";

@@ -794,6 +794,18 @@ int main(int argc, char **argv) {
         check_steps("examples/transformer.xf", tc, 7, 1, atoi(contexts[c]), true, XF_PRECISION_TF32, 2, false);
       }
   }
+  // heads of 40 (one head of d = 40): the team GEMMs' warp tiles of 4 mma
+  // tiles with C's columns 40 (a tile of 4 with one in range), S's k 40 (a
+  // last bf16 step of 8), and at T 130 blocks of 2 queries and keys (a k of
+  // 2 in P V, dV and dK); TF32 and bf16 on the tensor cores
+  if (!only || strstr("examples/transformer.xf warp tiles of heads of 40", only)) {
+    Define w40[] = {{"layers", "1"}, {"d", "40"}, {"heads", "1"}, {"context", "130"}, {"vocab", "13"}, {"ffn", "24"},
+                    {"dropout", "0"}};
+    check_steps("examples/transformer.xf", w40, 7, 1, 130, true, XF_PRECISION_TF32, 2, false);
+    check_steps("examples/transformer.xf", w40, 7, 1, 130, true, XF_PRECISION_BF16, 2, false);
+    w40[3].value = "1024";
+    check_steps("examples/transformer.xf", w40, 7, 1, 1024, true, XF_PRECISION_BF16, 2, false);
+  }
   if (!only || strstr("tests/fusion/attn_padding.xf", only)) {  // no decoder (a key-padding bias of the tokens):
     Define c6[] = {{"context", "6"}};                                 // the sampler recomputes, within T = context
     check("tests/fusion/attn_padding.xf", c6, 1, 2, 6, true, XF_PRECISION_FP32);
