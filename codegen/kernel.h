@@ -280,7 +280,8 @@ int schedule_att_dbias_heads(const Graph *g, const Node *n);
 int schedule_conv_dw_tile(const Graph *g, const Node *n);
 // Whether a GPU schedule gives SCATTER_ADD node n the sorted form (lower.c
 // lower_steps: a vocabulary V and width d constant): F [lead, V] in its
-// scratch, U [rows, d] in xscratch[0] (slot KS_CONV_Y).
+// scratch, U [rows, d] in xscratch[0] (slot KS_CONV_Y), N [rows, 2] in
+// xscratch[1] (slot KS_CONV_WT).
 bool schedule_scatter_sorted(const Graph *g, const Node *n);
 // Whether kernel node n is a SCAN along T, whose kernel has a state row
 // [P, Q] in its scratch (lower.c lower_scan: h_{w0-1} in the step program).

@@ -221,19 +221,23 @@ static LKernel *step_dw_sum(Arena *a, const Schedule *s, const Kernel *k, int64_
 }
 
 // SCATTER_ADD on a GPU (the embedding gradient, out [V, d] = 0; out[ids[r]]
-// += dy[r]) in three steps, ids [lead, Tc] (Tc its last axis), r = b Tc + i,
-// through F [lead, V] (KS_SCRATCH) and U [rows, d] (KS_CONV_Y):
-//   scatter_first    a thread per (b, v): F[b, v] = Tc - (the first i with
+// += dy[r]) in four steps, ids [lead, Tc] (Tc its last axis), r = b Tc + i,
+// through F [lead, V] (KS_SCRATCH), U [rows, d] (KS_CONV_Y) and N [rows, 2]
+// (KS_CONV_WT):
+//   scatter_first    a warp per (b, v): F[b, v] = Tc - (the first i with
 //                    ids[b, i] = v), 0 when v is not in sequence b
+//   scatter_next     a warp per r: N[r] = (the next i' > i with
+//                    ids[b, i'] = ids[r], else Tc; the count of i' >= i with
+//                    ids[b, i'] = ids[r])
 //   scatter_combine  a thread per (r, c): at the first row r of its id in
-//                    its sequence, U[r, c] = sum over i' >= i in order of
-//                    dy[b Tc + i', c] where ids[b, i'] = ids[r] (else 0)
+//                    its sequence, U[r, c] = sum over those i' in order of
+//                    dy[b Tc + i', c], walking N's links (else 0)
 //   scatter_gather   a thread per (v, c): out[v, c] = sum over b in order of
 //                    U[first row of v in b, c] where v is in b
 // Each sum has a fixed order (rows in order within a sequence, then
 // sequences in order): the same bits every run. Ids outside [0, V) add nothing.
 static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int part) {
-  static const char *names[] = {"scatter_first", "scatter_combine", "scatter_gather"};
+  static const char *names[] = {"scatter_first", "scatter_next", "scatter_combine", "scatter_gather"};
   Lo Lw, *L = &Lw;
   LKernel *lk = step_begin(L, a, s, k, LTARGET_GPU, names[part]);
   const Node *n = &s->g->nodes[k->node];
@@ -244,33 +248,53 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
   lk->shape = LK_ELEMENTS;
   lk->slot_int[KS_IN1] = true;
   int x, j;
-  if (part == 0) {
-    lk->outer = lead, lk->nouter = symsize_prod(is, 0, r - 1);
-    lk->inner = xi(L, V), lk->ninner = (SymSize){V, 0, 0, 1};
-    int v = for_begin(L, xi(L, 0), xi(L, V), true, "v");
+  if (part == 0) {  // a warp per (b, v), its lanes over i
+    lk->shape = LK_ROWS;
+    lk->outer = imul(L, lead, xi(L, V)), lk->nouter = symsize_mul(symsize_prod(is, 0, r - 1), (SymSize){V, 0, 0, 1});
+    int b = let(L, x2(L, LX_DIV, xvar(L, 0), xi(L, V)), "b"), v = let(L, x2(L, LX_REM, xvar(L, 0), xi(L, V)), "v");
     LStmt *red = reduce_begin(L, LX_MAX, xi(L, 0), Tc, &j);
-    LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, imul(L, xvar(L, 0), Tc), xvar(L, j))), xvar(L, v));
+    LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, imul(L, xvar(L, b), Tc), xvar(L, j))), xvar(L, v));
     x = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "first");
-    store(L, KS_SCRATCH, iadd(L, imul(L, xvar(L, 0), xi(L, V)), xvar(L, v)), xvar(L, x));
-    for_end(L);
+    store(L, KS_SCRATCH, xvar(L, 0), xvar(L, x));
     return lk;
   }
-  if (part == 1) {
+  if (part == 1) {  // a warp per row, its lanes over i' (two reductions)
+    lk->shape = LK_ROWS;
+    lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
+    int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
+    int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
+    int row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "row0");
+    LStmt *red = reduce_begin(L, LX_MAX, iadd(L, xvar(L, i), xi(L, 1)), Tc, &j);
+    LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
+    int nx = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "nx");  // Tc - next
+    red = reduce_begin(L, LX_ADD, xvar(L, i), Tc, &j);
+    hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
+    int cnt = reduce_end(L, red, xsel(L, hit, xf(L, 1), xf(L, 0)), "cnt");
+    store(L, KS_CONV_WT, imul(L, xvar(L, 0), xi(L, 2)), x2(L, LX_SUB, x1(L, LX_TOF, Tc), xvar(L, nx)));
+    store(L, KS_CONV_WT, iadd(L, imul(L, xvar(L, 0), xi(L, 2)), xi(L, 1)), xvar(L, cnt));
+    return lk;
+  }
+  if (part == 2) {
     lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
     lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0, 1};
     int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
     int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
+    int row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "row0");
     int ok = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, id), xi(L, 0)), x2(L, LX_LT, xvar(L, id), xi(L, V))), "ok");
     LExpr *fi = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, 0), Tc), xi(L, V)), xsel(L, xvar(L, ok), xvar(L, id), xi(L, 0)));
     LExpr *first = x2(L, LX_AND, xvar(L, ok),
                       x2(L, LX_EQ, load(L, KS_SCRATCH, fi), x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, i)))));
-    int len = let(L, xsel(L, first, x2(L, LX_SUB, Tc, xvar(L, i)), xi(L, 0)), "len");
+    LExpr *cnt = x1(L, LX_TOI, load(L, KS_CONV_WT, iadd(L, imul(L, xvar(L, 0), xi(L, 2)), xi(L, 1))));
+    int len = let(L, xsel(L, first, cnt, xi(L, 0)), "len");
     int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
-    LStmt *red = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, len), &j);
-    LExpr *row = iadd(L, xvar(L, 0), xvar(L, j));
-    LExpr *same = x2(L, LX_EQ, load(L, KS_IN1, row), xvar(L, id));
-    x = reduce_end(L, red, xsel(L, same, load(L, KS_IN0, iadd(L, imul(L, row, xi(L, d)), xvar(L, c))), xf(L, 0)), "u");
-    store(L, KS_CONV_Y, iadd(L, imul(L, xvar(L, 0), xi(L, d)), xvar(L, c)), xvar(L, x));
+    LExpr *init[2] = {xvar(L, i), xf(L, 0)};
+    int cv[2];
+    LStmt *cs = carry_begin(L, xi(L, 0), xvar(L, len), 2, init, (const char *const[]){"at", "u"}, cv, &j);
+    int row = let(L, iadd(L, xvar(L, row0), xvar(L, cv[0])), "row");
+    LExpr *next[2] = {x1(L, LX_TOI, load(L, KS_CONV_WT, imul(L, xvar(L, row), xi(L, 2)))),
+                      x2(L, LX_ADD, xvar(L, cv[1]), load(L, KS_IN0, iadd(L, imul(L, xvar(L, row), xi(L, d)), xvar(L, c))))};
+    carry_end(L, cs, next);
+    store(L, KS_CONV_Y, iadd(L, imul(L, xvar(L, 0), xi(L, d)), xvar(L, c)), xvar(L, cv[1]));
     for_end(L);
     return lk;
   }
@@ -312,7 +336,7 @@ LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   LSteps *st = arena_alloc(a, sizeof *st);
   if (lower_routed_steps(a, s, k, st) || lower_attention_steps(a, s, k, st)) return st;
   if (scatter_sorted(s, k, tgt)) {
-    for (int part = 0; part < 3; part++) st->lk[st->n++] = step_scatter(a, s, k, part);
+    for (int part = 0; part < 4; part++) st->lk[st->n++] = step_scatter(a, s, k, part);
     return st;
   }
   int64_t ct = dw_tile(s, k, tgt);

@@ -753,10 +753,11 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
     k->att_block = schedule_att_block(g, n);
     k->scan_chunk = schedule_scan_chunk(g, n, gpu);
     if (k->chunk) conv_scratch(s, k);
-    if (gpu && schedule_scatter_sorted(g, n)) {  // lower.c's sorted scatter: F [lead, V] in scratch, U [rows, d]
+    if (gpu && schedule_scatter_sorted(g, n)) {  // lower_steps.c's sorted scatter: F [lead, V] in scratch, U [rows, d], N [rows, 2]
       const Shape *is = &g->nodes[n->in[1]].shape;
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank - 1), symsize_of(n->shape.d[0])));
       k->xscratch[0] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), symsize_of(n->shape.d[1])));
+      k->xscratch[1] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), (SymSize){2, 0, 0, 1}));
     }
     int ct = gpu ? schedule_conv_dw_tile(g, n) : 0;
     if (ct) {  // the partial sums P of lower.c's two-step CONV_DW: [lead, d / CT, L] (scalar), [lead, L, d]

@@ -16,10 +16,7 @@ cd "$(dirname "$0")/../.." || exit 2
 # kernel descriptions still serial by construction, and why
 declare -A known=()
 # cliffs of one example, and why: [example:kernel]
-declare -A known_in=(
-  # the GPT-2-small class at its own size (8 x 1024)
-  [gpt2_small:scatter_first]="a thread per (sequence, vocabulary id) walks the sequence's 1024 ids for its first occurrence"
-)
+declare -A known_in=()
 fails=0 runs=0
 check() {  # what, xfc arguments...
   local what=$1 out
