@@ -266,7 +266,9 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
     int row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "row0");
     LStmt *red = reduce_begin(L, LX_MAX, iadd(L, xvar(L, i), xi(L, 1)), Tc, &j);
     LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
-    int nx = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "nx");  // Tc - next
+    // Tc - next; 0 where none follows (the last position's range is empty: -inf)
+    int nx0 = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "nx0");
+    int nx = let(L, x2(L, LX_MAX, xvar(L, nx0), xf(L, 0)), "nx");
     red = reduce_begin(L, LX_ADD, xvar(L, i), Tc, &j);
     hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
     int cnt = reduce_end(L, red, xsel(L, hit, xf(L, 1), xf(L, 0)), "cnt");
