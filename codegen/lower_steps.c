@@ -236,6 +236,23 @@ static LKernel *step_dw_sum(Arena *a, const Schedule *s, const Kernel *k, int64_
 //                    U[first row of v in b, c] where v is in b
 // Each sum has a fixed order (rows in order within a sequence, then
 // sequences in order): the same bits every run. Ids outside [0, V) add nothing.
+// Row r's position i in its sequence, its id and its sequence's first row
+// (scatter_next, scatter_combine).
+typedef struct {
+  int i, id, row0;
+} ScatterRow;
+static ScatterRow scatter_row(Lo *L, LExpr *Tc) {
+  ScatterRow w;
+  w.i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
+  w.id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
+  w.row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, w.i)), "row0");
+  return w;
+}
+// Whether position j of row w's sequence holds w's id.
+static LExpr *scatter_same(Lo *L, ScatterRow w, int j) {
+  return x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, w.row0), xvar(L, j))), xvar(L, w.id));
+}
+
 static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int part) {
   static const char *names[] = {"scatter_first", "scatter_next", "scatter_combine", "scatter_gather"};
   Lo Lw, *L = &Lw;
@@ -261,17 +278,13 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
   if (part == 1) {  // a warp per row, its lanes over i' (two reductions)
     lk->shape = LK_ROWS;
     lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
-    int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
-    int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
-    int row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "row0");
-    LStmt *red = reduce_begin(L, LX_MAX, iadd(L, xvar(L, i), xi(L, 1)), Tc, &j);
-    LExpr *hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
+    ScatterRow w = scatter_row(L, Tc);
+    LStmt *red = reduce_begin(L, LX_MAX, iadd(L, xvar(L, w.i), xi(L, 1)), Tc, &j);
     // Tc - next; 0 where none follows (the last position's range is empty: -inf)
-    int nx0 = reduce_end(L, red, xsel(L, hit, x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "nx0");
+    int nx0 = reduce_end(L, red, xsel(L, scatter_same(L, w, j), x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, j))), xf(L, 0)), "nx0");
     int nx = let(L, x2(L, LX_MAX, xvar(L, nx0), xf(L, 0)), "nx");
-    red = reduce_begin(L, LX_ADD, xvar(L, i), Tc, &j);
-    hit = x2(L, LX_EQ, load(L, KS_IN1, iadd(L, xvar(L, row0), xvar(L, j))), xvar(L, id));
-    int cnt = reduce_end(L, red, xsel(L, hit, xf(L, 1), xf(L, 0)), "cnt");
+    red = reduce_begin(L, LX_ADD, xvar(L, w.i), Tc, &j);
+    int cnt = reduce_end(L, red, xsel(L, scatter_same(L, w, j), xf(L, 1), xf(L, 0)), "cnt");
     store(L, KS_CONV_WT, imul(L, xvar(L, 0), xi(L, 2)), x2(L, LX_SUB, x1(L, LX_TOF, Tc), xvar(L, nx)));
     store(L, KS_CONV_WT, iadd(L, imul(L, xvar(L, 0), xi(L, 2)), xi(L, 1)), xvar(L, cnt));
     return lk;
@@ -279,20 +292,18 @@ static LKernel *step_scatter(Arena *a, const Schedule *s, const Kernel *k, int p
   if (part == 2) {
     lk->outer = dprod(L, is, 0, r), lk->nouter = symsize_prod(is, 0, r);
     lk->inner = xi(L, d), lk->ninner = (SymSize){d, 0, 0, 1};
-    int i = let(L, x2(L, LX_REM, xvar(L, 0), Tc), "i");
-    int id = let(L, load(L, KS_IN1, xvar(L, 0)), "id");
-    int row0 = let(L, x2(L, LX_SUB, xvar(L, 0), xvar(L, i)), "row0");
-    int ok = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, id), xi(L, 0)), x2(L, LX_LT, xvar(L, id), xi(L, V))), "ok");
-    LExpr *fi = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, 0), Tc), xi(L, V)), xsel(L, xvar(L, ok), xvar(L, id), xi(L, 0)));
+    ScatterRow w = scatter_row(L, Tc);
+    int ok = let(L, x2(L, LX_AND, x2(L, LX_GE, xvar(L, w.id), xi(L, 0)), x2(L, LX_LT, xvar(L, w.id), xi(L, V))), "ok");
+    LExpr *fi = iadd(L, imul(L, x2(L, LX_DIV, xvar(L, 0), Tc), xi(L, V)), xsel(L, xvar(L, ok), xvar(L, w.id), xi(L, 0)));
     LExpr *first = x2(L, LX_AND, xvar(L, ok),
-                      x2(L, LX_EQ, load(L, KS_SCRATCH, fi), x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, i)))));
+                      x2(L, LX_EQ, load(L, KS_SCRATCH, fi), x1(L, LX_TOF, x2(L, LX_SUB, Tc, xvar(L, w.i)))));
     LExpr *cnt = x1(L, LX_TOI, load(L, KS_CONV_WT, iadd(L, imul(L, xvar(L, 0), xi(L, 2)), xi(L, 1))));
     int len = let(L, xsel(L, first, cnt, xi(L, 0)), "len");
     int c = for_begin(L, xi(L, 0), xi(L, d), true, "c");
-    LExpr *init[2] = {xvar(L, i), xf(L, 0)};
+    LExpr *init[2] = {xvar(L, w.i), xf(L, 0)};
     int cv[2];
     LStmt *cs = carry_begin(L, xi(L, 0), xvar(L, len), 2, init, (const char *const[]){"at", "u"}, cv, &j);
-    int row = let(L, iadd(L, xvar(L, row0), xvar(L, cv[0])), "row");
+    int row = let(L, iadd(L, xvar(L, w.row0), xvar(L, cv[0])), "row");
     LExpr *next[2] = {x1(L, LX_TOI, load(L, KS_CONV_WT, imul(L, xvar(L, row), xi(L, 2)))),
                       x2(L, LX_ADD, xvar(L, cv[1]), load(L, KS_IN0, iadd(L, imul(L, xvar(L, row), xi(L, d)), xvar(L, c))))};
     carry_end(L, cs, next);
