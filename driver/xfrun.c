@@ -381,15 +381,20 @@ static int print_profile(const XfRuntime *rt, int64_t steps, double step_s) {
     if (g == ng) of[ng++] = k;
     sec[g] += s, runs[g] += r, total += s;
   }
+  double opt_s;  // the optimizer's launches (a CUDA device), a group of their own
+  int64_t opt_runs;
+  xf_profile_read(rt, n, &opt_s, &opt_runs);
+  if (opt_runs > 0) of[ng] = -1, sec[ng] = opt_s, runs[ng] = opt_runs, total += opt_s, ng++;
   for (int g = 0; g < ng; g++) order[g] = g;
   for (int i = 1; i < ng; i++)
     for (int j = i; j > 0 && sec[order[j - 1]] < sec[order[j]]; j--) {
       int x = order[j];
       order[j] = order[j - 1], order[j - 1] = x;
     }
-  printf("profile of %lld training step%s: %.3f ms per step, %.3f ms in kernels (%.1f%%; AdamW and the host the rest)\n",
+  printf("profile of %lld training step%s: %.3f ms per step, %.3f ms in kernels (%.1f%%; %s the rest)\n",
          (long long)steps, steps == 1 ? "" : "s", 1e3 * step_s / (double)steps, 1e3 * total / (double)steps,
-         step_s > 0 ? 100 * total / step_s : 0);
+         step_s > 0 ? 100 * total / step_s : 0,
+         opt_runs > 0 ? "the device's time, without the step's graph; the host's waits" : "AdamW and the host");
   printf("%8s %11s %9s  %s\n", "share", "ms / step", "runs", "kernel (class, op, source; every layer)");
   double rest = 0;
   int shown = 0;
@@ -401,7 +406,7 @@ static int print_profile(const XfRuntime *rt, int64_t steps, double step_s) {
       continue;
     }
     printf("%7.1f%% %11.3f %9lld  %s\n", total > 0 ? 100 * sec[g] / total : 0, 1e3 * sec[g] / (double)steps,
-           (long long)(runs[g] / steps), m->kernel_labels[of[g]]);
+           (long long)(runs[g] / steps), of[g] < 0 ? "optimizer: the gradient norm and AdamW" : m->kernel_labels[of[g]]);
     shown++;
   }
   if (rest > 0) printf("%7.1f%% %11.3f %9s  the other kernels\n", 100 * rest / total, 1e3 * rest / (double)steps, "");

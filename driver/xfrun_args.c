@@ -82,8 +82,10 @@ static const OptHelp opt_help[A_COUNT] = {
                       "evaluate as at --steps"},
     [A_PROFILE] = {"profile", NULL, C_TRAIN, G_TRAINING,
                    "print each kernel's share of the training steps after the first (CPU:\n"
-                   "wall time per kernel, GEMMs and threads included), largest first,\n"
-                   "by kernel class and source line as xfc --emit=schedule names them"},
+                   "wall time per kernel, GEMMs and threads included; CUDA: the device's\n"
+                   "time between events after each kernel, the optimizer a row of its own,\n"
+                   "the steps run without their graph), largest first, by kernel class and\n"
+                   "source line as xfc --emit=schedule names them"},
     [A_CHECKPOINT] = {"checkpoint", "FILE", C_EVAL | C_SAMPLE, G_SAMPLING,
                       "parameters (and tokenizer) to use (required by sample)"},
     [A_PROMPT] = {"prompt", "TEXT", C_SAMPLE, G_SAMPLING,

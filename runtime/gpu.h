@@ -78,6 +78,14 @@ struct XfGpu {
   bool (*capture_end)(XfGpu *g, void **graph);  // *graph: the executable graph
   bool (*replay)(XfGpu *g, void *graph);
   void (*graph_free)(XfGpu *g, void *graph);
+  // The kernel profile's clock: n marks (timer_open, once, outside a step),
+  // mark i recorded on the stream when the work issued before it is done
+  // (a CUDA event; the emulation, which runs each launch when issued, reads
+  // the host's clock); timer_read waits for mark n - 1 and gives dt[i], the
+  // seconds from mark i - 1 to mark i, for 0 < i < n.
+  bool (*timer_open)(XfGpu *g, int n);
+  bool (*timer_mark)(XfGpu *g, int i);
+  bool (*timer_read)(XfGpu *g, int n, double *dt);
   bool sync_each;      // XF_CUDA_SYNC=1: every launch and GEMM is waited for
   uint64_t syncs;      // the host's waits for the device so far
   uint64_t captures;   // graphs captured so far

@@ -50,6 +50,8 @@ typedef struct {
   void *workspace;   // cuBLAS's (cublasSetWorkspace)
   int sm;            // compute capability, 10 major + minor (90: sm_90)
   int precision;     // XF_PRECISION_*
+  cudaEvent_t *marks; // the profile's clock (timer_open): nmarks events
+  int nmarks;
 } Cuda;
 
 static bool cuda_ok(XfGpu *g, cudaError_t e, const char *call, const char *what) {
@@ -283,9 +285,41 @@ static void c_graph_free(XfGpu *g, void *graph) {
   if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
+static bool c_timer_open(XfGpu *g, int n) {
+  Cuda *c = g->impl;
+  if (c->marks) return snprintf(g->err, sizeof g->err, "internal error: cuda: the profile's clock opened twice"), false;
+  if (n < 2 || !(c->marks = calloc((size_t)n, sizeof *c->marks)))
+    return snprintf(g->err, sizeof g->err, "cuda: out of host memory for %d events", n), false;
+  for (; c->nmarks < n; c->nmarks++)
+    if (!cuda_ok(g, cudaEventCreate(&c->marks[c->nmarks]), "cudaEventCreate", "the kernel profile")) return false;
+  return true;
+}
+
+static bool c_timer_mark(XfGpu *g, int i) {
+  Cuda *c = g->impl;
+  if (i < 0 || i >= c->nmarks) return snprintf(g->err, sizeof g->err, "internal error: cuda: mark %d of %d", i, c->nmarks), false;
+  return cuda_ok(g, cudaEventRecord(c->marks[i], c->stream), "cudaEventRecord", "the kernel profile");
+}
+
+static bool c_timer_read(XfGpu *g, int n, double *dt) {
+  Cuda *c = g->impl;
+  if (n < 1 || n > c->nmarks) return snprintf(g->err, sizeof g->err, "internal error: cuda: %d marks of %d", n, c->nmarks), false;
+  g->syncs++;
+  if (!cuda_ok(g, cudaEventSynchronize(c->marks[n - 1]), "cudaEventSynchronize", "the kernel profile")) return false;
+  for (int i = 1; i < n; i++) {
+    float ms = 0;
+    if (!cuda_ok(g, cudaEventElapsedTime(&ms, c->marks[i - 1], c->marks[i]), "cudaEventElapsedTime", "the kernel profile"))
+      return false;
+    dt[i] = 1e-3 * (double)ms;
+  }
+  return true;
+}
+
 static void c_close(XfGpu *g) {
   Cuda *c = g->impl;
   if (c) {
+    for (int i = 0; i < c->nmarks; i++) cudaEventDestroy(c->marks[i]);
+    free(c->marks);
     if (c->blas) cublasDestroy(c->blas);
     if (c->workspace) cudaFree(c->workspace);
     if (c->lib) cudaLibraryUnload(c->lib);
@@ -325,7 +359,7 @@ XfGpu *xf_gpu_cuda_open(int device, char *err, size_t errlen) {
                .fill = c_fill, .copy2d = c_copy2d, .load = c_load, .launch = c_launch, .gemm = c_gemm, .finish = c_finish, .close = c_close,
                .host_alloc = c_host_alloc, .host_free = c_host_free, .upload_async = c_upload_async,
                .download_async = c_download_async, .capture_begin = c_capture_begin, .capture_end = c_capture_end, .replay = c_replay,
-               .graph_free = c_graph_free};
+               .graph_free = c_graph_free, .timer_open = c_timer_open, .timer_mark = c_timer_mark, .timer_read = c_timer_read};
   c->device = device;
   const char *sync = getenv("XF_CUDA_SYNC");
   g->sync_each = sync && *sync && strcmp(sync, "0");

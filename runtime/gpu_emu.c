@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gemm.h"
@@ -70,6 +71,8 @@ typedef struct {
   int64_t scratch_n;   // its elements: m k + k n of every GEMM fits
   EmuGraph *capture;   // non-NULL between capture_begin and capture_end
   bool capture_failed; // a launch or GEMM of the capture failed
+  double *marks;       // the profile's clock (timer_open): the host's, nmarks
+  int nmarks;
 } Emu;
 
 // False with err when a capture is in progress: `call` would not be recorded.
@@ -361,9 +364,39 @@ static bool e_replay(XfGpu *g, void *graph) {
   return true;
 }
 
+static bool e_timer_open(XfGpu *g, int n) {
+  Emu *e = g->impl;
+  if (e->marks) return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: the profile's clock opened twice"), false;
+  if (n < 2 || !(e->marks = calloc((size_t)n, sizeof *e->marks)))
+    return snprintf(g->err, sizeof g->err, "cuda-emulation: out of memory for %d marks", n), false;
+  e->nmarks = n;
+  return true;
+}
+
+// Every launch has run when it returns: the clock now is the mark's.
+static bool e_timer_mark(XfGpu *g, int i) {
+  Emu *e = g->impl;
+  if (i < 0 || i >= e->nmarks)
+    return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: mark %d of %d", i, e->nmarks), false;
+  if (!not_capturing(g, "a profile mark")) return false;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  e->marks[i] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  return true;
+}
+
+static bool e_timer_read(XfGpu *g, int n, double *dt) {
+  Emu *e = g->impl;
+  if (n < 1 || n > e->nmarks)
+    return snprintf(g->err, sizeof g->err, "internal error: cuda-emulation: %d marks of %d", n, e->nmarks), false;
+  for (int i = 1; i < n; i++) dt[i] = e->marks[i] - e->marks[i - 1];
+  return true;
+}
+
 static void e_close(XfGpu *g) {
   Emu *e = g->impl;
   if (e) {
+    free(e->marks);
     e_graph_free(g, e->capture);
     if (e->lib) dlclose(e->lib);
     free(e->entries);
@@ -385,7 +418,7 @@ XfGpu *xf_gpu_emu_open(int device, char *err, size_t errlen) {
                .download = e_download, .fill = e_fill, .copy2d = e_copy2d, .load = e_load, .launch = e_launch, .gemm = e_gemm, .finish = e_finish,
                .close = e_close, .host_alloc = e_host_alloc, .host_free = e_host_free, .upload_async = e_upload_async,
                .download_async = e_download_async, .capture_begin = e_capture_begin, .capture_end = e_capture_end, .replay = e_replay,
-               .graph_free = e_graph_free};
+               .graph_free = e_graph_free, .timer_open = e_timer_open, .timer_mark = e_timer_mark, .timer_read = e_timer_read};
   const char *sync = getenv("XF_CUDA_SYNC");
   g->sync_each = sync && *sync && strcmp(sync, "0");
   snprintf(g->desc, sizeof g->desc, "GPU %d emulated on the CPU (XF_CUDA_EMULATE)%s", device,

@@ -556,7 +556,7 @@ void xf_close(XfRuntime *rt) {
   close_device(rt);
   free(rt->arena), free(rt->bufs), free(rt->numel), free(rt->offset), free(rt->params), free(rt->grads);
   free(rt->adam_m), free(rt->adam_v), free(rt->acc), free(rt->dead_at), free(rt->dead);
-  free(rt->prof_s), free(rt->prof_n);
+  free(rt->prof_s), free(rt->prof_n), free(rt->prof_at), free(rt->prof_dt);
   for (int t = 0; rt->bf16 && t < rt->opt.threads; t++) free(rt->bf16[t].buf), free(rt->bf16[t].cbuf);
   free(rt->bf16);
   free(rt->copies.src), free((void *)rt->copies.len), free(rt->copies.copy), free(rt->copy_mem);
@@ -713,6 +713,7 @@ static void finish_reduction(XfRuntime *rt, float *loss, bool every);
 
 static void device_poison(void *ctx, int32_t kernel) {
   XfRuntime *rt = ctx;
+  xf_profile_gpu_mark(rt, kernel);
   if (rt->in_train) start_buckets(rt, kernel);
   if (!rt->dead_at) return;
   for (int j = rt->dead_at[kernel]; j < rt->dead_at[kernel + 1]; j++)
@@ -724,8 +725,9 @@ static void device_poison(void *ctx, int32_t kernel) {
 static void device_run(XfRuntime *rt, int prog, int64_t B, int64_t T) {
   xf_device_push(rt);
   stage_inputs(rt, prog != XF_PROG_SAMPLE, B, T);
+  if (prog == XF_PROG_TRAIN) xf_profile_gpu_begin(rt);
   if (!xf_cuda_program(rt->gpu, rt->m, prog, rt->dbufs, B, T, 0, T, 0, 0, rt->opt.seed, rt->dvars,
-                       rt->dead_at || rt->parallel ? device_poison : NULL, rt))
+                       rt->dead_at || rt->parallel || rt->prof_marks ? device_poison : NULL, rt))
     xf_device_fail(rt);
 }
 
@@ -750,8 +752,10 @@ void xf_set_lr(XfRuntime *rt, double lr) {
 // The graph replaces the eager launches unless something must happen on the
 // host between them: the gradient buckets' reduction (data-parallel), the
 // dead buffers' poisoning (XF_DEBUG_POISON), a wait after every launch
-// (XF_CUDA_SYNC); or XF_CUDA_GRAPH=0.
-static bool graph_step(const XfRuntime *rt) { return rt->graph_on && !rt->parallel && !rt->dead_at && !rt->gpu->sync_each; }
+// (XF_CUDA_SYNC), the kernel profile's marks; or XF_CUDA_GRAPH=0.
+static bool graph_step(const XfRuntime *rt) {
+  return rt->graph_on && !rt->parallel && !rt->dead_at && !rt->gpu->sync_each && !rt->prof_s;
+}
 
 // The training program and the optimizer (the micro-batches' sums with
 // XfOptions.accum > 1; the norm, its sum, AdamW) at (B, T) as the step's
@@ -804,11 +808,13 @@ static float device_train_step(XfRuntime *rt) {
     rt->in_train = false;
     if ((n > 1 && !xf_cuda_accumulate(g, rt->m->cuda, &o)) || (!rt->parallel && last && !xf_cuda_update(g, rt->m->cuda, &o)))
       xf_device_fail(rt);
+    if (!rt->parallel) xf_profile_gpu_mark(rt, rt->m->nkernels);  // the optimizer's launches
     rt->dev_newer = true;
   }
   char *norm = rt->pinned + PIN_NORM;
   if (last && !rt->parallel && !g->download_async(g, norm, rt->dhyper + XF_HP_NORM, sizeof(double))) xf_device_fail(rt);
   device_read(rt, rt->loss, 4);
+  xf_profile_gpu_collect(rt);
   float mine = loss[0];
   rt->acc_loss = rt->micro == 0 ? mine : rt->acc_loss + mine;
   if (!last) {

@@ -148,10 +148,15 @@ struct XfRuntime {
   XfReducer reducer;
   bool parallel, in_train;
   // the kernel profile (xf_profile_start; profile.c): seconds and runs per
-  // kernel, the clock at the last mark, the kernel_done hook it wraps
+  // kernel (slot nkernels: the optimizer, on a device), the clock at the
+  // last mark, the kernel_done hook it wraps; on a device the step's marks
+  // so far (0: none recorded), the kernel ending at each, their intervals
   double *prof_s, prof_t0;
   int64_t *prof_n;
   void (*prof_next)(const XfApi *api, int32_t kernel);
+  int prof_marks;
+  int *prof_at;
+  double *prof_dt;
   float **grad_ptrs;
   int64_t *grad_numel;
   int ngrads, nbuckets;
@@ -160,6 +165,13 @@ struct XfRuntime {
 
 // The kernel profile's clock restarts (profile.c): before each program.
 void xf_profile_mark(XfRuntime *rt);
+// The kernel profile on a device (profile.c), each a no-op when not
+// profiling: begin records mark 0 before the training program; mark, one
+// after the last launch of kernel k (nkernels: the optimizer's launches);
+// collect waits for the last mark and adds every interval to its kernel.
+void xf_profile_gpu_begin(XfRuntime *rt);
+void xf_profile_gpu_mark(XfRuntime *rt, int kernel);
+void xf_profile_gpu_collect(XfRuntime *rt);
 // The elements of buffer b at batch B, sequence T.
 int64_t xf_buf_numel(const XfBuffer *b, int64_t B, int64_t T);
 // Bytes per element of a buffer's storage: 2 for bf16 storage, else 4.

@@ -123,16 +123,20 @@ double xf_gemm_rate(XfRuntime *rt);
 int xf_scalar_outputs(const XfRuntime *rt);
 const char *xf_scalar_output_name(const XfRuntime *rt, int i);
 double xf_scalar_output(XfRuntime *rt, int i);
-// The kernel profile (CPU): from xf_profile_start on, the wall time of each
-// kernel of the programs run (training, evaluation, the forward), from the
-// end of the kernel before it (the program's start for its first) to its
-// own end (XfApi.kernel_done): its GEMMs, threads and their waits
-// included, AdamW and the host's work between programs not. A second call
-// starts again from zero. False, saying why, on a CUDA device, whose
-// kernels run asynchronously.
+// The kernel profile: from xf_profile_start on, the time of each kernel
+// from the end of the kernel before it (the program's start for its first)
+// to its own end, its GEMMs included. On the CPU the wall time (threads and
+// their waits included) of every program run (training, evaluation, the
+// forward), AdamW and the host's work between programs not. On a CUDA
+// device the device's time of the training program's kernels (events on
+// its stream; the step runs without its graph while profiling), and the
+// optimizer's launches (the gradient norm, AdamW) as k = nkernels. A second
+// call starts again from zero. False, saying why, when out of memory or a
+// device call fails.
 bool xf_profile_start(XfRuntime *rt, char *err, size_t errlen);
 // Seconds in kernel k (the global order; XfModel.kernel_labels[k] names
-// it) and how often it ran since xf_profile_start; 0 when not profiling.
+// it; k = nkernels: the optimizer on a device) and how often it ran since
+// xf_profile_start; 0 when not profiling.
 void xf_profile_read(const XfRuntime *rt, int k, double *seconds, int64_t *runs);
 // The learning rate of the following AdamW updates (a schedule's value at
 // the next step); XfOptions.lr, the base rate checkpoints keep, is unchanged.
