@@ -434,6 +434,9 @@ gs_bf16_run() {  # TORCH_OK: the runs, into sp[xb|xbplan|bfe|bfc,...]
       esac
       sp[xbplan,$k]=$(grep -o -m1 -E '[0-9.]+ MiB planned' "$base.log" | cut -d' ' -f1)
       echo "xf bf16 $ex L$L ${b}x$q: ${sp[xb,$k]} tok/s"
+      # where the step's time goes: --profile (4 steps, the last 3 timed, no graph)
+      [ "$rc" -eq 0 ] && tmo 120 "${XF_ENV[@]}" "$XFRUN" train "$MODELS/$ex-bf16-L$L.so" --device cuda "${DATA_ARGS[@]}" \
+        --steps 4 --batch "$b" --seq "$q" --eval-batches 1 --profile > "$base.profile" 2>&1
     fi
     if [ "$1" = true ] && has_torch "$ex"; then
       gs_torch "$ex" "$L" bfe 180 --bf16 --batch "$b" --seq "$q"
@@ -463,4 +466,26 @@ gs_bf16_table() {  # MM: the table, from sp
     echo "| $ex | $L | ${b} x $q | ${sp[xb,$k]:--} | $ms | ${est:--} | ${sp[bfe,$k]:--} | ${sp[bfc,$k]:--} | $(ratio "${sp[xb,$k]:--}" "$best") |" \
          "${sp[xbplan,$k]:--} | ${sp[bfe_mem,$k]:--} | ${sp[bfc_mem,$k]:--} | $gf |"
   done
+  for row in $BF16_ROWS; do gs_profile_table "$row"; done
+}
+# EX:LAYERS:BATCH:SEQ: the bf16 model's --profile, its 15 largest kernel
+# classes beside the cost model's estimate of each (xfc --emit=cost: launches
+# x est us over the rows of the same class kN)
+gs_profile_table() {
+  local ex L b q base cost
+  IFS=: read -r ex L b q <<< "$1"
+  base=$OUT/speed/$ex-bf16-L$L cost=$COST_DIR/$ex-bf16-L$L.txt
+  grep -q '^profile of' "$base.profile" 2> /dev/null || return 0
+  echo
+  echo "$ex, $L layers, bf16, $b x $q: $(grep -m1 '^profile of' "$base.profile")"
+  echo
+  echo "| share | measured ms / step | est ms / step | measured / est | launches | kernel |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  awk -v cost="$cost" '
+    BEGIN { while ((getline l < cost) > 0) { n = split(l, f, " ")
+              if (f[1] ~ /^k[0-9]+$/ && n >= 14) est[f[1]] += f[3] * f[13] / 1000 } }
+    /^ *[0-9.]+% / && shown < 15 { k = $4; e = (k in est) ? sprintf("%.3f", est[k]) : "-"
+      r = (k in est && est[k] > 0) ? sprintf("%.2f", $2 / est[k]) : "-"
+      lab = $0; sub(/^ *[0-9.]+% +[0-9.]+ +[0-9]* +/, "", lab)
+      printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, e, r, ($3 ~ /^[0-9]+$/) ? $3 : "-", lab; shown++ }' "$base.profile"
 }
