@@ -338,7 +338,9 @@ gs_step_speed() {
   else
     row "speed" info "$PYTHON has no torch with CUDA: xf only"
   fi
-  TORCH_EXAMPLES=$(sed -n 's/^EXAMPLES = (\(.*\))/\1/p' "$ROOT/bench/torch_ref.py" | tr -d '",')
+  # torch_ref.py's EXAMPLES tuple, over however many lines it spans
+  TORCH_EXAMPLES=$(awk '/^EXAMPLES = \(/, /\)/' "$ROOT/bench/torch_ref.py" | grep -o '"[A-Za-z0-9_]*"' | tr -d '"' | tr '\n' ' ')
+  [ -n "$TORCH_EXAMPLES" ] || row "speed" info "no EXAMPLES tuple in bench/torch_ref.py: no PyTorch columns"
   # xf, every example and layer count
   for L in $LAYERS; do
     for ex in $EXAMPLES; do
@@ -468,9 +470,10 @@ gs_bf16_table() {  # MM: the table, from sp
   done
   for row in $BF16_ROWS; do gs_profile_table "$row"; done
 }
-# EX:LAYERS:BATCH:SEQ: the bf16 model's --profile, its 15 largest kernel
-# classes beside the cost model's estimate of each (xfc --emit=cost: launches
-# x est us over the rows of the same class kN)
+# EX:LAYERS:BATCH:SEQ: the bf16 model's --profile by kernel class kN (its
+# rows of every source line together, the largest first), the 15 largest
+# beside the cost model's estimate of the class (xfc --emit=cost: launches x
+# est us over its rows and steps)
 gs_profile_table() {
   local ex L b q base cost
   IFS=: read -r ex L b q <<< "$1"
@@ -479,13 +482,16 @@ gs_profile_table() {
   echo
   echo "$ex, $L layers, bf16, $b x $q: $(grep -m1 '^profile of' "$base.profile")"
   echo
-  echo "| share | measured ms / step | est ms / step | measured / est | launches | kernel |"
+  echo "| share | measured ms / step | est ms / step | measured / est | runs / step | kernel class (its first label) |"
   echo "| --- | --- | --- | --- | --- | --- |"
   awk -v cost="$cost" '
-    BEGIN { while ((getline l < cost) > 0) { n = split(l, f, " ")
-              if (f[1] ~ /^k[0-9]+$/ && n >= 14) est[f[1]] += f[3] * f[13] / 1000 } }
-    /^ *[0-9.]+% / && shown < 15 { k = $4; e = (k in est) ? sprintf("%.3f", est[k]) : "-"
-      r = (k in est && est[k] > 0) ? sprintf("%.2f", $2 / est[k]) : "-"
-      lab = $0; sub(/^ *[0-9.]+% +[0-9.]+ +[0-9]* +/, "", lab)
-      printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, e, r, ($3 ~ /^[0-9]+$/) ? $3 : "-", lab; shown++ }' "$base.profile"
+    BEGIN { while ((getline l < cost) > 0) { n = split(l, f, " "); k = f[1]; sub(/\.s[0-9]+$/, "", k)
+              if (k ~ /^k[0-9]+$/ && n >= 14) est[k] += f[3] * f[13] / 1000 } }
+    /^ *[0-9.]+% / { k = ($4 ~ /^k[0-9]+$/) ? $4 : $0
+      if (!(k in ms)) { order[++ng] = k; lab[k] = $0; sub(/^ *[0-9.]+% +[0-9.]+ +[0-9]* +/, "", lab[k]) }
+      sh[k] += $1; ms[k] += $2; if ($3 ~ /^[0-9]+$/) runs[k] += $3 }
+    END { for (i = 1; i <= ng; i++) for (j = i; j > 1 && ms[order[j - 1]] < ms[order[j]]; j--) { t = order[j]; order[j] = order[j - 1]; order[j - 1] = t }
+      for (i = 1; i <= ng && i <= 15; i++) { k = order[i]
+        e = (k in est) ? sprintf("%.3f", est[k]) : "-"; r = (k in est && est[k] > 0) ? sprintf("%.2f", ms[k] / est[k]) : "-"
+        printf "| %.1f%% | %.3f | %s | %s | %s | %s |\n", sh[k], ms[k], e, r, (k in runs) ? runs[k] : "-", lab[k] } }' "$base.profile"
 }
