@@ -60,6 +60,7 @@ typedef struct {
   double bytes, flops;   // of one launch: every buffer read or written once; float operations
   double mem_us, flop_us, issue_us, lat_us;  // the bounds of one launch (issue: all SMs)
   double shm_us, shm_ideal_us;  // shared-memory wavefronts at one per clock on the SMs used; without bank conflicts
+  double l1_us;          // global accesses' 128-byte lines at one per clock through L1 on the SMs used
   double us;             // the estimate of one launch
   bool few_blocks;       // a cliff: over 20 us on fewer blocks than SMs
   bool serial;           // a cliff: over 20 us and over 4x max(mem, flop, issue, shared memory)

@@ -49,6 +49,9 @@ typedef struct {
   int64_t B, T;
   int64_t *val;
   bool *known;
+  const LExpr **defs;  // a let variable's expression (walk), or NULL
+  int lane;            // >= 0: evaluate with variable lane at val + bump, the
+  int64_t bump;        // lets derived from it again from defs (the next lane's index)
 } Ev;
 
 // The value of an integer or boolean expression where it follows from the
@@ -58,7 +61,11 @@ static bool ev(const Ev *e, const LExpr *x, int64_t *out) {
   switch (x->kind) {
   case LX_INT: *out = x->ival; return true;
   case LX_DIM: *out = x->ival ? e->T : e->B; return true;
-  case LX_VAR: *out = e->val[x->var]; return e->known[x->var];
+  case LX_VAR:
+    if (e->lane >= 0 && x->var == e->lane) return *out = e->val[x->var] + e->bump, e->known[x->var];
+    if (e->lane >= 0 && e->defs[x->var]) return ev(e, e->defs[x->var], out);
+    *out = e->val[x->var];
+    return e->known[x->var];
   case LX_ROW0: case LX_POS0: *out = 0; return true;
   case LX_WIN: *out = x->ival == 1 ? e->T : 0; return true;
   case LX_LOAD: *out = 0; return x->type == LT_I64;
@@ -95,11 +102,13 @@ static bool ev(const Ev *e, const LExpr *x, int64_t *out) {
 // conflict degree), replay: those past one per access.
 typedef struct {
   double ops, flops, shm, replay, loc;  // loc: local-array accesses
+  double lines;                         // global accesses' L1 wavefronts: 128-byte lines per warp access
   int mem;
 } XCost;
 
 typedef struct Walk Walk;
 static void local_access(const Walk *w, const LExpr *idx, XCost *c);
+static double global_lines(const Walk *w, int slot, const LExpr *idx);
 
 // Instructions of an operation; a 64-bit integer division or remainder is
 // a routine of about 20 (operands that fit 32 bits, checked at run time),
@@ -124,6 +133,7 @@ static void xcost(const Walk *w, const LExpr *x, XCost *c) {
   case LX_LOAD: {
     c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
     if (x->slot >= LK_LOCAL0) local_access(w, x->a[0], c);
+    else c->lines += global_lines(w, x->slot, x->a[0]);
     xcost(w, x->a[0], c);
     return;
   }
@@ -141,6 +151,7 @@ static void xcost(const Walk *w, const LExpr *x, XCost *c) {
 // the whole team working on one outer index: warp instructions, flops.
 typedef struct {
   double chain, winstr, flops;
+  double wl1;          // the team's global accesses' L1 wavefronts (lines per warp access)
   double wshm;         // the team's shared-memory wavefronts (warp accesses, conflicts replayed)
   double wshm_ideal;   // the same without bank conflicts
   double chain_iters;  // dependent iterations on the chain (for the table)
@@ -160,14 +171,6 @@ struct Walk {
 // bytes, word w in bank w mod 32: lanes reading one word share it (a
 // broadcast), distinct words of one bank take a wavefront each.
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b, b = t;
-  }
-  return a;
-}
-
 // The wavefronts of one warp access whose 32 lanes touch words addr[0..31].
 static int warp_wavefronts(const int64_t *addr) {
   int worst = 1;
@@ -186,16 +189,43 @@ static int warp_wavefronts(const int64_t *addr) {
 // The wavefronts of one warp's access to a local array at idx: the lanes
 // take consecutive values of the lane variable, words s = idx(v + 1) - idx(v)
 // apart: gcd(s, 32) words per bank (s = 0: a broadcast, 1).
-static double local_wavefronts(const Walk *w, const LExpr *idx) {
-  if (!w || w->lane_var < 0 || !idx) return 1;
+// The elements idx takes at the 32 lanes of a warp: the lane variable at
+// the warp's 32 consecutive values around its current one (from a multiple
+// of 32), the lets derived from it evaluated again. False when unknown or
+// without a lane variable.
+static bool lane_elements(const Walk *w, const LExpr *idx, int64_t *addr) {
+  if (!w || w->lane_var < 0 || !idx) return false;
   Ev *e = w->e;
-  int v = w->lane_var;
-  int64_t a, b, old = e->val[v];
-  if (!e->known[v] || !ev(e, idx, &a)) return 1;
-  e->val[v] = old + 1;
-  bool ok = ev(e, idx, &b);
-  e->val[v] = old;
-  return ok && a != b ? (double)gcd64(b > a ? b - a : a - b, 32) : 1;
+  if (!e->known[w->lane_var]) return false;
+  int64_t v = e->val[w->lane_var], base = v - ((v % 32) + 32) % 32;
+  bool ok = true;
+  e->lane = w->lane_var;
+  for (int l = 0; l < 32 && ok; l++) e->bump = base + l - v, ok = ev(e, idx, &addr[l]);
+  e->lane = -1;
+  return ok;
+}
+
+static double local_wavefronts(const Walk *w, const LExpr *idx) {
+  int64_t addr[32];
+  return lane_elements(w, idx, addr) ? warp_wavefronts(addr) : 1;
+}
+
+// Bytes per element of slot (bf16 storage: 2).
+static int64_t slot_esize(const Walk *w, int slot) { return slot >= 0 && slot < KS_COUNT && w->e->lk->slot_bf16[slot] ? 2 : 4; }
+
+// The 128-byte lines one warp's access to global slot at idx touches (its
+// L1 wavefronts): 32 for a thread per row of a row-major matrix, 1 for a
+// coalesced access of 4-byte elements.
+static double global_lines(const Walk *w, int slot, const LExpr *idx) {
+  int64_t addr[32], es = slot_esize(w, slot);
+  if (!lane_elements(w, idx, addr)) return 1;
+  int n = 0;
+  for (int l = 0; l < 32; l++) {
+    bool seen = false;
+    for (int j = 0; j < l && !seen; j++) seen = addr[j] * es / 128 == addr[l] * es / 128;
+    n += !seen;
+  }
+  return n;
 }
 
 // Counts one access to a local array at idx in c.
@@ -209,6 +239,7 @@ static void local_access(const Walk *w, const LExpr *idx, XCost *c) {
 typedef struct {
   bool local;
   int64_t sr, sc;
+  int64_t esize;  // bytes per element (a global operand's lines)
 } GemmOperand;
 
 // The wavefronts of one warp's accesses to the local operand x of a team
@@ -216,9 +247,9 @@ typedef struct {
 // tile, its stores and, with beta, its loads), and the accesses, for the
 // ideal of one wavefront each. Lane l = 4 g + t; float32 (mma 0): lane l
 // takes the l-th 4 x 4 tile of C's tn tile columns.
-static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t tn, bool beta, double *wf, double *acc) {
-  *wf = *acc = 0;
-  if (!o.local) return;
+static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t tn, bool beta, double *wf, double *acc,
+                                    double *lines) {
+  *wf = *acc = *lines = 0;
   int64_t addr[32];
   int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
   for (int r = 0; r < ninstr; r++) {
@@ -241,9 +272,18 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
       }
       addr[l] = row * o.sr + col * o.sc;
     }
-    *wf += warp_wavefronts(addr), *acc += 1;
+    if (o.local) *wf += warp_wavefronts(addr), *acc += 1;
+    else {  // the distinct 128-byte lines of the lanes' elements
+      int n = 0;
+      for (int l = 0; l < 32; l++) {
+        bool seen = false;
+        for (int j = 0; j < l && !seen; j++) seen = addr[j] * o.esize / 128 == addr[l] * o.esize / 128;
+        n += !seen;
+      }
+      *lines += n;
+    }
   }
-  if (x == LC_C && beta) *wf *= 2, *acc *= 2;
+  if (x == LC_C && beta) *wf *= 2, *acc *= 2, *lines *= 2;
 }
 
 static double lat_of(int mem) { return mem ? (mem & 2 ? LAT_GLOBAL : 0) + (mem & 1 ? LAT_LOCAL : 0) : LAT_ALU; }
@@ -277,15 +317,19 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       xcost(w, st->val, &x), xcost(w, st->idx, &x);
       if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
       if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) local_access(w, st->idx, &x);
+      if (st->kind == LS_STORE && st->slot < LK_LOCAL0) x.lines += global_lines(w, st->slot, st->idx);
       if (st->kind == LS_LET && st->var >= 0) {
         int64_t v;
+        w->e->defs[st->var] = st->val;
         if (ev(w->e, st->val, &v)) w->e->val[st->var] = v, w->e->known[st->var] = true;
       }
       seg.ops += x.ops, seg.flops += x.flops, seg.mem |= x.mem, seg.shm += x.shm, seg.replay += x.replay, seg.loc += x.loc;
+      seg.lines += x.lines;
       continue;
     }
     c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0) + seg.replay / CLOCK;
     c.winstr += seg.ops * wmul, c.flops += seg.flops, c.wshm += seg.shm * wmul, c.wshm_ideal += seg.loc * wmul;
+    c.wl1 += seg.lines * wmul;
     seg = (XCost){0};
     if (st->kind == LS_GEMM) {  // xf_team_gemm (cuda.c), and its two barriers
       const LCall *g = st->call;
@@ -295,13 +339,15 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       for (int x = 0; x < 2; x++) mem |= g->slot[x] >= LK_LOCAL0 ? 1 : 2;
       double flops = 2.0 * m * n * k;
       // the local operands' wavefronts: wf[x] per fragment and k step (C: per tile), acc[x] the accesses
-      double wf[3], acc[3];
+      double wf[3], acc[3], lines[3];
       for (int x = 0; x < 3; x++) {
         int64_t ld = 0;
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
-        GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1};
-        gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x]);
+        GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1,
+                         .esize = slot_esize(w, g->slot[x])};
+        gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
+        if (!known || g->slot[x] >= LK_LOCAL0) lines[x] = 0;
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
       // (lane's) path and `units` warp-level tiles in all, each `steps` k
@@ -328,6 +374,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       c.chain += serial * (steps * (kwf - kacc) + nc * (wf[LC_C] - acc[LC_C])) / CLOCK + (w->block ? 2 * LAT_LOCAL : 0);
       c.chain_iters += serial * steps;
       c.wshm += units * (steps * kwf + nc * wf[LC_C]), c.wshm_ideal += units * (steps * kacc + nc * acc[LC_C]);
+      c.wl1 += units * (steps * (lines[LC_A] + nb * lines[LC_B]) + nc * lines[LC_C]);
       continue;
     }
     int64_t lo, trip = trip_of(w, st, &lo);
@@ -345,7 +392,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       w->e->known[st->ivar] = had, w->lane_var = lane_var;
       x.ops += 1, x.flops += 1;
       b = (SCost){.chain = x.ops * ALU_NS + lat_of(x.mem) + x.replay / CLOCK, .winstr = x.ops, .flops = x.flops,
-                  .wshm = x.shm, .wshm_ideal = x.loc, .chain_iters = 1};
+                  .wshm = x.shm, .wshm_ideal = x.loc, .wl1 = x.lines, .chain_iters = 1};
       if (st->wide) b.chain += 4 * ALU_NS, b.winstr += 4;
     } else {
       int lane_var = w->lane_var;
@@ -357,12 +404,14 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         xcost(w, st->step[k], &x);
         b.chain += x.ops * ALU_NS + x.replay / CLOCK, b.winstr += x.ops * (coop ? w->warps : 1), b.flops += x.flops;
         b.wshm += x.shm * (coop ? w->warps : 1), b.wshm_ideal += x.loc * (coop ? w->warps : 1);
+        b.wl1 += x.lines * (coop ? w->warps : 1);
       }
       b.chain_iters = b.chain_iters > 1 ? b.chain_iters : 1;
     }
     c.chain += lane_trip * b.chain, c.chain_iters += lane_trip * b.chain_iters;
     double warp_trip = spread ? wtrip : (double)trip;  // the loop's iterations a warp issues
     c.winstr += warp_trip * b.winstr, c.wshm += warp_trip * b.wshm, c.wshm_ideal += warp_trip * b.wshm_ideal;
+    c.wl1 += warp_trip * b.wl1;
     c.flops += (double)trip * b.flops;
     if (spread && st->kind == LS_REDUCE) {  // the combine: a butterfly, or through shared memory with barriers
       double steps = log2(w->lanes > 1 ? w->lanes : 2);
@@ -373,6 +422,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
   }
   c.chain += seg.ops * ALU_NS + (seg.ops ? lat_of(seg.mem) : 0) + seg.replay / CLOCK;
   c.winstr += seg.ops * wmul, c.flops += seg.flops, c.wshm += seg.shm * wmul, c.wshm_ideal += seg.loc * wmul;
+  c.wl1 += seg.lines * wmul;
   return c;
 }
 
@@ -412,7 +462,8 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   r.bytes = launch_bytes(s, rec, used, B, T);
   int64_t *val = calloc((size_t)lk->nvars + 1, sizeof *val);
   bool *known = calloc((size_t)lk->nvars + 1, sizeof *known);
-  Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known};
+  const LExpr **defs = calloc((size_t)lk->nvars + 1, sizeof *defs);
+  Ev e = {.lk = lk, .B = B, .T = T, .val = val, .known = known, .defs = defs, .lane = -1};
   int lanes = elem ? 1 : rec->threads / rec->per_block;
   Walk w = {.e = &e, .lanes = lanes, .warps = elem ? 1 : (lanes + 31) / 32, .block = lanes > 32,
             .mma = xf_team_mma(precision), .lane_var = -1};
@@ -421,7 +472,7 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   // packs a block number with a power-of-two count: blk = o mod nb) and the
   // last one
   double outer = elem ? items / (double)symsize_eval(lk->ninner, B, T) : items;
-  double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0, wshm = 0, wshm_ideal = 0;
+  double chain_sum = 0, chain_max = 0, iters_max = 0, winstr = 0, flops = 0, wshm = 0, wshm_ideal = 0, wl1 = 0;
   int ns = 0;
   for (int k = 0; k <= COST_SAMPLES; k++) {
     double u = fmod(0.5 + k * 0.6180339887498949, 1.0);
@@ -436,20 +487,22 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
       if (st && st->kind == LS_FOR) {
         int64_t lo, trip = trip_of(&w, st, &lo);
         double t = trip ? (double)trip : 1;
-        c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t, c.wshm /= t, c.wshm_ideal /= t;
+        c.chain /= t, c.chain_iters /= t, c.winstr /= t, c.flops /= t, c.wshm /= t, c.wshm_ideal /= t, c.wl1 /= t;
       }
       c.chain += 20 * ALU_NS, c.winstr += 20;
     }
     if (c.chain > chain_max) chain_max = c.chain;
     if (c.chain_iters > iters_max) iters_max = c.chain_iters;
     if (k < COST_SAMPLES) chain_sum += c.chain, winstr += c.winstr, flops += c.flops, wshm += c.wshm, wshm_ideal += c.wshm_ideal, ns++;
+    if (k < COST_SAMPLES) wl1 += c.wl1;
   }
-  free(val), free(known);
+  free(val), free(known), free(defs);
   double chain_avg = chain_sum / ns;
   // totals over the launch: an element per thread (ELEM), or a row per team
   double units = elem ? items : outer, warps_per_unit = elem ? 1.0 / 32 : w.warps;
   double total_winstr = elem ? units * winstr / ns / 32 : units * winstr / ns;
   double total_wshm = (elem ? units / 32 : units) * wshm / ns, total_wshm_ideal = (elem ? units / 32 : units) * wshm_ideal / ns;
+  double total_wl1 = (elem ? units / 32 : units) * wl1 / ns;
   r.flops = units * flops / ns;
   r.chain = iters_max;
   double sms = r.grid < SMS ? (double)r.grid : SMS;
@@ -468,7 +521,10 @@ static CudaCostRow cost_lkernel(const Schedule *s, const XfLaunch *rec, const LK
   r.lat_us = fmax(chains_sm / fmax(resident, 1), chain_max * rounds) * 1e6;
   // shared memory: a wavefront per clock per SM
   r.shm_us = total_wshm / (sms * CLOCK) * 1e6, r.shm_ideal_us = total_wshm_ideal / (sms * CLOCK) * 1e6;
-  r.us = fmax(fmax(r.mem_us, r.flop_us), fmax(fmax(issue_used, r.shm_us), r.lat_us)) + LAUNCH * 1e6;
+  // global accesses: a 128-byte line per clock per SM through L1, the
+  // pipeline that serves shared memory too
+  r.l1_us = total_wl1 / (sms * CLOCK) * 1e6;
+  r.us = fmax(fmax(r.mem_us, r.flop_us), fmax(issue_used + r.shm_us + r.l1_us, r.lat_us)) + LAUNCH * 1e6;
   return r;
 }
 
@@ -589,7 +645,7 @@ CudaCost *cuda_cost(Arena *a, const Schedule *s, const CudaModule *m, int64_t B,
     CudaCostRow *q = &c->rows[i];
     double bound = fmax(q->mem_us, fmax(q->flop_us, q->issue_us));
     q->few_blocks = !q->gemm && q->grid < SMS && q->us > 20;
-    q->serial = !q->gemm && q->us > 20 && q->us > 4 * fmax(bound, q->shm_us);
+    q->serial = !q->gemm && q->us > 20 && q->us > 4 * fmax(bound, q->shm_us + q->l1_us);
     q->banks = !q->gemm && q->us > 20 && q->shm_us - q->shm_ideal_us > 0.5 * q->us;
   }
   return c;
@@ -612,7 +668,7 @@ void cuda_cost_print(FILE *f, const CudaCost *c) {
     if (r->node && r->node->loc.file) snprintf(where, sizeof where, "%s:%d", r->node->loc.file, r->node->loc.line);
     fprintf(f, "%-8s %-26s %8d %7lld %5d %11lld %9.0f %9.2f %9.3f %9.1f %9.1f %9.1f %9.1f  %s%s%s%s\n", cls, r->what,
             r->launches, (long long)r->grid, r->block, (long long)r->items, r->chain, r->bytes / 1048576.0, r->flops / 1e9,
-            r->mem_us, fmax(fmax(r->flop_us, r->issue_us), r->shm_us), r->lat_us, r->us, where,
+            r->mem_us, fmax(fmax(r->flop_us, r->issue_us), r->shm_us + r->l1_us), r->lat_us, r->us, where,
             r->few_blocks ? " CLIFF:few-blocks" : "", r->serial ? " CLIFF:serial" : "", r->banks ? " CLIFF:banks" : "");
   }
   int cliffs = 0;

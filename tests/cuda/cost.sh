@@ -8,7 +8,7 @@
 # shared-memory bank conflicts), except the ones listed below with the
 # reason they remain. And the check can fail: efff928's one-pass CONV_DW
 # (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, unpadded shared tiles
-# (XF_TEST_TILE_UNPADDED=1) bank-conflict cliffs for GPT-2-small.
+# (XF_TEST_TILE_UNPADDED=1) must raise GPT-2-small's attention estimates.
 # Usage: cost.sh XFC
 set -uo pipefail
 xfc=$1
@@ -16,7 +16,10 @@ cd "$(dirname "$0")/../.." || exit 2
 # kernel descriptions still serial by construction, and why
 declare -A known=()
 # cliffs of one example, and why: [example:kernel]
-declare -A known_in=()
+declare -A known_in=(
+  [retnet:sum]="RMSNorm's gain gradient (stdlib/nn.xf:94) over 16 blocks of 16 outputs: 22 us once the model counts
+                global accesses' L1 lines (2026-11-29), over the 20 us of a few-blocks cliff; a split over the rows is open"
+)
 fails=0 runs=0
 check() {  # what, xfc arguments...
   local what=$1 out
@@ -60,13 +63,18 @@ else
   fails=$((fails + 1))
 fi
 # tiles in shared memory with rows 64 floats apart (XF_TEST_TILE_UNPADDED=1,
-# before gpu_tile_ld): GPT-2-small's blocked attention must be a bank-conflict
-# cliff, and not with the padding
-old=$(XF_TEST_TILE_UNPADDED=1 "$xfc" --target=cuda --emit=cost examples/gpt2_small.xf --precision=bf16 --batch=8 --seq=1024 2>&1)
-if [ "$(grep -c 'attention.*CLIFF:banks' <<<"$old")" = 3 ]; then
-  echo "ok: unpadded tiles are bank-conflict cliffs: $(grep 'CLIFF:banks' <<<"$old" | awk '{ printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }')"
+# before gpu_tile_ld): GPT-2-small's three blocked attention kernels must
+# cost more for their bank conflicts, the forward a bank-conflict cliff, and
+# none with the padding
+args=(--target=cuda --emit=cost examples/gpt2_small.xf --precision=bf16 --batch=8 --seq=1024)
+old=$(XF_TEST_TILE_UNPADDED=1 "$xfc" "${args[@]}" 2>&1)
+pad=$("$xfc" "${args[@]}" 2>&1)
+rise=$(awk 'FNR == 1 { f++ } $2 ~ /^attention/ { k = $1; if (f == 1) a[k] = $13; else b[k] = $13 }
+            END { n = 0; for (k in a) if (k in b && a[k] > 1.05 * b[k]) n++; print n }' <(echo "$old") <(echo "$pad"))
+if [ "$rise" = 3 ] && grep -q 'attention .*CLIFF:banks' <<<"$old" && ! grep -q 'attention.*CLIFF:banks' <<<"$pad"; then
+  echo "ok: unpadded tiles: the 3 attention kernels' estimates rise: $(grep -E ' attention' <<<"$old" | awk '{ printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }')"
 else
-  echo "FAIL: GPT-2-small's attention with unpadded tiles is not reported as 3 bank-conflict cliffs: $(grep -c CLIFF:banks <<<"$old")"
+  echo "FAIL: GPT-2-small's attention with unpadded tiles: $rise of 3 kernels cost more than with the padding, or no bank-conflict cliff"
   fails=$((fails + 1))
 fi
 new=$("$xfc" --target=cuda --emit=cost examples/me.xf -D layers=2 --batch=64 --seq=128 2>&1)
