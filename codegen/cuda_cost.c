@@ -51,7 +51,7 @@ typedef struct {
   bool *known;
   const LExpr **defs;  // a let variable's expression (walk), or NULL
   int lane;            // >= 0: evaluate with variable lane at val + bump, the
-  int64_t bump;        // lets derived from it again from defs (the next lane's index)
+  int64_t bump;        // lets derived from it again from defs (another lane's index)
 } Ev;
 
 // The value of an integer or boolean expression where it follows from the
@@ -171,6 +171,18 @@ struct Walk {
 // bytes, word w in bank w mod 32: lanes reading one word share it (a
 // broadcast), distinct words of one bank take a wavefront each.
 
+// The 128-byte lines (L1 wavefronts) one warp access touches, its 32 lanes
+// at elements addr[0..31] of esize bytes.
+static int warp_lines(const int64_t *addr, int64_t esize) {
+  int n = 0;
+  for (int l = 0; l < 32; l++) {
+    bool seen = false;
+    for (int j = 0; j < l && !seen; j++) seen = addr[j] * esize / 128 == addr[l] * esize / 128;
+    n += !seen;
+  }
+  return n;
+}
+
 // The wavefronts of one warp access whose 32 lanes touch words addr[0..31].
 static int warp_wavefronts(const int64_t *addr) {
   int worst = 1;
@@ -186,9 +198,6 @@ static int warp_wavefronts(const int64_t *addr) {
   return worst;
 }
 
-// The wavefronts of one warp's access to a local array at idx: the lanes
-// take consecutive values of the lane variable, words s = idx(v + 1) - idx(v)
-// apart: gcd(s, 32) words per bank (s = 0: a broadcast, 1).
 // The elements idx takes at the 32 lanes of a warp: the lane variable at
 // the warp's 32 consecutive values around its current one (from a multiple
 // of 32), the lets derived from it evaluated again. False when unknown or
@@ -205,6 +214,8 @@ static bool lane_elements(const Walk *w, const LExpr *idx, int64_t *addr) {
   return ok;
 }
 
+// The wavefronts of one warp's access to a local array at idx (1 where the
+// lanes' words are unknown).
 static double local_wavefronts(const Walk *w, const LExpr *idx) {
   int64_t addr[32];
   return lane_elements(w, idx, addr) ? warp_wavefronts(addr) : 1;
@@ -217,15 +228,8 @@ static int64_t slot_esize(const Walk *w, int slot) { return slot >= 0 && slot < 
 // L1 wavefronts): 32 for a thread per row of a row-major matrix, 1 for a
 // coalesced access of 4-byte elements.
 static double global_lines(const Walk *w, int slot, const LExpr *idx) {
-  int64_t addr[32], es = slot_esize(w, slot);
-  if (!lane_elements(w, idx, addr)) return 1;
-  int n = 0;
-  for (int l = 0; l < 32; l++) {
-    bool seen = false;
-    for (int j = 0; j < l && !seen; j++) seen = addr[j] * es / 128 == addr[l] * es / 128;
-    n += !seen;
-  }
-  return n;
+  int64_t addr[32];
+  return lane_elements(w, idx, addr) ? warp_lines(addr, slot_esize(w, slot)) : 1;
 }
 
 // Counts one access to a local array at idx in c.
@@ -237,19 +241,20 @@ static void local_access(const Walk *w, const LExpr *idx, XCost *c) {
 // An operand of a team GEMM in a local array: element (r, c) of op(X) at
 // word r sr + c sc.
 typedef struct {
-  bool local;
+  bool local, global;  // in shared memory (its wavefronts), in global memory (its lines); neither: unknown
   int64_t sr, sc;
-  int64_t esize;  // bytes per element (a global operand's lines)
+  int64_t esize;       // bytes per element (a global operand's lines)
 } GemmOperand;
 
 // The wavefronts of one warp's accesses to the local operand x of a team
 // GEMM (cuda.c xf_team_gemm): per k step of a tile (operands A and B; C: per
 // tile, its stores and, with beta, its loads), and the accesses, for the
-// ideal of one wavefront each. Lane l = 4 g + t; float32 (mma 0): lane l
+// ideal of one wavefront each; of a global operand, the lines instead. Lane l = 4 g + t; float32 (mma 0): lane l
 // takes the l-th 4 x 4 tile of C's tn tile columns.
 static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t tn, bool beta, double *wf, double *acc,
                                     double *lines) {
   *wf = *acc = *lines = 0;
+  if (!o.local && !o.global) return;
   int64_t addr[32];
   int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
   for (int r = 0; r < ninstr; r++) {
@@ -273,15 +278,7 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
       addr[l] = row * o.sr + col * o.sc;
     }
     if (o.local) *wf += warp_wavefronts(addr), *acc += 1;
-    else {  // the distinct 128-byte lines of the lanes' elements
-      int n = 0;
-      for (int l = 0; l < 32; l++) {
-        bool seen = false;
-        for (int j = 0; j < l && !seen; j++) seen = addr[j] * o.esize / 128 == addr[l] * o.esize / 128;
-        n += !seen;
-      }
-      *lines += n;
-    }
+    else *lines += warp_lines(addr, o.esize);
   }
   if (x == LC_C && beta) *wf *= 2, *acc *= 2, *lines *= 2;
 }
@@ -344,10 +341,9 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         int64_t ld = 0;
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
-        GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .sr = tr ? 1 : ld, .sc = tr ? ld : 1,
-                         .esize = slot_esize(w, g->slot[x])};
+        GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .global = g->slot[x] < LK_LOCAL0 && known,
+                         .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x])};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
-        if (!known || g->slot[x] >= LK_LOCAL0) lines[x] = 0;
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
       // (lane's) path and `units` warp-level tiles in all, each `steps` k
