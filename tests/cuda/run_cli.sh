@@ -162,18 +162,9 @@ XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 30 --s
   "${train[@]}" > "$tmp/prof.out" 2> "$tmp/prof.err" || bad "emulated training, --profile: $(tail -3 "$tmp/prof.err")"
 same_checkpoint "$tmp/emu.safetensors" "$tmp/prof.safetensors" && ok "30 emulated steps with --profile: the graph's checkpoint, byte for byte" ||
   bad "30 emulated steps: --profile changes the checkpoint"
-python3 - "$tmp/prof.out" <<'PY' && ok "--profile on the device: $(head -1 "$tmp/prof.out" | cut -c1-90)" || bad "device --profile output: $(head -5 "$tmp/prof.out")"
-import re, sys
-lines = open(sys.argv[1]).read().splitlines()
-m = re.match(r"profile of 29 training steps: ([0-9.]+) ms per step, ([0-9.]+) ms in kernels \([0-9.]+%; the device's time", lines[0])
-assert m and 0 < float(m.group(2)) <= float(m.group(1)), lines[0]
-rows = [re.match(r" *([0-9.]+)% +([0-9.]+) +([0-9]*) +(.*)", l) for l in lines[2:] if "%" in l]
-assert len(rows) >= 8 and all(rows), lines
-assert abs(sum(float(r.group(1)) for r in rows) - 100) < 1, "shares do not add up to 100"
-labels = [r.group(4) for r in rows]
-assert "optimizer: the gradient norm and AdamW" in labels and any("cross_entropy" in l for l in labels), labels
-assert any(re.match(r"k[0-9]+ causal_conv \S+:[0-9]+$", l) for l in labels), labels
-PY
+python3 tests/check_profile.py "$tmp/prof.out" 29 " \\([0-9.]+%; the device's time" \
+  '^optimizer: the gradient norm and AdamW$' "cross_entropy" '^k[0-9]+ causal_conv \S+:[0-9]+$' &&
+  ok "--profile on the device: $(head -1 "$tmp/prof.out" | cut -c1-90)" || bad "device --profile output: $(head -5 "$tmp/prof.out")"
 XF_CUDA_EMULATE=1 "$xfrun" train "$tmp/she_cuda.so" --device cuda --steps 40 --resume "$tmp/cpu.safetensors" --log "$tmp/cpu.csv" \
   "${train[@]}" > "$tmp/resume1.out" 2>&1 || bad "resume a CPU checkpoint on the emulated GPU: $(tail -3 "$tmp/resume1.out")"
 "$xfrun" train "$tmp/she_cuda.so" --device cpu --steps 40 --resume "$tmp/emu.safetensors" --log "$tmp/emu.csv" \

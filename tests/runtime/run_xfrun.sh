@@ -50,21 +50,8 @@ fi
 # shares add up to the kernels' total, which is at most the step's time
 "$xfrun" train "$tmp/she.so" --data "$tmp/text.txt" --steps 4 --batch 8 --seq 32 --threads 2 --tokenizer bytes \
   --eval-batches 1 --profile > "$tmp/prof.out" 2> "$tmp/prof.err" || bad "train --profile exits 0: $(cat "$tmp/prof.err")"
-python3 - "$tmp/prof.out" <<'PY' && ok "--profile: $(head -1 "$tmp/prof.out")" || bad "--profile output: $(cat "$tmp/prof.out")"
-import re, sys
-lines = open(sys.argv[1]).read().splitlines()
-m = re.match(r"profile of 3 training steps: ([0-9.]+) ms per step, ([0-9.]+) ms in kernels", lines[0])
-assert m and 0 < float(m.group(2)) <= float(m.group(1)), lines[0]
-rows = [re.match(r" *([0-9.]+)% +([0-9.]+) +([0-9]*) +(.*)", l) for l in lines[2:] if "%" in l]
-assert len(rows) >= 8 and all(rows), lines
-assert abs(sum(float(r.group(1)) for r in rows) - 100) < 1, "shares do not add up to 100"
-assert abs(sum(float(r.group(2)) for r in rows) - float(m.group(2))) <= 0.0005 * (len(rows) + 1)
-labels = [r.group(4) for r in rows]
-assert any(re.match(r"k[0-9]+ matmul \S+:[0-9]+$", l) for l in labels), labels
-assert any("fused=weight_grad" in l for l in labels) and any("cross_entropy" in l for l in labels), labels
-shares = [float(r.group(1)) for r in rows if r.group(3)]
-assert shares == sorted(shares, reverse=True), "not largest first"
-PY
+python3 tests/check_profile.py "$tmp/prof.out" 3 "" '^k[0-9]+ matmul \S+:[0-9]+$' "fused=weight_grad" "cross_entropy" &&
+  ok "--profile: $(head -1 "$tmp/prof.out")" || bad "--profile output: $(cat "$tmp/prof.out")"
 # the model's other scalar outputs are logged by name after the fixed columns
 "$xfc" -o "$tmp/side.so" tests/runtime/side_output.xf || bad "compile side_output.xf"
 "$xfrun" train "$tmp/side.so" --data "$tmp/text.txt" --steps 5 --batch 4 --seq 32 --threads 2 --tokenizer bytes \
