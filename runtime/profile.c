@@ -36,18 +36,24 @@ static void profile_done(const XfApi *api, int32_t kernel) {
   rt->prof_t0 = clock_s();
 }
 
+// Undoes a failed start: no profile, so steps keep their graph.
+static void profile_drop(XfRuntime *rt) {
+  free(rt->prof_s), free(rt->prof_n), free(rt->prof_at), free(rt->prof_dt);
+  rt->prof_s = NULL, rt->prof_n = NULL, rt->prof_at = NULL, rt->prof_dt = NULL;
+}
+
 bool xf_profile_start(XfRuntime *rt, char *err, size_t errlen) {
   size_t n = (size_t)rt->m->nkernels + 1;
   if (!rt->prof_s) {
     rt->prof_s = calloc(n, sizeof *rt->prof_s), rt->prof_n = calloc(n, sizeof *rt->prof_n);
     if (rt->gpu) rt->prof_at = calloc(n + 1, sizeof *rt->prof_at), rt->prof_dt = calloc(n + 1, sizeof *rt->prof_dt);
     if (!rt->prof_s || !rt->prof_n || (rt->gpu && (!rt->prof_at || !rt->prof_dt))) {
-      free(rt->prof_s), free(rt->prof_n), free(rt->prof_at), free(rt->prof_dt);
-      rt->prof_s = NULL, rt->prof_n = NULL, rt->prof_at = NULL, rt->prof_dt = NULL;
+      profile_drop(rt);
       snprintf(err, errlen, "out of memory for the profile of %d kernels", rt->m->nkernels);
       return false;
     }
     if (rt->gpu && !rt->gpu->timer_open(rt->gpu, (int)n + 1)) {
+      profile_drop(rt);
       snprintf(err, errlen, "%s", rt->gpu->err);
       return false;
     }
