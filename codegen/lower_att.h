@@ -48,8 +48,12 @@ typedef struct {
                         // writes (Kernel.terms), or -1
 } Att;
 
-// Threads of a GPU block working on one attention (LKernel.team).
-enum { ATT_TEAM = 128 };
+// Threads of a GPU block working on one attention (LKernel.team): the
+// (sequence, head) form's, and the blocked forms' (the forward's, the
+// gradient's steps), whose team GEMMs give each of its 8 warps a 1 x 4 warp
+// tile of a 64 x 64 product (--emit=cost on GPT-2-small, bf16: forward 728
+// us a launch with 128 threads, 595 with 256).
+enum { ATT_TEAM = 128, ATT_BLOCK_TEAM = 256 };
 // The most floats of locals the short-head forms take (512 KiB of a pool
 // thread's stack); the forward's parts of a sequence's query rows.
 enum { ATT_KEYS_FLOATS = 128 * 1024, ATT_SHORT_PARTS = 4 };
@@ -74,6 +78,13 @@ LCall att_call(Lo *L, bool ta, bool tb, LExpr *m, LExpr *nn, int64_t k, double a
 void att_operand(LCall *c, int x, int slot, LExpr *at, LExpr *ld);
 // S[ii ld + jj] += b of sequence m at (i0 + ii, k0 + jj), ii < nq, jj < nk.
 void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExpr *m, int i0, int k0);
+// Rows [0, nr) of local tile (rows ld apart, n features) <- rows row0 + r of
+// slot, head hd, a thread per element (coalesced); with tile2 >= 0 also
+// tile2 <- slot2.
+void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *row0, int nr, int tile, int slot, int tile2, int slot2);
+// The most bytes of shared memory a GPU block of the blocked forms takes
+// (the forward's staged tiles, the gradient's steps' block size).
+enum { ATT_STAGE_BYTES = 160 * 1024 };
 
 // Whether ATTENTION_GRAD a takes the keys-outer form (lower_attention_short.c):
 // the CPU, heads of at most 8 features, at least 8 heads, no score bias,

@@ -747,11 +747,29 @@ static int att_row_exp(Lo *L, int S, int sb, int js, int jn, int nk, int m) {
   return reduce_end(L, rd, load(L, S, iadd(L, xvar(L, sb), xvar(L, jj))), "l");
 }
 
+// Rows [0, nr) of tile (rows ld apart, n features) <- rows row0 + r of
+// slot, head hd, a thread per element, consecutive threads consecutive
+// features (coalesced); with tile2 >= 0 also tile2 <- slot2 (the same rows).
+void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *row0, int nr, int tile, int slot, int tile2, int slot2) {
+  int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nr), xi(L, n)), true, "x");
+  int r = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, n)), "r"), c = let(L, x2(L, LX_REM, xvar(L, x), xi(L, n)), "c");
+  int at = let(L, iadd(L, imul(L, xvar(L, r), xi(L, ld)), xvar(L, c)), "at");
+  int src = let(L, att_at(L, a, n, iadd(L, row0, xvar(L, r)), hd, xvar(L, c)), "src");
+  store(L, tile, xvar(L, at), load(L, slot, xvar(L, src)));
+  if (tile2 >= 0) store(L, tile2, xvar(L, at), load(L, slot2, xvar(L, src)));
+  for_end(L);
+}
+
 // Forward, one (sequence, head, query block) per outer index, the block's
 // rows [lo, hi) clipped to the step program's window. Per key block of
 // BK keys j < hi (the online softmax, seed 003's kernel fusion):
 // S = scale Q K^T, m' = max(m, max_j S_ij), A_i <- A_i e^(m - m') +
-// sum_j e^(S_ij - m') v_j, l_i likewise; then o_i = A_i / l_i.
+// sum_j e^(S_ij - m') v_j, l_i likewise; then o_i = A_i / l_i. On a GPU the
+// team GEMMs read Q's rows (staged once) and each key block's K and V rows
+// from shared memory where the tiles fit ATT_STAGE_BYTES, and the
+// exponentials and A's rescaling run an element per thread (a row per
+// thread would leave 192 of the 256 idle); --emit=cost on GPT-2-small: 774
+// us a launch reading global memory with 128 threads, 559 staged with 256.
 static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ) {
   const int64_t BK = L->tgt == LTARGET_GPU ? ATT_BK_GPU : ATT_BK_CPU;
   int64_t NH = a->NH, h = a->h, e = a->e, nqb = (L->g->t_max + BQ - 1) / BQ;
@@ -768,6 +786,13 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   bool gpu = L->tgt == LTARGET_GPU;
   int64_t ld = gpu ? gpu_tile_ld(BK) : att_score_ld(BK), ae = gpu ? gpu_tile_ld(e) : e;
   int S = local(L, BQ * ld), A = local(L, BQ * ae), M = local(L, BQ), Ls = local(L, BQ);
+  // on a GPU, Q's rows staged once and each key block's K and V rows, where
+  // they fit (rows gpu_tile_ld apart): the team GEMMs read shared memory
+  int64_t ldh = gpu_tile_ld(h), lde = gpu_tile_ld(e);
+  bool stage = gpu && (BQ * (ld + ae + ldh + 2) + BK * (ldh + lde)) * (int64_t)sizeof(float) <= ATT_STAGE_BYTES;
+  int Qt = stage ? local(L, BQ * ldh) : -1, Kt = stage ? local(L, BK * ldh) : -1, Vt = stage ? local(L, BK * lde) : -1;
+  if (stage) att_load_tile(L, a, hd, h, ldh, iadd(L, xvar(L, r0), xvar(L, lo)), nq, Qt, KS_IN0, -1, 0);
+  int Al = gpu ? local(L, BQ) : -1;  // the rows' rescaling e^(m - m') of a key block
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   store(L, M, xvar(L, ii), xf(L, a->Wmask ? ATT_FAR : -INFINITY));  // finite: a block may hold none of a row's keys
   store(L, Ls, xvar(L, ii), xf(L, 0));
@@ -778,9 +803,20 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int kb = for_begin(L, xi(L, 0), nkb, false, "kb");
   int k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, BK))), "k0");
   int nk = let(L, imin(L, xi(L, BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
+  LExpr *krow = iadd(L, xvar(L, kv0), xvar(L, k0));
+  if (stage && h == e) att_load_tile(L, a, hd, h, ldh, krow, nk, Kt, KS_IN1, Vt, KS_IN2);
+  else if (stage) {
+    att_load_tile(L, a, hd, h, ldh, krow, nk, Kt, KS_IN1, -1, 0);
+    att_load_tile(L, a, hd, e, lde, krow, nk, Vt, KS_IN2, -1, 0);
+  }
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
-  att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, iadd(L, xvar(L, r0), xvar(L, lo)), hd), xi(L, NH * h));
-  att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * h));
+  if (stage) {
+    att_operand(&c, LC_A, Qt, xi(L, 0), xi(L, ldh));
+    att_operand(&c, LC_B, Kt, xi(L, 0), xi(L, ldh));
+  } else {
+    att_operand(&c, LC_A, KS_IN0, att_head(L, a, h, iadd(L, xvar(L, r0), xvar(L, lo)), hd), xi(L, NH * h));
+    att_operand(&c, LC_B, KS_IN1, att_head(L, a, h, krow, hd), xi(L, NH * h));
+  }
   att_operand(&c, LC_C, S, xi(L, 0), xi(L, ld));
   gemm_call(L, c);
   att_block_bias(L, a, S, ld, nq, nk, xvar(L, sh), lo, k0);
@@ -795,17 +831,43 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int mn = let(L, x2(L, LX_MAX, xvar(L, mt), xvar(L, mo)), "mn");
   int al = let(L, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, mo), xvar(L, mn))), "al");
   store(L, M, xvar(L, ii), xvar(L, mn));
-  int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
-  store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
-  for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
-    int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), feat_c(L, &f)), "at");
-    store(L, A, xvar(L, at), x2(L, LX_MUL, load(L, A, xvar(L, at)), xvar(L, al)));
+  if (Al >= 0) {  // a GPU's block: the exponentials and A's rescaling an element per thread
+    store(L, Al, xvar(L, ii), xvar(L, al));
+    for_end(L);
+    int x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, BK)), true, "x");
+    ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, BK)), "ii");
+    int jx = let(L, x2(L, LX_REM, xvar(L, x), xi(L, BK)), "jj");
+    LExpr *i = iadd(L, xvar(L, lo), xvar(L, ii));
+    LExpr *in = x2(L, LX_AND, x2(L, LX_LT, xvar(L, jx), xvar(L, nk)), x2(L, LX_GE, i, iadd(L, xvar(L, k0), xvar(L, jx))));
+    js = att_row_start(L, a, i, k0);
+    if (js >= 0) in = x2(L, LX_AND, in, x2(L, LX_GE, xvar(L, jx), xvar(L, js)));
+    int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jx)), "at");
+    store(L, S, xvar(L, at), xsel(L, in, x1(L, LX_EXP, x2(L, LX_SUB, load(L, S, xvar(L, at)), load(L, M, xvar(L, ii)))), xf(L, 0)));
+    for_end(L);
+    x = for_begin(L, xi(L, 0), imul(L, xvar(L, nq), xi(L, e)), true, "x");
+    ii = let(L, x2(L, LX_DIV, xvar(L, x), xi(L, e)), "ii");
+    at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), x2(L, LX_REM, xvar(L, x), xi(L, e))), "at");
+    store(L, A, xvar(L, at), x2(L, LX_MUL, load(L, A, xvar(L, at)), load(L, Al, xvar(L, ii))));
+    for_end(L);
+    ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
+    LStmt *rs = reduce_begin(L, LX_ADD, xi(L, 0), xvar(L, nk), &jj);
+    int ls = reduce_end(L, rs, load(L, S, iadd(L, imul(L, xvar(L, ii), xi(L, ld)), xvar(L, jj))), "l");
+    store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), load(L, Al, xvar(L, ii))), xvar(L, ls)));
+    for_end(L);
+  } else {
+    int ls = att_row_exp(L, S, sb, js, jn, nk, mn);
+    store(L, Ls, xvar(L, ii), x2(L, LX_ADD, x2(L, LX_MUL, load(L, Ls, xvar(L, ii)), xvar(L, al)), xvar(L, ls)));
+    for (Feat f = feat_begin(L, e); feat_more(L, &f);) {
+      int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ae)), feat_c(L, &f)), "at");
+      store(L, A, xvar(L, at), x2(L, LX_MUL, load(L, A, xvar(L, at)), xvar(L, al)));
+    }
+    for_end(L);
   }
-  for_end(L);
   c = att_call(L, false, false, xvar(L, nq), xi(L, e), 0, 1, 1);  // A += P V
   c.k = xvar(L, nk);
   att_operand(&c, LC_A, S, xi(L, 0), xi(L, ld));
-  att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, iadd(L, xvar(L, kv0), xvar(L, k0)), hd), xi(L, NH * e));
+  if (stage) att_operand(&c, LC_B, Vt, xi(L, 0), xi(L, lde));
+  else att_operand(&c, LC_B, KS_IN2, att_head(L, a, e, krow, hd), xi(L, NH * e));
   att_operand(&c, LC_C, A, xi(L, 0), xi(L, ae));
   gemm_call(L, c);
   for_end(L);
@@ -1162,7 +1224,7 @@ void lower_attention(Lo *L, const Node *n) {
   if (BQ > 0) {  // (sequence, head[, query block]) per outer index; on a GPU a block's
     int64_t nqb = grad ? 1 : (L->g->t_max + BQ - 1) / BQ;  // threads, its GEMMs the team's
     L->own_outer = true;
-    if (L->tgt == LTARGET_GPU) L->lk->team = ATT_TEAM;
+    if (L->tgt == LTARGET_GPU) L->lk->team = ATT_BLOCK_TEAM;
     L->lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, a.NH * nqb));
     L->lk->nouter = symsize_mul(symsize_prod(qs, 0, tax), (SymSize){a.NH * nqb, 0, 0, 1});
     if (grad) lower_attention_grad_blocked(L, &a, n, BQ);
