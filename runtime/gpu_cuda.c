@@ -189,7 +189,9 @@ static bool c_launch(XfGpu *g, int fn, unsigned grid, unsigned block, unsigned s
   const void *k = (const void *)c->kernels[fn];
   if (shmem > 48 * 1024 && shmem > c->optin[fn]) {  // not a stream operation: allowed during a capture
     if (shmem > c->max_shmem) {
-      snprintf(g->err, sizeof g->err, "cuda: kernel %s needs %u bytes of shared memory, the device has %zu: use a shorter context",
+      snprintf(g->err, sizeof g->err,
+               "cuda: kernel %s needs %u bytes of shared memory per block for its local arrays, the device allows %zu "
+               "(the attention forms' tiles grow with the context and the head width; docs/cuda.md)",
                name, shmem, c->max_shmem);
       return false;
     }
