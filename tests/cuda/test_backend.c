@@ -74,6 +74,8 @@ static double max_abs(const float *a, int64_t n) {
 // --precision=bf16: codegen/storage.c) unless products_only is set (the
 // GEMMs alone in bf16, float32 storage: a schedule without storage).
 static bool products_only;
+// The seed of the parameters both sides start from.
+static int init_seed = 3;
 
 static bool build(const char *path, const Define *defs, int ndefs, bool fuse, int precision, char so[64], char *err,
                   size_t errlen) {
@@ -247,7 +249,7 @@ static void check_steps(const char *path, const Define *defs, int ndefs, int64_t
   }
   bool ok = !strcmp(xf_device(gpu), device_name);
   int64_t vocab = xf_vocab(cpu), n = B * T;
-  xf_init_params(cpu, 3), xf_init_params(gpu, 3);
+  xf_init_params(cpu, init_seed), xf_init_params(gpu, init_seed);
   set_tokens(cpu, n, vocab, 0), set_tokens(gpu, n, vocab, 0);
   double e_eval = fabs((double)xf_eval_step(cpu) - xf_eval_step(gpu)) / fabs((double)xf_eval_step(cpu));
   double e_logits = 0;
@@ -704,11 +706,19 @@ int main(int argc, char **argv) {
     check(path, defs, n, 3, 8, true, XF_PRECISION_FP32);
     check(path, defs, n, 3, 8, false, XF_PRECISION_FP32);
     // top-k routing is discontinuous: with bf16 products a near-tie of two
-    // experts' scores can go one way in the full forward and the other in the
-    // step program (their products round differently), a whole expert's
-    // output apart; the routed forms are checked in float32 above
+    // experts' scores can go one way on one side and the other on the other
+    // (their products round differently), a whole expert's gradient apart
+    // (parameters of seed 3: tok.W's gradient 7.5e-2 from the CPU's with
+    // bf16 products alone, float32 storage; 20 steps meet more ties). So
+    // MoE's steps and step program are checked in float32 above only, and
+    // in bf16 one step's forward and gradients (the routed steps' bf16
+    // storage, codegen/storage.c) from parameters of seed 1, which meet none
     if (strcmp(test_examples[i], "moe")) check(path, defs, n, 3, 8, true, XF_PRECISION_BF16);
-    else printf("skip %s bf16: top-k routing of bf16 scores is discontinuous at near-ties\n", path);
+    else {
+      init_seed = 1;
+      check_steps(path, defs, n, 3, 8, true, XF_PRECISION_BF16, 1, false);
+      init_seed = 3;
+    }
   }
   // a key window of 3 (stdlib SlidingWindowAttention): the step program in a
   // frame of 3 positions that moves (runtime/sampler.c, XfGpu.copy2d), with
