@@ -938,8 +938,8 @@ static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int sl
 // product whose A and B differ in storage reads the float32 one's bf16 copy
 // (Kernel.stage: LGemm.staged; LClass.stage makes it before the product,
 // unless it is a parameter's twin, BUF_TWIN, which the optimizer keeps
-// current). Element-wise accesses and
-// flat products convert; a bf16 slot elsewhere is an error in err.
+// current). Element-wise accesses (in steps of loops too) and flat
+// products convert; a bf16 slot elsewhere is an error in err.
 static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
                          char *err, size_t errlen) {
   int slot[KS_IMM];
@@ -949,7 +949,9 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
   if (!any || err[0]) return;
   const Node *n = &s->g->nodes[k->node];
   bool gpu = tgt == LTARGET_GPU, mixed = gm && gpu && bf[gm->slot[LG_A]] != bf[gm->slot[LG_B]];
-  if (c->steps || c->conv || (gpu && gm && !gm->flat) || (mixed && !bf[KS_STAGE])) {
+  bool step_gemm = false;  // steps with a GEMM record among them
+  for (int i = 0; c->steps && i < c->steps->n; i++) step_gemm |= c->steps->gm[i] != NULL;
+  if (step_gemm || c->conv || (gpu && gm && !gm->flat) || (mixed && !bf[KS_STAGE])) {
     snprintf(err, errlen, "%s:%d:%d: error: the %s backend has no bf16 storage for op '%s' (node %%%d)%s",
              n->loc.file ? n->loc.file : "<compiler>", n->loc.line, n->loc.col, gpu ? "CUDA" : "CPU",
              ir_op_info[n->op].name, n->id, mixed && !bf[KS_STAGE] ? ": a product of bf16 by float32 without a staged copy" : "");
@@ -964,6 +966,8 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
   }
   for (int i = 0; i < 2; i++)
     if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
+  for (int i = 0; c->steps && i < c->steps->n; i++)
+    memcpy(c->steps->lk[i]->slot_bf16, bf, sizeof bf), round_stored(a, c->steps->lk[i], c->steps->lk[i]->body);
 }
 
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {

@@ -18,9 +18,9 @@
 //     it writes for another kernel;
 //   - what reaches an LX_TOI (indices stored as floats).
 // Parameters, their gradients, inputs and outputs are float32, and so is
-// every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM, a
-// GPU's team GEMMs), a GPU's steps or direct product, or a kernel without a
-// lowering touches. cuBLAS multiplies bf16 by bf16 only: a GPU product whose
+// every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM on
+// a slot, a GPU's team GEMMs), a GPU's steps with a GEMM record among them
+// or direct product, or a kernel without a lowering touches. cuBLAS multiplies bf16 by bf16 only: a GPU product whose
 // A and B differ in storage reads a bf16 copy of the float32 one,
 // Kernel.stage: a parameter's twin (BUF_TWIN, persistent, rewritten by the
 // optimizer), else a scratch buffer of the kernel's own that it fills before
@@ -74,31 +74,45 @@ static void stmt_loads(const LStmt *st, uint32_t *vmask, uint32_t *idx) {
   }
 }
 
+// Whether the class's steps are all loops (no GEMM record among them).
+static bool steps_all_loops(const LSteps *st) {
+  for (int i = 0; i < st->n; i++)
+    if (!st->lk[i]) return false;
+  return true;
+}
+
 // Which of kernel k's slots its class's form accesses element by element
 // with a conversion (ok[slot]); false for every slot of a form that takes
-// pointers (a convolution, a sequence of steps, a kernel with an error).
+// pointers (a convolution, steps with a GEMM record among them, a kernel
+// with an error). Steps of loops alone (a GPU's blocked attention gradient)
+// count as one kernel's loops.
 static void convertible_slots(Arena *a, const LClass *c, LTarget tgt, bool ok[KS_IMM]) {
   for (int j = 0; j < KS_IMM; j++) ok[j] = false;
-  if (c->err || c->steps || c->conv) return;
+  if (c->err || c->conv || (c->steps && !steps_all_loops(c->steps))) return;
   if (c->gemm)
     for (int x = 0; x < 3; x++) ok[c->gemm->slot[x]] = true;
-  const LKernel *v[2] = {c->train, c->infer};
-  bool gemm[KS_COUNT] = {false};
-  for (int i = 0; i < 2; i++)
+  const LKernel *v[LSTEPS_MAX + 2] = {c->train, c->infer};
+  int nv = 2;
+  if (c->steps)
+    for (int i = nv = 0; i < c->steps->n; i++) v[nv++] = c->steps->lk[i];
+  bool gemm[KS_COUNT] = {false}, read[KS_IMM] = {false}, written[KS_IMM] = {false};
+  for (int i = 0; i < nv; i++)
     if (v[i]) gemm_slots(v[i]->body, gemm);
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; v[i] && j < KS_IMM; j++)
+  for (int i = 0; i < nv; i++)
+    for (int j = 0; v[i] && j < KS_IMM; j++) {
       if ((v[i]->slot_read[j] || v[i]->slot_written[j]) && !v[i]->slot_int[j]) ok[j] = !gemm[j];
+      read[j] |= v[i]->slot_read[j], written[j] |= v[i]->slot_written[j];
+    }
   // a GPU's direct product (not flat) reads and writes float32
   if (c->gemm && tgt == LTARGET_GPU && !c->gemm->flat)
     for (int x = 0; x < 3; x++) ok[c->gemm->slot[x]] = false;
-  // a slot the loops read back after writing it (a recurrence's earlier
-  // states, sums accumulated in place) keeps float32, so that nothing is
-  // carried through bf16; the epilogue's read of the product's C is not such
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; v[i] && j < KS_IMM; j++)
-      if (v[i]->slot_read[j] && v[i]->slot_written[j] && !(c->gemm && j == c->gemm->slot[LG_C])) ok[j] = false;
-  for (int i = 0; i < 2; i++) {
+  // a slot the loops (any of the steps) read back after writing it (a
+  // recurrence's earlier states, sums accumulated in place) keeps float32,
+  // so that nothing is carried through bf16; the epilogue's read of the
+  // product's C is not such
+  for (int j = 0; j < KS_IMM; j++)
+    if (read[j] && written[j] && !(c->gemm && j == c->gemm->slot[LG_C])) ok[j] = false;
+  for (int i = 0; i < nv; i++) {
     if (!v[i]) continue;
     uint32_t *vmask = arena_alloc(a, sizeof *vmask * ((size_t)v[i]->nvars + 1)), idx = 0;
     stmt_loads(v[i]->body, vmask, &idx);
