@@ -584,7 +584,8 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int M = local(L, tm), D = local(L, tm), DQ = local(L, tm * h), DK = local(L, tm * h), DV = local(L, tm * e);  // M: L_i
   int Kt = local(L, ATT_TILE * h), Vt = local(L, ATT_TILE * e);  // K, V tiles
   int Qt = local(L, ATT_QT * h), Ot = local(L, ATT_QT * e);        // Q, dO tiles
-  int Pt = local(L, ATT_QT * ATT_TILE), Xt = local(L, ATT_QT * ATT_TILE);  // P, dS of a query tile against a key tile
+  int64_t pld = gpu_tile_ld(ATT_TILE);  // Pt's and Xt's rows: a thread per row meets no bank conflict
+  int Pt = local(L, ATT_QT * pld), Xt = local(L, ATT_QT * pld);  // P, dS of a query tile against a key tile
   int i = for_begin(L, xi(L, 0), xvar(L, T), true, "i");
   for (Feat f = feat_begin(L, h); feat_more(L, &f);) {
     store(L, DQ, iadd(L, imul(L, feat_c(L, &f), xi(L, tm)), xvar(L, i)), xf(L, 0));
@@ -625,13 +626,13 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   int Li = let(L, load(L, M, xvar(L, iq)), "Li"), Di = let(L, load(L, D, xvar(L, iq)), "Di");
   AttRow qr = att_tile_row(L, Qt, qb, h, "q"), dr = att_tile_row(L, Ot, ob, e, "dy");
   int t = for_begin(L, xi(L, 0), xi(L, ATT_TILE / ATT_KQ), false, "t");
-  int jj = let(L, iadd(L, imul(L, xvar(L, kc), xi(L, ATT_TILE / ATT_KQ)), xvar(L, t)), "jj");
+  int jj = let(L, iadd(L, imul(L, xvar(L, t), xi(L, ATT_KQ)), xvar(L, kc)), "jj");  // a warp's ATT_KQ keys side by side
   int jk = let(L, iadd(L, xvar(L, k0), xvar(L, jj)), "jk");
   int s = let(L, att_biased(L, a, x2(L, LX_MUL, att_tile_dot(L, &qr, Kt, xvar(L, jj)), xf(L, n->fval)), xvar(L, 0), xvar(L, iq), xvar(L, jk)), "s");
   LExpr *seen = x2(L, LX_AND, x2(L, LX_GE, xvar(L, iq), xvar(L, jk)), x2(L, LX_LT, xvar(L, jk), xvar(L, T)));
   int p = let(L, xsel(L, seen, x1(L, LX_EXP, x2(L, LX_SUB, xvar(L, s), xvar(L, Li))), xf(L, 0)), "p");
   int dp = let(L, att_tile_dot(L, &dr, Vt, xvar(L, jj)), "dp");
-  int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, ATT_TILE)), xvar(L, jj)), "at");
+  int at = let(L, iadd(L, imul(L, xvar(L, ii), xi(L, pld)), xvar(L, jj)), "at");
   store(L, Pt, xvar(L, at), xvar(L, p));
   store(L, Xt, xvar(L, at), x2(L, LX_MUL, xf(L, n->fval), x2(L, LX_MUL, xvar(L, p), x2(L, LX_SUB, xvar(L, dp), xvar(L, Di)))));
   for_end(L);
@@ -639,7 +640,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
   i = for_begin(L, xvar(L, q0), iadd(L, xvar(L, q0), xvar(L, nq)), true, "i");  // (b)
   {
     int jn = let(L, imin(L, iadd(L, x2(L, LX_SUB, xvar(L, i), xvar(L, k0)), xi(L, 1)), xi(L, ATT_TILE)), "jn");
-    int xb = let(L, imul(L, x2(L, LX_SUB, xvar(L, i), xvar(L, q0)), xi(L, ATT_TILE)), "xb");
+    int xb = let(L, imul(L, x2(L, LX_SUB, xvar(L, i), xvar(L, q0)), xi(L, pld)), "xb");
     AttState st = att_state(L, h);
     int dq = att_state_acc(L, &st, DQ, h, i);
     att_state_begin(L, &st, xi(L, 0), xvar(L, jn), "st", NULL);
@@ -656,7 +657,7 @@ static void lower_attention_grad_gpu(Lo *L, Att *a, const Node *n) {
     int dk = att_state_acc(L, &st, DK, h, j), dv = att_state_acc(L, &st, DV, e, j);
     att_state_begin(L, &st, xvar(L, ilo), xvar(L, nq), "st", NULL);
     int t = st.index;
-    int at = let(L, iadd(L, imul(L, xvar(L, t), xi(L, ATT_TILE)), xvar(L, jc)), "at");
+    int at = let(L, iadd(L, imul(L, xvar(L, t), xi(L, pld)), xvar(L, jc)), "at");
     att_state_axpy(L, &st, dk, h, NULL, load(L, Xt, xvar(L, at)), Qt, xvar(L, t));
     att_state_axpy(L, &st, dv, e, NULL, load(L, Pt, xvar(L, at)), Ot, xvar(L, t));
     att_state_end(L, &st);
