@@ -8,7 +8,8 @@
 # shared-memory bank conflicts), except the ones listed below with the
 # reason they remain. And the check can fail: efff928's one-pass CONV_DW
 # (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, unpadded shared tiles
-# (XF_TEST_TILE_UNPADDED=1) must raise GPT-2-small's attention estimates.
+# (XF_TEST_TILE_UNPADDED=1) must raise GPT-2-small's attention estimates and
+# the Table 1 transformer's row-form attention gradient.
 # Usage: cost.sh XFC
 set -uo pipefail
 xfc=$1
@@ -75,6 +76,17 @@ if [ "$rise" = 3 ] && grep -q 'attention .*CLIFF:banks' <<<"$old" && ! grep -q '
   echo "ok: unpadded tiles: the 3 attention kernels' estimates rise: $(grep -E ' attention' <<<"$old" | awk '{ printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }')"
 else
   echo "FAIL: GPT-2-small's attention with unpadded tiles: $rise of 3 kernels cost more than with the padding, or no bank-conflict cliff"
+  fails=$((fails + 1))
+fi
+# the row form's gradient (heads of 4): its P and dS tiles read a row per
+# thread, so rows 64 floats apart must cost more than padded ones
+args=(--target=cuda --emit=cost examples/transformer.xf -D layers=2 --batch=64 --seq=128)
+old=$(XF_TEST_TILE_UNPADDED=1 "$xfc" "${args[@]}" 2>&1 | awk '$2 == "attention_grad" { print $13 }')
+pad=$("$xfc" "${args[@]}" 2>&1 | awk '$2 == "attention_grad" { print $13 }')
+if [ -n "$old" ] && [ -n "$pad" ] && awk -v a="$old" -v b="$pad" 'BEGIN { exit !(a > 1.1 * b) }'; then
+  echo "ok: the transformer's row-form attention_grad with unpadded P and dS tiles: $old us against $pad"
+else
+  echo "FAIL: the transformer's row-form attention_grad: unpadded tiles ${old:-?} us, padded ${pad:-?} us (expected over 10% more)"
   fails=$((fails + 1))
 fi
 new=$("$xfc" --target=cuda --emit=cost examples/me.xf -D layers=2 --batch=64 --seq=128 2>&1)
