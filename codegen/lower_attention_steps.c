@@ -53,7 +53,7 @@ typedef struct {
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
   int b0, nb0;               // variables: the block's first row and its rows (0 past T)
   int S, X, Ll, Dl;          // locals: S and X [bs, sld], L_i and D_i [bs]
-  int Qt, Ot, Kt, Vt;        // locals: Q [bs, ldh], dO [bs, lde], K [bs, ldh], V [bs, lde]
+  int Qt, Ot, Kt, Vt;        // locals: Q [bs, ldh] (attention_dkdv: O's rows first, lde apart, for D), dO [bs, lde], K, V
   int64_t nb;                // blocks per (sequence, head)
 } AttStep;
 
