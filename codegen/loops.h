@@ -271,6 +271,9 @@ typedef struct {
 // The steps of kernel k on tgt, or NULL where it is one launch (every kernel
 // but a matrix-kind causal convolution with Kernel.chunk set, on a GPU).
 LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt);
+// Whether every step of st is an LKernel (no GEMM record among them): its
+// slots are accessed element by element, as one kernel's loops access them.
+bool lsteps_all_loops(const LSteps *st);
 
 
 // lower.c: the loop description of kernel k (its class), or NULL for a

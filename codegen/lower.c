@@ -949,9 +949,7 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
   if (!any || err[0]) return;
   const Node *n = &s->g->nodes[k->node];
   bool gpu = tgt == LTARGET_GPU, mixed = gm && gpu && bf[gm->slot[LG_A]] != bf[gm->slot[LG_B]];
-  bool step_gemm = false;  // steps with a GEMM record among them
-  for (int i = 0; c->steps && i < c->steps->n; i++) step_gemm |= c->steps->gm[i] != NULL;
-  if (step_gemm || c->conv || (gpu && gm && !gm->flat) || (mixed && !bf[KS_STAGE])) {
+  if ((c->steps && !lsteps_all_loops(c->steps)) || c->conv || (gpu && gm && !gm->flat) || (mixed && !bf[KS_STAGE])) {
     snprintf(err, errlen, "%s:%d:%d: error: the %s backend has no bf16 storage for op '%s' (node %%%d)%s",
              n->loc.file ? n->loc.file : "<compiler>", n->loc.line, n->loc.col, gpu ? "CUDA" : "CPU",
              ir_op_info[n->op].name, n->id, mixed && !bf[KS_STAGE] ? ": a product of bf16 by float32 without a staged copy" : "");

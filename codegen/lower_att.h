@@ -82,6 +82,9 @@ void att_block_bias(Lo *L, const Att *a, int S, int64_t ld, int nq, int nk, LExp
 // slot, head hd, a thread per element (coalesced); with tile2 >= 0 also
 // tile2 <- slot2.
 void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *row0, int nr, int tile, int slot, int tile2, int slot2);
+// K's rows krow + [0, nk) (input 1) into tile Kt (rows ldh apart) and V's
+// (input 2) into Vt (lde apart): one loop where the widths agree.
+void att_load_kv(Lo *L, const Att *a, int hd, LExpr *krow, int nk, int Kt, int64_t ldh, int Vt, int64_t lde);
 // The most bytes of shared memory a GPU block of the blocked forms takes
 // (the forward's staged tiles, the gradient's steps' block size).
 enum { ATT_STAGE_BYTES = 160 * 1024 };

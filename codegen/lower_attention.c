@@ -761,6 +761,15 @@ void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *ro
   for_end(L);
 }
 
+void att_load_kv(Lo *L, const Att *a, int hd, LExpr *krow, int nk, int Kt, int64_t ldh, int Vt, int64_t lde) {
+  if (a->h == a->e && ldh == lde) {
+    att_load_tile(L, a, hd, a->h, ldh, krow, nk, Kt, KS_IN1, Vt, KS_IN2);
+    return;
+  }
+  att_load_tile(L, a, hd, a->h, ldh, krow, nk, Kt, KS_IN1, -1, 0);
+  att_load_tile(L, a, hd, a->e, lde, krow, nk, Vt, KS_IN2, -1, 0);
+}
+
 // Forward, one (sequence, head, query block) per outer index, the block's
 // rows [lo, hi) clipped to the step program's window. Per key block of
 // BK keys j < hi (the online softmax, seed 003's kernel fusion):
@@ -805,11 +814,7 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int k0 = let(L, iadd(L, xvar(L, kf), imul(L, xvar(L, kb), xi(L, BK))), "k0");
   int nk = let(L, imin(L, xi(L, BK), x2(L, LX_SUB, xvar(L, kend), xvar(L, k0))), "nk");
   LExpr *krow = iadd(L, xvar(L, kv0), xvar(L, k0));
-  if (stage && h == e) att_load_tile(L, a, hd, h, ldh, krow, nk, Kt, KS_IN1, Vt, KS_IN2);
-  else if (stage) {
-    att_load_tile(L, a, hd, h, ldh, krow, nk, Kt, KS_IN1, -1, 0);
-    att_load_tile(L, a, hd, e, lde, krow, nk, Vt, KS_IN2, -1, 0);
-  }
+  if (stage) att_load_kv(L, a, hd, krow, nk, Kt, ldh, Vt, lde);
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), h, n->fval, 0);  // S = scale Q K^T
   if (stage) {
     att_operand(&c, LC_A, Qt, xi(L, 0), xi(L, ldh));

@@ -50,6 +50,7 @@ typedef struct {
   const Node *n;
   int64_t bs;                // rows per block
   int64_t ldh, lde, sld;     // gpu_tile_ld of h, e and bs: the tiles' row strides
+  int64_t ldm;               // max(ldh, lde): a tile that holds O's rows, then Q's or dQ's
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
   int b0, nb0;               // variables: the block's first row and its rows (0 past T)
   int S, X, Ll, Dl;          // locals: S and X [bs, sld], L_i and D_i [bs]
@@ -69,6 +70,7 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   st->bs = ATT_STEP_BS;
   while (st->bs > 8 && att_step_floats(st->bs, st->a.h, st->a.e) * (int64_t)sizeof(float) > ATT_STAGE_BYTES) st->bs /= 2;
   st->ldh = gpu_tile_ld(st->a.h), st->lde = gpu_tile_ld(st->a.e), st->sld = gpu_tile_ld(st->bs);
+  st->ldm = st->ldh > st->lde ? st->ldh : st->lde;
   st->nb = (s->g->t_max + st->bs - 1) / st->bs;
   lk->shape = LK_ROWS, lk->team = ATT_BLOCK_TEAM;
   lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, st->a.NH * st->nb));
@@ -84,21 +86,6 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   st->S = local(L, st->bs * st->sld), st->X = local(L, st->bs * st->sld), st->Ll = local(L, st->bs), st->Dl = local(L, st->bs);
   st->Kt = local(L, st->bs * st->ldh), st->Vt = local(L, st->bs * st->lde), st->Ot = local(L, st->bs * st->lde);
   return lk;
-}
-
-static void att_step_load(Lo *L, const AttStep *st, int64_t n, int64_t ld, LExpr *row0, int nr, int tile, int slot, int tile2,
-                          int slot2) {
-  att_load_tile(L, &st->a, st->hd, n, ld, row0, nr, tile, slot, tile2, slot2);
-}
-
-// K and V's rows krow + [0, nk) into st->Kt and st->Vt (one loop where h = e).
-static void att_step_kv(Lo *L, const AttStep *st, LExpr *krow, int nk) {
-  if (st->a.h == st->a.e) {
-    att_step_load(L, st, st->a.h, st->ldh, krow, nk, st->Kt, KS_IN1, st->Vt, KS_IN2);
-    return;
-  }
-  att_step_load(L, st, st->a.h, st->ldh, krow, nk, st->Kt, KS_IN1, -1, 0);
-  att_step_load(L, st, st->a.e, st->lde, krow, nk, st->Vt, KS_IN2, -1, 0);
 }
 
 // Rows [0, nr) of tile (rows ld apart) <- 0 over part p's width.
@@ -124,7 +111,7 @@ static void att_step_store(Lo *L, const AttStep *st, int p, int tile, int64_t ld
 static void att_step_rows(Lo *L, const AttStep *st, int i0, int nq, int Otmp) {
   const Att *a = &st->a;
   LExpr *qrow = iadd(L, xvar(L, st->r0), xvar(L, i0));
-  att_step_load(L, st, a->e, st->lde, qrow, nq, st->Ot, KS_IN0 + 3, Otmp, KS_IN0 + 5);
+  att_load_tile(L, a, st->hd, a->e, st->lde, qrow, nq, st->Ot, KS_IN0 + 3, Otmp, KS_IN0 + 5);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   store(L, st->Ll, xvar(L, ii), load(L, KS_IN0 + 4, att_at(L, a, 1, iadd(L, qrow, xvar(L, ii)), st->hd, xi(L, 0))));
   int ob = let(L, imul(L, xvar(L, ii), xi(L, st->lde)), "ob");
@@ -186,13 +173,12 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
   const Att *a = &st.a;
-  int64_t ldq = st.ldh > st.lde ? st.ldh : st.lde;
-  st.Qt = local(L, st.bs * ldq);  // O's rows (lde apart) for D, then Q's (ldh apart)
+  st.Qt = local(L, st.bs * st.ldm);  // O's rows (lde apart) for D, then Q's (ldh apart)
   int dK = local(L, st.bs * st.ldh), dV = local(L, st.bs * st.lde);
   int k0 = st.b0, nk = st.nb0;  // the key block
   int k1 = let(L, iadd(L, xvar(L, k0), xvar(L, nk)), "k1");
   LExpr *krow = iadd(L, xvar(L, st.kv0), xvar(L, k0));
-  att_step_kv(L, &st, krow, nk);
+  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.ldh, st.Vt, st.lde);
   att_step_zero(L, &st, 1, dK, st.ldh, nk);
   att_step_zero(L, &st, 2, dV, st.lde, nk);
   // queries [k0, qe): the last that sees key k1 - 1 is k1 - 1 + W - 1
@@ -203,7 +189,7 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, st.bs))), "i0");
   int nq = let(L, imin(L, xi(L, st.bs), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
   att_step_rows(L, &st, i0, nq, st.Qt);
-  att_step_load(L, &st, a->h, st.ldh, iadd(L, xvar(L, st.r0), xvar(L, i0)), nq, st.Qt, KS_IN0, -1, 0);
+  att_load_tile(L, a, st.hd, a->h, st.ldh, iadd(L, xvar(L, st.r0), xvar(L, i0)), nq, st.Qt, KS_IN0, -1, 0);
   att_step_products(L, &st, i0, nq, k0, nk);
   att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
@@ -231,17 +217,16 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
   const Att *a = &st.a;
   st.Qt = local(L, st.bs * st.ldh);
-  int64_t ldq = st.ldh > st.lde ? st.ldh : st.lde;
-  int dQ = local(L, st.bs * ldq);  // O's rows (lde apart) for D, then dQ's (ldh apart)
+  int dQ = local(L, st.bs * st.ldm);  // O's rows (lde apart) for D, then dQ's (ldh apart)
   int i0 = st.b0, nq = st.nb0;     // the query block
   LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0));
   att_step_rows(L, &st, i0, nq, dQ);
-  att_step_load(L, &st, a->h, st.ldh, qrow, nq, st.Qt, KS_IN0, -1, 0);
+  att_load_tile(L, a, st.hd, a->h, st.ldh, qrow, nq, st.Qt, KS_IN0, -1, 0);
   att_step_zero(L, &st, 0, dQ, st.ldh, nq);
   int k0, nk;
   att_step_keys(L, &st, &k0, &nk);
   LExpr *krow = iadd(L, xvar(L, st.kv0), xvar(L, k0));
-  att_step_kv(L, &st, krow, nk);
+  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.ldh, st.Vt, st.lde);
   att_step_products(L, &st, i0, nq, k0, nk);
   att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K

@@ -342,6 +342,12 @@ bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt) {
           lower_attention_steps(NULL, s, k, NULL));
 }
 
+bool lsteps_all_loops(const LSteps *st) {
+  for (int i = 0; i < st->n; i++)
+    if (!st->lk[i]) return false;
+  return true;
+}
+
 LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   const Graph *g = s->g;
   const Node *n = &g->nodes[k->node];

@@ -20,7 +20,8 @@
 // Parameters, their gradients, inputs and outputs are float32, and so is
 // every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM on
 // a slot, a GPU's team GEMMs), a GPU's steps with a GEMM record among them
-// or direct product, or a kernel without a lowering touches. cuBLAS multiplies bf16 by bf16 only: a GPU product whose
+// or direct product, or a kernel without a lowering touches. cuBLAS
+// multiplies bf16 by bf16 only: a GPU product whose
 // A and B differ in storage reads a bf16 copy of the float32 one,
 // Kernel.stage: a parameter's twin (BUF_TWIN, persistent, rewritten by the
 // optimizer), else a scratch buffer of the kernel's own that it fills before
@@ -74,13 +75,6 @@ static void stmt_loads(const LStmt *st, uint32_t *vmask, uint32_t *idx) {
   }
 }
 
-// Whether the class's steps are all loops (no GEMM record among them).
-static bool steps_all_loops(const LSteps *st) {
-  for (int i = 0; i < st->n; i++)
-    if (!st->lk[i]) return false;
-  return true;
-}
-
 // Which of kernel k's slots its class's form accesses element by element
 // with a conversion (ok[slot]); false for every slot of a form that takes
 // pointers (a convolution, steps with a GEMM record among them, a kernel
@@ -88,7 +82,7 @@ static bool steps_all_loops(const LSteps *st) {
 // count as one kernel's loops.
 static void convertible_slots(Arena *a, const LClass *c, LTarget tgt, bool ok[KS_IMM]) {
   for (int j = 0; j < KS_IMM; j++) ok[j] = false;
-  if (c->err || c->conv || (c->steps && !steps_all_loops(c->steps))) return;
+  if (c->err || c->conv || (c->steps && !lsteps_all_loops(c->steps))) return;
   if (c->gemm)
     for (int x = 0; x < 3; x++) ok[c->gemm->slot[x]] = true;
   const LKernel *v[LSTEPS_MAX + 2] = {c->train, c->infer};
