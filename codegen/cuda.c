@@ -210,7 +210,9 @@ static void prelude(R *r) {
          "// C = alpha op(A) op(B) + beta C by a block's threads, between barriers the\n"
          "// caller prints (LS_GEMM: the blocked attention forms). A m x k (k x m if ta),\n"
          "// rows lda apart; B k x n (n x k if tb); C m x n; an element of A at (i, q) is\n"
-         "// A[i sa_i + q sa_k], of B at (q, j) B[q sb_k + j sb_j].\n"
+         "// A[i sa_i + q sa_k], of B at (q, j) B[q sb_k + j sb_j]. A and B float32 or bf16\n"
+         "// (unsigned short: a bf16 local, LKernel.local_bf16); PA, PB: A's, B's fragment\n"
+         "// pairs read as one word each (loops.h lcall_packed); C float32.\n"
          "// float32 (mma 0): a thread takes tiles of XF_TM x XF_TN entries (consecutive\n"
          "// threads, consecutive tiles along a row), their sums in registers, each\n"
          "// entry's in order of k.\n"
@@ -253,6 +255,28 @@ static void prelude(R *r) {
          "#else\n"
          "__device__ __forceinline__ xf_u32 xf_bf16x2(float lo, float hi) { return (xf_u32)xf_bf16_st(lo) | (xf_u32)xf_bf16_st(hi) << 16; }\n"
          "#endif\n"
+         "__device__ __forceinline__ float xf_ldf(float x) { return x; }\n"
+         "__device__ __forceinline__ float xf_ldf(unsigned short x) { return xf_bf16_ld(x); }\n"
+         "// k = c and c + 1 of a lane's row of an operand (elements s apart) as a bf16 pair,\n"
+         "// k = c in the low half, an element from kl on 0: float32 rounded to nearest even,\n"
+         "// bf16 as stored.\n"
+         "__device__ __forceinline__ xf_u32 xf_pair(const float *p, xf_i64 s, int c, int kl) {\n"
+         "  return xf_bf16x2(c < kl ? p[c * s] : 0.0f, c + 1 < kl ? p[(c + 1) * s] : 0.0f);\n"
+         "}\n"
+         "__device__ __forceinline__ xf_u32 xf_pair(const unsigned short *p, xf_i64 s, int c, int kl) {\n"
+         "  return (c < kl ? (xf_u32)p[c * s] : 0u) | (c + 1 < kl ? (xf_u32)p[(c + 1) * s] << 16 : 0u);\n"
+         "}\n"
+         "// The pair at p and p + 1 of a packed operand (an aligned word), both inside k.\n"
+         "__device__ __forceinline__ xf_u32 xf_word(const unsigned short *p) {\n"
+         "#ifdef XF_EMULATION\n"
+         "  xf_u32 w;\n"
+         "  memcpy(&w, p, sizeof w);\n"
+         "  return w;\n"
+         "#else\n"
+         "  return *(const xf_u32 *)p;\n"
+         "#endif\n"
+         "}\n"
+         "__device__ __forceinline__ xf_u32 xf_word(const float *p) { return xf_bf16x2(p[0], p[1]); }  // never packed\n"
          "#define XF_TM 4\n"
          "#define XF_TN 4\n"
          "__device__ __forceinline__ int xf_team_tile(xf_i64 tm, xf_i64 tn, xf_i64 nw) { return " XF_STR(XF_TEAM_TILE_EXPR) "; }\n"
@@ -261,34 +285,35 @@ static void prelude(R *r) {
          "// (g, g + 8), pb its columns of B (g of each tile), at the lane's first k of\n"
          "// the step; an element whose k is kl or more past that is 0.\n"
          "// bf16: A's register r (row g + 8 (r %% 2), k 2 t + 8 (r / 2) + e), B's r (k 2 t + 8 r + e).\n"
-         "template <int NT>\n"
-         "__device__ __forceinline__ void xf_mma_step_bf16(float (*d)[4], const float **pa, const float **pb, xf_i64 sa_k, xf_i64 sb_k,\n"
+         "// PA (PB): A's (B's) pairs packed words, read whole in a full step (kl 16).\n"
+         "template <int NT, int PA, int PB, typename TA, typename TB>\n"
+         "__device__ __forceinline__ void xf_mma_step_bf16(float (*d)[4], const TA **pa, const TB **pb, xf_i64 sa_k, xf_i64 sb_k,\n"
          "    int kl) {\n"
          "  xf_u32 fa[4], fb[NT][2];\n"
          "  for (int r = 0; r < 4; r++) {\n"
          "    const int h = r & 1, c = 8 * (r >> 1);\n"
-         "    fa[r] = xf_bf16x2(c < kl ? pa[h][c * sa_k] : 0.0f, c + 1 < kl ? pa[h][(c + 1) * sa_k] : 0.0f);\n"
+         "    fa[r] = PA && kl >= 16 ? xf_word(pa[h] + c) : xf_pair(pa[h], sa_k, c, kl);\n"
          "  }\n"
          "  for (int v = 0; v < NT; v++)\n"
          "    for (int r = 0; r < 2; r++) {\n"
          "      const int c = 8 * r;\n"
-         "      fb[v][r] = xf_bf16x2(c < kl ? pb[v][c * sb_k] : 0.0f, c + 1 < kl ? pb[v][(c + 1) * sb_k] : 0.0f);\n"
+         "      fb[v][r] = PB && kl >= 16 ? xf_word(pb[v] + c) : xf_pair(pb[v], sb_k, c, kl);\n"
          "    }\n"
          "  for (int v = 0; v < NT; v++) xf_mma_bf16(d[v], fa, fb[v]);\n"
          "  pa[0] += 16 * sa_k, pa[1] += 16 * sa_k;\n"
          "  for (int v = 0; v < NT; v++) pb[v] += 16 * sb_k;\n"
          "}\n"
          "// TF32: A's register r (row g + 8 (r %% 2), k t + 4 (r / 2)), B's r (k t + 4 r).\n"
-         "template <int NT>\n"
-         "__device__ __forceinline__ void xf_mma_step_tf32(float (*d)[4], const float **pa, const float **pb, xf_i64 sa_k, xf_i64 sb_k,\n"
+         "template <int NT, typename TA, typename TB>\n"
+         "__device__ __forceinline__ void xf_mma_step_tf32(float (*d)[4], const TA **pa, const TB **pb, xf_i64 sa_k, xf_i64 sb_k,\n"
          "    int kl) {\n"
          "  xf_u32 fa[4], fb[NT][2];\n"
          "  for (int r = 0; r < 4; r++) {\n"
          "    const int c = 4 * (r >> 1);\n"
-         "    fa[r] = xf_tf32(c < kl ? pa[r & 1][c * sa_k] : 0.0f);\n"
+         "    fa[r] = xf_tf32(c < kl ? xf_ldf(pa[r & 1][c * sa_k]) : 0.0f);\n"
          "  }\n"
          "  for (int v = 0; v < NT; v++)\n"
-         "    for (int r = 0; r < 2; r++) fb[v][r] = xf_tf32(4 * r < kl ? pb[v][4 * r * sb_k] : 0.0f);\n"
+         "    for (int r = 0; r < 2; r++) fb[v][r] = xf_tf32(4 * r < kl ? xf_ldf(pb[v][4 * r * sb_k]) : 0.0f);\n"
          "  for (int v = 0; v < NT; v++) xf_mma_tf32(d[v], fa, fb[v]);\n"
          "  pa[0] += 8 * sa_k, pa[1] += 8 * sa_k;\n"
          "  for (int v = 0; v < NT; v++) pb[v] += 8 * sb_k;\n"
@@ -296,15 +321,16 @@ static void prelude(R *r) {
          "// The team's product by warp tiles of 1 x NT mma tiles (16 x 8 NT entries).\n"
          "// A lane's rows of A past m (columns of B past n) read row (column) 0\n"
          "// instead: they only make entries of C past m (n), which are not stored.\n"
-         "template <int NT>\n"
+         "template <int NT, int PA, int PB, typename TA, typename TB>\n"
          "__device__ __forceinline__ void xf_team_mma_tiles(xf_u32 mma, xf_i64 m, xf_i64 n, xf_i64 k, float alpha,\n"
-         "    const float *A, xf_i64 sa_i, xf_i64 sa_k, const float *B, xf_i64 sb_k, xf_i64 sb_j, float beta, float *C, xf_i64 ldc) {\n"
+         "    const TA *A, xf_i64 sa_i, xf_i64 sa_k, const TB *B, xf_i64 sb_k, xf_i64 sb_j, float beta, float *C, xf_i64 ldc) {\n"
          "  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
          "  const xf_i64 un = ((n + 7) / 8 + NT - 1) / NT, units = (m + 15) / 16 * un, nw = blockDim.x >> 5;\n"
          "  const int bf = mma == 2, tq = bf ? 2 * t : t;  // the lane's first k in a step\n"
          "  for (xf_i64 w = threadIdx.x >> 5; w < (units + nw - 1) / nw * nw; w += nw) {  // as often in every warp\n"
          "    const xf_i64 i0 = w < units ? w / un * 16 : m, j0 = w < units ? w %% un * 8 * NT : n;  // past the end: zeros\n"
-         "    const float *pa[2], *pb[NT];\n"
+         "    const TA *pa[2];\n"
+         "    const TB *pb[NT];\n"
          "    for (int h = 0; h < 2; h++) {\n"
          "      const xf_i64 i = i0 + g + 8 * h;\n"
          "      pa[h] = A + (i < m ? i : 0) * sa_i + tq * sa_k;\n"
@@ -318,8 +344,8 @@ static void prelude(R *r) {
          "      for (int r = 0; r < 4; r++) d[v][r] = 0.0f;\n"
          "    xf_i64 q0 = 0;\n"
          "    if (bf) {  // XF_MMA_BF16\n"
-         "      _Pragma(\"unroll 1\") for (; q0 + 16 <= k; q0 += 16) xf_mma_step_bf16<NT>(d, pa, pb, sa_k, sb_k, 16);\n"
-         "      if (q0 < k) xf_mma_step_bf16<NT>(d, pa, pb, sa_k, sb_k, (int)(k - q0) - tq);\n"
+         "      _Pragma(\"unroll 1\") for (; q0 + 16 <= k; q0 += 16) xf_mma_step_bf16<NT, PA, PB>(d, pa, pb, sa_k, sb_k, 16);\n"
+         "      if (q0 < k) xf_mma_step_bf16<NT, PA, PB>(d, pa, pb, sa_k, sb_k, (int)(k - q0) - tq);\n"
          "    } else {  // XF_MMA_TF32\n"
          "      _Pragma(\"unroll 1\") for (; q0 + 8 <= k; q0 += 8) xf_mma_step_tf32<NT>(d, pa, pb, sa_k, sb_k, 8);\n"
          "      if (q0 < k) xf_mma_step_tf32<NT>(d, pa, pb, sa_k, sb_k, (int)(k - q0) - tq);\n"
@@ -334,14 +360,15 @@ static void prelude(R *r) {
          "      }\n"
          "  }\n"
          "}\n"
+         "template <int PA, int PB, typename TA, typename TB>\n"
          "__device__ __forceinline__ void xf_team_gemm(xf_u32 mma, int ta, int tb, xf_i64 m, xf_i64 n, xf_i64 k, float alpha,\n"
-         "    const float *A, xf_i64 lda, const float *B, xf_i64 ldb, float beta, float *C, xf_i64 ldc) {\n"
+         "    const TA *A, xf_i64 lda, const TB *B, xf_i64 ldb, float beta, float *C, xf_i64 ldc) {\n"
          "  const xf_i64 sa_i = ta ? 1 : lda, sa_k = ta ? lda : 1, sb_k = tb ? 1 : ldb, sb_j = tb ? ldb : 1;\n"
          "  if (mma) {  // the kind is the same in every warp of the block\n"
          "    const int kind = xf_team_tile((m + 15) / 16, (n + 7) / 8, blockDim.x >> 5);\n"
-         "    if (kind == 2) xf_team_mma_tiles<4>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
-         "    else if (kind == 1) xf_team_mma_tiles<2>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
-         "    else xf_team_mma_tiles<1>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
+         "    if (kind == 2) xf_team_mma_tiles<4, PA, PB>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
+         "    else if (kind == 1) xf_team_mma_tiles<2, PA, PB>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
+         "    else xf_team_mma_tiles<1, PA, PB>(mma, m, n, k, alpha, A, sa_i, sa_k, B, sb_k, sb_j, beta, C, ldc);\n"
          "    return;\n"
          "  }\n"
          "  const xf_i64 tn = (n + XF_TN - 1) / XF_TN, tiles = (m + XF_TM - 1) / XF_TM * tn;\n"
@@ -353,8 +380,8 @@ static void prelude(R *r) {
          "      for (int c = 0; c < XF_TN; c++) acc[r][c] = 0.0f;\n"
          "    for (xf_i64 q = 0; q < k; q++) {\n"
          "      float x[XF_TM], y[XF_TN];\n"
-         "      for (int r = 0; r < XF_TM; r++) x[r] = r < mi ? A[(i0 + r) * sa_i + q * sa_k] : 0.0f;\n"
-         "      for (int c = 0; c < XF_TN; c++) y[c] = c < nj ? B[q * sb_k + (j0 + c) * sb_j] : 0.0f;\n"
+         "      for (int r = 0; r < XF_TM; r++) x[r] = r < mi ? xf_ldf(A[(i0 + r) * sa_i + q * sa_k]) : 0.0f;\n"
+         "      for (int c = 0; c < XF_TN; c++) y[c] = c < nj ? xf_ldf(B[q * sb_k + (j0 + c) * sb_j]) : 0.0f;\n"
          "      for (int r = 0; r < XF_TM; r++)\n"
          "        for (int c = 0; c < XF_TN; c++) acc[r][c] += x[r] * y[c];\n"
          "    }\n"
@@ -527,8 +554,10 @@ static char view_of(const LP *p, int slot) {
   return slot >= LK_LOCAL0 ? 'X' : p->stored[slot] ? 'S' : p->lk->slot_int[slot] ? 'I' : 'L';
 }
 static int view_index(int slot) { return slot >= LK_LOCAL0 ? slot - LK_LOCAL0 : slot; }
-// The slot holds bf16 elements (LKernel.slot_bf16): its view is unsigned short.
-static bool half(const LP *p, int slot) { return slot < KS_COUNT && p->lk->slot_bf16[slot]; }
+// The slot or local holds bf16 elements (LKernel.slot_bf16, local_bf16): its view is unsigned short.
+static bool half(const LP *p, int slot) {
+  return slot >= LK_LOCAL0 ? p->lk->local_bf16[slot - LK_LOCAL0] : slot < KS_COUNT && p->lk->slot_bf16[slot];
+}
 
 // Variable names: "v<index>", or "<name>_<index>" (the last '_' separates the
 // index, so two variables never share a name, nor one of the fixed names
@@ -785,14 +814,16 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     const LCall *c = st->call;
     if (!coop || !p->block) break;
     for (int x = 0; x < 3; x++)
-      if (half(p, c->slot[x]) && !r->err) r->err = "internal error: cuda.c: a team GEMM on a bf16 slot";
+      if (half(p, c->slot[x]) && (x == LC_C || c->slot[x] < LK_LOCAL0) && !r->err)
+        r->err = "internal error: cuda.c: a team GEMM's C, or an operand in global memory, in bf16";
     lk_line(p, "__syncthreads();\n");
-    lk_line(p, "xf_team_gemm(a.mma, %d, %d, ", c->ta, c->tb);
+    lk_line(p, "xf_team_gemm<%d, %d>(a.mma, %d, %d, ", lcall_packed(p->lk, c, LC_A), lcall_packed(p->lk, c, LC_B), c->ta, c->tb);
     lx(p, c->m), out(r, ", "), lx(p, c->n), out(r, ", "), lx(p, c->k);
     out(r, ", (float)%.17g", c->alpha);
     for (int x = 0; x < 3; x++) {
       if (x == LC_C) out(r, ", (float)%.17g", c->beta);
-      out(r, ", %s%c%d + ", x == LC_C ? "" : "(const float *)", view_of(p, c->slot[x]), view_index(c->slot[x]));
+      const char *cast = x == LC_C ? "" : half(p, c->slot[x]) ? "(const unsigned short *)" : "(const float *)";
+      out(r, ", %s%c%d + ", cast, view_of(p, c->slot[x]), view_index(c->slot[x]));
       lx(p, c->at[x]);
       out(r, ", ");
       lx(p, c->ld[x]);
@@ -812,13 +843,15 @@ static void lk_block(LP *p, const LStmt *st, bool coop) {
 }
 
 // Local arrays: X<i> at offset off[i] floats (16-byte aligned) of `total`
-// per outer index; in shared memory for a row's threads (a region per warp,
-// or the block's), a thread's own array in ELEM mode.
+// per outer index, a bf16 local in half as many floats; in shared memory
+// for a row's threads (a region per warp, or the block's), a thread's own
+// array in ELEM mode.
 static int64_t lk_locals(const LKernel *lk, int64_t *off) {
   int64_t total = 0;
   for (int i = 0; i < lk->nlocals; i++) {
     if (off) off[i] = total;
-    total += (lk->local_size[i] + 3) & ~(int64_t)3;
+    int64_t n = lk->local_bf16[i] ? (lk->local_size[i] + 1) / 2 : lk->local_size[i];
+    total += (n + 3) & ~(int64_t)3;
   }
   return total;
 }
@@ -839,13 +872,17 @@ static void lk_local_views(LP *p, int mode) {
   int64_t off[LK_MAX_LOCALS], total = lk_locals(p->lk, off);
   if (!p->lk->nlocals) return;
   if (mode == MODE_ELEM) {
-    for (int i = 0; i < p->lk->nlocals; i++) out(p->r, "  float X%d[%lld];\n", i, (long long)p->lk->local_size[i]);
+    for (int i = 0; i < p->lk->nlocals; i++)
+      out(p->r, "  %s X%d[%lld];\n", p->lk->local_bf16[i] ? "unsigned short" : "float", i, (long long)p->lk->local_size[i]);
     return;
   }
   out(p->r, "  XF_DYN_SHARED(float, xf_local);\n");
-  for (int i = 0; i < p->lk->nlocals; i++)
-    out(p->r, "  float *const X%d = xf_local + %s%lldLL;\n", i, mode == MODE_WARP ? arena_printf(p->r->a, "(threadIdx.x >> 5) * %lldLL + ", (long long)total) : "",
-        (long long)off[i]);
+  for (int i = 0; i < p->lk->nlocals; i++) {
+    bool h = p->lk->local_bf16[i];
+    out(p->r, "  %s *const X%d = %sxf_local + %s%lldLL%s;\n", h ? "unsigned short" : "float", i, h ? "(unsigned short *)(" : "",
+        mode == MODE_WARP ? arena_printf(p->r->a, "(threadIdx.x >> 5) * %lldLL + ", (long long)total) : "", (long long)off[i],
+        h ? ")" : "");
+  }
 }
 
 // Prints the body of the __global__ function of lk; returns its mode.

@@ -107,7 +107,7 @@ typedef struct {
 } XCost;
 
 typedef struct Walk Walk;
-static void local_access(const Walk *w, const LExpr *idx, XCost *c);
+static void local_access(const Walk *w, int slot, const LExpr *idx, XCost *c);
 static double global_lines(const Walk *w, int slot, const LExpr *idx);
 
 // Instructions of an operation; a 64-bit integer division or remainder is
@@ -132,7 +132,7 @@ static void xcost(const Walk *w, const LExpr *x, XCost *c) {
   case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_POS0: case LX_WIN: return;
   case LX_LOAD: {
     c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
-    if (x->slot >= LK_LOCAL0) local_access(w, x->a[0], c);
+    if (x->slot >= LK_LOCAL0) local_access(w, x->slot, x->a[0], c);
     else c->lines += global_lines(w, x->slot, x->a[0]);
     xcost(w, x->a[0], c);
     return;
@@ -214,15 +214,20 @@ static bool lane_elements(const Walk *w, const LExpr *idx, int64_t *addr) {
   return ok;
 }
 
-// The wavefronts of one warp's access to a local array at idx (1 where the
-// lanes' words are unknown).
-static double local_wavefronts(const Walk *w, const LExpr *idx) {
-  int64_t addr[32];
-  return lane_elements(w, idx, addr) ? warp_wavefronts(addr) : 1;
+// Bytes per element of slot or local (bf16 storage: 2).
+static int64_t slot_esize(const Walk *w, int slot) {
+  const LKernel *lk = w->e->lk;
+  return slot >= LK_LOCAL0 ? (lk->local_bf16[slot - LK_LOCAL0] ? 2 : 4) : slot >= 0 && slot < KS_COUNT && lk->slot_bf16[slot] ? 2 : 4;
 }
 
-// Bytes per element of slot (bf16 storage: 2).
-static int64_t slot_esize(const Walk *w, int slot) { return slot >= 0 && slot < KS_COUNT && w->e->lk->slot_bf16[slot] ? 2 : 4; }
+// The wavefronts of one warp's access to local array slot at idx (1 where
+// the lanes' words are unknown); a bf16 local's elements 2 a word.
+static double local_wavefronts(const Walk *w, int slot, const LExpr *idx) {
+  int64_t addr[32];
+  if (!lane_elements(w, idx, addr)) return 1;
+  for (int l = 0; l < 32; l++) addr[l] = addr[l] * slot_esize(w, slot) / 4;
+  return warp_wavefronts(addr);
+}
 
 // The 128-byte lines one warp's access to global slot at idx touches (its
 // L1 wavefronts): 32 for a thread per row of a row-major matrix, 1 for a
@@ -233,8 +238,8 @@ static double global_lines(const Walk *w, int slot, const LExpr *idx) {
 }
 
 // Counts one access to a local array at idx in c.
-static void local_access(const Walk *w, const LExpr *idx, XCost *c) {
-  double f = local_wavefronts(w, idx);
+static void local_access(const Walk *w, int slot, const LExpr *idx, XCost *c) {
+  double f = local_wavefronts(w, slot, idx);
   c->shm += f, c->replay += f - 1, c->loc += 1;
 }
 
@@ -243,21 +248,24 @@ static void local_access(const Walk *w, const LExpr *idx, XCost *c) {
 typedef struct {
   bool local, global;  // in shared memory (its wavefronts), in global memory (its lines); neither: unknown
   int64_t sr, sc;
-  int64_t esize;       // bytes per element (a global operand's lines)
+  int64_t esize;       // bytes per element
+  bool packed;         // bf16 pairs read as one word (lcall_packed): half the accesses
 } GemmOperand;
 
 // The wavefronts of one warp's accesses to the local operand x of a team
 // GEMM (cuda.c xf_team_gemm): per k step of a tile (operands A and B; C: per
 // tile, its stores and, with beta, its loads), and the accesses, for the
 // ideal of one wavefront each; of a global operand, the lines instead. Lane l = 4 g + t; float32 (mma 0): lane l
-// takes the l-th 4 x 4 tile of C's tn tile columns.
+// takes the l-th 4 x 4 tile of C's tn tile columns. A packed operand's
+// access reads the pair at the register's first element (bf16 only).
 static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t tn, bool beta, double *wf, double *acc,
                                     double *lines) {
   *wf = *acc = *lines = 0;
   if (!o.local && !o.global) return;
   int64_t addr[32];
+  bool packed = o.packed && mma == XF_MMA_BF16 && x != LC_C;
   int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
-  for (int r = 0; r < ninstr; r++) {
+  for (int r = 0; r < ninstr; r += packed ? 2 : 1) {
     for (int l = 0; l < 32; l++) {
       int64_t g = l >> 2, t = l & 3, row, col;
       if (!mma) {  // the tile of lane l: rows i0 .. i0 + 3, columns j0 .. j0 + 3; k fixed (A: a row, B: a column)
@@ -275,7 +283,8 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
         if (x == LC_A) row = g + 8 * (r & 1), col = t + 4 * (r >> 1);
         else row = t + 4 * r, col = g;
       }
-      addr[l] = row * o.sr + col * o.sc;
+      addr[l] = (row * o.sr + col * o.sc) * o.esize / 4;  // words (a global operand's: elements)
+      if (o.global) addr[l] = row * o.sr + col * o.sc;
     }
     if (o.local) *wf += warp_wavefronts(addr), *acc += 1;
     else *lines += warp_lines(addr, o.esize);
@@ -313,7 +322,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       XCost x = {0};
       xcost(w, st->val, &x), xcost(w, st->idx, &x);
       if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
-      if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) local_access(w, st->idx, &x);
+      if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) local_access(w, st->slot, st->idx, &x);
       if (st->kind == LS_STORE && st->slot < LK_LOCAL0) x.lines += global_lines(w, st->slot, st->idx);
       if (st->kind == LS_LET && st->var >= 0) {
         int64_t v;
@@ -342,7 +351,8 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .global = g->slot[x] < LK_LOCAL0 && known,
-                         .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x])};
+                         .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x]),
+                         .packed = x != LC_C && lcall_packed(w->e->lk, g, x)};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
@@ -352,13 +362,18 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       if (w->mma) {  // xf_team_mma_tiles: a warp per 16 x 8 nt tile (xf_team_tile)
         // per k step 22 + 10 nt warp instructions: nvdisasm of ptxas sm_90's
         // code gives 32-34, 41-44 and 59-67 for nt = 1, 2, 4, bf16 (loads,
-        // paired conversions, mma) and TF32 alike
+        // paired conversions, mma) and TF32 alike: 10, A's 8 loads and 4
+        // conversions, per tile 4 and B's 4 loads and 2 conversions. A packed
+        // operand (bf16) loads its pairs as words, unconverted: A 4, B 2
         int64_t tm = (m + 15) / 16, tn = (n + 7) / 8;
         int nt = XF_TEAM_TILE_N(xf_team_tile(tm, tn, w->warps));
+        bool bf = w->mma == XF_MMA_BF16;
+        double ia = bf && lcall_packed(w->e->lk, g, LC_A) ? 4 : 12, ib = bf && lcall_packed(w->e->lk, g, LC_B) ? 2 : 6;
+        double per_step = 10 + ia + nt * (4 + ib);
         units = (double)tm * ceil((double)tn / nt), serial = ceil(units / (coop ? w->warps : 1));
-        steps = ceil(k / (w->mma == XF_MMA_BF16 ? 16.0 : 8.0)), nb = nc = nt;
-        c.chain += serial * (steps * (30 + 10 * nt) * ALU_NS + lat_of(mem));
-        c.winstr += units * (steps * (22 + 10 * nt) + 12 + 8 * nt);
+        steps = ceil(k / (bf ? 16.0 : 8.0)), nb = nc = nt;
+        c.chain += serial * (steps * (per_step + 8) * ALU_NS + lat_of(mem));
+        c.winstr += units * (steps * per_step + 12 + 8 * nt);
         c.flops += flops * FP32 / (w->mma == XF_MMA_BF16 ? BF16 : TF32);  // at the tensor cores' rate
       } else {  // a lane's 4 x 4 tiles of C, per k 8 loads and 16 FMAs
         double tiles = ceil(m / 4.0) * ceil(n / 4.0);

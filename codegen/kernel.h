@@ -157,6 +157,14 @@ static inline int64_t att_score_ld(int64_t n) {
 // wavefronts).
 // (Test hook: XF_TEST_TILE_UNPADDED=1 gives n, tests/cuda/cost.sh.)
 int64_t gpu_tile_ld(int64_t n);
+// The row stride, in elements, of a GPU block's bf16 tile of n columns (the
+// team GEMMs' staged operands, Schedule.tiles_bf16): n rounded up to 8 mod
+// 16, rows 4 mod 8 words apart. Even, so a pair of a row's elements at an
+// even column is one aligned word; a warp's packed fragment reads (lane
+// 4 g + t: row g, word t) then take one wavefront, as do its reads of one
+// element (rows 2 t + c, column g) along k. (Test hook: with
+// XF_TEST_TILE_UNPADDED=1, n rounded up to even.)
+int64_t gpu_tile_ld_bf16(int64_t n);
 
 // The CPU's ROUTED_MATMUL(_DW) kernels (lower_route.c) split each expert's
 // work in parts, outer index o = s E + e (expert e, part s), so that the
@@ -200,6 +208,10 @@ typedef struct {
   int *prog[PROG_COUNT];  // kernel indices of each program, in order
   int nprog[PROG_COUNT];
   int nclasses;           // distinct kernel functions
+  bool tiles_bf16;        // a GPU's team GEMMs read the operand tiles they
+                          // stage in shared memory in bf16 (schedule_storage
+                          // on a GPU schedule: --precision=bf16, whose team
+                          // GEMMs round every operand to bf16 anyway)
 } Schedule;
 
 // The root buffer holding buffer b's storage (aliases resolved).

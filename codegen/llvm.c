@@ -853,8 +853,10 @@ static void emit_lkernel(Emit *e, const LKernel *lk, V lo, V hi) {
   LPrint p = {.lk = lk, .vals = arena_alloc(&e->arena, (size_t)lk->nvars * sizeof(V))};
   for (int s = 0; s < KS_IMM; s++)
     if (lk->slot_read[s] || lk->slot_written[s]) p.slot[s] = lk->slot_bf16[s] ? buf_bf16(e, s) : buf(e, s, lk->slot_int[s]);
-  for (int i = 0; i < lk->nlocals; i++)
+  for (int i = 0; i < lk->nlocals; i++) {
+    if (lk->local_bf16[i]) lk_internal("a bf16 local array (a GPU form's) in CPU code, local", i);
     p.slot[LK_LOCAL0 + i] = LLVMBuildBitCast(e->b, var(e, LLVMArrayType(e->f32, (unsigned)lk->local_size[i])), e->f32p, "");
+  }
   if (lstmt_has(lk->body, LX_ROW0)) p.row0 = api_field(e, e->api, XF_API_F_row0);
   if (lstmt_has(lk->body, LX_POS0)) p.pos0 = api_field(e, e->api, XF_API_F_pos0);
   if (lstmt_has(lk->body, LX_KEEP)) p.imm = imm32(e);

@@ -195,10 +195,21 @@ typedef struct {
   // LX_LOAD or LS_STORE names local i (a CPU stack array, GPU shared memory)
   int nlocals;
   int64_t local_size[LK_MAX_LOCALS];
+  bool local_bf16[LK_MAX_LOCALS];  // local i holds bf16 elements (as slot_bf16:
+                        // a load widens, a store rounds to nearest even); GPU
+                        // team kernels only (Schedule.tiles_bf16: the team
+                        // GEMMs' staged operands, read as packed pairs where
+                        // lcall_packed says so)
   int team;             // LK_ROWS on a GPU: 0, the printer's choice (a warp per
                         // outer index); else a block of `team` threads per
                         // outer index, its par loops spread over all of them
 } LKernel;
+
+// Whether a GPU team GEMM reads operand x (LC_A or LC_B) of c as packed bf16
+// pairs, k and k + 1 of a fragment register in one aligned 32-bit word: a
+// bf16 local (LKernel.local_bf16) with k along its rows (A not ta, B tb), at
+// a constant even offset, rows a constant even number of elements apart.
+bool lcall_packed(const LKernel *lk, const LCall *c, int x);
 
 // Which processor the description is for: the middle picks the form of a
 // kernel per target (attention: a query row across heads per outer index on
@@ -392,8 +403,8 @@ LKernel *lower_adamw(Arena *a, bool twin);
 // storage.c: bf16 storage for the activations of s whose every access
 // converts on the CPU and, with gpu (a --target=cuda schedule), on a GPU
 // (xfc --precision=bf16): sets Buffer.bf16, a GPU product's staged copy
-// (Kernel.stage), and splits the kernel classes by their slots' storage.
-// Returns the storage roots stored in bf16.
+// (Kernel.stage), and splits the kernel classes by their slots' storage;
+// with gpu also Schedule.tiles_bf16. Returns the storage roots stored in bf16.
 int schedule_storage(Arena *a, Schedule *s, bool gpu);
 
 #endif

@@ -1243,7 +1243,8 @@ void lkernel_print(FILE *f, const LKernel *lk) {
   fputs(")", f);
   if (lk->team) fprintf(f, ", a team of %d threads each", lk->team);
   fputs(":\n", f);
-  for (int i = 0; i < lk->nlocals; i++) fprintf(f, "    local%d: float[%lld]\n", i, (long long)lk->local_size[i]);
+  for (int i = 0; i < lk->nlocals; i++)
+    fprintf(f, "    local%d: %s[%lld]\n", i, lk->local_bf16[i] ? "bf16" : "float", (long long)lk->local_size[i]);
   print_block(f, lk, lk->body, 4);
 }
 
@@ -1271,6 +1272,13 @@ static bool lstmt_any(const LStmt *s, LExprKind k, int var) {
   }
   return false;
 }
+bool lcall_packed(const LKernel *lk, const LCall *c, int x) {
+  int sl = c->slot[x];
+  bool along = x == LC_A ? !c->ta : x == LC_B && c->tb;
+  if (sl < LK_LOCAL0 || !lk->local_bf16[sl - LK_LOCAL0] || !along) return false;
+  return c->at[x]->kind == LX_INT && c->at[x]->ival % 2 == 0 && c->ld[x]->kind == LX_INT && c->ld[x]->ival % 2 == 0;
+}
+
 bool lstmt_has(const LStmt *s, LExprKind k) { return lstmt_any(s, k, -1); }
 bool lstmt_uses(const LStmt *s, int var) { return lstmt_any(s, LX_COUNT, var); }
 

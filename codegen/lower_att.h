@@ -85,6 +85,15 @@ void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *ro
 // K's rows krow + [0, nk) (input 1) into tile Kt (rows ldh apart) and V's
 // (input 2) into Vt (lde apart): one loop where the widths agree.
 void att_load_kv(Lo *L, const Att *a, int hd, LExpr *krow, int nk, int Kt, int64_t ldh, int Vt, int64_t lde);
+// A tile of rows of n features a GPU block stages for its team GEMMs'
+// operands: bf16 where the schedule asks (Schedule.tiles_bf16), rows
+// gpu_tile_ld_bf16(n) apart, read by the GEMMs as packed pairs along k
+// (half the shared memory, loads and no conversions); else float32, rows
+// gpu_tile_ld(n) apart. att_stage_esize: its bytes per element.
+bool att_stage_bf16(const Lo *L);
+int64_t att_stage_ld(const Lo *L, int64_t n);
+int64_t att_stage_esize(const Lo *L);
+int att_stage_tile(Lo *L, int64_t size);
 // The most bytes of shared memory a GPU block of the blocked forms takes
 // (the forward's staged tiles, the gradient's steps' block size).
 enum { ATT_STAGE_BYTES = 160 * 1024 };

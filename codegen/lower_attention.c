@@ -761,6 +761,11 @@ void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *ro
   for_end(L);
 }
 
+bool att_stage_bf16(const Lo *L) { return L->tgt == LTARGET_GPU && L->s->tiles_bf16; }
+int64_t att_stage_ld(const Lo *L, int64_t n) { return att_stage_bf16(L) ? gpu_tile_ld_bf16(n) : gpu_tile_ld(n); }
+int64_t att_stage_esize(const Lo *L) { return att_stage_bf16(L) ? 2 : 4; }
+int att_stage_tile(Lo *L, int64_t size) { return att_stage_bf16(L) ? local_bf16(L, size) : local(L, size); }
+
 void att_load_kv(Lo *L, const Att *a, int hd, LExpr *krow, int nk, int Kt, int64_t ldh, int Vt, int64_t lde) {
   if (a->h == a->e && ldh == lde) {
     att_load_tile(L, a, hd, a->h, ldh, krow, nk, Kt, KS_IN1, Vt, KS_IN2);
@@ -797,10 +802,11 @@ static void lower_attention_fwd_blocked(Lo *L, Att *a, const Node *n, int64_t BQ
   int64_t ld = gpu ? gpu_tile_ld(BK) : att_score_ld(BK), ae = gpu ? gpu_tile_ld(e) : e;
   int S = local(L, BQ * ld), A = local(L, BQ * ae), M = local(L, BQ), Ls = local(L, BQ);
   // on a GPU, Q's rows staged once and each key block's K and V rows, where
-  // they fit (rows gpu_tile_ld apart): the team GEMMs read shared memory
-  int64_t ldh = gpu_tile_ld(h), lde = gpu_tile_ld(e);
-  bool stage = gpu && (BQ * (ld + ae + ldh + 2) + BK * (ldh + lde)) * (int64_t)sizeof(float) <= ATT_STAGE_BYTES;
-  int Qt = stage ? local(L, BQ * ldh) : -1, Kt = stage ? local(L, BK * ldh) : -1, Vt = stage ? local(L, BK * lde) : -1;
+  // they fit (att_stage_tile): the team GEMMs read shared memory
+  int64_t ldh = att_stage_ld(L, h), lde = att_stage_ld(L, e);
+  bool stage = gpu && BQ * (ld + ae + 3) * (int64_t)sizeof(float) + (BQ * ldh + BK * (ldh + lde)) * att_stage_esize(L) <= ATT_STAGE_BYTES;
+  int Qt = stage ? att_stage_tile(L, BQ * ldh) : -1, Kt = stage ? att_stage_tile(L, BK * ldh) : -1;
+  int Vt = stage ? att_stage_tile(L, BK * lde) : -1;
   if (stage) att_load_tile(L, a, hd, h, ldh, iadd(L, xvar(L, r0), xvar(L, lo)), nq, Qt, KS_IN0, -1, 0);
   int Al = gpu ? local(L, BQ) : -1;  // the rows' rescaling e^(m - m') of a key block
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");

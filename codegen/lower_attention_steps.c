@@ -21,15 +21,18 @@
 //                    summed in shared memory; per key block: K, V staged,
 //                    S, dP, P, dS; dQ += dS K; then dQ written once
 // Every operand of the team GEMMs (LS_GEMM) is a tile in shared memory,
-// rows gpu_tile_ld apart (no bank conflicts for a thread per row, at most 2
-// words per bank for the tensor-core fragments), copied from global memory
-// a thread per element, consecutive threads consecutive features of a row
-// (coalesced), and written back the same way.
+// copied from global memory a thread per element, consecutive threads
+// consecutive features of a row (coalesced): the staged Q, K, V, dO (and O)
+// att_stage_tile's (bf16 under Schedule.tiles_bf16), S, dP and the sums
+// float32, rows gpu_tile_ld apart (no bank conflicts for a thread per row,
+// at most 2 words per bank for the tensor-core fragments); dK, dV, dQ
+// written back the way they were read.
 //
 // The block bs: 64 rows, halved (down to 8) while attention_dkdv's locals
 // would pass ATT_STAGE_BYTES of shared memory. --emit=cost on GPT-2-small
-// (heads of 64, T 1024, bf16, 8 x 1024): attention_dkdv 591 and
-// attention_dq 647 us a launch at 64 (141 KiB, a block per SM), 930 and
+// (heads of 64, T 1024, bf16, 8 x 1024): attention_dkdv 474 and
+// attention_dq 459 us a launch at 64 with bf16 tiles (105.5 KiB, two
+// blocks an SM); with float32 tiles 591 and 647 (138.5 KiB, one), 930 and
 // 1025 at 32; the form before staging (Q, K, V and dO read by the team
 // GEMMs from global memory, dK and dV summed there) 1390 and 1320.
 enum { ATT_STEP_BS = 64 };
@@ -38,23 +41,25 @@ bool lower_att_steps(const Graph *g, const Node *n, LTarget tgt) {
   return tgt == LTARGET_GPU && n->op == OP_ATTENTION_GRAD && !lower_att_gpu_form(g, n, tgt);
 }
 
-// Floats of attention_dkdv's locals (the larger launch's) at block bs:
-// K, V, dK, dV, Q (or O), dO tiles, S and dP, L and D.
-static int64_t att_step_floats(int64_t bs, int64_t h, int64_t e) {
-  int64_t ldh = gpu_tile_ld(h), lde = gpu_tile_ld(e);
-  return bs * (2 * ldh + 3 * lde + (ldh > lde ? ldh : lde) + 2 * gpu_tile_ld(bs) + 2);
+// Bytes of attention_dkdv's locals (the larger launch's) at block bs: the
+// staged K, V, Q (or O), dO tiles; dK, dV, S and dP, L and D in float32.
+static int64_t att_step_bytes(const Lo *L, int64_t bs, int64_t h, int64_t e) {
+  int64_t ldh = att_stage_ld(L, h), lde = att_stage_ld(L, e);
+  return bs * (2 * ldh + 2 * lde + (ldh > lde ? ldh : lde)) * att_stage_esize(L) +
+         bs * (gpu_tile_ld(h) + gpu_tile_ld(e) + 2 * gpu_tile_ld(bs) + 2) * (int64_t)sizeof(float);
 }
 
 typedef struct {
   Att a;
   const Node *n;
   int64_t bs;                // rows per block
-  int64_t ldh, lde, sld;     // gpu_tile_ld of h, e and bs: the tiles' row strides
-  int64_t ldm;               // max(ldh, lde): a tile that holds O's rows, then Q's or dQ's
+  int64_t ldh, lde, sld;     // gpu_tile_ld of h, e and bs: the float32 tiles' row strides
+  int64_t sh_ld, se_ld;      // att_stage_ld of h and e: the staged tiles' row strides
+  int64_t ldm;               // max(sh_ld, se_ld): the staged tile of O's rows, then Q's
   int blk, sh, hd, r0, kv0;  // variables: the outer index's block, (sequence, head), head, row 0, its k and v's row 0
   int b0, nb0;               // variables: the block's first row and its rows (0 past T)
   int S, X, Ll, Dl;          // locals: S and X [bs, sld], L_i and D_i [bs]
-  int Qt, Ot, Kt, Vt;        // locals: Q [bs, ldh] (attention_dkdv: O's rows first, lde apart, for D), dO [bs, lde], K, V
+  int Qt, Ot, Kt, Vt;        // staged locals: Q [bs, ldm] (O's rows first, se_ld apart, for D), dO [bs, se_ld], K, V
   int64_t nb;                // blocks per (sequence, head)
 } AttStep;
 
@@ -68,9 +73,10 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   int64_t width[3] = {st->a.h, st->a.h, st->a.e};
   lower_out_parts(L, n, width, st->a.w, st->a.part);
   st->bs = ATT_STEP_BS;
-  while (st->bs > 8 && att_step_floats(st->bs, st->a.h, st->a.e) * (int64_t)sizeof(float) > ATT_STAGE_BYTES) st->bs /= 2;
+  while (st->bs > 8 && att_step_bytes(L, st->bs, st->a.h, st->a.e) > ATT_STAGE_BYTES) st->bs /= 2;
   st->ldh = gpu_tile_ld(st->a.h), st->lde = gpu_tile_ld(st->a.e), st->sld = gpu_tile_ld(st->bs);
-  st->ldm = st->ldh > st->lde ? st->ldh : st->lde;
+  st->sh_ld = att_stage_ld(L, st->a.h), st->se_ld = att_stage_ld(L, st->a.e);
+  st->ldm = st->sh_ld > st->se_ld ? st->sh_ld : st->se_ld;
   st->nb = (s->g->t_max + st->bs - 1) / st->bs;
   lk->shape = LK_ROWS, lk->team = ATT_BLOCK_TEAM;
   lk->outer = imul(L, dprod(L, qs, 0, tax), xi(L, st->a.NH * st->nb));
@@ -84,7 +90,8 @@ static LKernel *att_step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel 
   LExpr *b1 = imin(L, iadd(L, xvar(L, st->b0), xi(L, st->bs)), st->a.T);
   st->nb0 = let(L, imax(L, xi(L, 0), x2(L, LX_SUB, b1, xvar(L, st->b0))), "nb0");
   st->S = local(L, st->bs * st->sld), st->X = local(L, st->bs * st->sld), st->Ll = local(L, st->bs), st->Dl = local(L, st->bs);
-  st->Kt = local(L, st->bs * st->ldh), st->Vt = local(L, st->bs * st->lde), st->Ot = local(L, st->bs * st->lde);
+  st->Kt = att_stage_tile(L, st->bs * st->sh_ld), st->Vt = att_stage_tile(L, st->bs * st->se_ld);
+  st->Ot = att_stage_tile(L, st->bs * st->se_ld), st->Qt = att_stage_tile(L, st->bs * st->ldm);
   return lk;
 }
 
@@ -106,17 +113,20 @@ static void att_step_store(Lo *L, const AttStep *st, int p, int tile, int64_t ld
   for_end(L);
 }
 
-// Query rows i0 + [0, nq): dO into st->Ot, O into the tile Otmp (rows lde
-// apart), then Ll[ii] <- L_i and Dl[ii] <- D_i = do_i . o_i.
-static void att_step_rows(Lo *L, const AttStep *st, int i0, int nq, int Otmp) {
+// Query rows i0 + [0, nq): dO into st->Ot, O into st->Qt (rows se_ld
+// apart), then Ll[ii] <- L_i and Dl[ii] <- D_i = do_i . o_i of the staged
+// rows (both launches the same D: bf16's where the tiles are bf16, as
+// FlashAttention-2's from bf16 O and dO), then Q's rows into st->Qt.
+static void att_step_rows(Lo *L, const AttStep *st, int i0, int nq) {
   const Att *a = &st->a;
   LExpr *qrow = iadd(L, xvar(L, st->r0), xvar(L, i0));
-  att_load_tile(L, a, st->hd, a->e, st->lde, qrow, nq, st->Ot, KS_IN0 + 3, Otmp, KS_IN0 + 5);
+  att_load_tile(L, a, st->hd, a->e, st->se_ld, qrow, nq, st->Ot, KS_IN0 + 3, st->Qt, KS_IN0 + 5);
   int ii = for_begin(L, xi(L, 0), xvar(L, nq), true, "ii");
   store(L, st->Ll, xvar(L, ii), load(L, KS_IN0 + 4, att_at(L, a, 1, iadd(L, qrow, xvar(L, ii)), st->hd, xi(L, 0))));
-  int ob = let(L, imul(L, xvar(L, ii), xi(L, st->lde)), "ob");
-  store(L, st->Dl, xvar(L, ii), att_vdot(L, st->Ot, ob, Otmp, ob, a->e));
+  int ob = let(L, imul(L, xvar(L, ii), xi(L, st->se_ld)), "ob");
+  store(L, st->Dl, xvar(L, ii), att_vdot(L, st->Ot, ob, st->Qt, ob, a->e));
   for_end(L);
+  att_load_tile(L, a, st->hd, a->h, st->sh_ld, qrow, nq, st->Qt, KS_IN0, -1, 0);
 }
 
 // S = scale Q K^T and X = dO V^T for the staged query rows (nq) against the
@@ -125,14 +135,14 @@ static void att_step_rows(Lo *L, const AttStep *st, int i0, int nq, int Otmp) {
 static void att_step_products(Lo *L, const AttStep *st, int i0, int nq, int k0, int nk) {
   const Att *a = &st->a;
   LCall c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->h, st->n->fval, 0);
-  att_operand(&c, LC_A, st->Qt, xi(L, 0), xi(L, st->ldh));
-  att_operand(&c, LC_B, st->Kt, xi(L, 0), xi(L, st->ldh));
+  att_operand(&c, LC_A, st->Qt, xi(L, 0), xi(L, st->sh_ld));
+  att_operand(&c, LC_B, st->Kt, xi(L, 0), xi(L, st->sh_ld));
   att_operand(&c, LC_C, st->S, xi(L, 0), xi(L, st->sld));
   gemm_call(L, c);
   att_block_bias(L, a, st->S, st->sld, nq, nk, xvar(L, st->sh), i0, k0);
   c = att_call(L, false, true, xvar(L, nq), xvar(L, nk), a->e, 1, 0);
-  att_operand(&c, LC_A, st->Ot, xi(L, 0), xi(L, st->lde));
-  att_operand(&c, LC_B, st->Vt, xi(L, 0), xi(L, st->lde));
+  att_operand(&c, LC_A, st->Ot, xi(L, 0), xi(L, st->se_ld));
+  att_operand(&c, LC_B, st->Vt, xi(L, 0), xi(L, st->se_ld));
   att_operand(&c, LC_C, st->X, xi(L, 0), xi(L, st->sld));
   gemm_call(L, c);
 }
@@ -173,12 +183,11 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dkdv", &st);
   const Att *a = &st.a;
-  st.Qt = local(L, st.bs * st.ldm);  // O's rows (lde apart) for D, then Q's (ldh apart)
   int dK = local(L, st.bs * st.ldh), dV = local(L, st.bs * st.lde);
   int k0 = st.b0, nk = st.nb0;  // the key block
   int k1 = let(L, iadd(L, xvar(L, k0), xvar(L, nk)), "k1");
   LExpr *krow = iadd(L, xvar(L, st.kv0), xvar(L, k0));
-  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.ldh, st.Vt, st.lde);
+  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.sh_ld, st.Vt, st.se_ld);
   att_step_zero(L, &st, 1, dK, st.ldh, nk);
   att_step_zero(L, &st, 2, dV, st.lde, nk);
   // queries [k0, qe): the last that sees key k1 - 1 is k1 - 1 + W - 1
@@ -188,20 +197,19 @@ static LKernel *att_step_dkdv(Arena *ar, const Schedule *s, const Kernel *k) {
   int qb = for_begin(L, xi(L, 0), nqb, false, "qb");
   int i0 = let(L, iadd(L, xvar(L, k0), imul(L, xvar(L, qb), xi(L, st.bs))), "i0");
   int nq = let(L, imin(L, xi(L, st.bs), x2(L, LX_SUB, xvar(L, qe), xvar(L, i0))), "nq");
-  att_step_rows(L, &st, i0, nq, st.Qt);
-  att_load_tile(L, a, st.hd, a->h, st.ldh, iadd(L, xvar(L, st.r0), xvar(L, i0)), nq, st.Qt, KS_IN0, -1, 0);
+  att_step_rows(L, &st, i0, nq);
   att_step_products(L, &st, i0, nq, k0, nk);
   att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, true, false, xvar(L, nk), xi(L, a->h), 0, 1, 1);  // dK += dS^T Q
   c.k = xvar(L, nq);
   att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, st.sld));
-  att_operand(&c, LC_B, st.Qt, xi(L, 0), xi(L, st.ldh));
+  att_operand(&c, LC_B, st.Qt, xi(L, 0), xi(L, st.sh_ld));
   att_operand(&c, LC_C, dK, xi(L, 0), xi(L, st.ldh));
   gemm_call(L, c);
   c = att_call(L, true, false, xvar(L, nk), xi(L, a->e), 0, 1, 1);  // dV += P^T dO
   c.k = xvar(L, nq);
   att_operand(&c, LC_A, st.S, xi(L, 0), xi(L, st.sld));
-  att_operand(&c, LC_B, st.Ot, xi(L, 0), xi(L, st.lde));
+  att_operand(&c, LC_B, st.Ot, xi(L, 0), xi(L, st.se_ld));
   att_operand(&c, LC_C, dV, xi(L, 0), xi(L, st.lde));
   gemm_call(L, c);
   for_end(L);
@@ -216,23 +224,21 @@ static LKernel *att_step_dq(Arena *ar, const Schedule *s, const Kernel *k) {
   AttStep st;
   LKernel *lk = att_step_begin(L, ar, s, k, "attention_dq", &st);
   const Att *a = &st.a;
-  st.Qt = local(L, st.bs * st.ldh);
-  int dQ = local(L, st.bs * st.ldm);  // O's rows (lde apart) for D, then dQ's (ldh apart)
-  int i0 = st.b0, nq = st.nb0;     // the query block
+  int dQ = local(L, st.bs * st.ldh);
+  int i0 = st.b0, nq = st.nb0;  // the query block
   LExpr *qrow = iadd(L, xvar(L, st.r0), xvar(L, i0));
-  att_step_rows(L, &st, i0, nq, dQ);
-  att_load_tile(L, a, st.hd, a->h, st.ldh, qrow, nq, st.Qt, KS_IN0, -1, 0);
+  att_step_rows(L, &st, i0, nq);
   att_step_zero(L, &st, 0, dQ, st.ldh, nq);
   int k0, nk;
   att_step_keys(L, &st, &k0, &nk);
   LExpr *krow = iadd(L, xvar(L, st.kv0), xvar(L, k0));
-  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.ldh, st.Vt, st.lde);
+  att_load_kv(L, a, st.hd, krow, nk, st.Kt, st.sh_ld, st.Vt, st.se_ld);
   att_step_products(L, &st, i0, nq, k0, nk);
   att_step_ds(L, &st, i0, nq, k0, nk);
   LCall c = att_call(L, false, false, xvar(L, nq), xi(L, a->h), 0, 1, 1);  // dQ += dS K
   c.k = xvar(L, nk);
   att_operand(&c, LC_A, st.X, xi(L, 0), xi(L, st.sld));
-  att_operand(&c, LC_B, st.Kt, xi(L, 0), xi(L, st.ldh));
+  att_operand(&c, LC_B, st.Kt, xi(L, 0), xi(L, st.sh_ld));
   att_operand(&c, LC_C, dQ, xi(L, 0), xi(L, st.ldh));
   gemm_call(L, c);
   for_end(L);

@@ -181,6 +181,12 @@ static inline int local(Lo *L, int64_t size) {
   lk->local_size[lk->nlocals] = size;
   return LK_LOCAL0 + lk->nlocals++;
 }
+// A local array of size bf16 elements (LKernel.local_bf16).
+static inline int local_bf16(Lo *L, int64_t size) {
+  int x = local(L, size);
+  L->lk->local_bf16[x - LK_LOCAL0] = true;
+  return x;
+}
 
 // for (index in [lo, hi)) carrying vars[k] = init[k] (types of init[k]) {
 // ... carry_end(next) }: returns the statement; *index the loop variable.

@@ -228,6 +228,12 @@ int64_t gpu_tile_ld(int64_t n) {
   return n + (5 - n % 32 + 32) % 32;
 }
 
+int64_t gpu_tile_ld_bf16(int64_t n) {
+  const char *hook = getenv("XF_TEST_TILE_UNPADDED");
+  if (hook && *hook == '1') return n + (n & 1);
+  return n + (8 - n % 16 + 16) % 16;
+}
+
 bool schedule_scatter_sorted(const Graph *g, const Node *n) {
   return n->op == OP_SCATTER_ADD && n->shape.d[0].kind == DIM_CONST && n->shape.d[1].kind == DIM_CONST &&
          g->nodes[n->in[1]].shape.rank >= 1;

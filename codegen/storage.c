@@ -156,6 +156,7 @@ static bool stage_products(Schedule *s, const LModule *gpu) {
 }
 
 int schedule_storage(Arena *a, Schedule *s, bool gpu) {
+  s->tiles_bf16 = gpu;
   LModule *m[2] = {lower_module(a, s, LTARGET_CPU, NULL), gpu ? lower_module(a, s, LTARGET_GPU, NULL) : NULL};
   bool *cand = arena_alloc(a, sizeof(bool) * ((size_t)s->nbufs + 1));
   for (int b = 0; b < s->nbufs; b++)

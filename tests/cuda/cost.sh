@@ -9,7 +9,8 @@
 # reason they remain. And the check can fail: efff928's one-pass CONV_DW
 # (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, unpadded shared tiles
 # (XF_TEST_TILE_UNPADDED=1) must raise GPT-2-small's attention estimates and
-# the Table 1 transformer's row-form attention gradient.
+# the Table 1 transformer's row-form attention gradient, and bf16 tiles
+# lower GPT-2-small's attention estimates in bf16 below 0.8 of TF32's.
 # Usage: cost.sh XFC
 set -uo pipefail
 xfc=$1
@@ -76,6 +77,22 @@ if [ "$rise" = 3 ] && grep -q 'attention .*CLIFF:banks' <<<"$old" && ! grep -q '
   echo "ok: unpadded tiles: the 3 attention kernels' estimates rise: $(grep -E ' attention' <<<"$old" | awk '{ printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }')"
 else
   echo "FAIL: GPT-2-small's attention with unpadded tiles: $rise of 3 kernels cost more than with the padding, or no bank-conflict cliff"
+  fails=$((fails + 1))
+fi
+# bf16 tiles (Schedule.tiles_bf16): in bf16 GPT-2-small's three blocked
+# attention kernels stage their operands in bf16, read as packed pairs (half
+# the shared memory: two gradient blocks an SM), so each must cost at most
+# 0.8 of its TF32 estimate (float32 tiles, converted per fragment: 0.88-0.90
+# before)
+args=(--target=cuda --emit=cost examples/gpt2_small.xf --batch=8 --seq=1024)
+tf=$("$xfc" "${args[@]}" --precision=tf32 2>&1)
+bf=$("$xfc" "${args[@]}" --precision=bf16 2>&1)
+low=$(awk 'FNR == 1 { f++ } $2 ~ /^attention/ { k = $2; if (f == 1) a[k] = $13; else b[k] = $13 }
+           END { n = 0; for (k in a) if (k in b && b[k] <= 0.8 * a[k]) n++; print n }' <(echo "$tf") <(echo "$bf"))
+if [ "$low" = 3 ]; then
+  echo "ok: bf16 tiles: GPT-2-small's attention kernels in bf16 against TF32: $(awk '$2 ~ /^attention/ { printf "%s%s %s us", (NR > 1 ? ", " : ""), $2, $13 }' <<<"$bf" | sed 's/^, //')"
+else
+  echo "FAIL: GPT-2-small's attention in bf16: $low of 3 kernels at most 0.8 of their TF32 estimate"
   fails=$((fails + 1))
 fi
 # the row form's gradient (heads of 4): its P and dS tiles read a row per

@@ -786,13 +786,25 @@ int main(int argc, char **argv) {
   // the blocked forms (the (sequence, head) form's state does not fit shared
   // memory): heads of 64 at T 160 (3 query blocks of 64; the gradient's 16
   // rows) and of 128 at T 130, every stdlib variant, through xf_team_gemm in
-  // float32 and on the (emulated) tensor cores, TF32
+  // float32 and on the (emulated) tensor cores, TF32, and bf16 (the staged
+  // tiles in bf16, Schedule.tiles_bf16: packed pairs, rows 72 and 136 apart)
   if (!only || strstr("tests/grad/attention_variants.xf blocked", only)) {
     Define h64[] = {{"d", "128"}, {"heads", "2"}, {"context", "160"}}, h128[] = {{"d", "256"}, {"heads", "2"}, {"context", "130"}};
     check("tests/grad/attention_variants.xf", h64, 3, 1, 160, true, XF_PRECISION_FP32);
     check("tests/grad/attention_variants.xf", h64, 3, 1, 160, true, XF_PRECISION_TF32);
+    check("tests/grad/attention_variants.xf", h64, 3, 1, 160, true, XF_PRECISION_BF16);
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_FP32);
     check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_TF32);
+    check("tests/grad/attention_variants.xf", h128, 3, 1, 130, true, XF_PRECISION_BF16);
+  }
+  // scores that matter (tests/cuda/attn_sharp.xf: peaked softmax rows) at
+  // heads of 64, T 160: the blocked forms in float32, TF32 and bf16 (bf16
+  // tiles: a fragment pair read wrong moves the outputs here, where at the
+  // library's init it hides under bf16's tolerance)
+  if (!only || strstr("tests/cuda/attn_sharp.xf", only)) {
+    check("tests/cuda/attn_sharp.xf", NULL, 0, 2, 160, true, XF_PRECISION_FP32);
+    check("tests/cuda/attn_sharp.xf", NULL, 0, 2, 160, true, XF_PRECISION_TF32);
+    check("tests/cuda/attn_sharp.xf", NULL, 0, 2, 160, true, XF_PRECISION_BF16);
   }
   // heads of 16 in float32: the blocked forms (att_gpu_rows_win) at context
   // 128 (2 query blocks) and 1024 (attention_dkdv, attention_dq: 16 key and
@@ -805,7 +817,9 @@ int main(int argc, char **argv) {
   }
   // the tensor-core (TF32) forms for heads of 16, 64 and 128 at contexts 128
   // and 1024 (one head of d = 16, 64, 128): the forward and one step's
-  // gradients (the step program's decoding reads no blocked form)
+  // gradients (the step program's decoding reads no blocked form); heads of
+  // 64 also in bf16 (GPT-2-small's: bf16 tiles, every GEMM's pairs packed or
+  // not)
   if (!only || strstr("examples/transformer.xf tensor cores at 128 and 1024", only)) {
     static const char *const widths[] = {"16", "64", "128"}, *const contexts[] = {"128", "1024"};
     for (int w = 0; w < 3; w++)
@@ -813,6 +827,7 @@ int main(int argc, char **argv) {
         Define tc[] = {{"layers", "1"}, {"d", widths[w]}, {"heads", "1"}, {"context", contexts[c]}, {"vocab", "13"},
                        {"ffn", "24"}, {"dropout", "0"}};
         check_steps("examples/transformer.xf", tc, 7, 1, atoi(contexts[c]), true, XF_PRECISION_TF32, 2, false);
+        if (w == 1) check_steps("examples/transformer.xf", tc, 7, 1, atoi(contexts[c]), true, XF_PRECISION_BF16, 2, false);
       }
   }
   // heads of 40 (one head of d = 40): the team GEMMs' warp tiles of 4 mma
