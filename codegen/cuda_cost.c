@@ -263,7 +263,7 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
   *wf = *acc = *lines = 0;
   if (!o.local && !o.global) return;
   int64_t addr[32];
-  bool packed = o.packed && mma == XF_MMA_BF16 && x != LC_C;
+  bool packed = o.packed && mma == XF_MMA_BF16;
   int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
   for (int r = 0; r < ninstr; r += packed ? 2 : 1) {
     for (int l = 0; l < 32; l++) {
@@ -283,8 +283,7 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
         if (x == LC_A) row = g + 8 * (r & 1), col = t + 4 * (r >> 1);
         else row = t + 4 * r, col = g;
       }
-      addr[l] = (row * o.sr + col * o.sc) * o.esize / 4;  // words (a global operand's: elements)
-      if (o.global) addr[l] = row * o.sr + col * o.sc;
+      addr[l] = o.global ? row * o.sr + col * o.sc : (row * o.sr + col * o.sc) * o.esize / 4;  // elements, or words
     }
     if (o.local) *wf += warp_wavefronts(addr), *acc += 1;
     else *lines += warp_lines(addr, o.esize);
@@ -346,13 +345,14 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       double flops = 2.0 * m * n * k;
       // the local operands' wavefronts: wf[x] per fragment and k step (C: per tile), acc[x] the accesses
       double wf[3], acc[3], lines[3];
+      bool packed[3] = {lcall_packed(w->e->lk, g, LC_A), lcall_packed(w->e->lk, g, LC_B), false};
       for (int x = 0; x < 3; x++) {
         int64_t ld = 0;
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .global = g->slot[x] < LK_LOCAL0 && known,
                          .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x]),
-                         .packed = x != LC_C && lcall_packed(w->e->lk, g, x)};
+                         .packed = packed[x]};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
@@ -368,7 +368,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         int64_t tm = (m + 15) / 16, tn = (n + 7) / 8;
         int nt = XF_TEAM_TILE_N(xf_team_tile(tm, tn, w->warps));
         bool bf = w->mma == XF_MMA_BF16;
-        double ia = bf && lcall_packed(w->e->lk, g, LC_A) ? 4 : 12, ib = bf && lcall_packed(w->e->lk, g, LC_B) ? 2 : 6;
+        double ia = bf && packed[LC_A] ? 4 : 12, ib = bf && packed[LC_B] ? 2 : 6;
         double per_step = 10 + ia + nt * (4 + ib);
         units = (double)tm * ceil((double)tn / nt), serial = ceil(units / (coop ? w->warps : 1));
         steps = ceil(k / (bf ? 16.0 : 8.0)), nb = nc = nt;

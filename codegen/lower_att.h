@@ -90,7 +90,6 @@ void att_load_kv(Lo *L, const Att *a, int hd, LExpr *krow, int nk, int Kt, int64
 // gpu_tile_ld_bf16(n) apart, read by the GEMMs as packed pairs along k
 // (half the shared memory, loads and no conversions); else float32, rows
 // gpu_tile_ld(n) apart. att_stage_esize: its bytes per element.
-bool att_stage_bf16(const Lo *L);
 int64_t att_stage_ld(const Lo *L, int64_t n);
 int64_t att_stage_esize(const Lo *L);
 int att_stage_tile(Lo *L, int64_t size);

@@ -761,7 +761,7 @@ void att_load_tile(Lo *L, const Att *a, int hd, int64_t n, int64_t ld, LExpr *ro
   for_end(L);
 }
 
-bool att_stage_bf16(const Lo *L) { return L->tgt == LTARGET_GPU && L->s->tiles_bf16; }
+static bool att_stage_bf16(const Lo *L) { return L->tgt == LTARGET_GPU && L->s->tiles_bf16; }
 int64_t att_stage_ld(const Lo *L, int64_t n) { return att_stage_bf16(L) ? gpu_tile_ld_bf16(n) : gpu_tile_ld(n); }
 int64_t att_stage_esize(const Lo *L) { return att_stage_bf16(L) ? 2 : 4; }
 int att_stage_tile(Lo *L, int64_t size) { return att_stage_bf16(L) ? local_bf16(L, size) : local(L, size); }
