@@ -136,6 +136,8 @@ typedef struct {
                   // form (schedule_att_block), 0: its row form
   int scan_chunk; // SCAN_READ(_GRAD): the chunk C of lower_scan_chunk.c's
                   // form (schedule_scan_chunk), 0: the sequential form
+  int red_split;  // a GPU's reduction over rows in two steps (schedule_red_split):
+                  // its S row slices, their partial sums in xscratch[0]; 0: one pass
 } Kernel;
 
 // The leading dimension of a block of attention scores with n key columns
@@ -290,6 +292,30 @@ int schedule_att_dbias_heads(const Graph *g, const Node *n);
 // or the largest divisor of a constant width d below it; 0 for any other node
 // (the matrix kind, a width not constant).
 int schedule_conv_dw_tile(const Graph *g, const Node *n);
+// The GPU's reductions over rows (lower.c lower_reduce_rows_gpu): SUM, MEAN
+// or MAX over axes before the last, at least one of them B or T (a bias's or
+// gain's gradient, a sum over the batch), the last axis constant.
+bool schedule_reduce_rows_gpu(const Graph *g, const Node *n);
+// Their column tile: a block's threads x = g cw + cl read cw adjacent columns
+// of rows g, g + G, ...; one pass: the largest of 8, 4, 2, 1 dividing the
+// width lc that leaves GPU_RED_TILES tiles (more, narrower tiles, more
+// blocks); two steps: the largest of 32, ..., 1 dividing lc (a warp's loads
+// one 128-byte line where cw >= 32 / rows).
+int64_t gpu_red_tile_width(int64_t lc, bool split);
+// The row slices S of a GPU reduction over rows in two steps, or 0 for one
+// pass: where its output is constant (no B or T axis) and one pass would
+// run fewer blocks than GPU_RED_MIN_BLOCKS (half an H100's SMs), S slices of the
+// rows make about GPU_RED_BLOCKS blocks (at most GPU_RED_SPLIT_MAX): each
+// sums its slice into partials [S, out] (xscratch[0]); a second launch sums
+// each output's S partials in order. RetNet's per-head RMSNorm gain gradient
+// (16 columns, 65,536 rows at Table 1 sizes) ran 16 blocks of 512 threads
+// each summing 512 partials in order: 22 us (--emit=cost), 3.7 in two steps;
+// the Table 1 transformer's bias and gain gradients (64 blocks) 8.4-15.5 us,
+// 3.2-5.6. At 96 blocks (GPT-2-small's 768 columns) one pass is memory-bound
+// and the second launch costs more than it saves (17.0 us, 16.0 + 1.5).
+// (Test hook: XF_TEST_RED_ONE_PASS=1 gives 0, tests/cuda/cost.sh.)
+int schedule_red_split(const Graph *g, const Node *n, bool gpu);
+enum { GPU_RED_TILES = 64, GPU_RED_MIN_BLOCKS = 66, GPU_RED_BLOCKS = 264, GPU_RED_SPLIT_MAX = 128 };
 // Whether a GPU schedule gives SCATTER_ADD node n the sorted form (lower.c
 // lower_steps: a vocabulary V and width d constant): F [lead, V] in its
 // scratch, U [rows, d] in xscratch[0] (slot KS_CONV_Y), N [rows, 2] in

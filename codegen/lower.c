@@ -375,12 +375,10 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
   }
 }
 
-// The GPU's reductions over rows (sums over axes before the last, with the
-// bias sum beside the gain gradient's): a block of `team` threads per
-// tile of cw columns of an output row (cw the largest of 8, 4, 2, 1 that
-// divides the row width and leaves GPU_RED_TILES tiles; one 32-byte sector
-// holds a row of a tile of 8, and more, narrower tiles keep more loads in
-// flight);
+// The GPU's reductions over rows (schedule_reduce_rows_gpu: sums over axes
+// before the last, with the bias sum beside the gain gradient's): a block of
+// `team` threads per tile of cw columns of an output row
+// (gpu_red_tile_width; one 32-byte sector holds a row of a tile of 8);
 // thread x = g cw + cl, g < G = team / cw, sums rows g, g + G, ... of its
 // column in registers, then each column's total is its G partials in the
 // order of g. Rows run in parallel, so the association differs from the
@@ -390,12 +388,11 @@ static void lower_reduce_rows(Lo *L, const Node *n) {
 // batch or the positions (a sum over the batch of [B, T, d], the learned
 // positions' gradient: B rows a block, 98,304 blocks of 512 threads took
 // 354 us a launch at GPT-2-small's 8 x 1024, --emit=cost).
-enum { GPU_RED_TEAM = 512, GPU_RED_TEAM_SMALL = 64, GPU_RED_U = 8, GPU_RED_TILES = 64 };
-static int64_t col_tile_width(int64_t lc) {
-  int64_t cw = 8;
-  while (cw > 1 && (lc % cw || lc / cw < GPU_RED_TILES)) cw /= 2;
-  return cw;
-}
+// In two steps (Kernel.red_split S): a block per (output row, tile, slice
+// s) sums rows [s Ks, (s + 1) Ks), Ks = ceil(K / S), into partials P[k, s,
+// out] (slot KS_CONV_Y); then a thread per output sums its S partials
+// (lower_red_total).
+enum { GPU_RED_TEAM = 512, GPU_RED_TEAM_SMALL = 64, GPU_RED_U = 8 };
 // Opens the par loop over the team's threads x: *g its row group, *c its
 // column of tile `tile`; returns x.
 static int tile_threads(Lo *L, int64_t team, int tile, int64_t cw, int *g, int *c) {
@@ -411,18 +408,14 @@ static int tile_total(Lo *L, int64_t team, int part, int64_t cw, int cl, LExprKi
   return reduce_end(L, rd, load(L, part, iadd(L, imul(L, xvar(L, gi), xi(L, cw)), xvar(L, cl))), name);
 }
 static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
-  if (tgt != LTARGET_GPU || (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX)) return false;
-  const Shape *xs = &g->nodes[n->in[0]].shape;
-  bool over_bt = false;  // sums over the batch or the positions (gradients of biases and gains), not a
-                         // fixed axis inside a position (a readout over a state's rows: a row each)
-  for (int i = n->axis; i <= ir_reduce_end(n); i++) over_bt = over_bt || xs->d[i].kind != DIM_CONST;
-  return over_bt && ir_reduce_end(n) < xs->rank - 1 && xs->d[xs->rank - 1].kind == DIM_CONST;
+  return tgt == LTARGET_GPU && schedule_reduce_rows_gpu(g, n);
 }
 
 // A sum, mean or max over rows: GPU_RED_U accumulators per thread (loads in
 // flight: rows s G U + u G + g of step s). FG_NORM_DG: also the sum of
-// KS_IN1 into KS_SCRATCH, its own GPU_RED_U accumulators.
-static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
+// KS_IN1 into KS_SCRATCH, its own GPU_RED_U accumulators. S > 0: the first
+// of the two steps, over slice s of the rows (the outer extent set here).
+static void lower_reduce_rows_gpu(Lo *L, const Node *n, int64_t S) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int r = xs->rank, ax = n->axis, end = ir_reduce_end(n);
   bool mx = n->op == OP_MAX;
@@ -430,14 +423,21 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   bool rows_vary = false;  // output rows along the batch or the positions
   for (int i = end + 1; i < r - 1; i++) rows_vary = rows_vary || xs->d[i].kind != DIM_CONST;
   int64_t team = rows_vary ? GPU_RED_TEAM_SMALL : GPU_RED_TEAM;
-  int64_t lc = xs->d[r - 1].n, cw = col_tile_width(lc), ct = lc / cw, G = team / cw;
+  int64_t lc = xs->d[r - 1].n, cw = gpu_red_tile_width(lc, S > 0), ct = lc / cw, G = team / cw, nsl = S ? S : 1;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
   L->own_outer = true, L->lk->team = (int)team;
-  L->lk->outer = imul(L, L->lk->outer, xi(L, ct)), L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct, 0, 0, 1});
+  if (S) L->lk->outer = dprod(L, xs, 0, ax), L->lk->nouter = symsize_prod(xs, 0, ax);  // P M, constant
+  if (S) L->lk->outer = imul(L, L->lk->outer, M), L->lk->nouter = symsize_mul(L->lk->nouter, symsize_prod(xs, end + 1, r - 1));
+  L->lk->outer = imul(L, L->lk->outer, xi(L, ct * nsl));
+  L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct * nsl, 0, 0, 1});
   int o = 0;
-  int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), om = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "om");
+  int tile = let(L, x2(L, LX_REM, xvar(L, o), xi(L, ct)), "tile"), os = let(L, x2(L, LX_DIV, xvar(L, o), xi(L, ct)), "os");
+  int sl = let(L, x2(L, LX_REM, xvar(L, os), xi(L, nsl)), "sl"), om = let(L, x2(L, LX_DIV, xvar(L, os), xi(L, nsl)), "om");
   int m = let(L, x2(L, LX_REM, xvar(L, om), M), "m"), p = let(L, x2(L, LX_DIV, xvar(L, om), M), "p");
   int Kv = let(L, K, "K");
+  int Ks = let(L, x2(L, LX_DIV, iadd(L, xvar(L, Kv), xi(L, nsl - 1)), xi(L, nsl)), "Ks");  // the slice's rows
+  int r0 = let(L, imul(L, xvar(L, sl), xvar(L, Ks)), "r0");
+  int r1 = let(L, imin(L, xvar(L, Kv), iadd(L, xvar(L, r0), xvar(L, Ks))), "r1");
   int part[2], g, c;
   for (int k = 0; k < nsum; k++) part[k] = local(L, team);
   int x = tile_threads(L, team, tile, cw, &g, &c);
@@ -445,16 +445,17 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   const char *names[2 * GPU_RED_U];
   int acc[2 * GPU_RED_U], step;
   for (int u = 0; u < nsum * GPU_RED_U; u++) init[u] = id, names[u] = "acc";
-  LExpr *nsteps = x2(L, LX_DIV, iadd(L, xvar(L, Kv), xi(L, G * GPU_RED_U - 1)), xi(L, G * GPU_RED_U));
+  LExpr *nsteps = x2(L, LX_DIV, iadd(L, xvar(L, Ks), xi(L, G * GPU_RED_U - 1)), xi(L, G * GPU_RED_U));
   LStmt *st = carry_begin(L, xi(L, 0), nsteps, nsum * GPU_RED_U, init, names, acc, &step);
   LExpr *next[2 * GPU_RED_U];
   for (int u = 0; u < GPU_RED_U; u++) {
-    int row = let(L, iadd(L, imul(L, xvar(L, step), xi(L, G * GPU_RED_U)), iadd(L, xi(L, u * G), xvar(L, g))), "t");
+    LExpr *t0 = iadd(L, imul(L, xvar(L, step), xi(L, G * GPU_RED_U)), iadd(L, xi(L, u * G), xvar(L, g)));
+    int row = let(L, S ? iadd(L, xvar(L, r0), t0) : t0, "t");
     LExpr *in = imin(L, xvar(L, row), x2(L, LX_SUB, xvar(L, Kv), xi(L, 1)));
     LExpr *at = iadd(L, imul(L, iadd(L, imul(L, iadd(L, imul(L, xvar(L, p), xvar(L, Kv)), in), M), xvar(L, m)), xi(L, lc)), xvar(L, c));
     for (int k = 0; k < nsum; k++) {
       int a = acc[k * GPU_RED_U + u];
-      int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, Kv)), load(L, KS_IN0 + k, at), id), "v");
+      int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, r1)), load(L, KS_IN0 + k, at), id), "v");
       next[k * GPU_RED_U + u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
     }
   }
@@ -470,12 +471,69 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n) {
   for_end(L);
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
   LExpr *oc = iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl));
+  LExpr *nout = S ? imul(L, dprod(L, xs, 0, ax), imul(L, M, xi(L, lc))) : NULL;
   for (int k = 0; k < nsum; k++) {
     LExpr *v = xvar(L, tile_total(L, team, part[k], cw, cl, mx ? LX_MAX : LX_ADD, k ? "res2" : "res"));
+    if (S) {  // P[k, s, oc]
+      store(L, KS_CONV_Y, iadd(L, imul(L, iadd(L, xi(L, k * S), xvar(L, sl)), nout), oc), v);
+      continue;
+    }
     if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, xvar(L, Kv)));
     store(L, k ? KS_SCRATCH : KS_OUT, oc, v);
   }
   for_end(L);
+}
+
+// The second step: out[e] (KS_SCRATCH for FG_NORM_DG's second sum) = op over
+// the S partials P[k, s, e], a thread per output element e: GPU_RED_U
+// accumulators, u over slices u, u + U, ... in order, then u in order.
+static void lower_red_total(Lo *L, const Node *n, int64_t S) {
+  const Shape *xs = &L->g->nodes[n->in[0]].shape;
+  int r = xs->rank;
+  bool mx = n->op == OP_MAX;
+  int nsum = L->k->fusion == FG_NORM_DG ? 2 : 1;
+  int64_t lc = xs->d[r - 1].n;
+  SymSize rows = symsize_mul(symsize_prod(xs, 0, n->axis), symsize_prod(xs, ir_reduce_end(n) + 1, r - 1));
+  int64_t nout = rows.coef * lc;  // constant (schedule_red_split)
+  L->lk->shape = LK_ELEMENTS;
+  L->lk->outer = xi(L, rows.coef), L->lk->nouter = rows;
+  L->lk->inner = xi(L, lc), L->lk->ninner = (SymSize){lc, 0, 0, 1};
+  int c = for_begin(L, xi(L, 0), xi(L, lc), true, "c");
+  int e = let(L, iadd(L, imul(L, xvar(L, 0), xi(L, lc)), xvar(L, c)), "e");
+  LExpr *id = xf(L, mx ? -INFINITY : 0), *init[2 * GPU_RED_U], *next[2 * GPU_RED_U];
+  const char *names[2 * GPU_RED_U];
+  int acc[2 * GPU_RED_U], step;
+  for (int u = 0; u < nsum * GPU_RED_U; u++) init[u] = id, names[u] = "acc";
+  LStmt *st = carry_begin(L, xi(L, 0), xi(L, (S + GPU_RED_U - 1) / GPU_RED_U), nsum * GPU_RED_U, init, names, acc, &step);
+  for (int u = 0; u < GPU_RED_U; u++) {
+    int sl = let(L, iadd(L, imul(L, xvar(L, step), xi(L, GPU_RED_U)), xi(L, u)), "s");
+    for (int k = 0; k < nsum; k++) {
+      LExpr *at = iadd(L, imul(L, iadd(L, xi(L, k * S), imin(L, xvar(L, sl), xi(L, S - 1))), xi(L, nout)), xvar(L, e));
+      int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, sl), xi(L, S)), load(L, KS_CONV_Y, at), id), "v");
+      int a = acc[k * GPU_RED_U + u];
+      next[k * GPU_RED_U + u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
+    }
+  }
+  carry_end(L, st, next);
+  for (int k = 0; k < nsum; k++) {  // accumulator u holds slices u, u + U, ...; they combine in order of u
+    LExpr *v = xvar(L, acc[k * GPU_RED_U]);
+    for (int u = 1; u < GPU_RED_U; u++) {
+      LExpr *a = xvar(L, acc[k * GPU_RED_U + u]);
+      v = mx ? x2(L, LX_MAX, a, v) : x2(L, LX_ADD, v, a);
+    }
+    if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, dprod(L, xs, n->axis, ir_reduce_end(n) + 1)));
+    store(L, k ? KS_SCRATCH : KS_OUT, xvar(L, e), v);
+  }
+  for_end(L);
+}
+
+LKernel *lower_red_step(Arena *a, const Schedule *s, const Kernel *k, int part) {
+  Lo L;
+  const Node *n = &s->g->nodes[k->node];
+  LKernel *lk = step_begin(&L, a, s, k, LTARGET_GPU, part ? "sum_total" : "sum_partial");
+  if (part) lower_red_total(&L, n, k->red_split);
+  else lk->shape = LK_ROWS, lower_reduce_rows_gpu(&L, n, k->red_split);
+  return lk;
 }
 
 // SUM/MEAN/MAX over trailing axes and SOFTMAX over any axis: x viewed as
@@ -492,7 +550,7 @@ static void lower_axis(Lo *L, const Node *n) {
   if (n->op != OP_SOFTMAX && end < xs->rank - 1) {
     L->lk->outer = imul(L, L->lk->outer, dprod(L, xs, end + 1, xs->rank - 1));
     L->lk->nouter = symsize_mul(L->lk->nouter, symsize_prod(xs, end + 1, xs->rank - 1));
-    if (reduce_rows_gpu_form(L->g, n, L->tgt)) lower_reduce_rows_gpu(L, n);
+    if (reduce_rows_gpu_form(L->g, n, L->tgt)) lower_reduce_rows_gpu(L, n, 0);
     else lower_reduce_rows(L, n);
     return;
   }
@@ -1294,7 +1352,7 @@ int lower_print(FILE *f, Arena *a, const Schedule *s, LTarget tgt) {
     split_rows(gm, tgt, st);
     if (err[0]) return fprintf(stderr, "%s\n", err), 1;
     fprintf(f, "k%d %s %%%d%s\n", ki, k->fusion == FG_WEIGHT_GRAD ? "weight_grad" : ir_op_info[n->op].name, n->id,
-            gm || lk ? "" : st ? arena_printf(a, ": chunked, C %d, steps in order", k->chunk) : ": a backend kernel (causal convolution)");
+            gm || lk ? "" : st && k->chunk ? arena_printf(a, ": chunked, C %d, steps in order", k->chunk) : st ? ": steps in order" : ": a backend kernel (causal convolution)");
     if (gm) lgemm_print(f, gm);
     if (lk) lkernel_print(f, lk);
     for (int i = 0; st && i < st->n; i++) {

@@ -257,6 +257,9 @@ bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt);
 // LKernel `name` of its own outer extent (own_outer), variable 0 the outer
 // index (lower_steps.c).
 LKernel *step_begin(Lo *L, Arena *a, const Schedule *s, const Kernel *k, LTarget tgt, const char *name);
+// Step part (0 the partial sums, 1 their totals) of kernel k's reduction
+// over rows in two steps (Kernel.red_split; lower.c).
+LKernel *lower_red_step(Arena *a, const Schedule *s, const Kernel *k, int part);
 // ROUTED_MATMUL(_DW) and TOPK (lower_route.c).
 void lower_routed(Lo *L, const Node *n);
 void lower_topk(Lo *L, const Node *n);

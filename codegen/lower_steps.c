@@ -338,7 +338,7 @@ static int64_t dw_tile(const Schedule *s, const Kernel *k, LTarget tgt) {
 
 bool lower_steps_form(const Schedule *s, const Kernel *k, LTarget tgt) {
   return tgt == LTARGET_GPU &&
-         (k->chunk || dw_tile(s, k, tgt) || scatter_sorted(s, k, tgt) || lower_routed_steps(NULL, s, k, NULL) ||
+         (k->chunk || k->red_split || dw_tile(s, k, tgt) || scatter_sorted(s, k, tgt) || lower_routed_steps(NULL, s, k, NULL) ||
           lower_attention_steps(NULL, s, k, NULL));
 }
 
@@ -356,6 +356,10 @@ LSteps *lower_steps(Arena *a, const Schedule *s, const Kernel *k, LTarget tgt) {
   if (lower_routed_steps(a, s, k, st) || lower_attention_steps(a, s, k, st)) return st;
   if (scatter_sorted(s, k, tgt)) {
     for (int part = 0; part < 4; part++) st->lk[st->n++] = step_scatter(a, s, k, part);
+    return st;
+  }
+  if (k->red_split) {
+    for (int part = 0; part < 2; part++) st->lk[st->n++] = lower_red_step(a, s, k, part);
     return st;
   }
   int64_t ct = dw_tile(s, k, tgt);

@@ -222,6 +222,37 @@ int schedule_conv_dw_tile(const Graph *g, const Node *n) {
   return ct;
 }
 
+bool schedule_reduce_rows_gpu(const Graph *g, const Node *n) {
+  if (n->op != OP_SUM && n->op != OP_MEAN && n->op != OP_MAX) return false;
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  bool over_bt = false;  // sums over the batch or the positions (gradients of biases and gains), not a
+                         // fixed axis inside a position (a readout over a state's rows: a row each)
+  for (int i = n->axis; i <= ir_reduce_end(n); i++) over_bt = over_bt || xs->d[i].kind != DIM_CONST;
+  return over_bt && ir_reduce_end(n) < xs->rank - 1 && xs->d[xs->rank - 1].kind == DIM_CONST;
+}
+
+int64_t gpu_red_tile_width(int64_t lc, bool split) {
+  int64_t cw = split ? 32 : 8;
+  while (cw > 1 && (lc % cw || (!split && lc / cw < GPU_RED_TILES))) cw /= 2;
+  return cw;
+}
+
+int schedule_red_split(const Graph *g, const Node *n, bool gpu) {
+  const char *hook = getenv("XF_TEST_RED_ONE_PASS");  // test hook: every reduction over rows in one pass
+  if (!gpu || (hook && *hook == '1') || !schedule_reduce_rows_gpu(g, n)) return 0;
+  const Shape *xs = &g->nodes[n->in[0]].shape;
+  int r = xs->rank, end = ir_reduce_end(n);
+  int64_t rows = 1, lc = xs->d[r - 1].n;  // output rows: the axes before the reduced ones and after them
+  for (int i = 0; i < r - 1; i++) {
+    if (i >= n->axis && i <= end) continue;
+    if (xs->d[i].kind != DIM_CONST) return 0;
+    rows *= xs->d[i].n;
+  }
+  if (rows * (lc / gpu_red_tile_width(lc, false)) >= GPU_RED_MIN_BLOCKS) return 0;
+  int64_t base = rows * (lc / gpu_red_tile_width(lc, true)), S = (GPU_RED_BLOCKS + base - 1) / base;
+  return S < 2 ? 0 : (int)(S < GPU_RED_SPLIT_MAX ? S : GPU_RED_SPLIT_MAX);
+}
+
 int64_t gpu_tile_ld(int64_t n) {
   const char *hook = getenv("XF_TEST_TILE_UNPADDED");  // test hook: rows n apart, as before the padding
   if (hook && *hook == '1') return n;
@@ -764,6 +795,12 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       k->scratch = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank - 1), symsize_of(n->shape.d[0])));
       k->xscratch[0] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), symsize_of(n->shape.d[1])));
       k->xscratch[1] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), (SymSize){2, 0, 0, 1}));
+    }
+    k->red_split = schedule_red_split(g, n, gpu);
+    if (k->red_split) {  // the partial sums of lower.c's two-step reduction over rows: [nsum, S, out]
+      int64_t nsum = kind[i] == FG_NORM_DG ? 2 : 1;
+      SymSize out = symsize_prod(&n->shape, 0, n->shape.rank);
+      k->xscratch[0] = add_scratch(s, i, symsize_mul(out, (SymSize){nsum * k->red_split, 0, 0, 1}));
     }
     int ct = gpu ? schedule_conv_dw_tile(g, n) : 0;
     if (ct) {  // the partial sums P of lower.c's two-step CONV_DW: [lead, d / CT, L] (scalar), [lead, L, d]

@@ -7,7 +7,8 @@
 # its memory- and compute-bound times, or over 20 us and over half of it
 # shared-memory bank conflicts), except the ones listed below with the
 # reason they remain. And the check can fail: efff928's one-pass CONV_DW
-# (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, unpadded shared tiles
+# (XF_TEST_CONV_DW_DIRECT=1) must be a cliff for ME, and RetNet's gain
+# gradient in one pass (XF_TEST_RED_ONE_PASS=1) another; unpadded shared tiles
 # (XF_TEST_TILE_UNPADDED=1) must raise GPT-2-small's attention estimates and
 # the Table 1 transformer's row-form attention gradient, and bf16 tiles
 # lower GPT-2-small's attention estimates in bf16 below 0.8 of TF32's.
@@ -18,10 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 # kernel descriptions still serial by construction, and why
 declare -A known=()
 # cliffs of one example, and why: [example:kernel]
-declare -A known_in=(
-  [retnet:sum]="RMSNorm's gain gradient (stdlib/nn.xf:94) over 16 blocks of 16 outputs: 22 us once the model counts
-                global accesses' L1 lines (2026-11-29), over the 20 us of a few-blocks cliff; a split over the rows is open"
-)
+declare -A known_in=()
 fails=0 runs=0
 check() {  # what, xfc arguments...
   local what=$1 out
@@ -62,6 +60,19 @@ if grep -q 'causal_conv_dw .*CLIFF:few-blocks' <<<"$old"; then
   echo "ok: efff928's ME conv_dw is a cliff: $(grep 'causal_conv_dw' <<<"$old" | awk '{ print "grid", $4, "est", $13, "us" }')"
 else
   echo "FAIL: the one-pass conv_dw of efff928 is not reported as a cliff"
+  fails=$((fails + 1))
+fi
+# every reduction over rows in one pass (XF_TEST_RED_ONE_PASS=1, before
+# schedule_red_split): RetNet's per-head RMSNorm gain gradient must be a
+# few-blocks cliff, and its two steps none
+old=$(XF_TEST_RED_ONE_PASS=1 "$xfc" --target=cuda --emit=cost examples/retnet.xf -D layers=18 --batch=64 --seq=128 2>&1)
+new=$("$xfc" --target=cuda --emit=cost examples/retnet.xf -D layers=18 --batch=64 --seq=128 2>&1)
+if grep -q ' sum .*nn.xf:94 CLIFF:few-blocks' <<<"$old" && grep -q ' sum_partial .*nn.xf:94$' <<<"$new" &&
+   grep -q ' sum_total .*nn.xf:94$' <<<"$new"; then
+  echo "ok: RetNet's gain gradient in one pass is a cliff: $(grep ' sum .*nn.xf:94' <<<"$old" | awk '{ print "grid", $4, "est", $13, "us" }');" \
+       "in two steps: $(grep ' sum_.*nn.xf:94' <<<"$new" | awk '{ printf "%s%s grid %s est %s us", (NR > 1 ? ", " : ""), $2, $4, $13 }')"
+else
+  echo "FAIL: RetNet's gain gradient: one pass not a few-blocks cliff, or not two steps without one"
   fails=$((fails + 1))
 fi
 # tiles in shared memory with rows 64 floats apart (XF_TEST_TILE_UNPADDED=1,
