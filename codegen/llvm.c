@@ -837,7 +837,11 @@ static void lblock(Emit *e, LPrint *p, const LStmt *s) {
       V some = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, m, ci64(e, 0), ""), LLVMBuildICmp(e->b, LLVMIntSGT, n, ci64(e, 0), ""), "");
       LLVMBuildCondBr(e->b, some, call, after);
       LLVMPositionBuilderAtEnd(e->b, call);
+      static const int bit[3] = {XF_GEMM_A_BF16, XF_GEMM_B_BF16, XF_GEMM_C_BF16};
+      for (int x = 0; x < 3; x++)  // an operand slot stored in bf16 (storage.c): xf_gemm_ex's types
+        if (c->slot[x] >= 0 && c->slot[x] < KS_IMM && p->lk->slot_bf16[c->slot[x]]) e->gemm_types |= bit[x];
       call_sgemm_a(e, c->ta, c->tb, m, n, k, (float)c->alpha, at[LC_A], ld[LC_A], at[LC_B], ld[LC_B], (float)c->beta, at[LC_C], ld[LC_C]);
+      e->gemm_types = 0;
       LLVMBuildBr(e->b, after);
       LLVMPositionBuilderAtEnd(e->b, after);
       continue;

@@ -18,9 +18,11 @@
 //     it writes for another kernel;
 //   - what reaches an LX_TOI (indices stored as floats).
 // Parameters, their gradients, inputs and outputs are float32, and so is
-// every activation a CPU convolution, a kernel's own GEMM call (LS_GEMM on
-// a slot, a GPU's team GEMMs), a GPU's steps with a GEMM record among them
-// or direct product, or a kernel without a lowering touches. cuBLAS
+// every activation a CPU convolution, a GPU's team GEMM on a slot, the C
+// a CPU kernel's own GEMM call (LS_GEMM) accumulates into (beta != 0) or
+// reads back, a GPU's steps with a GEMM record among them or direct
+// product, or a kernel without a lowering touches (a CPU kernel's GEMM call
+// reads an A or B, and writes a C, of either storage: xf_gemm_ex). cuBLAS
 // multiplies bf16 by bf16 only: a GPU product whose
 // A and B differ in storage reads a bf16 copy of the float32 one,
 // Kernel.stage: a parameter's twin (BUF_TWIN, persistent, rewritten by the
@@ -39,13 +41,17 @@
 
 #include "loops.h"
 
-// Marks in used[] the slots some LS_GEMM of the statements from st on reads or writes.
-static void gemm_slots(const LStmt *st, bool *used) {
+// Marks the slots some LS_GEMM of the statements from st on reads as its A
+// or B (ab[]), accumulates into as its C (acc[]: beta != 0) or writes as its
+// C (out[]: beta 0).
+static void gemm_slots(const LStmt *st, bool *ab, bool *acc, bool *out) {
   for (; st; st = st->next) {
     if (st->kind == LS_GEMM)
-      for (int x = 0; x < 3; x++)
-        if (st->call->slot[x] >= 0 && st->call->slot[x] < KS_IMM) used[st->call->slot[x]] = true;
-    if (st->body) gemm_slots(st->body, used);
+      for (int x = LC_A; x <= LC_C; x++) {
+        int j = st->call->slot[x];
+        if (j >= 0 && j < KS_IMM) *(x != LC_C ? &ab[j] : st->call->beta != 0 ? &acc[j] : &out[j]) = true;
+      }
+    if (st->body) gemm_slots(st->body, ab, acc, out);
   }
 }
 
@@ -89,14 +95,24 @@ static void convertible_slots(Arena *a, const LClass *c, LTarget tgt, bool ok[KS
   int nv = 2;
   if (c->steps)
     for (int i = nv = 0; i < c->steps->n; i++) v[nv++] = c->steps->lk[i];
-  bool gemm[KS_COUNT] = {false}, read[KS_IMM] = {false}, written[KS_IMM] = {false};
+  bool ab[KS_COUNT] = {false}, acc[KS_COUNT] = {false}, out[KS_COUNT] = {false}, elem[KS_IMM] = {false};
+  bool read[KS_IMM] = {false}, written[KS_IMM] = {false};
   for (int i = 0; i < nv; i++)
-    if (v[i]) gemm_slots(v[i]->body, gemm);
+    if (v[i]) gemm_slots(v[i]->body, ab, acc, out);
   for (int i = 0; i < nv; i++)
     for (int j = 0; v[i] && j < KS_IMM; j++) {
-      if ((v[i]->slot_read[j] || v[i]->slot_written[j]) && !v[i]->slot_int[j]) ok[j] = !gemm[j];
+      elem[j] |= (v[i]->slot_read[j] || v[i]->slot_written[j]) && !v[i]->slot_int[j];
       read[j] |= v[i]->slot_read[j], written[j] |= v[i]->slot_written[j];
     }
+  // a kernel's own GEMM call (LS_GEMM) on a slot: on a CPU (xf_gemm_ex,
+  // its types from LKernel.slot_bf16) an A or B of either storage, and a C
+  // written (beta 0) and not read back; a C accumulated in place across
+  // calls (beta != 0) keeps float32. A GPU's team GEMMs take float32
+  // operands in global memory.
+  for (int j = 0; j < KS_IMM; j++) {
+    bool called = ab[j] || acc[j] || out[j];
+    if (elem[j] || called) ok[j] = tgt == LTARGET_GPU ? !called : !acc[j] && !(out[j] && read[j]);
+  }
   // a GPU's direct product (not flat) reads and writes float32
   if (c->gemm && tgt == LTARGET_GPU && !c->gemm->flat)
     for (int x = 0; x < 3; x++) ok[c->gemm->slot[x]] = false;

@@ -371,8 +371,9 @@ int main(int argc, char **argv) {
   }
   model_so_remat = false;
   // bf16 storage (xfc --precision=bf16 on the CPU): every example fused and
-  // unfused; the blocked attention of heads of 32 keeps its own GEMM
-  // calls' operands in float32 beside bf16 ones
+  // unfused; the blocked attention of heads of 32, whose own GEMM calls
+  // read bf16 q, k, v, dO and write a bf16 dQ (xf_gemm_ex's types) and
+  // accumulate float32 dK, dV
   model_so_bf16 = true;
   for (size_t i = 0; i < NTEST_EXAMPLES; i++) {
     char path[256];
