@@ -411,6 +411,17 @@ static bool reduce_rows_gpu_form(const Graph *g, const Node *n, LTarget tgt) {
   return tgt == LTARGET_GPU && schedule_reduce_rows_gpu(g, n);
 }
 
+// Accumulator a's next value with element v (max, or the sum).
+static LExpr *acc_step(Lo *L, bool mx, int a, int v) {
+  return mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
+}
+// The GPU_RED_U accumulators acc[0 .. U) combined in order of u.
+static LExpr *acc_total(Lo *L, bool mx, const int *acc) {
+  LExpr *all = xvar(L, acc[0]);
+  for (int u = 1; u < GPU_RED_U; u++) all = mx ? x2(L, LX_MAX, xvar(L, acc[u]), all) : x2(L, LX_ADD, all, xvar(L, acc[u]));
+  return all;
+}
+
 // A sum, mean or max over rows: GPU_RED_U accumulators per thread (loads in
 // flight: rows s G U + u G + g of step s). FG_NORM_DG: also the sum of
 // KS_IN1 into KS_SCRATCH, its own GPU_RED_U accumulators. S > 0: the first
@@ -456,18 +467,11 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n, int64_t S) {
     for (int k = 0; k < nsum; k++) {
       int a = acc[k * GPU_RED_U + u];
       int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, row), xvar(L, r1)), load(L, KS_IN0 + k, at), id), "v");
-      next[k * GPU_RED_U + u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
+      next[k * GPU_RED_U + u] = acc_step(L, mx, a, v);
     }
   }
   carry_end(L, st, next);
-  for (int k = 0; k < nsum; k++) {
-    LExpr *all = xvar(L, acc[k * GPU_RED_U]);
-    for (int u = 1; u < GPU_RED_U; u++) {
-      LExpr *a = xvar(L, acc[k * GPU_RED_U + u]);
-      all = mx ? x2(L, LX_MAX, a, all) : x2(L, LX_ADD, all, a);
-    }
-    store(L, part[k], xvar(L, x), all);
-  }
+  for (int k = 0; k < nsum; k++) store(L, part[k], xvar(L, x), acc_total(L, mx, acc + k * GPU_RED_U));
   for_end(L);
   int cl = for_begin(L, xi(L, 0), xi(L, cw), true, "cl");
   LExpr *oc = iadd(L, iadd(L, imul(L, xvar(L, om), xi(L, lc)), imul(L, xvar(L, tile), xi(L, cw))), xvar(L, cl));
@@ -510,17 +514,12 @@ static void lower_red_total(Lo *L, const Node *n, int64_t S) {
     for (int k = 0; k < nsum; k++) {
       LExpr *at = iadd(L, imul(L, iadd(L, xi(L, k * S), imin(L, xvar(L, sl), xi(L, S - 1))), xi(L, nout)), xvar(L, e));
       int v = let(L, xsel(L, x2(L, LX_LT, xvar(L, sl), xi(L, S)), load(L, KS_CONV_Y, at), id), "v");
-      int a = acc[k * GPU_RED_U + u];
-      next[k * GPU_RED_U + u] = mx ? x2(L, LX_MAX, xvar(L, v), xvar(L, a)) : x2(L, LX_ADD, xvar(L, a), xvar(L, v));
+      next[k * GPU_RED_U + u] = acc_step(L, mx, acc[k * GPU_RED_U + u], v);
     }
   }
   carry_end(L, st, next);
-  for (int k = 0; k < nsum; k++) {  // accumulator u holds slices u, u + U, ...; they combine in order of u
-    LExpr *v = xvar(L, acc[k * GPU_RED_U]);
-    for (int u = 1; u < GPU_RED_U; u++) {
-      LExpr *a = xvar(L, acc[k * GPU_RED_U + u]);
-      v = mx ? x2(L, LX_MAX, a, v) : x2(L, LX_ADD, v, a);
-    }
+  for (int k = 0; k < nsum; k++) {  // accumulator u holds slices u, u + U, ...
+    LExpr *v = acc_total(L, mx, acc + k * GPU_RED_U);
     if (n->op == OP_MEAN) v = x2(L, LX_DIV, v, x1(L, LX_TOF, dprod(L, xs, n->axis, ir_reduce_end(n) + 1)));
     store(L, k ? KS_SCRATCH : KS_OUT, xvar(L, e), v);
   }
