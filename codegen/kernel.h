@@ -303,7 +303,9 @@ bool schedule_reduce_rows_gpu(const Graph *g, const Node *n);
 // one 128-byte line where cw >= 32 / rows).
 int64_t gpu_red_tile_width(int64_t lc, bool split);
 // The row slices S of a GPU reduction over rows in two steps, or 0 for one
-// pass: where its output is constant (no B or T axis) and one pass would
+// pass: a kernel of the reduction alone (fusion FG_NONE) or with the bias
+// sum beside it (FG_NORM_DG; not a weight gradient's GEMM, FG_WEIGHT_GRAD,
+// whose node is a SUM too), where its output is constant (no B or T axis) and one pass would
 // run fewer blocks than GPU_RED_MIN_BLOCKS (half an H100's SMs), S slices of the
 // rows make about GPU_RED_BLOCKS blocks (at most GPU_RED_SPLIT_MAX): each
 // sums its slice into partials [S, out] (xscratch[0]); a second launch sums
@@ -314,7 +316,7 @@ int64_t gpu_red_tile_width(int64_t lc, bool split);
 // 3.2-5.6. At 96 blocks (GPT-2-small's 768 columns) one pass is memory-bound
 // and the second launch costs more than it saves (17.0 us, 16.0 + 1.5).
 // (Test hook: XF_TEST_RED_ONE_PASS=1 gives 0, tests/cuda/cost.sh.)
-int schedule_red_split(const Graph *g, const Node *n, bool gpu);
+int schedule_red_split(const Graph *g, const Node *n, int fusion, bool gpu);
 enum { GPU_RED_TILES = 64, GPU_RED_MIN_BLOCKS = 66, GPU_RED_BLOCKS = 264, GPU_RED_SPLIT_MAX = 128 };
 // Whether a GPU schedule gives SCATTER_ADD node n the sorted form (lower.c
 // lower_steps: a vocabulary V and width d constant): F [lead, V] in its

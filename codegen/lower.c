@@ -489,8 +489,9 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n, int64_t S) {
 }
 
 // The second step: out[e] (KS_SCRATCH for FG_NORM_DG's second sum) = op over
-// the S partials P[k, s, e], a thread per output element e: GPU_RED_U
-// accumulators, u over slices u, u + U, ... in order, then u in order.
+// the S partials P[k, s, e]: a block per output row, a thread per element e
+// (up to 256 threads), GPU_RED_U accumulators, u over slices u, u + U, ...
+// in order, then u in order.
 static void lower_red_total(Lo *L, const Node *n, int64_t S) {
   const Shape *xs = &L->g->nodes[n->in[0]].shape;
   int r = xs->rank;
@@ -499,9 +500,9 @@ static void lower_red_total(Lo *L, const Node *n, int64_t S) {
   int64_t lc = xs->d[r - 1].n;
   SymSize rows = symsize_mul(symsize_prod(xs, 0, n->axis), symsize_prod(xs, ir_reduce_end(n) + 1, r - 1));
   int64_t nout = rows.coef * lc;  // constant (schedule_red_split)
-  L->lk->shape = LK_ELEMENTS;
+  int64_t team = (lc + 31) / 32 * 32;
+  L->lk->shape = LK_ROWS, L->lk->team = (int)(team < 256 ? team : 256);  // carries: not LK_ELEMENTS's body
   L->lk->outer = xi(L, rows.coef), L->lk->nouter = rows;
-  L->lk->inner = xi(L, lc), L->lk->ninner = (SymSize){lc, 0, 0, 1};
   int c = for_begin(L, xi(L, 0), xi(L, lc), true, "c");
   int e = let(L, iadd(L, imul(L, xvar(L, 0), xi(L, lc)), xvar(L, c)), "e");
   LExpr *id = xf(L, mx ? -INFINITY : 0), *init[2 * GPU_RED_U], *next[2 * GPU_RED_U];

@@ -237,9 +237,10 @@ int64_t gpu_red_tile_width(int64_t lc, bool split) {
   return cw;
 }
 
-int schedule_red_split(const Graph *g, const Node *n, bool gpu) {
+int schedule_red_split(const Graph *g, const Node *n, int fusion, bool gpu) {
   const char *hook = getenv("XF_TEST_RED_ONE_PASS");  // test hook: every reduction over rows in one pass
-  if (!gpu || (hook && *hook == '1') || !schedule_reduce_rows_gpu(g, n)) return 0;
+  if (!gpu || (hook && *hook == '1') || (fusion != FG_NONE && fusion != FG_NORM_DG) || !schedule_reduce_rows_gpu(g, n))
+    return 0;
   const Shape *xs = &g->nodes[n->in[0]].shape;
   int r = xs->rank, end = ir_reduce_end(n);
   int64_t rows = 1, lc = xs->d[r - 1].n;  // output rows: the axes before the reduced ones and after them
@@ -796,7 +797,7 @@ Schedule *schedule_build(Arena *a, const Graph *g, bool fuse, bool gpu) {
       k->xscratch[0] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), symsize_of(n->shape.d[1])));
       k->xscratch[1] = add_scratch(s, i, symsize_mul(symsize_prod(is, 0, is->rank), (SymSize){2, 0, 0, 1}));
     }
-    k->red_split = schedule_red_split(g, n, gpu);
+    k->red_split = schedule_red_split(g, n, kind[i], gpu);
     if (k->red_split) {  // the partial sums of lower.c's two-step reduction over rows: [nsum, S, out]
       int64_t nsum = kind[i] == FG_NORM_DG ? 2 : 1;
       SymSize out = symsize_prod(&n->shape, 0, n->shape.rank);
