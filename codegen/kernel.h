@@ -300,7 +300,7 @@ bool schedule_reduce_rows_gpu(const Graph *g, const Node *n);
 // of rows g, g + G, ...; one pass: the largest of 8, 4, 2, 1 dividing the
 // width lc that leaves GPU_RED_TILES tiles (more, narrower tiles, more
 // blocks); two steps: the largest of 32, ..., 1 dividing lc (a warp's loads
-// one 128-byte line where cw >= 32 / rows).
+// of a step are then 32 / cw whole rows of cw adjacent floats).
 int64_t gpu_red_tile_width(int64_t lc, bool split);
 // The row slices S of a GPU reduction over rows in two steps, or 0 for one
 // pass: a kernel of the reduction alone (fusion FG_NONE) or with the bias
@@ -311,9 +311,9 @@ int64_t gpu_red_tile_width(int64_t lc, bool split);
 // sums its slice into partials [S, out] (xscratch[0]); a second launch sums
 // each output's S partials in order. RetNet's per-head RMSNorm gain gradient
 // (16 columns, 65,536 rows at Table 1 sizes) ran 16 blocks of 512 threads
-// each summing 512 partials in order: 22 us (--emit=cost), 3.7 in two steps;
-// the Table 1 transformer's bias and gain gradients (64 blocks) 8.4-15.5 us,
-// 3.2-5.6. At 96 blocks (GPT-2-small's 768 columns) one pass is memory-bound
+// each summing 512 partials in order: 22 us (--emit=cost), 2.3 + 2.4 in two
+// steps; the Table 1 transformer's bias and gain gradients (64 blocks)
+// 8.4-15.5 us, 4.1-7.7. At 96 blocks (GPT-2-small's 768 columns) one pass is memory-bound
 // and the second launch costs more than it saves (17.0 us, 16.0 + 1.5).
 // (Test hook: XF_TEST_RED_ONE_PASS=1 gives 0, tests/cuda/cost.sh.)
 int schedule_red_split(const Graph *g, const Node *n, int fusion, bool gpu);
