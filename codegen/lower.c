@@ -437,8 +437,10 @@ static void lower_reduce_rows_gpu(Lo *L, const Node *n, int64_t S) {
   int64_t lc = xs->d[r - 1].n, cw = gpu_red_tile_width(lc, S > 0), ct = lc / cw, G = team / cw, nsl = S ? S : 1;
   LExpr *K = dprod(L, xs, ax, end + 1), *M = dprod(L, xs, end + 1, r - 1), *id = xf(L, mx ? -INFINITY : 0);
   L->own_outer = true, L->lk->team = (int)team;
-  if (S) L->lk->outer = dprod(L, xs, 0, ax), L->lk->nouter = symsize_prod(xs, 0, ax);  // P M, constant
-  if (S) L->lk->outer = imul(L, L->lk->outer, M), L->lk->nouter = symsize_mul(L->lk->nouter, symsize_prod(xs, end + 1, r - 1));
+  if (S) {  // a step's own outer extent, P M (constant), as lower_axis sets it for one pass
+    L->lk->outer = imul(L, dprod(L, xs, 0, ax), M);
+    L->lk->nouter = symsize_mul(symsize_prod(xs, 0, ax), symsize_prod(xs, end + 1, r - 1));
+  }
   L->lk->outer = imul(L, L->lk->outer, xi(L, ct * nsl));
   L->lk->nouter = symsize_mul(L->lk->nouter, (SymSize){ct * nsl, 0, 0, 1});
   int o = 0;
