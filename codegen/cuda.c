@@ -147,6 +147,7 @@ static void prelude(R *r) {
          "__device__ __forceinline__ float xf_max(float x, float y) { return x > y ? x : y; }\n"
          "__device__ __forceinline__ xf_i64 xf_max(xf_i64 x, xf_i64 y) { return x > y ? x : y; }\n"
          "__device__ __forceinline__ xf_i64 xf_min(xf_i64 x, xf_i64 y) { return x < y ? x : y; }\n"
+         "__device__ __forceinline__ int xf_max(int x, int y) { return x > y ? x : y; }\n"
          "\n"
          "// Philox4x32-10 (runtime/rng.h): uniform in [0, 1) from (seed, stream, index, step).\n"
          "__device__ __forceinline__ double xf_uniform(xf_u64 seed, xf_u32 stream, xf_u64 index, xf_u32 step) {\n"
@@ -578,40 +579,64 @@ static void lk_names(LP *p) {
   }
 }
 
-static const char *ltype(LType t) { return t == LT_I64 ? "xf_i64" : t == LT_F32 ? "float" : "bool"; }
+// Variable v's C type: an integer the middle bounds to 32 bits (LKernel.narrow,
+// lkernel_ranges) is an int, any other xf_i64.
+static bool lk_narrow(const LP *p, int v) { return p->lk->narrow && p->lk->narrow[v]; }
+static const char *vtype(const LP *p, int v) {
+  LType t = p->lk->types[v];
+  return t == LT_I64 ? (lk_narrow(p, v) ? "int" : "xf_i64") : t == LT_F32 ? "float" : "bool";
+}
 
 static void lx(LP *p, const LExpr *e);
+static void lx_at(LP *p, const LExpr *e, bool wide);
 
-static void lx_call(LP *p, const char *fn, const LExpr *e) {
+// Operand x of an operation computed in 64 bits (wide): a narrow integer
+// operand widened, so that no int operation can overflow and both operands
+// of xf_max have one type.
+static void lx_arg(LP *p, const LExpr *x, bool wide) {
+  if (wide && x->type == LT_I64 && x->narrow) {
+    if (x->kind == LX_INT || x->kind == LX_DIM || x->kind == LX_WIN) {  // a leaf printed 64-bit
+      lx_at(p, x, true);
+      return;
+    }
+    out(p->r, "(xf_i64)");
+  }
+  lx(p, x);
+}
+static void lx_call(LP *p, const char *fn, const LExpr *e, bool wide) {
   out(p->r, "%s(", fn);
-  lx(p, e->a[0]);
-  if (e->a[1]) out(p->r, ", "), lx(p, e->a[1]);
+  lx_arg(p, e->a[0], wide);
+  if (e->a[1]) out(p->r, ", "), lx_arg(p, e->a[1], wide);
   out(p->r, ")");
 }
-static void lx_bin(LP *p, const char *op, const LExpr *e) {
+static void lx_bin(LP *p, const char *op, const LExpr *e, bool wide) {
   out(p->r, "(");
-  lx(p, e->a[0]);
+  lx_arg(p, e->a[0], wide);
   out(p->r, " %s ", op);
-  lx(p, e->a[1]);
+  lx_arg(p, e->a[1], wide);
   out(p->r, ")");
 }
 
-// An expression as C; every composite one parenthesised.
-static void lx(LP *p, const LExpr *e) {
+// An expression as C; every composite one parenthesised. A narrow integer
+// operation (its operands narrow too) is an int one.
+static void lx(LP *p, const LExpr *e) { lx_at(p, e, e->type == LT_I64 && !e->narrow); }
+
+// e with its integer operations in 64 bits (wide) or in int.
+static void lx_at(LP *p, const LExpr *e, bool wide) {
   R *r = p->r;
   char c[48];
   switch (e->kind) {
-  case LX_INT: out(r, e->ival < 0 ? "(%lldLL)" : "%lldLL", (long long)e->ival); return;
+  case LX_INT: out(r, e->ival < 0 ? "(%lld%s)" : "%lld%s", (long long)e->ival, wide || !e->narrow ? "LL" : ""); return;
   case LX_FLT: {  // an f32 constant: rounded to float first, then printed exactly
     const char *s = fconst((double)(float)e->fval, c);
     out(r, s[0] == '-' ? "(%s)" : "%s", s);
     return;
   }
-  case LX_DIM: out(r, e->ival ? "a.T" : "a.B"); return;
+  case LX_DIM: out(r, e->ival ? (wide ? "a.T" : "(int)a.T") : "a.B"); return;
   case LX_VAR: out(r, "%s", p->name[e->var]); return;
   case LX_ROW0: out(r, "XF_ROW0(a)"); return;
   case LX_POS0: out(r, "a.p0"); return;
-  case LX_WIN: out(r, e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
+  case LX_WIN: out(r, "%s%s", wide ? "" : "(int)", e->ival == 2 ? "a.wk" : e->ival ? "a.w1" : "a.w0"); return;
   case LX_LOAD:
     if (view_of(p, e->slot) == 'I') out(r, "(xf_i64)I%d[", e->slot);
     else out(r, "%s%c%d[", half(p, e->slot) ? "xf_bf16_ld(" : "", view_of(p, e->slot), view_index(e->slot));
@@ -619,31 +644,31 @@ static void lx(LP *p, const LExpr *e) {
     out(r, half(p, e->slot) ? "])" : "]");
     return;
   case LX_NEG: out(r, "(-"), lx(p, e->a[0]), out(r, ")"); return;
-  case LX_EXP: lx_call(p, "xf_exp", e); return;
-  case LX_LOG: lx_call(p, "logf", e); return;
-  case LX_SQRT: lx_call(p, "sqrtf", e); return;
-  case LX_SIN: lx_call(p, "sinf", e); return;
-  case LX_COS: lx_call(p, "cosf", e); return;
-  case LX_TANH: lx_call(p, "tanhf", e); return;
-  case LX_ERF: lx_call(p, "erff", e); return;
-  case LX_ADD: lx_bin(p, "+", e); return;
-  case LX_SUB: lx_bin(p, "-", e); return;
-  case LX_MUL: lx_bin(p, "*", e); return;
-  case LX_DIV: lx_bin(p, "/", e); return;
-  case LX_REM: lx_bin(p, "%", e); return;
-  case LX_MAX: lx_call(p, "xf_max", e); return;  // float, or the xf_i64 overload
-  case LX_LT: lx_bin(p, "<", e); return;
-  case LX_GT: lx_bin(p, ">", e); return;
-  case LX_GE: lx_bin(p, ">=", e); return;
-  case LX_EQ: lx_bin(p, "==", e); return;
-  case LX_AND: lx_bin(p, "&&", e); return;
+  case LX_EXP: lx_call(p, "xf_exp", e, false); return;
+  case LX_LOG: lx_call(p, "logf", e, false); return;
+  case LX_SQRT: lx_call(p, "sqrtf", e, false); return;
+  case LX_SIN: lx_call(p, "sinf", e, false); return;
+  case LX_COS: lx_call(p, "cosf", e, false); return;
+  case LX_TANH: lx_call(p, "tanhf", e, false); return;
+  case LX_ERF: lx_call(p, "erff", e, false); return;
+  case LX_ADD: lx_bin(p, "+", e, wide); return;
+  case LX_SUB: lx_bin(p, "-", e, wide); return;
+  case LX_MUL: lx_bin(p, "*", e, wide); return;
+  case LX_DIV: lx_bin(p, "/", e, wide); return;
+  case LX_REM: lx_bin(p, "%", e, wide); return;
+  case LX_MAX: lx_call(p, "xf_max", e, wide); return;  // float, or the int or xf_i64 overload
+  case LX_LT: lx_bin(p, "<", e, wide); return;
+  case LX_GT: lx_bin(p, ">", e, wide); return;
+  case LX_GE: lx_bin(p, ">=", e, wide); return;
+  case LX_EQ: lx_bin(p, "==", e, wide); return;
+  case LX_AND: lx_bin(p, "&&", e, wide); return;
   case LX_SELECT:
     out(r, "(");
     lx(p, e->a[0]);
     out(r, " ? ");
-    lx(p, e->a[1]);
+    lx_arg(p, e->a[1], wide);
     out(r, " : ");
-    lx(p, e->a[2]);
+    lx_arg(p, e->a[2], wide);
     out(r, ")");
     return;
   case LX_TOF: out(r, "(float)"), lx(p, e->a[0]); return;
@@ -653,7 +678,7 @@ static void lx(LP *p, const LExpr *e) {
     lx(p, e->a[0]);
     out(r, ", XF_STEP(a)) >= %.17g)", e->fval);
     return;
-  case LX_BF16: lx_call(p, "xf_bf16_rnd", e); return;
+  case LX_BF16: lx_call(p, "xf_bf16_rnd", e, false); return;
   case LX_COUNT: break;
   }
   out(r, "0");
@@ -676,13 +701,15 @@ static const char *g_sync(const LP *p) { return p->block ? "__syncthreads();" : 
 // row's threads: from lo + the thread's index, stepping by their number.
 static void lk_for_open(LP *p, int var, const LExpr *lo, const LExpr *hi, bool spread) {
   const char *v = p->name[var];
-  lk_line(p, "for (xf_i64 %s = ", v);
+  bool n32 = lk_narrow(p, var);
+  lk_line(p, "for (%s %s = ", vtype(p, var), v);
+  const char *id = n32 && p->block ? "(int)threadIdx.x" : g_id(p);
   if (!spread) lx(p, lo);
-  else if (lo->kind == LX_INT && lo->ival == 0) out(p->r, "%s", g_id(p));
-  else lx(p, lo), out(p->r, " + %s", g_id(p));
+  else if (lo->kind == LX_INT && lo->ival == 0) out(p->r, "%s", id);
+  else lx(p, lo), out(p->r, " + %s", id);
   out(p->r, ", %s_end = ", v);
   lx(p, hi);
-  if (spread) out(p->r, "; %s < %s_end; %s += %s) {\n", v, v, v, p->block ? "blockDim.x" : "32");
+  if (spread) out(p->r, "; %s < %s_end; %s += %s) {\n", v, v, v, p->block ? (n32 ? "(int)blockDim.x" : "blockDim.x") : "32");
   else out(p->r, "; %s < %s_end; %s++) {\n", v, v, v);
 }
 
@@ -748,7 +775,8 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   R *r = p->r;
   switch (st->kind) {
   case LS_LET:
-    lk_line(p, "const %s %s = ", ltype(p->lk->types[st->var]), p->name[st->var]);
+    lk_line(p, "const %s %s = ", vtype(p, st->var), p->name[st->var]);
+    if (lk_narrow(p, st->var) && !st->val->narrow) out(r, "(int)");  // a 64-bit operation whose value fits: x % 16
     lx(p, st->val);
     out(r, ";\n");
     if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
@@ -773,7 +801,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   }
   case LS_CARRY: {  // the thread's registers (in a row's code, every thread the same values)
     for (int c = 0; c < st->ncarry; c++) {
-      lk_line(p, "%s %s = ", ltype(p->lk->types[st->carry[c]]), p->name[st->carry[c]]);
+      lk_line(p, "%s %s = ", vtype(p, st->carry[c]), p->name[st->carry[c]]);
       lx(p, st->init[c]);
       out(r, ";\n");
     }
@@ -781,7 +809,7 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
     p->ind += 2;
     lk_block(p, st->body, coop);
     for (int c = 0; c < st->ncarry; c++) {
-      lk_line(p, "const %s %s_n = ", ltype(p->lk->types[st->carry[c]]), p->name[st->carry[c]]);
+      lk_line(p, "const %s %s_n = ", vtype(p, st->carry[c]), p->name[st->carry[c]]);
       lx(p, st->step[c]);
       out(r, ";\n");
     }
@@ -906,9 +934,10 @@ static void lk_element(LP *p, const char *item, int ind) {
   const LStmt *st = lk->body;
   for (; st && st->kind == LS_LET; st = st->next) lk_stmt(p, st, false);
   if (st && st->kind == LS_FOR && st->par && !st->next) {
-    lk_line(p, "const xf_i64 %s = ", p->name[st->var]);
+    bool n32 = lk_narrow(p, st->var);
+    lk_line(p, "const %s %s = %s", vtype(p, st->var), p->name[st->var], n32 ? "(int)(" : "");
     if (!(st->lo->kind == LX_INT && st->lo->ival == 0)) lx(p, st->lo), out(r, " + ");
-    out(r, "(%s - %s * inner);\n", item, o);
+    out(r, "(%s - %s * inner)%s;\n", item, o, n32 ? ")" : "");
     if (!lstmt_uses(st->body, st->var)) lk_line(p, "(void)%s;\n", p->name[st->var]);
     lk_block(p, st->body, false);
   } else if (st && !r->err) {

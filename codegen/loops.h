@@ -91,6 +91,9 @@ struct LExpr {
   int var;       // LX_VAR
   int64_t ival;  // LX_INT, LX_DIM
   double fval;   // LX_FLT, LX_KEEP (p)
+  bool narrow;   // an LT_I64 expression whose value and every integer
+                 // subexpression's lie in [-LK_NARROW, LK_NARROW] at every
+                 // B and T (lkernel_ranges): a backend may compute it in 32 bits
   LExpr *a[3];
 };
 
@@ -174,6 +177,8 @@ typedef struct {
   LKernelShape shape;
   int nvars;            // variables 0 .. nvars-1; variable 0 is the outer index
   LType *types;         // [nvars]
+  bool *narrow;         // [nvars]: an LT_I64 variable whose every value lies in
+                        // [-LK_NARROW, LK_NARROW] (lkernel_ranges; NULL before it)
   const char **names;   // [nvars] for printing ("o", "j", "mu"); "" unnamed
   LExpr *outer;         // the outer extent (i64, a function of B and T only)
   LExpr *inner;         // LK_ELEMENTS: the inner extent; else NULL
@@ -204,6 +209,20 @@ typedef struct {
                         // outer index); else a block of `team` threads per
                         // outer index, its par loops spread over all of them
 } LKernel;
+
+// lower_ranges.c: the ranges of a description's integers.
+// Requires: lk complete (every variable defined before its uses); T at most t_max.
+// Guarantees: LKernel.narrow and every LExpr.narrow of lk's body set: true
+// where the interval of the value (and of each integer subexpression) at
+// any B >= 1 and 1 <= T <= t_max lies within LK_NARROW, 2^31 - 2^16 (a
+// 32-bit int, with room for a block's stride past a loop's end). The outer
+// index (variable 0) and an elements kernel's inner index are the launch's
+// 64-bit work item: never narrow. A GPU prints narrow values as int
+// (cuda.c) and the cost model counts their operations as one instruction
+// each (cuda_cost.c); a CPU's LLVM code keeps i64 (its 64-bit ALU is as
+// fast).
+#define LK_NARROW (INT64_C(2147483647) - 65536)
+void lkernel_ranges(Arena *a, LKernel *lk, int64_t t_max);
 
 // Whether a GPU team GEMM reads operand x (LC_A or LC_B) of c as packed bf16
 // pairs, k and k + 1 of a fragment register in one aligned 32-bit word: a

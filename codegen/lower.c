@@ -1000,6 +1000,7 @@ static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int sl
 // unless it is a parameter's twin, BUF_TWIN, which the optimizer keeps
 // current). Element-wise accesses (in steps of loops too) and flat
 // products convert; a bf16 slot elsewhere is an error in err.
+static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk);
 static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
                          char *err, size_t errlen) {
   int slot[KS_IMM];
@@ -1020,12 +1021,22 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
   if (mixed) {
     int x = bf[gm->slot[LG_A]] ? LG_B : LG_A;
     gm->staged[x] = gm->bf16[x] = true;
-    if (s->bufs[slot[KS_STAGE]].role != BUF_TWIN) c->stage = lower_stage(a, s, k, gm->slot[x], slot[gm->slot[x]]);
+    if (s->bufs[slot[KS_STAGE]].role != BUF_TWIN) {
+      LKernel *st = lower_stage(a, s, k, gm->slot[x], slot[gm->slot[x]]);
+      lkernel_facts(a, s, tgt, st);
+      c->stage = st;
+    }
   }
   for (int i = 0; i < 2; i++)
     if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
   for (int i = 0; c->steps && i < c->steps->n; i++)
     memcpy(c->steps->lk[i]->slot_bf16, bf, sizeof bf), round_stored(a, c->steps->lk[i], c->steps->lk[i]->body);
+}
+
+// The facts a backend reads beside a description: its integers' ranges.
+static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk) {
+  (void)tgt;
+  lkernel_ranges(a, lk, s->g->t_max);
 }
 
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {
@@ -1055,11 +1066,16 @@ LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_
       if (!lk && !err[0] && !c->conv) kernel_unlowered(err, sizeof err, tgt == LTARGET_GPU ? "CUDA" : "CPU", n);
     }
     mark_storage(a, s, k, c, gm, (LKernel *[]){lk, infer}, tgt, err, sizeof err);
+    if (lk) lkernel_facts(a, s, tgt, lk);
+    if (infer && infer != lk) lkernel_facts(a, s, tgt, infer);
+    for (int i = 0; c->steps && i < c->steps->n; i++)
+      if (c->steps->lk[i]) lkernel_facts(a, s, tgt, c->steps->lk[i]);
     if (err[0]) c->err = arena_strdup(a, err);
     if (c->err && !m->err) m->err = c->err;
   }
-  m->adamw = lower_adamw(a, false);
-  m->adamw_twin = lower_adamw(a, true);
+  LKernel *adamw[2] = {lower_adamw(a, false), lower_adamw(a, true)};
+  for (int i = 0; i < 2; i++) lkernel_facts(a, s, tgt, adamw[i]);
+  m->adamw = adamw[0], m->adamw_twin = adamw[1];
   if (time_axis) {
     m->window = arena_alloc(a, sizeof *m->window * ((size_t)s->nkernels + 1));
     for (int ki = 0; ki < s->nkernels; ki++) {

@@ -27,6 +27,7 @@
 #include "cuda.h"
 #include "passes.h"
 #include "interp.h"
+#include "lower_impl.h"
 #include "xf_abi.h"
 
 static int passed, failed;
@@ -343,10 +344,57 @@ static void check_unlowered(void) {
   arena_free(&a);
 }
 
+// lkernel_ranges (lower_ranges.c) on a description built by hand, outer
+// B x T, t_max 1024: what a backend may compute in 32 bits and what it may not.
+static void check_ranges(void) {
+  Arena a = {0};
+  LKernel *lk = arena_alloc(&a, sizeof *lk);
+  Lo L = {.a = &a, .lk = lk};
+  L.tail[0] = &lk->body;
+  lk->name = "ranges";
+  lk->shape = LK_ROWS;
+  lk->slot_int[KS_IN0] = true;
+  new_var(&L, LT_I64, "o");
+  LExpr *B = ex(&L, LX_DIM, LT_I64), *T = ex(&L, LX_DIM, LT_I64);
+  T->ival = 1;
+  lk->outer = imul(&L, B, T);
+  int q = let(&L, x2(&L, LX_REM, xvar(&L, 0), xi(&L, 64)), "q");        // [0, 63], of a 64-bit o
+  int b = let(&L, x2(&L, LX_DIV, xvar(&L, 0), xi(&L, 64)), "b");        // unbounded
+  int n = let(&L, imul(&L, T, xi(&L, 64)), "n");                         // <= 65536
+  int t3 = let(&L, imul(&L, imul(&L, T, T), T), "t3");                   // <= 2^30
+  int t4 = let(&L, imul(&L, xvar(&L, t3), T), "t4");                     // <= 2^40
+  int ng = let(&L, x2(&L, LX_SUB, xi(&L, 0), xvar(&L, n)), "ng");        // >= -65536
+  int id = let(&L, load(&L, KS_IN0, xvar(&L, b)), "id");                 // a token id: any int32
+  int x = for_begin(&L, xi(&L, 0), xvar(&L, n), true, "x");
+  int sq = let(&L, imul(&L, xvar(&L, x), xvar(&L, x)), "sq");             // up to 2^32: 64 bits
+  LExpr *at = iadd(&L, imul(&L, x2(&L, LX_DIV, xvar(&L, x), xi(&L, 64)), xi(&L, 69)), x2(&L, LX_REM, xvar(&L, x), xi(&L, 64)));
+  int tile = let(&L, at, "at");
+  int w = for_begin(&L, xi(&L, 0), xvar(&L, b), false, "w");             // bounded by b: 64 bits
+  for_end(&L);
+  for_end(&L);
+  lkernel_ranges(&a, lk, 1024);
+  struct {
+    int var;
+    bool narrow;
+  } want[] = {{0, false}, {q, true}, {b, false}, {n, true}, {t3, true}, {t4, false}, {ng, true},
+              {id, false}, {x, true}, {sq, false}, {tile, true}, {w, false}};
+  int bad = 0;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (lk->narrow[want[i].var] != want[i].narrow)
+      printf("  variable %s: narrow %d, want %d\n", lk->names[want[i].var], lk->narrow[want[i].var], want[i].narrow), bad++;
+  // q's value fits, its operation (o % 64 of a 64-bit o) does not; at's does
+  if (at->narrow != true || lk->body->val->narrow != false) printf("  expression flags: at %d, o %% 64 %d\n", at->narrow, lk->body->val->narrow), bad++;
+  printf("%s ranges: %d of %zu variables as expected\n", bad ? "FAIL" : "ok  ", (int)(sizeof want / sizeof want[0]) - bad,
+         sizeof want / sizeof want[0]);
+  bad ? failed++ : passed++;
+  arena_free(&a);
+}
+
 int main(int argc, char **argv) {
   only = argc > 1 ? argv[1] : NULL;
   check_abi_layout();
   check_unlowered();
+  check_ranges();
   Define small[] = {{"layers", "2"}, {"d", "8"}, {"context", "6"}, {"vocab", "11"}, {"ffn", "12"}, {"heads", "2"},
                     {"dropout", "0.1"}};
   for (size_t i = 0; i < NTEST_EXAMPLES; i++) {
