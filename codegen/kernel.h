@@ -214,6 +214,11 @@ typedef struct {
                           // stage in shared memory in bf16 (schedule_storage
                           // on a GPU schedule: --precision=bf16, whose team
                           // GEMMs round every operand to bf16 anyway)
+  bool fast_exp;          // a GPU's e^x may be the SFU's (__expf: ex2.approx of
+                          // x log2 e, at most 2 + 1.173 |x| ulp off against the
+                          // 1e-7 relative of the polynomial): --precision=tf32
+                          // or bf16, whose products round to 10 or 7 bits
+                          // (xfc; lower_module marks LX_EXP)
 } Schedule;
 
 // The root buffer holding buffer b's storage (aliases resolved).

@@ -62,6 +62,7 @@ typedef enum {
               // int32 token id sign-extended
   // f32 -> f32 (x = a[0]): -x, e^x (the Cephes polynomial of both backends,
   // relative error about 1e-7), and libm's float functions
+  // LX_EXP with ival 1: a GPU may compute it with its SFU (Schedule.fast_exp)
   LX_NEG, LX_EXP, LX_LOG, LX_SQRT, LX_SIN, LX_COS, LX_TANH, LX_ERF,
   // f32 or i64, two operands
   LX_ADD, LX_SUB, LX_MUL, LX_DIV,

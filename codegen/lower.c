@@ -1033,10 +1033,24 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
     memcpy(c->steps->lk[i]->slot_bf16, bf, sizeof bf), round_stored(a, c->steps->lk[i], c->steps->lk[i]->body);
 }
 
-// The facts a backend reads beside a description: its integers' ranges.
+// Every e^x of x and its subexpressions marked for the SFU (LX_EXP ival 1).
+static void fast_exp_expr(LExpr *x) {
+  if (!x) return;
+  if (x->kind == LX_EXP) x->ival = 1;
+  for (int i = 0; i < 3; i++) fast_exp_expr(x->a[i]);
+}
+static void fast_exp(LStmt *st) {
+  for (; st; st = st->next) {
+    fast_exp_expr(st->lo), fast_exp_expr(st->hi), fast_exp_expr(st->idx), fast_exp_expr(st->val);
+    for (int c = 0; c < st->ncarry; c++) fast_exp_expr(st->init[c]), fast_exp_expr(st->step[c]);
+    fast_exp(st->body);
+  }
+}
+// The facts a backend reads beside a description: its integers' ranges; on
+// a GPU under Schedule.fast_exp, the exponentials it may approximate.
 static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk) {
-  (void)tgt;
   lkernel_ranges(a, lk, s->g->t_max);
+  if (tgt == LTARGET_GPU && s->fast_exp) fast_exp(lk->body);
 }
 
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {
@@ -1230,6 +1244,7 @@ static void print_var(FILE *f, const LKernel *lk, int v) { fprintf(f, "%s_%d", l
 static void print_expr(FILE *f, const LKernel *lk, const LExpr *e) {
   switch (e->kind) {
   case LX_INT: fprintf(f, "%lld", (long long)e->ival); return;
+  case LX_EXP: fputs(e->ival ? "exp_sfu(" : "exp(", f), print_expr(f, lk, e->a[0]), fputc(')', f); return;
   case LX_FLT: fprintf(f, "%gf", e->fval); return;
   case LX_DIM: fputs(e->ival ? "T" : "B", f); return;
   case LX_VAR: print_var(f, lk, e->var); return;

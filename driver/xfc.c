@@ -487,6 +487,7 @@ static bool st_check_grad(Pipeline *p) {
 // outer extent and windows; the backends print these.
 static bool st_lower(Pipeline *p) {
   p->cpu = lower_module(&p->arena, p->s, LTARGET_CPU, p->time_axis);
+  p->s->fast_exp = p->o->precision != XF_PRECISION_FP32;
   if (p->o->cuda) p->gpu = lower_module(&p->arena, p->s, LTARGET_GPU, p->time_axis);
   return true;
 }

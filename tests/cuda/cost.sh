@@ -117,6 +117,18 @@ else
   echo "FAIL: the transformer's row-form attention_grad: unpadded tiles ${old:-?} us, padded ${pad:-?} us (expected over 10% more)"
   fails=$((fails + 1))
 fi
+# e^x on the SFU (Schedule.fast_exp): under --precision=tf32 and bf16 every
+# exponential of the CUDA source is __expf, under fp32 (the oracle) none is,
+# (its definition aside)
+fp=$("$xfc" --target=cuda --emit=cuda examples/transformer.xf --precision=fp32 2>&1)
+tf=$("$xfc" --target=cuda --emit=cuda examples/transformer.xf --precision=tf32 2>&1)
+nfp=$(grep -c '__expf(' <<<"$fp"); ntf=$(grep -c '__expf(' <<<"$tf"); npoly=$(grep -c 'xf_exp(' <<<"$tf")
+if [ "$nfp" = 0 ] && [ "$ntf" -gt 0 ] && [ "$npoly" = 1 ] && grep -q 'xf_exp((' <<<"$fp"; then
+  echo "ok: e^x: __expf on $ntf lines of the TF32 source, none in fp32's (the polynomial)"
+else
+  echo "FAIL: e^x: __expf on $nfp lines under fp32, $ntf under tf32, xf_exp( on $npoly lines of the TF32 source (1: its definition)"
+  fails=$((fails + 1))
+fi
 new=$("$xfc" --target=cuda --emit=cost examples/me.xf -D layers=2 --batch=64 --seq=128 2>&1)
 grep -q conv_dw_partial <<<"$new" || { echo "FAIL: ME has no two-step conv_dw"; fails=$((fails + 1)); }
 # scan_read's chunked form (the GPU's default): the recurrent mixers' step at
