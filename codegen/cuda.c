@@ -784,9 +784,15 @@ static void lk_stmt(LP *p, const LStmt *st, bool coop) {
   case LS_STORE:
     lk_line(p, "%s%s%s%c%d[", coop ? "if (" : "", coop ? g_id(p) : "", coop ? " == 0) " : "", view_of(p, st->slot), view_index(st->slot));
     lx(p, st->idx);
-    out(r, half(p, st->slot) ? "] = xf_bf16_st(" : "] = ");
-    lx(p, st->val);
-    out(r, half(p, st->slot) ? ");\n" : ";\n");
+    if (half(p, st->slot) && st->val->kind == LX_LOAD && half(p, st->val->slot)) {  // bf16 to bf16: the bits, unconverted
+      out(r, "] = %c%d[", view_of(p, st->val->slot), view_index(st->val->slot));
+      lx(p, st->val->a[0]);
+      out(r, "];\n");
+    } else {
+      out(r, half(p, st->slot) ? "] = xf_bf16_st(" : "] = ");
+      lx(p, st->val);
+      out(r, half(p, st->slot) ? ");\n" : ";\n");
+    }
     if (coop && lk_shares(p, st, true)) lk_line(p, "%s\n", g_sync(p));
     return;
   case LS_FOR: {

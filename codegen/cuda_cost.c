@@ -39,6 +39,12 @@ static const double SMS = 132, CLOCK = 1.98e9, BW = 3.35e12, FP32 = 67e12, TF32 
 // ms (47 ns each); the embedding gradient, 8,192 iterations of a global load
 // and a shared-memory read-modify-write, 752 us (92 ns each).
 static const double LAT_GLOBAL = 45e-9, LAT_LOCAL = 25e-9, LAT_ALU = 4e-9, ALU_NS = 0.5e-9;
+// A bf16 element's conversions in ptxas's sm_90 code (cuobjdump -sass of a
+// tile copy): widening to float a shift, rounding a float to nearest even
+// with the NaN test (cuda.c xf_bf16_st) 6 more instructions than a float
+// store; a copy of bf16 bits neither.
+static const double BF16_WIDEN = 1, BF16_ROUND = 6;
+
 static const double LAUNCH = 1e-6, GEMM_FIXED = 4e-6, GEMM_EFF_FLOP = 0.6, GEMM_EFF_BW = 0.7;
 enum { COST_SAMPLES = 32, MAX_BLOCKS = 1 << 16, MAX_THREADS_SM = 2048, MAX_BLOCKS_SM = 32, SHMEM_SM = 228 * 1024 };
 
@@ -109,6 +115,7 @@ typedef struct {
 typedef struct Walk Walk;
 static void local_access(const Walk *w, int slot, const LExpr *idx, XCost *c);
 static double global_lines(const Walk *w, int slot, const LExpr *idx);
+static int64_t slot_esize(const Walk *w, int slot);
 
 // Instructions of an operation; a 64-bit integer division or remainder is
 // a routine of about 20 (operands that fit 32 bits, checked at run time),
@@ -133,7 +140,7 @@ static void xcost(const Walk *w, const LExpr *x, XCost *c) {
   switch (x->kind) {
   case LX_INT: case LX_FLT: case LX_DIM: case LX_VAR: case LX_ROW0: case LX_POS0: case LX_WIN: return;
   case LX_LOAD: {
-    c->ops += 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
+    c->ops += w && slot_esize(w, x->slot) == 2 ? 1 + BF16_WIDEN : 1, c->mem |= x->slot >= LK_LOCAL0 ? 1 : 2;
     if (x->slot >= LK_LOCAL0) local_access(w, x->slot, x->a[0], c);
     else c->lines += global_lines(w, x->slot, x->a[0]);
     xcost(w, x->a[0], c);
@@ -323,6 +330,8 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       XCost x = {0};
       xcost(w, st->val, &x), xcost(w, st->idx, &x);
       if (st->kind == LS_STORE) x.ops += 1;  // a store does not wait
+      if (st->kind == LS_STORE && slot_esize(w, st->slot) == 2)  // cuda.c: bf16 bits copied as they are, else rounded
+        x.ops += st->val->kind == LX_LOAD && slot_esize(w, st->val->slot) == 2 ? -BF16_WIDEN : BF16_ROUND;
       if (st->kind == LS_STORE && st->slot >= LK_LOCAL0) local_access(w, st->slot, st->idx, &x);
       if (st->kind == LS_STORE && st->slot < LK_LOCAL0) x.lines += global_lines(w, st->slot, st->idx);
       if (st->kind == LS_LET && st->var >= 0) {
