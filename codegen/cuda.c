@@ -643,7 +643,7 @@ static void lx_at(LP *p, const LExpr *e, bool wide) {
     lx(p, e->a[0]);
     out(r, half(p, e->slot) ? "])" : "]");
     return;
-  case LX_NEG: out(r, "(-"), lx(p, e->a[0]), out(r, ")"); return;
+  case LX_NEG: out(r, "(-"), lx_arg(p, e->a[0], wide), out(r, ")"); return;
   case LX_EXP: lx_call(p, e->ival ? "__expf" : "xf_exp", e, false); return;  // the SFU's ex2, or the polynomial
   case LX_LOG: lx_call(p, "logf", e, false); return;
   case LX_SQRT: lx_call(p, "sqrtf", e, false); return;

@@ -27,7 +27,7 @@ static int64_t min2(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
 typedef struct {
-  const LKernel *lk;
+  LKernel *lk;
   int64_t t_max;
   Rng *var;  // [nvars]
 } Ranges;
@@ -76,19 +76,20 @@ static Rng range_of(Ranges *R, LExpr *x) {
     r = (Rng){a.lo >= 0 ? 0 : -m, a.hi <= 0 ? 0 : m};
     break;
   }
+  case LX_NEG: r = (Rng){-a.hi, -a.lo}; break;
   case LX_MAX: r = (Rng){max2(a.lo, b.lo), max2(a.hi, b.hi)}; break;
   case LX_SELECT: r = (Rng){min2(b.lo, sel2.lo), max2(b.hi, sel2.hi)}; break;
   case LX_LT: case LX_GT: case LX_GE: case LX_EQ: case LX_AND: r = (Rng){0, 1}; break;
   default: break;  // floats, LX_TOI, row0, pos0: any
   }
   x->narrow = x->type == LT_I64 && kids && fits(r);
-  if (x->type == LT_I64 && (x->kind == LX_LOAD || x->kind == LX_TOI)) x->narrow = fits(r);  // a value, not an operation
+  if (x->kind == LX_VAR) x->narrow = R->lk->narrow[x->var];  // as the variable is declared
   return r;
 }
 
 static void define(Ranges *R, int v, Rng r) {
   R->var[v] = r;
-  ((LKernel *)R->lk)->narrow[v] = R->lk->types[v] == LT_I64 && fits(r) && v != 0;
+  R->lk->narrow[v] = R->lk->types[v] == LT_I64 && fits(r) && v != 0;
 }
 
 // v in [lo, hi): [lo.lo, hi.hi - 1] (empty ranges: lo.lo).
@@ -96,7 +97,7 @@ static void define_loop(Ranges *R, int v, LExpr *lo, LExpr *hi) {
   Rng l = range_of(R, lo), h = range_of(R, hi);
   define(R, v, (Rng){l.lo, max2(l.lo, h.hi - 1)});
   // a loop index is narrow only with narrow bounds: its end is declared beside it
-  if (!lo->narrow || !hi->narrow) ((LKernel *)R->lk)->narrow[v] = false;
+  if (!lo->narrow || !hi->narrow) R->lk->narrow[v] = false;
 }
 
 static void ranges_block(Ranges *R, LStmt *st) {
