@@ -259,6 +259,7 @@ typedef struct {
   int64_t sr, sc;
   int64_t esize;       // bytes per element
   bool packed;         // bf16 pairs read as one word (lcall_packed): half the accesses
+  bool ldsm;           // B by ldmatrix.trans (lcall_ldsm): two 8 x 8 matrices of 16-byte rows
 } GemmOperand;
 
 // The wavefronts of one warp's accesses to the local operand x of a team
@@ -272,6 +273,13 @@ static void gemm_operand_wavefronts(uint32_t mma, int x, GemmOperand o, int64_t 
   *wf = *acc = *lines = 0;
   if (!o.local && !o.global) return;
   int64_t addr[32];
+  if (o.local && o.ldsm && x == LC_B && mma == XF_MMA_BF16) {  // matrix r: rows k = 8 r .. 8 r + 7, 4 words each
+    for (int r = 0; r < 2; r++) {
+      for (int l = 0; l < 32; l++) addr[l] = ((8 * r + l / 4) * o.sr) * o.esize / 4 + l % 4;
+      *wf += warp_wavefronts(addr), *acc += 1;
+    }
+    return;
+  }
   bool packed = o.packed && mma == XF_MMA_BF16;
   int ninstr = x == LC_C ? (mma ? 4 : 16) : mma == XF_MMA_BF16 ? (x == LC_A ? 8 : 4) : mma ? (x == LC_A ? 4 : 2) : 4;
   for (int r = 0; r < ninstr; r += packed ? 2 : 1) {
@@ -363,7 +371,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .global = g->slot[x] < LK_LOCAL0 && known,
                          .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x]),
-                         .packed = packed[x]};
+                         .packed = packed[x], .ldsm = x == LC_B && lcall_ldsm(w->e->lk, g)};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
@@ -379,7 +387,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         int64_t tm = (m + 15) / 16, tn = (n + 7) / 8;
         int nt = XF_TEAM_TILE_N(xf_team_tile(tm, tn, w->warps));
         bool bf = w->mma == XF_MMA_BF16;
-        double ia = bf && packed[LC_A] ? 4 : 12, ib = bf && packed[LC_B] ? 2 : 6;
+        double ia = bf && packed[LC_A] ? 4 : 12, ib = bf && packed[LC_B] ? 2 : bf && lcall_ldsm(w->e->lk, g) ? 1 : 6;
         double per_step = 10 + ia + nt * (4 + ib);
         units = (double)tm * ceil((double)tn / nt), serial = ceil(units / (coop ? w->warps : 1));
         steps = ceil(k / (bf ? 16.0 : 8.0)), nb = nc = nt;

@@ -230,6 +230,13 @@ void lkernel_ranges(Arena *a, LKernel *lk, int64_t t_max);
 // bf16 local (LKernel.local_bf16) with k along its rows (A not ta, B tb), at
 // a constant even offset, rows a constant even number of elements apart.
 bool lcall_packed(const LKernel *lk, const LCall *c, int x);
+// Whether a GPU team GEMM with bf16 products reads operand B of c by
+// ldmatrix.trans, two 8 x 8 matrices of 16-byte rows per fragment (cuda.c
+// xf_ldsm_t2): a bf16 local with k down its rows (not tb), at a constant
+// offset and rows a constant number of elements apart, both multiples of 8,
+// and n constant, at most ld rounded down to 8 (a matrix row's 8 columns
+// stay inside its row).
+bool lcall_ldsm(const LKernel *lk, const LCall *c);
 
 // Which processor the description is for: the middle picks the form of a
 // kernel per target (attention: a query row across heads per outer index on

@@ -1370,6 +1370,14 @@ bool lcall_packed(const LKernel *lk, const LCall *c, int x) {
   return c->at[x]->kind == LX_INT && c->at[x]->ival % 2 == 0 && c->ld[x]->kind == LX_INT && c->ld[x]->ival % 2 == 0;
 }
 
+bool lcall_ldsm(const LKernel *lk, const LCall *c) {
+  int sl = c->slot[LC_B];
+  if (sl < LK_LOCAL0 || !lk->local_bf16[sl - LK_LOCAL0] || c->tb) return false;
+  if (c->at[LC_B]->kind != LX_INT || c->ld[LC_B]->kind != LX_INT || c->n->kind != LX_INT) return false;
+  int64_t at = c->at[LC_B]->ival, ld = c->ld[LC_B]->ival;
+  return at % 8 == 0 && ld % 8 == 0 && ld > 0 && c->n->ival <= ld / 8 * 8;
+}
+
 bool lstmt_has(const LStmt *s, LExprKind k) { return lstmt_any(s, k, -1); }
 bool lstmt_uses(const LStmt *s, int var) { return lstmt_any(s, LX_COUNT, var); }
 

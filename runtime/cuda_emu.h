@@ -313,6 +313,25 @@ static inline void xf_emu_mma(float d[4], const unsigned a[4], const unsigned b[
   }
   xf_emu::barrier();
 }
+// ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 over the warp: each lane
+// publishes its row address (lanes 8 r .. 8 r + 7 the rows of matrix r), then
+// (after the barrier) lane l = 4 g + t takes element g of rows 2 t and 2 t + 1
+// of each matrix r into register r, the first in its low half (PTX ISA).
+static inline void xf_ldsm_t2(unsigned b[2], const unsigned short *row) {
+  unsigned me = xf_emu::cur, base = me & ~31u, l = me & 31u;
+  memcpy(&xf_emu::exchange[me], &row, sizeof row);
+  xf_emu::barrier();
+  for (int r = 0; r < 2; r++) {
+    unsigned v = 0;
+    for (int h = 0; h < 2; h++) {
+      const unsigned short *p;
+      memcpy(&p, &xf_emu::exchange[base + 8 * r + 2 * (l & 3) + h], sizeof p);
+      v |= (unsigned)p[l >> 2] << (16 * h);
+    }
+    b[r] = v;
+  }
+  xf_emu::barrier();
+}
 static inline void xf_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) { xf_emu_mma(d, a, b, false); }
 static inline void xf_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2]) { xf_emu_mma(d, a, b, true); }
 
