@@ -365,13 +365,14 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
       // the local operands' wavefronts: wf[x] per fragment and k step (C: per tile), acc[x] the accesses
       double wf[3], acc[3], lines[3];
       bool packed[3] = {lcall_packed(w->e->lk, g, LC_A), lcall_packed(w->e->lk, g, LC_B), false};
+      bool ldsm = lcall_ldsm(w->e->lk, g);
       for (int x = 0; x < 3; x++) {
         int64_t ld = 0;
         bool tr = x == LC_A ? g->ta : x == LC_B ? g->tb : false, known = ev(w->e, g->ld[x], &ld);
         // op(A)(i, q) = A[i lda + q], or A[q lda + i] (ta); op(B)(q, j) = B[q ldb + j], or B[j ldb + q] (tb)
         GemmOperand o = {.local = g->slot[x] >= LK_LOCAL0 && known, .global = g->slot[x] < LK_LOCAL0 && known,
                          .sr = tr ? 1 : ld, .sc = tr ? ld : 1, .esize = slot_esize(w, g->slot[x]),
-                         .packed = packed[x], .ldsm = x == LC_B && lcall_ldsm(w->e->lk, g)};
+                         .packed = packed[x], .ldsm = x == LC_B && ldsm};
         gemm_operand_wavefronts(w->mma, x, o, n > 4 ? (n + 3) / 4 : 1, g->beta != 0, &wf[x], &acc[x], &lines[x]);
       }
       // the banks' terms: `serial` warp tiles (lane tiles) on one warp's
@@ -387,7 +388,7 @@ static SCost walk(Walk *w, const LStmt *st, bool coop) {
         int64_t tm = (m + 15) / 16, tn = (n + 7) / 8;
         int nt = XF_TEAM_TILE_N(xf_team_tile(tm, tn, w->warps));
         bool bf = w->mma == XF_MMA_BF16;
-        double ia = bf && packed[LC_A] ? 4 : 12, ib = bf && packed[LC_B] ? 2 : bf && lcall_ldsm(w->e->lk, g) ? 1 : 6;
+        double ia = bf && packed[LC_A] ? 4 : 12, ib = bf && packed[LC_B] ? 2 : bf && ldsm ? 1 : 6;
         double per_step = 10 + ia + nt * (4 + ib);
         units = (double)tm * ceil((double)tn / nt), serial = ceil(units / (coop ? w->warps : 1));
         steps = ceil(k / (bf ? 16.0 : 8.0)), nb = nc = nt;

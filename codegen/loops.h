@@ -217,11 +217,10 @@ typedef struct {
 // where the interval of the value (and of each integer subexpression) at
 // any B >= 1 and 1 <= T <= t_max lies within LK_NARROW, 2^31 - 2^16 (a
 // 32-bit int, with room for a block's stride past a loop's end). The outer
-// index (variable 0) and an elements kernel's inner index are the launch's
-// 64-bit work item: never narrow. A GPU prints narrow values as int
-// (cuda.c) and the cost model counts their operations as one instruction
-// each (cuda_cost.c); a CPU's LLVM code keeps i64 (its 64-bit ALU is as
-// fast).
+// index (variable 0), the launch's 64-bit work item, is never narrow; a loop
+// index only with narrow bounds. A GPU prints narrow values as int (cuda.c);
+// a CPU's LLVM code keeps i64 (its 64-bit ALU is as fast), and the cost model
+// counts an integer operation as one instruction at either width.
 #define LK_NARROW (INT64_C(2147483647) - 65536)
 void lkernel_ranges(Arena *a, LKernel *lk, int64_t t_max);
 

@@ -993,6 +993,26 @@ static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int sl
   return lk;
 }
 
+// Every e^x of x and its subexpressions marked for the SFU (LX_EXP ival 1).
+static void fast_exp_expr(LExpr *x) {
+  if (!x) return;
+  if (x->kind == LX_EXP) x->ival = 1;
+  for (int i = 0; i < 3; i++) fast_exp_expr(x->a[i]);
+}
+static void fast_exp(LStmt *st) {
+  for (; st; st = st->next) {
+    fast_exp_expr(st->lo), fast_exp_expr(st->hi), fast_exp_expr(st->idx), fast_exp_expr(st->val);
+    for (int c = 0; c < st->ncarry; c++) fast_exp_expr(st->init[c]), fast_exp_expr(st->step[c]);
+    fast_exp(st->body);
+  }
+}
+// The facts a backend reads beside a description: its integers' ranges; on
+// a GPU under Schedule.fast_exp, the exponentials it may approximate.
+static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk) {
+  lkernel_ranges(a, lk, s->g->t_max);
+  if (tgt == LTARGET_GPU && s->fast_exp) fast_exp(lk->body);
+}
+
 // The storage of the class's slots, from its representative kernel k
 // (Buffer.bf16, storage.c): LKernel.slot_bf16 and LGemm.bf16; on a GPU a
 // product whose A and B differ in storage reads the float32 one's bf16 copy
@@ -1000,7 +1020,6 @@ static LKernel *lower_stage(Arena *a, const Schedule *s, const Kernel *k, int sl
 // unless it is a parameter's twin, BUF_TWIN, which the optimizer keeps
 // current). Element-wise accesses (in steps of loops too) and flat
 // products convert; a bf16 slot elsewhere is an error in err.
-static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk);
 static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c, LGemm *gm, LKernel *v[2], LTarget tgt,
                          char *err, size_t errlen) {
   int slot[KS_IMM];
@@ -1031,26 +1050,6 @@ static void mark_storage(Arena *a, const Schedule *s, const Kernel *k, LClass *c
     if (v[i]) memcpy(v[i]->slot_bf16, bf, sizeof bf), round_stored(a, v[i], v[i]->body);
   for (int i = 0; c->steps && i < c->steps->n; i++)
     memcpy(c->steps->lk[i]->slot_bf16, bf, sizeof bf), round_stored(a, c->steps->lk[i], c->steps->lk[i]->body);
-}
-
-// Every e^x of x and its subexpressions marked for the SFU (LX_EXP ival 1).
-static void fast_exp_expr(LExpr *x) {
-  if (!x) return;
-  if (x->kind == LX_EXP) x->ival = 1;
-  for (int i = 0; i < 3; i++) fast_exp_expr(x->a[i]);
-}
-static void fast_exp(LStmt *st) {
-  for (; st; st = st->next) {
-    fast_exp_expr(st->lo), fast_exp_expr(st->hi), fast_exp_expr(st->idx), fast_exp_expr(st->val);
-    for (int c = 0; c < st->ncarry; c++) fast_exp_expr(st->init[c]), fast_exp_expr(st->step[c]);
-    fast_exp(st->body);
-  }
-}
-// The facts a backend reads beside a description: its integers' ranges; on
-// a GPU under Schedule.fast_exp, the exponentials it may approximate.
-static void lkernel_facts(Arena *a, const Schedule *s, LTarget tgt, LKernel *lk) {
-  lkernel_ranges(a, lk, s->g->t_max);
-  if (tgt == LTARGET_GPU && s->fast_exp) fast_exp(lk->body);
 }
 
 LModule *lower_module(Arena *a, const Schedule *s, LTarget tgt, const int *time_axis) {

@@ -36,18 +36,14 @@ typedef struct {
 // and its subexpressions.
 static Rng range_of(Ranges *R, LExpr *x) {
   if (!x) return RNG_ANY;
-  Rng a = RNG_ANY, b = RNG_ANY, r = RNG_ANY;
-  bool kids = true;  // every integer child narrow
+  Rng k[3] = {RNG_ANY, RNG_ANY, RNG_ANY}, r = RNG_ANY;  // the operands'
+  bool kids = true;  // every integer operand narrow
   for (int i = 0; i < 3; i++) {
     if (!x->a[i]) continue;
-    Rng c = range_of(R, x->a[i]);
-    if (i == 0) a = c;
-    if (i == 1) b = c;
-    if (i == 2) r = c;  // SELECT's second value, joined below
+    k[i] = range_of(R, x->a[i]);
     if (x->a[i]->type == LT_I64 && !x->a[i]->narrow) kids = false;
   }
-  Rng sel2 = r;
-  r = RNG_ANY;
+  Rng a = k[0], b = k[1];
   switch (x->kind) {
   case LX_INT: r = (Rng){x->ival, x->ival}; break;
   case LX_DIM: r = x->ival ? (Rng){1, R->t_max} : (Rng){1, RNG_BIG}; break;
@@ -78,7 +74,7 @@ static Rng range_of(Ranges *R, LExpr *x) {
   }
   case LX_NEG: r = (Rng){-a.hi, -a.lo}; break;
   case LX_MAX: r = (Rng){max2(a.lo, b.lo), max2(a.hi, b.hi)}; break;
-  case LX_SELECT: r = (Rng){min2(b.lo, sel2.lo), max2(b.hi, sel2.hi)}; break;
+  case LX_SELECT: r = (Rng){min2(b.lo, k[2].lo), max2(b.hi, k[2].hi)}; break;
   case LX_LT: case LX_GT: case LX_GE: case LX_EQ: case LX_AND: r = (Rng){0, 1}; break;
   default: break;  // floats, LX_TOI, row0, pos0: any
   }

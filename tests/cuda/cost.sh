@@ -117,9 +117,9 @@ else
   echo "FAIL: the transformer's row-form attention_grad: unpadded tiles ${old:-?} us, padded ${pad:-?} us (expected over 10% more)"
   fails=$((fails + 1))
 fi
-# e^x on the SFU (Schedule.fast_exp): under --precision=tf32 and bf16 every
-# exponential of the CUDA source is __expf, under fp32 (the oracle) none is,
-# (its definition aside)
+# e^x on the SFU (Schedule.fast_exp): under --precision=tf32 every
+# exponential of the transformer's CUDA source is __expf (xf_exp only in its
+# definition), under fp32 (the oracle) none is
 fp=$("$xfc" --target=cuda --emit=cuda examples/transformer.xf --precision=fp32 2>&1)
 tf=$("$xfc" --target=cuda --emit=cuda examples/transformer.xf --precision=tf32 2>&1)
 nfp=$(grep -c '__expf(' <<<"$fp"); ntf=$(grep -c '__expf(' <<<"$tf"); npoly=$(grep -c 'xf_exp(' <<<"$tf")
